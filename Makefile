@@ -1,0 +1,36 @@
+# Everything needs only python3: the first target that needs packages creates .venv and installs.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PORT ?= 8501
+
+.PHONY: install run test test-fast bench chromium clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/python -m streamlit run app.py --server.port $(PORT)
+
+# The browser tests drive Debian's Chromium; installed here when missing (needs root + apt-get).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+test: install chromium
+	$(BIN)/python -m pytest
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow and not browser"
+
+bench: install
+	$(BIN)/python bench/forward.py
+
+clean:
+	rm -rf $(VENV) test-artifacts .pytest_cache

@@ -1,0 +1,289 @@
+"""Tests for transformer.tokenizer (offline: no BPEmb download is ever needed)."""
+
+import io
+import json
+import time
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+from bpemb import BPEmb
+
+from transformer.tokenizer import Tokenizer, TokenizerError, _byte_to_char_spans
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "March 5, 2021 was a Friday; April 17, 1999 was a Saturday.",
+    "Café déjà vu: the naïve señor ate crème brûlée in Zürich.",
+    "Meeting at 10:45 on 2023-12-31 with 3 people.",
+    "Hello world, hello tokenizer, hello BPEmb!",
+    "She sells sea shells by the sea shore in 1987.",
+] * 10
+
+SAMPLES = [
+    "The quick brown fox.",
+    "March 5, 2021",
+    "Café déjà vu, crème brûlée",
+    "Meeting on 2023-12-31 at 10:45",
+    "Zürich 1999, Señor",
+    "",
+]
+
+FLAGS = [(True, True), (True, False), (False, True), (False, False)]
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return Tokenizer.train(CORPUS, 120, lowercase=True, digits_to_zero=False)
+
+
+@pytest.fixture(scope="module")
+def bpemb_cache(tmp_path_factory):
+    """A cache folder holding a model with BPEmb's layout at BPEmb's model_tpl path."""
+    cache = tmp_path_factory.mktemp("bpemb_cache")
+    writer = io.BytesIO()
+    # sentencepiece's default ids are BPEmb's: <unk>=0, <s>=1, </s>=2, no pad.
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([BPEmb.preprocess(t) for t in CORPUS]), model_writer=writer,
+        model_type="bpe", vocab_size=1000, hard_vocab_limit=False, character_coverage=1.0,
+        num_threads=1, minloglevel=2)
+    path = cache / BPEmb.model_tpl.format(lang="en", vs=1000)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(writer.getvalue())
+    return cache, path
+
+
+@pytest.fixture(scope="module")
+def standard(bpemb_cache):
+    cache, _ = bpemb_cache
+    return Tokenizer.from_bpemb("en", 1000, cache_dir=cache)
+
+
+# ------------------------------------------------------------------ trained models
+
+def test_trained_special_ids(trained):
+    assert (trained.pad_id, trained.unk_id, trained.start_id, trained.end_id) == (0, 1, 2, 3)
+    assert [trained.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert trained.vocab_size == trained.bpemb.spm.get_piece_size()
+    assert trained.kind == "trained" and trained.lang is None and trained.vs is None
+    assert trained.lowercase is True and trained.digits_to_zero is False
+    for bad in (-1, trained.vocab_size):
+        with pytest.raises(ValueError):
+            trained.id_to_piece(bad)
+
+
+@pytest.mark.parametrize("lowercase,digits_to_zero", FLAGS)
+def test_round_trip(lowercase, digits_to_zero):
+    tok = Tokenizer.train(iter(CORPUS), 150, lowercase=lowercase, digits_to_zero=digits_to_zero)
+    assert (tok.lowercase, tok.digits_to_zero) == (lowercase, digits_to_zero)
+    for text in SAMPLES:
+        ids = tok.encode(text)
+        assert tok.unk_id not in ids, text
+        assert tok.decode(ids) == tok.preprocess(text)
+        framed = tok.encode(text, add_start=True, add_end=True)
+        padded = np.array(framed + [tok.pad_id] * 3, dtype=np.int32)
+        assert tok.decode(padded) == tok.preprocess(text)
+        assert tok.ids_to_pieces(ids) == tok.pieces(text)
+
+
+def test_preprocess_options_change_pieces():
+    both = Tokenizer.train(CORPUS, 120, lowercase=True, digits_to_zero=True)
+    neither = Tokenizer.train(CORPUS, 120, lowercase=False, digits_to_zero=False)
+    text = "March 5, 2021"
+    assert both.preprocess(text) == "march 0, 0000"
+    assert neither.preprocess(text) == text
+    assert "".join(both.pieces(text)).replace("▁", " ").strip() == "march 0, 0000"
+    assert "".join(neither.pieces(text)).replace("▁", " ").strip() == text
+    assert both.decode(both.encode(text)) == "march 0, 0000"
+
+
+def test_split_digits():
+    split = Tokenizer.train(CORPUS, 200)
+    joined = Tokenizer.train(CORPUS, 200, split_digits=False)
+    assert all(len(p.strip("▁")) == 1 for p in split.pieces("1999 2021") if p.strip("▁").isdigit())
+    assert any(len(p.strip("▁")) > 1 and p.strip("▁").isdigit() for p in joined.pieces("1999"))
+
+
+def test_encode_start_end_and_max_len(trained):
+    text = "The quick brown fox jumps over the lazy dog."
+    plain = trained.encode(text)
+    assert len(plain) > 6
+    framed = trained.encode(text, add_start=True, add_end=True)
+    assert framed == [trained.start_id] + plain + [trained.end_id]
+    assert trained.encode(text, add_start=True) == [trained.start_id] + plain
+    assert trained.encode(text, add_end=True) == plain + [trained.end_id]
+    cut = trained.encode(text, add_start=True, add_end=True, max_len=5)
+    assert cut == [trained.start_id] + plain[:3] + [trained.end_id]
+    assert trained.encode(text, max_len=4) == plain[:4]
+    assert trained.encode(text, add_start=True, add_end=True, max_len=2) == [2, 3]
+    assert trained.encode(text, max_len=1000) == plain
+    with pytest.raises(ValueError):
+        trained.encode(text, add_start=True, add_end=True, max_len=1)
+
+
+def test_decode_specials_and_unknown(trained):
+    hello = trained.encode("hello world")
+    ids = [trained.pad_id, trained.start_id] + hello + [trained.end_id] + trained.encode("fox")
+    assert trained.decode(ids) == "hello world"
+    assert trained.decode([trained.end_id] + hello) == ""
+    assert trained.decode([]) == ""
+    # "@" never occurs in the corpus.
+    ids = trained.encode("hello @ world")
+    assert trained.unk_id in ids
+    assert trained.decode(ids) == "hello  ⁇  world"
+    assert "<unk>" in trained.ids_to_pieces(ids)
+    with pytest.raises(ValueError):
+        trained.decode([trained.vocab_size])
+    with pytest.raises(ValueError):
+        trained.decode(np.zeros((2, 2), dtype=int))
+
+
+def test_train_is_deterministic():
+    a = Tokenizer.train(CORPUS, 120, seed=0)
+    b = Tokenizer.train(list(CORPUS), 120, seed=0)
+    assert a.model_bytes == b.model_bytes
+
+
+def test_train_rejects_bad_input():
+    with pytest.raises(TokenizerError, match="empty"):
+        Tokenizer.train([], 100)
+    with pytest.raises(TokenizerError, match="vocab_size"):
+        Tokenizer.train(CORPUS, 2)
+
+
+# ------------------------------------------------------------------ spec round trip
+
+def test_from_spec_gives_identical_ids(trained):
+    spec = json.loads(json.dumps(trained.spec()))
+    again = Tokenizer.from_spec(spec, trained.model_bytes)
+    assert again.spec() == trained.spec()
+    for text in SAMPLES:
+        assert again.encode(text, add_start=True, add_end=True) == \
+            trained.encode(text, add_start=True, add_end=True)
+        assert again.piece_spans(text) == trained.piece_spans(text)
+
+
+@pytest.mark.parametrize("model_bytes", [b"", b"definitely not a sentencepiece model", "text"])
+def test_from_spec_bad_bytes(trained, model_bytes):
+    with pytest.raises(TokenizerError, match="model_bytes"):
+        Tokenizer.from_spec(trained.spec(), model_bytes)
+
+
+def test_from_spec_truncated_bytes(trained):
+    with pytest.raises(TokenizerError):
+        Tokenizer.from_spec(trained.spec(), trained.model_bytes[: len(trained.model_bytes) // 3])
+
+
+@pytest.mark.parametrize("field,value", [
+    ("vocab_size", "wrong"),  # replaced by vocab_size + 1 below
+    ("vocab_size", 10**6),
+    ("kind", "wordpiece"),
+    ("lowercase", "yes"),
+    ("digits_to_zero", 1),
+    ("pad_id", True),
+    ("end_id", -1),
+    ("unk_id", 3),
+    ("lang", "en"),
+    ("vs", 1000),
+])
+def test_from_spec_bad_field(trained, field, value):
+    spec = trained.spec()
+    spec[field] = spec["vocab_size"] + 1 if value == "wrong" else value
+    with pytest.raises(TokenizerError, match=field):
+        Tokenizer.from_spec(spec, trained.model_bytes)
+
+
+def test_from_spec_unknown_and_missing_fields(trained):
+    spec = dict(trained.spec(), colour="blue")
+    with pytest.raises(TokenizerError, match="colour"):
+        Tokenizer.from_spec(spec, trained.model_bytes)
+    spec = trained.spec()
+    del spec["digits_to_zero"]
+    with pytest.raises(TokenizerError, match="digits_to_zero"):
+        Tokenizer.from_spec(spec, trained.model_bytes)
+    with pytest.raises(TokenizerError, match="spec"):
+        Tokenizer.from_spec([("kind", "trained")], trained.model_bytes)
+
+
+# ------------------------------------------------------------------ standard BPEmb models
+
+def test_bpemb_from_cache(bpemb_cache, standard):
+    cache, path = bpemb_cache
+    n = standard.bpemb.spm.get_piece_size()
+    assert standard.kind == "bpemb" and standard.lang == "en" and standard.vs == 1000
+    assert standard.lowercase and standard.digits_to_zero
+    assert (standard.unk_id, standard.start_id, standard.end_id) == (0, 1, 2)
+    assert standard.pad_id == n and standard.vocab_size == n + 1
+    assert standard.id_to_piece(standard.pad_id) == "<pad>"
+    assert [standard.id_to_piece(i) for i in range(3)] == ["<unk>", "<s>", "</s>"]
+    assert standard.model_bytes == path.read_bytes()
+    assert standard.bpemb.model_file == path
+    assert sorted(p.name for p in cache.rglob("*")) == ["en", path.name]
+
+    ids = standard.encode("March 5, 2021", add_start=True, add_end=True)
+    assert ids == standard.encode("march 0, 0000", add_start=True, add_end=True)
+    assert standard.decode(ids + [standard.pad_id] * 2) == "march 0, 0000"
+    assert standard.decode([standard.pad_id, *ids]) == "march 0, 0000"
+
+
+def test_bpemb_spec_round_trip(standard):
+    again = Tokenizer.from_spec(json.loads(json.dumps(standard.spec())), standard.model_bytes)
+    assert again.spec() == standard.spec()
+    for text in SAMPLES:
+        assert again.encode(text, add_end=True) == standard.encode(text, add_end=True)
+    spec = dict(standard.spec(), vocab_size=standard.vocab_size - 1)
+    with pytest.raises(TokenizerError, match="vocab_size"):
+        Tokenizer.from_spec(spec, standard.model_bytes)
+
+
+def test_bpemb_missing_model_offline(tmp_path, monkeypatch):
+    # Reserved .invalid host (RFC 2606): BPEmb's real download path fails even with network.
+    monkeypatch.setattr(BPEmb, "base_url", "https://bpemb.invalid/bpemb/")
+    cache = tmp_path / "empty_cache"
+    cache.mkdir()
+    start = time.monotonic()
+    with pytest.raises(TokenizerError) as info:
+        Tokenizer.from_bpemb("en", 1000, cache_dir=cache)
+    assert time.monotonic() - start < 5, "BPEmb's failing download attempt is slow here"
+    message = str(info.value)
+    assert str(cache / "en" / "en.wiki.bpe.vs1000.model") in message
+    assert f"cache folder {cache}" in message
+    assert "Traceback" not in message and "urllib3" not in message
+    assert list(cache.iterdir()) == []
+
+
+def test_bpemb_bad_lang_or_vs(tmp_path):
+    with pytest.raises(TokenizerError, match="lang"):
+        Tokenizer.from_bpemb("klingon", 1000, cache_dir=tmp_path)
+    with pytest.raises(TokenizerError, match="vs"):
+        Tokenizer.from_bpemb("en", 1234, cache_dir=tmp_path)
+
+
+def test_bpemb_corrupt_cached_model(tmp_path):
+    path = tmp_path / BPEmb.model_tpl.format(lang="en", vs=1000)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"garbage")
+    with pytest.raises(TokenizerError, match="cannot load"):
+        Tokenizer.from_bpemb("en", 1000, cache_dir=tmp_path)
+
+
+# ------------------------------------------------------------------ piece spans
+
+@pytest.mark.parametrize("which", ["trained", "standard"])
+def test_piece_spans_cover_text(which, request):
+    tok = request.getfixturevalue(which)
+    raw = "Café déjà vu on March 5, 2021 in Zürich"
+    text = tok.preprocess(raw)
+    spans = tok.piece_spans(raw)
+    pieces = tok.pieces(raw)
+    assert len(spans) == len(pieces) > 5
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    for (b, e), piece in zip(spans, pieces):
+        assert text[b:e].strip() == piece.replace("▁", " ").strip()
+
+
+def test_byte_to_char_spans():
+    text = "é a€"
+    assert _byte_to_char_spans(text, [(0, 2), (2, 3), (3, 4), (4, 7)]) == \
+        [(0, 1), (1, 2), (2, 3), (3, 4)]

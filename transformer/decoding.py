@@ -1,0 +1,223 @@
+"""Greedy decoding, one token at a time, capturing each step's attention.
+
+Two paths give identical tokens and attention:
+- cached (default): the encoder runs once, each layer's cross-attention keys and values are computed
+  once, and decoder self-attention keys/values live in a fixed-size cache written one slot per step,
+  so the compiled step function never retraces and each step costs the same;
+- naive (use_cache=False): the reference, re-running the decoder on the whole prefix every step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorflow as tf
+
+
+TOP_K = 5
+
+
+@dataclass
+class DecodeStep:
+    """One generated token and what produced it."""
+
+    token: str
+    token_id: int
+    log_prob: float  # log-probability of the chosen token
+    top_k: list[tuple[str, int, float]]  # (token, id, probability), most probable first
+    cross: np.ndarray  # (L_dec, H, N): the new token's cross-attention over the source
+    self: np.ndarray  # (L_dec, H, t + 1): its decoder self-attention over the prefix
+
+
+@dataclass
+class Decoding:
+    """The result of decoding one source."""
+
+    token_ids: list[int]  # generated ids, the end id included when produced
+    tokens: list[str]
+    text: str
+    steps: list[DecodeStep] = field(default_factory=list)
+
+    @property
+    def log_prob(self) -> float:
+        return float(sum(step.log_prob for step in self.steps))
+
+    def cross_attention(self) -> np.ndarray:
+        """(L_dec, H, T, N): every step's cross-attention stacked (the alignment matrix)."""
+        return np.stack([step.cross for step in self.steps], axis=2)
+
+
+def greedy_decode(model, source_ids, *, max_len, use_cache=True, stop_at_end=True, head_mask=None,
+                  tokenizer=None) -> Decoding:
+    """Greedily decode one source (a 1-D id sequence). tokenizer names the tokens, if given."""
+    source_ids = np.asarray(source_ids, np.int32)
+    if source_ids.ndim != 1:
+        raise ValueError(f"source_ids must be one sequence (1-D), got shape {source_ids.shape}")
+    return greedy_decode_batch(model, [source_ids], max_len=max_len, use_cache=use_cache,
+                               stop_at_end=stop_at_end, head_mask=head_mask, tokenizer=tokenizer)[0]
+
+
+def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=True,
+                        head_mask=None, tokenizer=None, capture=True) -> list[Decoding]:
+    """Decode many sources at once. Each stops on its own end token; results equal decoding them
+    one by one. sources: a list of 1-D id sequences (padded here) or a (B, N) padded array."""
+    config = model.config
+    source_ids = _pad_batch(sources, config.pad_id)
+    if not 1 <= max_len <= config.max_len:
+        raise ValueError(f"max_len must be in [1, {config.max_len}] (the model's max_len), got {max_len}")
+    head_mask = _head_masks(model, head_mask)
+    batch = source_ids.shape[0]
+    lengths = (source_ids != config.pad_id).sum(axis=1)
+    run = _CachedRun(model, source_ids, head_mask, max_len) if use_cache else \
+        _NaiveRun(model, source_ids, head_mask)
+    prefix = np.full((batch, 1), config.start_id, np.int32)
+    finished = np.zeros(batch, bool)
+    done_at = np.full(batch, max_len)
+    steps: list[list[DecodeStep]] = [[] for _ in range(batch)]
+    for t in range(max_len):
+        logits, self_weights, cross_weights = run.step(prefix, t)
+        # (B, V), (L, B, H, t + 1), (L, B, H, N)
+        log_probs = _log_softmax(logits)
+        choosable = log_probs.copy()
+        choosable[:, [config.pad_id, config.start_id]] = -np.inf  # never emit padding or <start>
+        next_ids = choosable.argmax(axis=-1).astype(np.int32)
+        for b in np.flatnonzero(~finished):
+            steps[b].append(_step(next_ids[b], log_probs[b], self_weights[:, b], cross_weights[:, b],
+                                  lengths[b], tokenizer, capture))
+        prefix = np.concatenate([prefix, next_ids[:, None]], axis=1)
+        if stop_at_end:
+            newly = ~finished & (next_ids == config.end_id)
+            done_at[newly] = t + 1
+            finished |= newly
+            if finished.all():
+                break
+    results = []
+    for b in range(batch):
+        ids = prefix[b, 1:done_at[b] + 1].tolist() if stop_at_end else prefix[b, 1:].tolist()
+        results.append(Decoding(ids, _names(ids, tokenizer), _text(ids, tokenizer), steps[b]))
+    return results
+
+
+class _CachedRun:
+    """Encoder once, cross K/V once, self K/V cached; one compiled step for every position."""
+
+    def __init__(self, model, source_ids, head_mask, max_len):
+        self.model = model
+        enc = model.encode(source_ids, head_mask=head_mask["encoder"])
+        self.memory_mask = enc["mask"]
+        self.memory_kv = [layer.cross_attention.project_key_value(enc["memory"])
+                          for layer in model.decoder_layers]
+        c = model.config
+        shape = (source_ids.shape[0], c.num_heads, max_len, c.d_k)
+        self.cache = [(tf.zeros(shape), tf.zeros(shape)) for _ in model.decoder_layers]
+        self.self_head_mask = head_mask["decoder"]
+        self.cross_head_mask = head_mask["cross"]
+        self.step_fn = _compiled_step(model)
+
+    def step(self, prefix, t):
+        logits, self.cache, self_weights, cross_weights = self.step_fn(
+            tf.constant(prefix[:, -1:]), tf.constant(t, tf.int32), self.cache, self.memory_kv,
+            self.memory_mask, self.self_head_mask, self.cross_head_mask)
+        return logits.numpy(), self_weights.numpy()[..., : t + 1], cross_weights.numpy()
+
+
+def _compiled_step(model):
+    """One tf.function per model (its traces are reused by every decode of that model)."""
+    fn = getattr(model, "_cached_step_fn", None)
+    if fn is None:
+        @tf.function
+        def fn(token_ids, position, cache, memory_kv, memory_mask, self_head_mask,
+               cross_head_mask):
+            # token_ids (B, 1) -> logits (B, V), self (L, B, H, max_len), cross (L, B, H, N)
+            x = model.target_embedding(token_ids, offset=position)
+            new_cache, self_weights, cross_weights = [], [], []
+            for i, layer in enumerate(model.decoder_layers):
+                x, layer_cache, sw, cw = layer.cached_step(
+                    x, position, cache[i], memory_kv[i], memory_mask,
+                    self_head_mask[i], cross_head_mask[i])
+                new_cache.append(layer_cache)
+                self_weights.append(sw[:, :, 0])
+                cross_weights.append(cw[:, :, 0])
+            logits = model.project(model.final_norm(x))[:, 0]
+            return logits, new_cache, tf.stack(self_weights), tf.stack(cross_weights)
+        model._cached_step_fn = fn  # a compiled function, not per-user state
+    return fn
+
+
+class _NaiveRun:
+    """The reference: the whole decoder re-runs on the prefix at every step."""
+
+    def __init__(self, model, source_ids, head_mask):
+        self.model = model
+        self.enc = model.encode(source_ids, head_mask=head_mask["encoder"])
+        self.head_mask = head_mask
+
+    def step(self, prefix, t):
+        dec = self.model.decode(prefix, self.enc["memory"], self.enc["mask"],
+                                self_head_mask=self.head_mask["decoder"],
+                                cross_head_mask=self.head_mask["cross"])
+        return (dec["logits"].numpy()[:, -1], dec["self_attention"].numpy()[:, :, :, -1],
+                dec["cross_attention"].numpy()[:, :, :, -1])
+
+
+def _step(token_id, log_probs, self_weights, cross_weights, source_len, tokenizer, capture):
+    top = np.argsort(-log_probs)[:TOP_K]
+    return DecodeStep(
+        token=_names([int(token_id)], tokenizer)[0],
+        token_id=int(token_id),
+        log_prob=float(log_probs[token_id]),
+        top_k=[(_names([int(i)], tokenizer)[0], int(i), float(np.exp(log_probs[i]))) for i in top],
+        cross=cross_weights[:, :, :source_len].astype(np.float32) if capture else None,
+        self=self_weights.astype(np.float32) if capture else None,
+    )
+
+
+def _pad_batch(sources, pad_id) -> np.ndarray:
+    if isinstance(sources, np.ndarray) and sources.ndim == 2:
+        return sources.astype(np.int32)
+    sources = [np.asarray(s, np.int32).reshape(-1) for s in sources]
+    if not sources or min(len(s) for s in sources) == 0:
+        raise ValueError("every source must hold at least one id")
+    out = np.full((len(sources), max(len(s) for s in sources)), pad_id, np.int32)
+    for i, s in enumerate(sources):
+        out[i, : len(s)] = s
+    return out
+
+
+def _head_masks(model, head_mask):
+    """Full (layers, heads) float masks for each kind, ones where not given."""
+    c = model.config
+    head_mask = dict(head_mask or {})
+    layers = {"encoder": c.num_encoder_layers, "decoder": c.num_decoder_layers,
+              "cross": c.num_decoder_layers}
+    unknown = set(head_mask) - set(layers)
+    if unknown:
+        raise ValueError(f"head_mask keys must be among {tuple(layers)}, got {sorted(unknown)}")
+    out = {}
+    for kind, num_layers in layers.items():
+        mask = np.ones((num_layers, c.num_heads), np.float32)
+        if head_mask.get(kind) is not None:
+            given = np.asarray(head_mask[kind], np.float32)
+            if given.shape != mask.shape:
+                raise ValueError(f"head_mask[{kind!r}] must have shape {mask.shape}, got {given.shape}")
+            mask = given
+        out[kind] = tf.constant(mask)
+    return out
+
+
+def _log_softmax(logits):
+    logits = logits.astype(np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _names(ids, tokenizer):
+    return tokenizer.ids_to_pieces(ids) if tokenizer is not None else [str(i) for i in ids]
+
+
+def _text(ids, tokenizer):
+    return tokenizer.decode(ids) if tokenizer is not None else " ".join(str(i) for i in ids)
+
+
+__all__ = ["DecodeStep", "Decoding", "greedy_decode", "greedy_decode_batch"]

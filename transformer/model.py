@@ -1,0 +1,193 @@
+"""The encoder-decoder Transformer (Vaswani et al. 2017) that returns every attention map."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from .config import TransformerConfig
+from .layers import DecoderLayer, EncoderLayer, PositionalEmbedding
+from .masks import decoder_mask, padding_mask
+
+ATTENTION_KINDS = ("encoder", "decoder", "cross")
+
+
+class Transformer(keras.Model):
+    """encode(source) -> memory; decode(target, memory) -> logits; call((source, target)).
+
+    Attention maps, hidden states and Q/K/V are returned by calls when asked, never stored on the
+    layers, so one model object can serve many users at once.
+    """
+
+    def __init__(self, config: TransformerConfig, **kwargs):
+        kwargs.setdefault("name", "transformer")
+        super().__init__(**kwargs)
+        config.validate()
+        self.config = config
+        c = config
+        self.source_token_embedding = keras.layers.Embedding(
+            c.src_vocab_size, c.d_model, name="source_token_embedding")
+        if c.share_embeddings:
+            self.target_token_embedding = self.source_token_embedding
+        else:
+            self.target_token_embedding = keras.layers.Embedding(
+                c.tgt_vocab_size, c.d_model, name="target_token_embedding")
+        self.source_embedding = PositionalEmbedding(
+            self.source_token_embedding, c.d_model, c.max_len, c.positional, c.scale_embeddings,
+            name="source_embedding")
+        self.target_embedding = PositionalEmbedding(
+            self.target_token_embedding, c.d_model, c.max_len, c.positional, c.scale_embeddings,
+            name="target_embedding")
+        self.source_dropout = keras.layers.Dropout(c.dropout_rate)
+        self.target_dropout = keras.layers.Dropout(c.dropout_rate)
+        self.encoder_layers = [
+            EncoderLayer(c.d_model, c.num_heads, c.dff, c.dropout_rate, c.norm_first,
+                         name=f"encoder_layer_{i}")
+            for i in range(c.num_encoder_layers)
+        ]
+        self.decoder_layers = [
+            DecoderLayer(c.d_model, c.num_heads, c.dff, c.dropout_rate, c.norm_first,
+                         name=f"decoder_layer_{i}")
+            for i in range(c.num_decoder_layers)
+        ]
+        # Pre-LN stacks end with a LayerNorm: their residual stream is never normalised otherwise.
+        if c.norm_first:
+            self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm")
+            self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")
+        if not c.tie_output:
+            self.output_projection = keras.layers.Dense(c.tgt_vocab_size, name="output_projection")
+
+    def build_weights(self) -> "Transformer":
+        """Create every variable by running a one-token forward pass."""
+        ids = tf.fill((1, 1), self.config.start_id)
+        self((ids, ids))
+        return self
+
+    # ---------------------------------------------------------------- encoder
+    def encode(self, source_ids, training=False, head_mask=None, return_hidden_states=False,
+               return_qkv=False):
+        """source_ids (B, N) -> dict:
+        "memory" (B, N, d_model), "mask" (B, 1, 1, N), "attention" (L_enc, B, H, N, N);
+        with return_hidden_states "hidden_states" (L_enc + 1, B, N, d_model) (the embedded input,
+        then each layer's output); with return_qkv "q", "k", "v" (L_enc, B, H, N, d_k) and
+        "scores" (L_enc, B, H, N, N) (scaled, before masking).
+        head_mask: (L_enc, H), 0 silences a head.
+        """
+        source_ids = tf.convert_to_tensor(source_ids)
+        mask = padding_mask(source_ids, self.config.pad_id)  # (B, 1, 1, N)
+        x = self.source_dropout(self.source_embedding(source_ids), training=training)
+        hidden, layer_results = [x], []
+        for i, layer in enumerate(self.encoder_layers):
+            result = layer(x, attention_mask=mask, head_mask=_row(head_mask, i), training=training,
+                           return_qkv=return_qkv)
+            x = result["output"]
+            hidden.append(x)
+            layer_results.append(result)
+        if self.config.norm_first:
+            x = self.encoder_norm(x)
+            hidden[-1] = x
+        out = {"memory": x, "mask": mask,
+               "attention": tf.stack([r["weights"] for r in layer_results])}
+        if return_hidden_states:
+            out["hidden_states"] = tf.stack(hidden)
+        if return_qkv:
+            out.update(_stack_qkv(layer_results))
+        return out
+
+    # ---------------------------------------------------------------- decoder
+    def decode(self, target_ids, memory, memory_mask, training=False, self_head_mask=None,
+               cross_head_mask=None, return_hidden_states=False, return_qkv=False):
+        """target_ids (B, T), memory (B, N, d_model), memory_mask (B, 1, 1, N) -> dict:
+        "logits" (B, T, tgt_vocab), "self_attention" (L_dec, B, H, T, T),
+        "cross_attention" (L_dec, B, H, T, N); optional "hidden_states" (L_dec + 1, B, T, d_model),
+        "self_q"/"self_k"/"self_v"/"self_scores", "cross_q"/"cross_k"/"cross_v"/"cross_scores".
+        """
+        target_ids = tf.convert_to_tensor(target_ids)
+        self_mask = decoder_mask(target_ids, self.config.pad_id)  # (B, 1, T, T)
+        x = self.target_dropout(self.target_embedding(target_ids), training=training)
+        hidden, self_results, cross_results = [x], [], []
+        for i, layer in enumerate(self.decoder_layers):
+            result = layer(x, memory, self_mask=self_mask, cross_mask=memory_mask,
+                           self_head_mask=_row(self_head_mask, i),
+                           cross_head_mask=_row(cross_head_mask, i), training=training,
+                           return_qkv=return_qkv)
+            x = result["output"]
+            hidden.append(x)
+            self_results.append(result["self"])
+            cross_results.append(result["cross"])
+        x = self.final_norm(x)
+        hidden[-1] = x
+        out = {"logits": self.project(x),
+               "self_attention": tf.stack([r["weights"] for r in self_results]),
+               "cross_attention": tf.stack([r["weights"] for r in cross_results])}
+        if return_hidden_states:
+            out["hidden_states"] = tf.stack(hidden)
+        if return_qkv:
+            out.update({f"self_{k}": v for k, v in _stack_qkv(self_results).items()})
+            out.update({f"cross_{k}": v for k, v in _stack_qkv(cross_results).items()})
+        return out
+
+    def final_norm(self, x):
+        """The decoder stack's closing LayerNorm (pre-LN only)."""
+        return self.decoder_norm(x) if self.config.norm_first else x
+
+    def project(self, x):
+        """(B, T, d_model) -> logits (B, T, tgt_vocab)."""
+        if self.config.tie_output:
+            return tf.matmul(x, self.target_token_embedding.embeddings, transpose_b=True)
+        return self.output_projection(x)
+
+    # ---------------------------------------------------------------- both
+    def call(self, inputs, training=False, head_mask=None, return_attention=False,
+             return_hidden_states=False, return_qkv=False):
+        """inputs = (source_ids (B, N), target_ids (B, T)); target_ids start with start_id.
+
+        Returns logits (B, T, tgt_vocab), or with any return_* flag a dict with "logits",
+        "encoder_attention" (L_enc, B, H, N, N), "decoder_attention" (L_dec, B, H, T, T),
+        "cross_attention" (L_dec, B, H, T, N) and the requested extras, prefixed "encoder_",
+        "decoder_" (self-attention) and "cross_".
+        head_mask: {"encoder": (L_enc, H), "decoder": (L_dec, H), "cross": (L_dec, H)}, any subset;
+        0 silences a head's output.
+        """
+        source_ids, target_ids = inputs
+        head_mask = head_mask or {}
+        unknown = set(head_mask) - set(ATTENTION_KINDS)
+        if unknown:
+            raise ValueError(f"head_mask keys must be among {ATTENTION_KINDS}, got {sorted(unknown)}")
+        enc = self.encode(source_ids, training=training, head_mask=head_mask.get("encoder"),
+                          return_hidden_states=return_hidden_states, return_qkv=return_qkv)
+        dec = self.decode(target_ids, enc["memory"], enc["mask"], training=training,
+                          self_head_mask=head_mask.get("decoder"),
+                          cross_head_mask=head_mask.get("cross"),
+                          return_hidden_states=return_hidden_states, return_qkv=return_qkv)
+        if not (return_attention or return_hidden_states or return_qkv):
+            return dec["logits"]
+        out = {"logits": dec["logits"], "encoder_attention": enc["attention"],
+               "decoder_attention": dec["self_attention"], "cross_attention": dec["cross_attention"]}
+        if return_hidden_states:
+            out["encoder_hidden_states"] = enc["hidden_states"]
+            out["decoder_hidden_states"] = dec["hidden_states"]
+        if return_qkv:
+            for name in ("q", "k", "v", "scores"):
+                out[f"encoder_{name}"] = enc[name]
+                out[f"decoder_{name}"] = dec[f"self_{name}"]
+                out[f"cross_{name}"] = dec[f"cross_{name}"]
+        return out
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(TransformerConfig.from_dict(config["config"]), name=config.get("name"))
+
+
+def _row(head_mask, layer):
+    """Row `layer` of an optional (layers, heads) head mask."""
+    if head_mask is None:
+        return None
+    return tf.convert_to_tensor(head_mask, tf.float32)[layer]
+
+
+def _stack_qkv(layer_results):
+    return {name: tf.stack([r[name] for r in layer_results]) for name in ("q", "k", "v", "scores")}
