@@ -7,7 +7,8 @@ from .attention import MultiHeadAttention, scaled_dot_product_attention
 from .checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, CheckpointError, load_checkpoint,
                          save_checkpoint)
 from .config import TransformerConfig
-from .decoding import DecodeStep, Decoding, greedy_decode, greedy_decode_batch
+from .decoding import (BeamDecoding, DecodeStep, Decoding, beam_search, greedy_decode,
+                       greedy_decode_batch)
 from .layers import positional_encoding
 from .masks import decoder_mask, look_ahead_mask, padding_mask
 from .model import ATTENTION_KINDS, Transformer
@@ -15,6 +16,7 @@ from .tokenizer import Tokenizer, TokenizerError
 
 __all__ = [
     "ATTENTION_KINDS",
+    "BeamDecoding",
     "Checkpoint",
     "CheckpointError",
     "DEFAULT_CHECKPOINT",
@@ -22,6 +24,7 @@ __all__ = [
     "Decoding",
     "Tokenizer",
     "TokenizerError",
+    "beam_search",
     "greedy_decode",
     "greedy_decode_batch",
     "load_checkpoint",

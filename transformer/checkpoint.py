@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .config import TransformerConfig
-from .decoding import Decoding, greedy_decode
+from .decoding import Decoding, beam_search, greedy_decode
 from .model import Transformer
 from .tokenizer import Tokenizer, TokenizerError
 
@@ -75,12 +75,16 @@ class Checkpoint:
 
     def translate(self, source: str, max_len: int | None = None, use_cache: bool = True,
                   head_mask=None, beam_width: int = 1, stop_at_end: bool = True) -> Decoding:
-        """Greedy translation with every step's attention; .text is the translation."""
+        """Translation with every step's attention; .text is the translation.
+
+        beam_width=1 decodes greedily; more runs beam search (a BeamDecoding, with the beam)."""
+        max_len = max_len or self.config.max_len
         if beam_width != 1:
-            raise ValueError(f"beam_width must be 1 (greedy) for now, got {beam_width}")
-        return greedy_decode(self.model, self.encode_source(source),
-                             max_len=max_len or self.config.max_len, use_cache=use_cache,
-                             stop_at_end=stop_at_end, head_mask=head_mask,
+            return beam_search(self.model, self.encode_source(source), beam_width=beam_width,
+                               max_len=max_len, use_cache=use_cache, head_mask=head_mask,
+                               tokenizer=self.target_tokenizer)
+        return greedy_decode(self.model, self.encode_source(source), max_len=max_len,
+                             use_cache=use_cache, stop_at_end=stop_at_end, head_mask=head_mask,
                              tokenizer=self.target_tokenizer)
 
     def attention(self, source: str, target: str | None = None, head_mask=None) -> dict:

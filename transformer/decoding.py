@@ -49,19 +49,23 @@ class Decoding:
 
 
 def greedy_decode(model, source_ids, *, max_len, use_cache=True, stop_at_end=True, head_mask=None,
-                  tokenizer=None) -> Decoding:
+                  tokenizer=None, on_step=None) -> Decoding:
     """Greedily decode one source (a 1-D id sequence). tokenizer names the tokens, if given."""
     source_ids = np.asarray(source_ids, np.int32)
     if source_ids.ndim != 1:
         raise ValueError(f"source_ids must be one sequence (1-D), got shape {source_ids.shape}")
     return greedy_decode_batch(model, [source_ids], max_len=max_len, use_cache=use_cache,
-                               stop_at_end=stop_at_end, head_mask=head_mask, tokenizer=tokenizer)[0]
+                               stop_at_end=stop_at_end, head_mask=head_mask, tokenizer=tokenizer,
+                               on_step=on_step)[0]
 
 
 def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=True,
-                        head_mask=None, tokenizer=None, capture=True) -> list[Decoding]:
+                        head_mask=None, tokenizer=None, capture=True,
+                        on_step=None) -> list[Decoding]:
     """Decode many sources at once. Each stops on its own end token; results equal decoding them
-    one by one. sources: a list of 1-D id sequences (padded here) or a (B, N) padded array."""
+    one by one. sources: a list of 1-D id sequences (padded here) or a (B, N) padded array.
+    capture=False skips keeping attention (corpus-level use); on_step(t) is called after each step
+    (progress bars, benchmarks)."""
     config = model.config
     source_ids = _pad_batch(sources, config.pad_id)
     if not 1 <= max_len <= config.max_len:
@@ -86,6 +90,8 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
             steps[b].append(_step(next_ids[b], log_probs[b], self_weights[:, b], cross_weights[:, b],
                                   lengths[b], tokenizer, capture))
         prefix = np.concatenate([prefix, next_ids[:, None]], axis=1)
+        if on_step is not None:
+            on_step(t)
         if stop_at_end:
             newly = ~finished & (next_ids == config.end_id)
             done_at[newly] = t + 1
@@ -97,6 +103,86 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
         ids = prefix[b, 1:done_at[b] + 1].tolist() if stop_at_end else prefix[b, 1:].tolist()
         results.append(Decoding(ids, _names(ids, tokenizer), _text(ids, tokenizer), steps[b]))
     return results
+
+
+@dataclass
+class BeamDecoding(Decoding):
+    """The best hypothesis of a beam search (its steps hold its own attention), plus the beam."""
+
+    score: float = 0.0  # length-normalised log-probability
+    hypotheses: list[Decoding] = field(default_factory=list)  # finished, best first
+    beam_steps: list[list[tuple[list[str], float]]] = field(default_factory=list)
+    # beam_steps[t]: the hypotheses alive after step t, as (tokens, log-probability), best first
+
+
+def length_normalised(log_prob: float, length: int, alpha: float) -> float:
+    """GNMT's length penalty: log_prob / ((5 + length) / 6)^alpha; alpha=0 is the raw sum."""
+    return log_prob / (((5.0 + length) / 6.0) ** alpha)
+
+
+def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, use_cache=True,
+                head_mask=None, tokenizer=None) -> BeamDecoding:
+    """Beam search over one source; every hypothesis keeps its own per-step attention.
+
+    Each step expands every live hypothesis by its beam_width best tokens and keeps the
+    beam_width best candidates; one that ends with the end token is finished. Search stops when
+    beam_width hypotheses are finished or at max_len; the best finished one by length-normalised
+    score wins. beam_width=1 is greedy decoding.
+    """
+    config = model.config
+    if beam_width < 1:
+        raise ValueError(f"beam_width must be >= 1, got {beam_width}")
+    if not 1 <= max_len <= config.max_len:
+        raise ValueError(f"max_len must be in [1, {config.max_len}] (the model's max_len), got {max_len}")
+    source_ids = np.asarray(source_ids, np.int32).reshape(-1)
+    # Every slot of the fixed-size beam decodes the same source: tile it.
+    sources = np.repeat(source_ids[None], beam_width, axis=0)
+    masks = _head_masks(model, head_mask)
+    run = _CachedRun(model, sources, masks, max_len) if use_cache else \
+        _NaiveRun(model, sources, masks)
+    source_len = int((source_ids != config.pad_id).sum())
+    # A hypothesis: (log_prob, ids, steps). Slot 0 starts alive; the others are placeholders.
+    live = [(0.0, [], [])]
+    finished: list[tuple[float, float, list[int], list[DecodeStep]]] = []
+    beam_steps = []
+    for t in range(max_len):
+        slots = live + [live[0]] * (beam_width - len(live))
+        prefix = np.array([[config.start_id] + ids for _, ids, _ in slots], np.int32)
+        logits, self_weights, cross_weights = run.step(prefix, t)
+        log_probs = _log_softmax(logits)
+        choosable = log_probs.copy()
+        choosable[:, [config.pad_id, config.start_id]] = -np.inf
+        candidates = []
+        for slot, (score, ids, steps) in enumerate(live):
+            for token in np.argsort(-choosable[slot], kind="stable")[:beam_width]:
+                candidates.append((score + choosable[slot, token], slot, int(token)))
+        candidates.sort(key=lambda c: -c[0])  # stable: ties keep slot order, then token order
+        new_live, parents = [], []
+        for score, slot, token in candidates[:beam_width]:
+            _, ids, steps = live[slot]
+            step = _step(token, log_probs[slot], self_weights[:, slot], cross_weights[:, slot],
+                         source_len, tokenizer, True)
+            hypothesis = (float(score), ids + [token], steps + [step])
+            if token == config.end_id:
+                finished.append((length_normalised(score, len(ids) + 1, length_penalty),) +
+                                hypothesis)
+            else:
+                new_live.append(hypothesis)
+                parents.append(slot)
+        beam_steps.append([(_names(ids, tokenizer), score) for score, ids, _ in new_live])
+        if len(finished) >= beam_width or not new_live:
+            break
+        run.reorder(parents + [parents[0]] * (beam_width - len(parents)))
+        live = new_live
+    if not finished:  # nothing ended within max_len: rank what is alive
+        finished = [(length_normalised(score, len(ids), length_penalty), score, ids, steps)
+                    for score, ids, steps in live]
+    finished.sort(key=lambda f: -f[0])
+    hypotheses = [Decoding(ids, _names(ids, tokenizer), _text(ids, tokenizer), steps)
+                  for _, _, ids, steps in finished]
+    best = hypotheses[0]
+    return BeamDecoding(best.token_ids, best.tokens, best.text, best.steps, score=finished[0][0],
+                        hypotheses=hypotheses, beam_steps=beam_steps)
 
 
 class _CachedRun:
@@ -114,6 +200,10 @@ class _CachedRun:
         self.self_head_mask = head_mask["decoder"]
         self.cross_head_mask = head_mask["cross"]
         self.step_fn = _compiled_step(model)
+
+    def reorder(self, parents):
+        """Beam search: slot i continues the hypothesis that was in slot parents[i]."""
+        self.cache = [(tf.gather(k, parents), tf.gather(v, parents)) for k, v in self.cache]
 
     def step(self, prefix, t):
         logits, self.cache, self_weights, cross_weights = self.step_fn(
@@ -152,6 +242,9 @@ class _NaiveRun:
         self.model = model
         self.enc = model.encode(source_ids, head_mask=head_mask["encoder"])
         self.head_mask = head_mask
+
+    def reorder(self, parents):
+        """Nothing to reorder: the prefix is re-run from scratch every step."""
 
     def step(self, prefix, t):
         dec = self.model.decode(prefix, self.enc["memory"], self.enc["mask"],

@@ -31,19 +31,23 @@ from .tokenizer import Tokenizer
 
 @keras.saving.register_keras_serializable(package="attention_explorer")
 class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) (paper, section 5.3)."""
+    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) (paper, 5.3).
 
-    def __init__(self, d_model: int, warmup_steps: int = 4000):
+    scale is 1 in the paper; small models with short warmups peak too high without it (the
+    Annotated Transformer calls it `factor`)."""
+
+    def __init__(self, d_model: int, warmup_steps: int = 4000, scale: float = 1.0):
         self.d_model = d_model
         self.warmup_steps = warmup_steps
+        self.scale = scale
 
     def __call__(self, step):
         step = tf.cast(step, tf.float32) + 1.0  # Keras counts from 0; the formula from 1
-        return tf.math.rsqrt(tf.cast(self.d_model, tf.float32)) * tf.minimum(
+        return self.scale * tf.math.rsqrt(tf.cast(self.d_model, tf.float32)) * tf.minimum(
             tf.math.rsqrt(step), step * self.warmup_steps ** -1.5)
 
     def get_config(self):
-        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps}
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
 
 
 def masked_loss(pad_id: int, vocab_size: int, label_smoothing: float):
@@ -155,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--num-examples", type=int, default=40000, help="--task dates: training pairs")
     g.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
     g.add_argument("--warmup-steps", type=int, default=4000)
+    g.add_argument("--lr-scale", type=float, default=1.0,
+                   help="multiplies the paper's learning-rate schedule")
     g.add_argument("--label-smoothing", type=float, default=0.1)
     g.add_argument("--save-every-epoch", action="store_true",
                    help="also write PATH.epochNN.ckpt after each epoch")
@@ -261,7 +267,8 @@ def main(argv=None) -> dict:
         model = Transformer(config)
         model.build_weights()
         model.compile(
-            optimizer=keras.optimizers.Adam(TransformerSchedule(config.d_model, args.warmup_steps),
+            optimizer=keras.optimizers.Adam(TransformerSchedule(config.d_model, args.warmup_steps,
+                                                                args.lr_scale),
                                             beta_1=0.9, beta_2=0.98, epsilon=1e-9),
             loss=masked_loss(config.pad_id, config.tgt_vocab_size, args.label_smoothing),
             metrics=[masked_accuracy(config.pad_id)])
@@ -269,7 +276,8 @@ def main(argv=None) -> dict:
                 "command": "python -m transformer.train " + shlex.join(argv),
                 "train_examples": len(train_encoded), "held_out_examples": len(held_out_encoded),
                 "batch_size": args.batch_size, "seed": args.seed, "strategy": args.strategy,
-                "label_smoothing": args.label_smoothing, "warmup_steps": args.warmup_steps}
+                "label_smoothing": args.label_smoothing, "warmup_steps": args.warmup_steps,
+                "lr_scale": args.lr_scale}
     callbacks = [EpochCheckpoints(args.out, (source_tokenizer, target_tokenizer), metadata)] \
         if args.save_every_epoch else []
     train_ds = make_dataset(train_encoded, config.pad_id, args.batch_size, shuffle_seed=args.seed)
