@@ -1,17 +1,24 @@
-"""Attention Explorer: `streamlit run app.py`."""
+"""Attention Explorer: `streamlit run app.py`.
+
+Navigation and the shared sidebar live here; each view is a thin page under pages/.
+"""
 
 import streamlit as st
 
+from explorer import sidebar
 
-def welcome() -> None:
-    st.title("Attention Explorer")
-    st.markdown(
-        "See inside an encoder-decoder Transformer: how a sentence is tokenized, what the "
-        "positional encodings and masks are, what every head of every layer attends to "
-        "(encoder self-attention, decoder self-attention, cross-attention) and how greedy "
-        "decoding picks each token."
-    )
+st.set_page_config(page_title="Attention Explorer", page_icon=":material/visibility:",
+                   layout="wide")
 
+PAGES = [
+    st.Page("pages/0_Home.py", title="Home", icon=":material/home:", default=True),
+    st.Page("pages/1_Model.py", title="Model", icon=":material/account_tree:"),
+    st.Page("pages/2_Tokenization.py", title="Tokenization", icon=":material/text_fields:"),
+    st.Page("pages/3_Positional_Encodings.py", title="Positional encodings",
+            icon=":material/waves:"),
+    st.Page("pages/4_Masks.py", title="Masks", icon=":material/grid_on:"),
+]
 
-st.set_page_config(page_title="Attention Explorer", layout="wide")
-st.navigation([st.Page(welcome, title="Welcome", icon=":material/home:", default=True)]).run()
+page = st.navigation(PAGES)
+sidebar.render()
+page.run()

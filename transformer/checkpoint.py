@@ -35,7 +35,7 @@ from .tokenizer import Tokenizer, TokenizerError
 
 FORMAT_NAME = "attention-explorer-checkpoint"
 FORMAT_VERSION = 1
-MAX_FILE_BYTES = 512 * 2**20  # the archive as uploaded
+MAX_FILE_BYTES = 400 * 2**20  # the archive as uploaded (= server.maxUploadSize in MB)
 MAX_MEMBER_BYTES = 1 * 2**30  # one member, uncompressed
 MAX_TOTAL_BYTES = 2 * 2**30  # all members, uncompressed
 MAX_JSON_BYTES = 1 * 2**20

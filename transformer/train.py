@@ -275,6 +275,7 @@ def main(argv=None) -> dict:
     metadata = {**data_meta, "name": args.name or data_meta.get("task") or args.data.stem,
                 "command": "python -m transformer.train " + shlex.join(argv),
                 "train_examples": len(train_encoded), "held_out_examples": len(held_out_encoded),
+                "examples": [source for source, _ in held_out_pairs[:8]],
                 "batch_size": args.batch_size, "seed": args.seed, "strategy": args.strategy,
                 "label_smoothing": args.label_smoothing, "warmup_steps": args.warmup_steps,
                 "lr_scale": args.lr_scale}

@@ -1,0 +1,15 @@
+"""Streamlit glue for Attention Explorer: session state, cached model access, the shared sidebar.
+
+Pages import from here and from `figures`; the model logic lives in `transformer`."""
+
+from streamlit.runtime.pages_manager import PagesManager
+
+if PagesManager.uses_pages_directory:
+    # Streamlit treats an app with a pages/ folder as an old-style multipage app until the first
+    # st.navigation call. So on a fresh server, a deep link (/Masks) would run that page alone,
+    # without app.py's sidebar. Switch to st.navigation mode and rerun: app.py now runs and
+    # routes to the requested page.
+    import streamlit as st
+
+    PagesManager.uses_pages_directory = False
+    st.rerun()

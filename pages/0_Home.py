@@ -1,0 +1,21 @@
+import streamlit as st
+
+from explorer import models
+
+ckpt = models.active_checkpoint()
+st.title("Attention Explorer")
+st.markdown(
+    "See inside an encoder-decoder Transformer: how a sentence is tokenized, what the positional "
+    "encodings and masks are, what every head of every layer attends to (encoder "
+    "self-attention, decoder self-attention, cross-attention) and how greedy decoding picks each "
+    "token. Type a sentence in the sidebar; every page follows it."
+)
+result = models.translation(ckpt.content_hash, models.current_source(), ckpt)
+st.subheader("The active model")
+left, right = st.columns(2)
+left.metric("Model", ckpt.name)
+right.metric("Translation of the sentence", result.text or "(empty)")
+st.caption(f"Source: {models.current_source()!r}")
+st.page_link("pages/1_Model.py", label="What the model is made of", icon=":material/account_tree:")
+st.page_link("pages/2_Tokenization.py", label="How the sentence is tokenized",
+             icon=":material/text_fields:")

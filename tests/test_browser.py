@@ -1,0 +1,121 @@
+"""The real thing: `streamlit run app.py` in headless Chromium (Debian's), every page visited.
+
+Screenshots land in test-artifacts/screenshots/ for a person to look at.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ARTIFACTS, ROOT
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+# (url path, a heading the page shows)
+PAGES = [("", "Attention Explorer"), ("Model", "Model: dates"), ("Tokenization", "Tokenization"),
+         ("Positional_Encodings", "Positional encodings"), ("Masks", "Masks")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    log = open(ARTIFACTS.mkdir(parents=True, exist_ok=True) or ARTIFACTS / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start; see test-artifacts/streamlit.log")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert os.path.exists(CHROMIUM), "Debian's chromium is not installed (make chromium)"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        yield b
+        b.close()
+
+
+def wait_for_app(page, timeout=120_000):
+    """Until the script has finished its run (Streamlit marks the app root)."""
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
+                           timeout=timeout)
+    page.wait_for_timeout(500)  # let Plotly draw
+
+
+def test_deep_link_on_a_fresh_server_gets_the_full_app(server, browser):
+    """The first request after a (re)start opens a page directly, not the home page: it must
+    still get app.py's sidebar and navigation. (Runs first: the server is fresh.)"""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/Masks")
+    wait_for_app(page)
+    page.get_by_label("Source sentence").wait_for(timeout=60_000)
+    assert page.get_by_label("Source sentence").input_value() == "Friday, March 5, 2021"
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator('[data-testid="stSidebarNav"]').get_by_text("Tokenization").count() == 1
+
+
+def test_every_page_renders_in_chromium(server, browser):
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    for path, heading in PAGES:
+        page.goto(f"{server}/{path}")
+        wait_for_app(page)
+        assert page.locator('[data-testid="stException"]').count() == 0, \
+            page.locator('[data-testid="stException"]').first.inner_text()
+        page.get_by_text(heading, exact=False).first.wait_for(timeout=30_000)
+        if path:  # every page but home draws Plotly figures
+            page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+            assert page.locator(".js-plotly-plot").count() >= 1
+        page.screenshot(path=str(shots / f"{path or 'Home'}.png"), full_page=True)
+    assert not errors, errors
+
+
+def test_sentence_change_reaches_the_page(server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/")
+    wait_for_app(page)
+    box = page.get_by_label("Source sentence")
+    box.fill("31 december 1999")
+    box.press("Enter")
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.get_by_text("1999-12-31", exact=False).first.wait_for(timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "screenshots" / "Home-changed-sentence.png"),
+                    full_page=True)
