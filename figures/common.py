@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 
 
@@ -25,3 +27,13 @@ def check_matrix(matrix, rows: int | None = None, cols: int | None = None, name=
     if cols is not None and matrix.shape[1] != cols:
         raise ValueError(f"{name} has {matrix.shape[1]} columns but {cols} column labels")
     return matrix
+
+
+def plotly_text(label) -> str:
+    """A label safe for Plotly, which reads "<s>" as a strike-through tag and shows nothing."""
+    return html.escape(str(label), quote=False)
+
+
+def axis_labels(tokens) -> list[str]:
+    """Tick labels for a token axis: repeated tokens made distinct, markup escaped."""
+    return [plotly_text(t) for t in unique_labels([str(t) for t in tokens])]

@@ -64,8 +64,8 @@ def test_typed_target_is_used_for_teacher_forcing(app):
 
 
 def test_bundled_epoch_checkpoints_are_listed(app):
-    options = app.selectbox(key=state.MODEL).options
-    assert options[0] == "bundled:dates.ckpt"
+    options = app.selectbox(key=state.MODEL).options  # the labels shown
+    assert options[0] == "dates (final)"
     assert sum("epoch" in o for o in options) >= 2
 
 

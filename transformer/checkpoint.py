@@ -78,7 +78,7 @@ class Checkpoint:
         """Translation with every step's attention; .text is the translation.
 
         beam_width=1 decodes greedily; more runs beam search (a BeamDecoding, with the beam)."""
-        max_len = max_len or self.config.max_len
+        max_len = self.config.max_len if max_len is None else max_len
         if beam_width != 1:
             return beam_search(self.model, self.encode_source(source), beam_width=beam_width,
                                max_len=max_len, use_cache=use_cache, head_mask=head_mask,

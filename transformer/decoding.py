@@ -216,7 +216,15 @@ def _compiled_step(model):
     """One tf.function per model (its traces are reused by every decode of that model)."""
     fn = getattr(model, "_cached_step_fn", None)
     if fn is None:
-        @tf.function
+        # Batch, source length and cache length are left open: one trace serves every decode.
+        c = model.config
+        kv = tf.TensorSpec([None, c.num_heads, None, c.d_k], tf.float32)
+        head_mask = tf.TensorSpec([c.num_decoder_layers, c.num_heads], tf.float32)
+        signature = [tf.TensorSpec([None, 1], tf.int32), tf.TensorSpec([], tf.int32),
+                     [(kv, kv)] * c.num_decoder_layers, [(kv, kv)] * c.num_decoder_layers,
+                     tf.TensorSpec([None, 1, 1, None], tf.float32), head_mask, head_mask]
+
+        @tf.function(input_signature=signature)
         def fn(token_ids, position, cache, memory_kv, memory_mask, self_head_mask,
                cross_head_mask):
             # token_ids (B, 1) -> logits (B, V), self (L, B, H, max_len), cross (L, B, H, N)
@@ -258,7 +266,13 @@ class _NaiveRun:
 def _compiled_naive_step(model):
     fn = getattr(model, "_naive_step_fn", None)
     if fn is None:
-        @tf.function(reduce_retracing=True)
+        c = model.config
+        head_mask = tf.TensorSpec([c.num_decoder_layers, c.num_heads], tf.float32)
+        signature = [tf.TensorSpec([None, None], tf.int32),
+                     tf.TensorSpec([None, None, c.d_model], tf.float32),
+                     tf.TensorSpec([None, 1, 1, None], tf.float32), head_mask, head_mask]
+
+        @tf.function(input_signature=signature)
         def fn(prefix, memory, memory_mask, self_head_mask, cross_head_mask):
             # prefix (B, t + 1) -> last row: logits (B, V), self (L, B, H, t + 1), cross (L, B, H, N)
             dec = model.decode(prefix, memory, memory_mask, self_head_mask=self_head_mask,

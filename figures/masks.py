@@ -1,0 +1,122 @@
+"""Masks as heatmaps, and what masking does to one attention row.
+
+Convention (transformer.masks): 1 = the query may attend to the key, 0 = the key is blocked.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import axis_labels, check_matrix, plotly_text
+
+ALLOWED_COLOR, BLOCKED_COLOR = "#2563eb", "#e5e7eb"
+MASK_COLORSCALE = [[0.0, BLOCKED_COLOR], [0.5, BLOCKED_COLOR],  # two flat halves: 0 and 1
+                   [0.5, ALLOWED_COLOR], [1.0, ALLOWED_COLOR]]
+SCORE_COLOR, WEIGHT_COLOR, BLOCKED_MARK = "#64748b", "#ea580c", "#6b7280"
+ROW_PANELS = ("1. Raw scores QKᵀ/√d_k (before masking)",
+              "2. Scores after masking (blocked keys get −1e9: weight 0)",
+              "3. Softmax weights (the model's attention row)")
+
+
+def masked_softmax(scores, mask) -> np.ndarray:
+    """Softmax of scores over the keys where mask != 0 (last axis); blocked keys get exactly 0,
+    a row with every key blocked is all 0. The model's rule, redone in NumPy for checking."""
+    scores, allowed = np.asarray(scores, dtype=float), np.asarray(mask) != 0
+    if scores.shape != allowed.shape:
+        raise ValueError(f"scores have shape {scores.shape} but the mask has shape {allowed.shape}")
+    shifted = np.where(allowed, scores, -np.inf)
+    top = np.max(shifted, axis=-1, keepdims=True)
+    exp = np.where(allowed, np.exp(shifted - np.where(np.isfinite(top), top, 0.0)), 0.0)
+    total = exp.sum(axis=-1, keepdims=True)
+    return np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
+
+
+def mask_heatmap_fig(mask, row_labels, col_labels, title: str, *, x_title: str = "key",
+                     y_title: str = "query") -> go.Figure:
+    """A (rows, cols) 0/1 mask drawn cell by cell, the labels as ticks, row 0 at the top."""
+    rows, cols = axis_labels(row_labels), axis_labels(col_labels)
+    mask = check_matrix(mask, len(rows), len(cols), name="mask")
+    meaning = np.where(mask != 0, "may attend", "blocked")
+    fig = go.Figure(go.Heatmap(
+        z=mask, x=cols, y=rows, zmin=0, zmax=1, colorscale=MASK_COLORSCALE, showscale=False,
+        xgap=1, ygap=1, texttemplate="%{z:.0f}", customdata=meaning,
+        hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>mask %{{z:.3f}}: %{{customdata}}"
+                      "<extra></extra>"))
+    fig.update_layout(title=title, height=max(320, 160 + 28 * len(rows)),
+                      margin=dict(l=10, r=10, t=80, b=10))
+    fig.update_xaxes(title=x_title, type="category", tickangle=-45)
+    fig.update_yaxes(title=y_title, type="category", autorange="reversed")
+    return fig
+
+
+def batch_mask_fig(mask, ids, tokens, row_labels, title: str) -> go.Figure:
+    """A (B, N) padding mask: one row per sentence, one column per padded position; each cell
+    shows its token (its id on hover)."""
+    rows = axis_labels(row_labels)
+    mask = check_matrix(mask, len(rows), name="mask")
+    ids = np.asarray(ids)
+    if ids.shape != mask.shape:
+        raise ValueError(f"ids have shape {ids.shape} but the mask has shape {mask.shape}")
+    if len(tokens) != mask.shape[0] or any(len(row) != mask.shape[1] for row in tokens):
+        raise ValueError(f"tokens have row lengths {[len(row) for row in tokens]} but the mask has "
+                         f"shape {mask.shape}")
+    text = [[plotly_text(t) for t in row] for row in tokens]
+    meaning = np.where(mask != 0, "may attend", "blocked (padding)")
+    fig = go.Figure(go.Heatmap(
+        z=mask, x=[str(i) for i in range(mask.shape[1])], y=rows, zmin=0, zmax=1,
+        colorscale=MASK_COLORSCALE, showscale=False, xgap=1, ygap=1, text=text,
+        texttemplate="%{text}", textfont=dict(size=12),
+        customdata=np.stack([ids.astype(str), meaning], axis=-1),
+        hovertemplate="%{y}<br>position %{x}: %{text} (id %{customdata[0]})<br>"
+                      "mask %{z:.3f}: %{customdata[1]}<extra></extra>"))
+    fig.update_layout(title=title, height=150 + 45 * mask.shape[0],
+                      margin=dict(l=10, r=10, t=80, b=10))
+    fig.update_xaxes(title="position", type="category")
+    fig.update_yaxes(title="batch row", type="category", autorange="reversed")
+    return fig
+
+
+def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None) -> go.Figure:
+    """Three stacked panels over the keys of one query: raw scores, scores after masking (blocked
+    keys left empty, shaded and marked "blocked"), softmax weights."""
+    keys = axis_labels(key_tokens)
+    arrays = {"scores": scores, "mask": mask, "weights": weights}
+    for name, values in arrays.items():
+        values = arrays[name] = np.asarray(values, dtype=float)
+        if values.ndim != 1 or values.shape[0] != len(keys):
+            raise ValueError(
+                f"{name} has shape {values.shape} but there are {len(keys)} key tokens")
+    scores, allowed, weights = arrays["scores"], arrays["mask"] != 0, arrays["weights"]
+    blocked = [i for i in range(len(keys)) if not allowed[i]]
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
+                        subplot_titles=ROW_PANELS)
+    fig.add_trace(go.Bar(x=keys, y=scores, name="raw score", marker_color=SCORE_COLOR,
+                         hovertemplate="key %{x}<br>score %{y:.4f}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Bar(
+        x=keys, y=[float(s) if a else None for s, a in zip(scores, allowed)],
+        name="masked score", marker_color=ALLOWED_COLOR,
+        hovertemplate="key %{x}<br>score %{y:.4f} (may attend)<extra></extra>"), row=2, col=1)
+    fig.add_trace(go.Scatter(
+        x=[keys[i] for i in blocked], y=[0.0] * len(blocked), name="blocked",
+        mode="markers+text", text=["blocked"] * len(blocked), textposition="top center",
+        marker=dict(symbol="x-thin", size=12, line=dict(width=2, color=BLOCKED_MARK)),
+        textfont=dict(color=BLOCKED_MARK),
+        hovertemplate="key %{x}: blocked (mask 0)<br>score + (−1e9) → weight 0<extra></extra>"),
+        row=2, col=1)
+    fig.add_trace(go.Bar(x=keys, y=weights, name="softmax weight", marker_color=WEIGHT_COLOR,
+                         hovertemplate="key %{x}<br>weight %{y:.4f}<extra></extra>"), row=3, col=1)
+    for i in blocked:  # shade blocked keys in every panel: category i spans [i - 0.5, i + 0.5]
+        for row in (1, 2, 3):
+            fig.add_vrect(x0=i - 0.5, x1=i + 0.5, fillcolor=BLOCKED_MARK, opacity=0.15,
+                          line_width=0, layer="below", row=row, col=1)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=keys)
+    fig.update_xaxes(title="key", row=3, col=1)
+    fig.update_yaxes(title="score", row=1, col=1)
+    fig.update_yaxes(title="score", row=2, col=1)
+    fig.update_yaxes(title="weight", row=3, col=1)
+    fig.update_layout(title=title, height=620, showlegend=False, bargap=0.25,
+                      margin=dict(l=10, r=10, t=80 if title else 40, b=10))
+    return fig

@@ -1,0 +1,98 @@
+"""Positional encodings: the (position, dimension) matrix, single dimensions as waves,
+position-to-position similarity and the encoder's input (token part + position part = sum)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import check_matrix
+from .common import axis_labels
+
+__all__ = ["dot_similarity", "encoder_input_fig", "positional_heatmap_fig", "similarity_fig",
+           "sinusoids_fig"]
+
+_MARGIN = dict(l=10, r=10, t=50, b=10)
+
+
+def positional_heatmap_fig(pe, title: str | None = None) -> go.Figure:
+    """(length, d_model) codes as a heatmap: position down, dimension across."""
+    pe = check_matrix(pe, name="pe")
+    length, d_model = pe.shape
+    fig = go.Figure(go.Heatmap(
+        z=pe, x=np.arange(d_model), y=np.arange(length), colorscale="RdBu", zmid=0,
+        hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.4f}<extra></extra>"))
+    fig.update_xaxes(title="dimension")
+    fig.update_yaxes(title="position", autorange="reversed")
+    fig.update_layout(title=title or f"Positional encoding: {length} positions × {d_model} "
+                                     "dimensions",
+                      height=min(720, 260 + 4 * length), margin=_MARGIN)
+    return fig
+
+
+def sinusoids_fig(pe, dims, title: str | None = None) -> go.Figure:
+    """Column ``d`` of the codes over position, one line per chosen dimension."""
+    pe = check_matrix(pe, name="pe")
+    length, d_model = pe.shape
+    fig = go.Figure()
+    for d in dims:
+        if not 0 <= int(d) < d_model:
+            raise ValueError(f"dimension {d} is out of range for codes of {d_model} dimensions")
+        fig.add_trace(go.Scatter(
+            x=np.arange(length), y=pe[:, int(d)], mode="lines", name=f"dimension {int(d)}",
+            hovertemplate=f"dimension {int(d)}<br>position %{{x}}<br>value %{{y:.4f}}"
+                          "<extra></extra>"))
+    fig.update_xaxes(title="position")
+    fig.update_yaxes(title="value")
+    fig.update_layout(title=title or "Chosen dimensions over position", height=360, margin=_MARGIN)
+    return fig
+
+
+def dot_similarity(codes) -> np.ndarray:
+    """(length, length) dot products of every pair of rows (positions) of ``codes``."""
+    codes = np.asarray(codes)
+    if codes.ndim != 2:
+        raise ValueError(f"codes must be 2-D (positions, dimensions), got shape {codes.shape}")
+    return codes @ codes.T
+
+
+def similarity_fig(matrix, labels: list[str], title: str | None = None) -> go.Figure:
+    """A square similarity matrix with the same labels on both axes."""
+    matrix = check_matrix(matrix, rows=len(labels), cols=len(labels), name="similarity matrix")
+    ticks = axis_labels([str(x) for x in labels])
+    fig = go.Figure(go.Heatmap(
+        z=matrix, x=ticks, y=ticks, colorscale="Viridis",
+        hovertemplate="%{y} · %{x}<br>%{z:.4f}<extra></extra>"))
+    fig.update_xaxes(title="position", type="category")
+    fig.update_yaxes(title="position", type="category", autorange="reversed",
+                     scaleanchor="x", constrain="domain")
+    fig.update_layout(title=title or "Dot product between positions", height=460, margin=_MARGIN)
+    return fig
+
+
+def encoder_input_fig(token_part, position_part, total, tokens: list[str],
+                      shared_scale: bool = True) -> go.Figure:
+    """Three (tokens × d_model) heatmaps side by side: token embedding, position code and their
+    sum, the encoder's input. shared_scale: one colour scale for all three."""
+    token_part = check_matrix(token_part, rows=len(tokens), name="token_part")
+    d_model = token_part.shape[1]
+    position_part = check_matrix(position_part, len(tokens), d_model, name="position_part")
+    total = check_matrix(total, len(tokens), d_model, name="total")
+    labels = axis_labels(tokens)
+    names = ("token embedding", "position code", "sum = encoder input")
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, subplot_titles=names,
+                        horizontal_spacing=0.03)
+    for k, (name, part) in enumerate(zip(names, (token_part, position_part, total))):
+        scale = dict(coloraxis="coloraxis") if shared_scale else dict(
+            colorscale="RdBu", zmid=0, colorbar=dict(x=0.325 + 0.345 * k, thickness=8, len=0.9))
+        fig.add_trace(go.Heatmap(
+            z=part, x=np.arange(d_model), y=labels, name=name, **scale,
+            hovertemplate=f"{name}<br>%{{y}}, dimension %{{x}}<br>%{{z:.4f}}<extra></extra>"),
+            row=1, col=k + 1)
+        fig.update_xaxes(title="dimension", row=1, col=k + 1)
+    if shared_scale:
+        fig.update_layout(coloraxis=dict(colorscale="RdBu", cmid=0))
+    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_layout(height=max(320, 140 + 22 * len(tokens)), margin=_MARGIN)
+    return fig

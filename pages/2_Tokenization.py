@@ -1,0 +1,111 @@
+import pandas as pd
+import streamlit as st
+
+from explorer import models
+from figures.tokens import (PIECE, SPECIAL, UNKNOWN, pad_sequences, padded_batch_fig,
+                            piece_kinds, piece_spans_fig, pieces_fig, round_trip_fig,
+                            text_differences)
+
+KIND_NOTES = {PIECE: "", SPECIAL: "special", UNKNOWN: "unknown"}
+
+
+def quoted(text):
+    """`text` as inline code (its repr), safe from Markdown and LaTeX."""
+    return "`" + repr(text).replace("`", "ˋ") + "`"
+
+
+def text_pieces(tok, ids, text):
+    """The piece of each id: cut from `text` where the ids encode it, else the vocabulary's."""
+    cut = iter(tok.pieces(text)) if text is not None else iter(())
+    specials = (tok.start_id, tok.end_id, tok.pad_id)
+    return [tok.id_to_piece(i) if i in specials or text is None else next(cut) for i in ids]
+
+
+def show_ids(name, tok, ids, text, key):
+    """Figure and table of one side's ids; `text` is what they encode (None: model output)."""
+    pieces = text_pieces(tok, ids, text)
+    specials = (tok.start_id, tok.end_id, tok.pad_id)
+    st.plotly_chart(pieces_fig(pieces, ids, specials, tok.unk_id, title=f"{name}: pieces and ids"),
+                    key=f"tok_{key}_pieces")
+    kinds = piece_kinds(ids, specials, tok.unk_id)
+    st.dataframe(pd.DataFrame({"piece": pieces, "id": ids,
+                               "vocabulary piece": tok.ids_to_pieces(ids),
+                               "kind": [KIND_NOTES[k] for k in kinds]}),
+                 key=f"tok_{key}_table", height=min(400, 38 + 35 * len(ids)))
+    if (kinds == UNKNOWN).any():
+        st.warning(f"{(kinds == UNKNOWN).sum()} piece(s) are not in the vocabulary: they become "
+                   f"`<unk>` (id {tok.unk_id}) and the model cannot tell them apart.")
+
+
+def show_round_trip(tok, text, key):
+    """decode(encode(text)) against text (as the model reads it: cut to max_len)."""
+    decoded = tok.decode(tok.encode(text, add_start=True, add_end=True, max_len=config.max_len))
+    if decoded == text:
+        st.success(f"Round trip: decode(encode({quoted(text)})) gives the input back exactly.")
+        return
+    if decoded == tok.preprocess(text):
+        st.info(f"Round trip gives {quoted(decoded)}: it differs from the input only by the "
+                "tokenizer's preprocessing.")
+    else:
+        st.warning(f"Round trip gives {quoted(decoded)}, not the input {quoted(text)}.")
+    st.plotly_chart(round_trip_fig(text, decoded), key=f"tok_{key}_round_trip")
+    st.dataframe(pd.DataFrame(text_differences(text, decoded)), key=f"tok_{key}_differences")
+
+
+ckpt = models.active_checkpoint()
+config, src, tgt = ckpt.config, ckpt.source_tokenizer, ckpt.target_tokenizer
+source = models.current_source()
+st.title("Tokenization")
+
+cols = st.columns(4)
+cols[0].metric("Tokenizer", src.kind if src.kind != "bpemb" else f"BPEmb {src.lang}, vs {src.vs}")
+cols[1].metric("Source vocabulary", f"{src.vocab_size:,}")
+cols[2].metric("Target vocabulary", f"{tgt.vocab_size:,}")
+cols[3].metric("Longest sequence (max_len)", config.max_len)
+for side, tok in (("source", src), ("target", tgt)):
+    steps = [s for s, on in (("lowercases the text", tok.lowercase),
+                             ("turns every digit into 0", tok.digits_to_zero)) if on]
+    if steps:
+        why = "as BPEmb's models were trained" if tok.kind == "bpemb" else "BPEmb's preprocessing"
+        st.info(f"Before splitting, the {side} tokenizer {' and '.join(steps)} ({why}).")
+    else:
+        st.caption(f"The {side} tokenizer splits text as typed (no lowercasing, digits kept).")
+
+st.header("Source")
+pre = src.preprocess(source)
+st.code(f"input:        {source!r}\npreprocessed: {pre!r}", language=None)
+if pre:
+    st.plotly_chart(piece_spans_fig(pre, src.piece_spans(source), src.pieces(source),
+                                    src.encode(source), src.unk_id), key="tok_spans")
+source_ids = ckpt.encode_source(source)
+if len(src.encode(source)) > len(source_ids) - 2:
+    st.warning(f"The model reads at most {config.max_len} tokens: the pieces after "
+               f"{len(source_ids) - 2} are cut.")
+show_ids("Source", src, source_ids, source, "source")
+show_round_trip(src, source, "source")
+
+st.header("Target")
+typed = models.current_target()
+if typed is None:
+    result = models.translation(ckpt.content_hash, source, ckpt)
+    target, output_ids = result.text, list(result.token_ids)
+    st.caption(f"The model's own translation, {quoted(target)}: its ids as generated, "
+               "`<s>` first.")
+else:
+    target = typed
+    output_ids = tgt.encode(target, add_end=True, max_len=config.max_len)
+    st.caption(f"The target you typed, {quoted(target)}, as the decoder reads it "
+               "(teacher forcing).")
+show_ids("Target", tgt, [tgt.start_id] + output_ids, typed, "target")
+show_round_trip(tgt, target, "target")
+
+st.header("Padding a batch")
+st.markdown("Sentences of a batch are padded on the right with `<pad>` "
+            f"(id {src.pad_id}) to the longest one; the encoder's padding mask hides those cells.")
+others = st.text_area("Other sentences in the batch, one per line", key="tok_batch",
+                      value="3/5/21\nthe 31st of December, 1999")
+batch = [source] + [line for line in others.splitlines() if line.strip()][:8]
+batch_ids = pad_sequences([ckpt.encode_source(s) for s in batch], src.pad_id)
+st.plotly_chart(padded_batch_fig(batch_ids, [src.ids_to_pieces(r) for r in batch_ids], src.pad_id,
+                                 [f"{b}: {s[:24]}" for b, s in enumerate(batch)]),
+                key="tok_batch_grid")

@@ -1,0 +1,102 @@
+import numpy as np
+import streamlit as st
+
+from explorer import models
+from figures.positional import (dot_similarity, encoder_input_fig, positional_heatmap_fig,
+                                similarity_fig, sinusoids_fig)
+from transformer import positional_encoding
+
+BASE = 10000.0  # the paper's base, the one the model's layers use
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def model_codes(model_hash, _ckpt):
+    """The encoder's (max_len, d_model) position codes: its learned matrix or its sinusoids."""
+    layer = _ckpt.model.source_embedding
+    if layer.position_embedding is not None:
+        return layer.position_embedding.embeddings.numpy()
+    return layer.sinusoids.numpy()
+
+
+@st.cache_data(max_entries=256, show_spinner="Embedding the sentence…")
+def encoder_input(model_hash, source, _ckpt):
+    """The source embedding layer on the sentence's ids, and the two parts it adds."""
+    layer, ids = _ckpt.model.source_embedding, np.asarray([_ckpt.encode_source(source)])
+    token_part = layer.token_embedding(ids)[0].numpy()
+    if layer.scale_embeddings:
+        token_part = token_part * np.sqrt(np.float32(layer.d_model))
+    return {"tokens": _ckpt.source_tokenizer.ids_to_pieces(ids[0]), "token_part": token_part,
+            "position_part": layer.position_codes(ids.shape[1]).numpy(),
+            "total": layer(ids)[0].numpy()}
+
+
+def use_model_settings():
+    st.session_state.update(pe_d_model=config.d_model, pe_length=config.max_len, pe_base=BASE)
+
+
+ckpt = models.active_checkpoint()
+config = ckpt.config
+st.title("Positional encodings")
+learned = config.positional == "learned"
+st.markdown(f"This model adds **{config.positional}** position codes to its token embeddings "
+            f"(d_model = {config.d_model}, max_len = {config.max_len}).")
+
+st.header("The sinusoidal encoding")
+if st.session_state.get("pe_model") != ckpt.content_hash or "pe_d_model" not in st.session_state:
+    st.session_state.pe_model = ckpt.content_hash
+    use_model_settings()
+cols = st.columns([1, 1, 1, 1])
+d_model = cols[0].number_input("d_model", 1, max(1024, config.d_model), key="pe_d_model")
+length = cols[1].number_input("Positions", 1, max(1024, config.max_len), key="pe_length")
+base = cols[2].number_input("Base", 1.0, 1e7, step=1000.0, key="pe_base")
+cols[3].button("Use the model's settings", on_click=use_model_settings, key="pe_reset")
+pe = positional_encoding(length, d_model, base)
+st.plotly_chart(positional_heatmap_fig(pe), key="pe_heatmap")
+st.caption("PE(pos, 2i) = sin(pos / base^(2i/d_model)), "
+           "PE(pos, 2i+1) = cos(pos / base^(2i/d_model)): "
+           "each pair of dimensions turns at its own rate, fast on the left, slow on the right.")
+if not learned and d_model == config.d_model and length <= config.max_len and base == BASE:
+    gap = np.abs(pe - model_codes(ckpt.content_hash, ckpt)[:length]).max(initial=0.0)
+    st.caption(f"These are the model's own codes (max |difference| from its layer: {gap:.2g}).")
+
+st.subheader("Dimensions as waves")
+default_dims = sorted({d for d in (0, 1, 2 * (d_model // 8), d_model - 2) if 0 <= d < d_model})
+chosen = [d for d in st.session_state.get("pe_dims", default_dims) if d < d_model]
+st.session_state.pe_dims = chosen
+dims = st.multiselect("Dimensions", list(range(d_model)), key="pe_dims")
+st.plotly_chart(sinusoids_fig(pe, dims), key="pe_sinusoids")
+
+st.subheader("Similarity between positions")
+positions = [str(p) for p in range(length)]
+st.plotly_chart(similarity_fig(dot_similarity(pe), positions), key="pe_similarity")
+st.caption("PE(p) · PE(q) = Σ cos((p − q) ω_i) depends only on the offset p − q: bands "
+           "along the diagonal, brightest at p = q (d_model / 2 for even d_model).")
+
+st.header("Learned position embeddings")
+sinusoidal = positional_encoding(config.max_len, config.d_model)
+if learned:
+    codes = model_codes(ckpt.content_hash, ckpt)
+    st.plotly_chart(positional_heatmap_fig(codes, "The model's learned position embeddings"),
+                    key="pe_learned")
+    left, right = st.columns(2)
+    labels = [str(p) for p in range(config.max_len)]
+    left.plotly_chart(similarity_fig(dot_similarity(codes), labels, "Learned: dot products"),
+                      key="pe_learned_similarity")
+    right.plotly_chart(similarity_fig(dot_similarity(sinusoidal), labels,
+                                      "Sinusoidal: dot products"), key="pe_sinusoidal_similarity")
+else:
+    st.info("This model uses the paper's fixed sinusoids (config.positional = 'sinusoidal'): it "
+            "has no learned position matrix. A model trained with `--positional learned` shows "
+            "its matrix and its similarities here, beside the sinusoidal ones.")
+
+st.header("Encoder input for the sentence")
+parts = encoder_input(ckpt.content_hash, models.current_source(), ckpt)
+scale = f"× √{config.d_model} " if config.scale_embeddings else ""
+st.markdown(f"Token embedding {scale}+ position code = what the first encoder layer reads, from "
+            "the model's own `source_embedding` layer.")
+gap = np.abs(parts["token_part"] + parts["position_part"] - parts["total"]).max()
+(st.success if gap < 1e-4 else st.error)(
+    f"The layer's output equals token part + position part (max |difference| {gap:.2g}).")
+shared = st.checkbox("One colour scale for all three", value=True, key="pe_shared_scale")
+st.plotly_chart(encoder_input_fig(parts["token_part"], parts["position_part"], parts["total"],
+                                  parts["tokens"], shared_scale=shared), key="pe_encoder_input")

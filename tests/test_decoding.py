@@ -1,0 +1,602 @@
+"""Greedy decoding, batched decoding and beam search (transformer/decoding.py).
+
+Every decoded step's attention is checked against one teacher-forced forward pass of the model;
+the cached path against the naive reference; batches against one-by-one decoding.
+"""
+
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from transformer import (DEFAULT_CHECKPOINT, BeamDecoding, CheckpointError, Decoding, Transformer,
+                         TransformerConfig, beam_search, greedy_decode, greedy_decode_batch,
+                         load_checkpoint)
+from transformer import decoding
+from transformer.decoding import length_normalised
+
+ATOL = 1e-5
+MAX_LEN = 8  # the tiny models' config.max_len, and what they decode to
+# Tiny decodes keep to a few input shapes ((3, 6) batches, (1, 6) sources) so the compiled step
+# function is traced as few times as possible: the suite has to stay fast on a busy CPU.
+BATCH_LENGTHS = [6, 3, 5]
+
+
+# ============================================================================= helpers
+def tiny_config(**overrides):
+    share = overrides.get("share_embeddings", False)
+    base = dict(src_vocab_size=11, tgt_vocab_size=11 if share else 13, d_model=16, num_heads=4,
+                dff=32, num_encoder_layers=2, num_decoder_layers=2, max_len=MAX_LEN,
+                dropout_rate=0.1)
+    base.update(overrides)
+    return TransformerConfig(**base)
+
+
+def build(config, seed=0, end_bias=0.0):
+    """A built model whose every weight is random (zero biases keep the argmax varied); end_bias
+    on the output projection's end id makes the end token come up now and then."""
+    keras.utils.set_random_seed(seed)
+    model = Transformer(config).build_weights()
+    rng = np.random.default_rng(seed)
+    for w in model.weights:
+        name = w.path.rsplit("/", 1)[-1]
+        if name == "gamma":
+            value = 1.0 + rng.normal(0, 0.2, w.shape)
+        elif name in ("beta", "bias"):
+            value = np.zeros(w.shape)
+        elif name == "embeddings":
+            value = rng.normal(0, 1.0, w.shape)
+        else:
+            value = rng.normal(0, 0.2, w.shape)
+        w.assign(value.astype(np.float32))
+    if end_bias:
+        bias = model.output_projection.bias.numpy()
+        bias[config.end_id] = end_bias
+        model.output_projection.bias.assign(bias)
+    return model
+
+
+END_BIAS = {"post_ln_sinusoidal": 0.8}
+CONFIGS = {
+    "post_ln_sinusoidal": dict(),
+    "pre_ln_learned": dict(norm_first=True, positional="learned"),
+    "tied_shared_pre_ln": dict(tie_output=True, share_embeddings=True, norm_first=True,
+                               scale_embeddings=False),
+}
+_MODELS = {}
+
+
+def tiny(name="post_ln_sinusoidal"):
+    """One model per configuration for the whole module (each compiles its own step function)."""
+    if name not in _MODELS:
+        _MODELS[name] = build(tiny_config(**CONFIGS[name]), seed=7,
+                              end_bias=END_BIAS.get(name, 0.0))
+    return _MODELS[name]
+
+
+def sources(config, lengths, seed=0):
+    """Random real ids (never pad/start/end) of the given lengths."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(3, config.src_vocab_size, n).astype(np.int32) for n in lengths]
+
+
+def random_head_mask(config, seed=0):
+    """0/1 masks for every kind, each with at least one silenced and one open head."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for kind, layers in (("encoder", config.num_encoder_layers),
+                         ("decoder", config.num_decoder_layers),
+                         ("cross", config.num_decoder_layers)):
+        mask = rng.integers(0, 2, (layers, config.num_heads)).astype(np.float32)
+        mask.flat[0], mask.flat[-1] = 0.0, 1.0
+        out[kind] = mask
+    return out
+
+
+def teacher_forced(model, source_ids, output_ids, head_mask=None):
+    """One full pass on [start] + output_ids: decoder (L, H, T, T), cross (L, H, T, N), logits."""
+    target = [model.config.start_id] + [int(i) for i in output_ids][:-1]  # shifted right
+    out = model((np.asarray([source_ids], np.int32), np.asarray([target], np.int32)),
+                return_attention=True, head_mask=head_mask)
+    return (out["decoder_attention"].numpy()[:, 0], out["cross_attention"].numpy()[:, 0],
+            out["logits"].numpy()[0].astype(np.float64))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def assert_faithful(model, source_ids, result, head_mask=None, atol=ATOL):
+    """Each step's attention is row t of a teacher-forced pass on the step's own prefix, for every
+    layer and head of both decoder kinds; its probabilities are that pass's softmax at row t."""
+    source_ids = np.asarray(source_ids)
+    n = int((source_ids != model.config.pad_id).sum())
+    dec, cross, logits = teacher_forced(model, source_ids, result.token_ids, head_mask)
+    assert len(result.steps) == len(result.token_ids)
+    for t, step in enumerate(result.steps):
+        np.testing.assert_allclose(step.self, dec[:, :, t, : t + 1], atol=atol, err_msg=f"self t={t}")
+        np.testing.assert_allclose(step.cross, cross[:, :, t, :n], atol=atol, err_msg=f"cross t={t}")
+        assert np.all(cross[:, :, t, n:] == 0.0)  # padded source positions get nothing
+        probs = softmax(logits[t])
+        for _, token_id, p in step.top_k:
+            assert p == pytest.approx(probs[token_id], abs=1e-4)
+        assert step.log_prob == pytest.approx(np.log(probs[step.token_id]), abs=1e-4)
+
+
+def assert_same(a, b, atol=ATOL):
+    """Same tokens, same per-step attention and probabilities."""
+    assert a.token_ids == b.token_ids
+    assert a.tokens == b.tokens and a.text == b.text
+    assert len(a.steps) == len(b.steps) == len(a.token_ids)
+    for t, (x, y) in enumerate(zip(a.steps, b.steps)):
+        assert x.token_id == y.token_id
+        assert x.self.shape == y.self.shape and x.cross.shape == y.cross.shape
+        np.testing.assert_allclose(x.self, y.self, atol=atol, err_msg=f"self t={t}")
+        np.testing.assert_allclose(x.cross, y.cross, atol=atol, err_msg=f"cross t={t}")
+        assert [i for _, i, _ in x.top_k] == [i for _, i, _ in y.top_k]
+        np.testing.assert_allclose([p for *_, p in x.top_k], [p for *_, p in y.top_k], atol=atol)
+        assert x.log_prob == pytest.approx(y.log_prob, abs=1e-4)
+
+
+def padded_source(config, seed=9):
+    """4 real ids then 2 pads: a (1, 6) source whose real length is 4."""
+    return np.concatenate([sources(config, [4], seed=seed)[0], [config.pad_id] * 2]).astype(np.int32)
+
+
+def early_end_source(model):
+    """A length-6 source whose unstopped greedy decoding produces the end id after its first
+    step and well before its last."""
+    c = model.config
+    for seed in range(10):
+        srcs = sources(c, [6, 6, 6], seed=100 + seed)
+        results = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False,
+                                      capture=False)
+        for src, r in zip(srcs, results):
+            if c.end_id in r.token_ids and 0 < r.token_ids.index(c.end_id) < MAX_LEN - 2:
+                return src, r
+    pytest.fail("no random source makes the tiny model emit the end id early (change the seed)")
+
+
+# ============================================================================= bundled model
+@pytest.fixture(scope="module")
+def ckpt():
+    """The bundled checkpoint, loaded once. A training run may be rewriting it: retry a while."""
+    deadline = time.monotonic() + 600
+    while True:
+        try:
+            return load_checkpoint(DEFAULT_CHECKPOINT)
+        except CheckpointError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(10)
+
+
+FRIDAY = "Friday, March 5, 2021"
+DATES = [FRIDAY, "5th of March 2021", "Monday 1 January 2001", "july 4th, 1976", "12/25/1999",
+         "2021-03-05"]
+
+
+# ============================================================================= 1. API
+def test_greedy_api_unstopped_runs_exactly_max_len():
+    model = tiny()
+    c = model.config
+    src = padded_source(c)
+    result = greedy_decode(model, src, max_len=MAX_LEN, use_cache=True, stop_at_end=False,
+                           head_mask=None)
+    assert isinstance(result, Decoding)
+    assert len(result.token_ids) == len(result.tokens) == len(result.steps) == MAX_LEN
+    assert all(type(i) is int for i in result.token_ids)
+    assert result.tokens == [str(i) for i in result.token_ids]  # no tokenizer: ids as names
+    assert result.text == " ".join(result.tokens)
+    assert result.log_prob == pytest.approx(sum(s.log_prob for s in result.steps))
+    L, H = c.num_decoder_layers, c.num_heads
+    for t, step in enumerate(result.steps):
+        assert step.token_id == result.token_ids[t] and step.token == result.tokens[t]
+        assert step.token_id not in (c.pad_id, c.start_id)
+        assert step.cross.shape == (L, H, 4)  # N = the real source length, padding cut off
+        assert step.self.shape == (L, H, t + 1)
+        np.testing.assert_allclose(step.cross.sum(-1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(step.self.sum(-1), 1.0, atol=1e-5)
+        assert len(step.top_k) >= 5
+        names, ids, probs = zip(*step.top_k)
+        assert all(isinstance(n, str) for n in names) and all(type(i) is int for i in ids)
+        assert list(probs) == sorted(probs, reverse=True)
+        assert 0.0 < sum(probs) <= 1.0 + 1e-6
+        assert len(set(ids)) == len(ids)
+        if ids[0] in (c.pad_id, c.start_id):
+            # the best token may never be emitted: the choice is the best of the rest
+            assert step.token_id == next(i for i in ids if i not in (c.pad_id, c.start_id))
+        else:
+            assert step.token_id == ids[0]
+        assert step.log_prob == pytest.approx(np.log(dict(zip(ids, probs))[step.token_id]),
+                                              abs=1e-6)
+    assert result.cross_attention().shape == (L, H, MAX_LEN, 4)
+
+
+def test_stop_at_end_ends_on_end_id_and_unstopped_continues_past_it():
+    model = tiny()
+    c = model.config
+    src, unstopped = early_end_source(model)
+    end_at = unstopped.token_ids.index(c.end_id)
+    full = greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False)
+    assert full.token_ids == unstopped.token_ids
+    assert len(full.token_ids) == len(full.steps) == MAX_LEN > end_at + 1  # went on past the end
+    stopped = greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=True)
+    assert stopped.token_ids == full.token_ids[: end_at + 1]
+    assert stopped.token_ids[-1] == c.end_id
+    assert len(stopped.steps) == end_at + 1
+    for a, b in zip(stopped.steps, full.steps):
+        np.testing.assert_allclose(a.cross, b.cross, atol=ATOL)
+        np.testing.assert_allclose(a.self, b.self, atol=ATOL)
+
+
+def test_bundled_translation_ends_with_end_id(ckpt):
+    c = ckpt.config
+    result = ckpt.translate(FRIDAY)
+    assert result.text == "2021-03-05"
+    assert result.token_ids[-1] == c.end_id
+    assert c.end_id not in result.token_ids[:-1]
+    assert result.tokens == ckpt.target_tokenizer.ids_to_pieces(result.token_ids)
+    n = len(ckpt.encode_source(FRIDAY))
+    for t, step in enumerate(result.steps):
+        assert step.cross.shape == (c.num_decoder_layers, c.num_heads, n)
+        assert step.self.shape == (c.num_decoder_layers, c.num_heads, t + 1)
+    unstopped = ckpt.translate(FRIDAY, stop_at_end=False)
+    assert len(unstopped.token_ids) == len(unstopped.steps) == c.max_len
+    assert unstopped.token_ids[: len(result.token_ids)] == result.token_ids
+
+
+# ============================================================================= 2. cache == naive
+@pytest.mark.parametrize("masked", [False, True], ids=["no_head_mask", "head_mask"])
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_cached_equals_naive(name, masked):
+    """A padded batch of sources of different lengths, every step compared."""
+    model = tiny(name)
+    head_mask = random_head_mask(model.config, seed=3) if masked else None
+    srcs = sources(model.config, BATCH_LENGTHS, seed=5)
+    cached = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False,
+                                 head_mask=head_mask)
+    naive = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False,
+                                head_mask=head_mask, use_cache=False)
+    for a, b, src in zip(cached, naive, srcs):
+        assert a.steps[0].cross.shape[-1] == len(src)
+        assert_same(a, b)
+
+
+def test_head_mask_in_the_equality_test_is_not_vacuous():
+    model = tiny()
+    srcs = sources(model.config, BATCH_LENGTHS, seed=5)
+    plain = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False)
+    masked = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False,
+                                 head_mask=random_head_mask(model.config, seed=3))
+    assert any(a.token_ids != b.token_ids or
+               not np.allclose(a.steps[-1].cross, b.steps[-1].cross, atol=1e-3)
+               for a, b in zip(plain, masked))
+
+
+# ============================================================================= 3. faithfulness
+@pytest.mark.parametrize("name", ["post_ln_sinusoidal", "pre_ln_learned"])
+def test_tiny_attention_is_teacher_forced_rows(name):
+    model = tiny(name)
+    src = padded_source(model.config)
+    result = greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False)
+    assert len(set(result.token_ids)) > 1  # a decoding that actually varies
+    assert_faithful(model, src, result)
+    head_mask = random_head_mask(model.config, seed=4)
+    masked = greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False, head_mask=head_mask)
+    assert_faithful(model, src, masked, head_mask=head_mask)
+
+
+def test_tiny_naive_attention_is_teacher_forced_rows():
+    model = tiny()
+    src = padded_source(model.config)
+    assert_faithful(model, src, greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False,
+                                              use_cache=False))
+
+
+def test_bundled_attention_is_teacher_forced_rows(ckpt):
+    for text in (FRIDAY, "12/25/1999"):
+        src = ckpt.encode_source(text)
+        result = ckpt.translate(text, stop_at_end=False)
+        assert_faithful(ckpt.model, src, result, atol=1e-4)
+        # Checkpoint.attention (teacher forcing on the model's own translation) agrees too
+        stopped = ckpt.translate(text)
+        maps = ckpt.attention(text)
+        assert maps["decoder"].shape[2] == len(stopped.steps)
+        for t, step in enumerate(stopped.steps):
+            np.testing.assert_allclose(step.cross, maps["cross"][:, :, t], atol=1e-4)
+            np.testing.assert_allclose(step.self, maps["decoder"][:, :, t, : t + 1], atol=1e-4)
+
+
+# ============================================================================= 4. no retracing
+@pytest.fixture(scope="module")
+def fresh_model():
+    """A model no other test decodes with, so its step function's trace count is ours alone."""
+    return build(tiny_config(num_encoder_layers=1, num_decoder_layers=1), seed=21)
+
+
+def _traces(model):
+    fn = decoding._compiled_step(model)
+    assert fn is model._cached_step_fn  # one compiled function per model, reused
+    return fn.experimental_get_tracing_count()
+
+
+def test_step_function_traces_once_for_all_steps(fresh_model):
+    src = sources(fresh_model.config, [5], seed=1)[0]
+    greedy_decode(fresh_model, src, max_len=6, stop_at_end=False)
+    assert _traces(fresh_model) == 1  # 6 steps, one trace
+    greedy_decode(fresh_model, src, max_len=6, stop_at_end=False)
+    greedy_decode(fresh_model, sources(fresh_model.config, [5], seed=2)[0], max_len=6,
+                  stop_at_end=False)
+    assert _traces(fresh_model) == 1  # same shapes, other ids: reused
+
+
+def test_longer_max_len_does_not_retrace(fresh_model):
+    src = sources(fresh_model.config, [5], seed=1)[0]
+    greedy_decode(fresh_model, src, max_len=6, stop_at_end=False)
+    before = _traces(fresh_model)
+    greedy_decode(fresh_model, src, max_len=MAX_LEN, stop_at_end=False)
+    assert _traces(fresh_model) == before
+
+
+def test_different_length_source_does_not_retrace(fresh_model):
+    src = sources(fresh_model.config, [5], seed=1)[0]
+    greedy_decode(fresh_model, src, max_len=6, stop_at_end=False)
+    before = _traces(fresh_model)
+    greedy_decode(fresh_model, sources(fresh_model.config, [7], seed=3)[0], max_len=6,
+                  stop_at_end=False)
+    assert _traces(fresh_model) == before
+
+
+# ============================================================================= 5. head ablation
+def all_ones(config):
+    return {"encoder": np.ones((config.num_encoder_layers, config.num_heads), np.float32),
+            "decoder": np.ones((config.num_decoder_layers, config.num_heads), np.float32),
+            "cross": np.ones((config.num_decoder_layers, config.num_heads), np.float32)}
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cached", "naive"])
+def test_all_ones_head_mask_changes_nothing(use_cache):
+    model = tiny("pre_ln_learned")
+    srcs = sources(model.config, BATCH_LENGTHS, seed=5)
+    plain = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False,
+                                use_cache=use_cache)
+    masked = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False,
+                                 use_cache=use_cache, head_mask=all_ones(model.config))
+    for a, b in zip(plain, masked):
+        assert_same(a, b, atol=1e-6)
+
+
+def test_bundled_all_ones_head_mask_changes_nothing(ckpt):
+    for use_cache in (True, False):
+        assert_same(ckpt.translate(FRIDAY, use_cache=use_cache),
+                    ckpt.translate(FRIDAY, use_cache=use_cache, head_mask=all_ones(ckpt.config)),
+                    atol=1e-6)
+
+
+def test_silencing_every_cross_head_changes_the_bundled_translation(ckpt):
+    c = ckpt.config
+    plain = ckpt.translate(FRIDAY)
+    silenced = ckpt.translate(FRIDAY, head_mask={"cross": np.zeros((c.num_decoder_layers,
+                                                                    c.num_heads))})
+    assert plain.text == "2021-03-05"
+    assert silenced.token_ids != plain.token_ids
+    assert silenced.text != plain.text
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cached", "naive"])
+def test_silenced_head_still_reports_its_attention(ckpt, use_cache):
+    c = ckpt.config
+    mask = np.ones((c.num_decoder_layers, c.num_heads))
+    mask[0, 1] = 0.0  # silence cross-attention head 1 of layer 0
+    plain = ckpt.translate(FRIDAY, use_cache=use_cache, max_len=1)
+    silenced = ckpt.translate(FRIDAY, use_cache=use_cache, max_len=1, head_mask={"cross": mask})
+    a, b = plain.steps[0].cross[0], silenced.steps[0].cross[0]  # layer 0, step 0: (H, N)
+    np.testing.assert_allclose(b, a, atol=1e-5)  # weights are computed before the mask acts
+    np.testing.assert_allclose(b[1].sum(), 1.0, atol=1e-5)  # the silenced head is not blank
+    # ... while its output was zeroed: layer 1 and the step's distribution moved
+    assert not np.allclose(silenced.steps[0].cross[1], plain.steps[0].cross[1], atol=1e-6)
+    assert [p for *_, p in silenced.steps[0].top_k] != [p for *_, p in plain.steps[0].top_k]
+
+
+def test_tiny_silenced_cross_heads_keep_layer0_step0_weights():
+    model = tiny()
+    c = model.config
+    src = padded_source(c)
+    mask = np.ones((c.num_decoder_layers, c.num_heads), np.float32)
+    mask[0, :] = 0.0
+    for use_cache in (True, False):
+        plain = greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False, use_cache=use_cache)
+        silenced = greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False,
+                                 use_cache=use_cache, head_mask={"cross": mask})
+        np.testing.assert_allclose(silenced.steps[0].cross[0], plain.steps[0].cross[0], atol=1e-6)
+        np.testing.assert_allclose(silenced.steps[0].cross[0].sum(-1), 1.0, atol=1e-5)
+        assert not np.allclose(silenced.steps[0].cross[1], plain.steps[0].cross[1], atol=1e-4)
+
+
+# ============================================================================= 6. batches
+def test_bundled_batch_equals_one_by_one(ckpt):
+    c = ckpt.config
+    srcs = [ckpt.encode_source(text) for text in DATES]
+    assert len({len(s) for s in srcs}) >= 3  # really different lengths: padding matters
+    batch = greedy_decode_batch(ckpt.model, srcs, max_len=c.max_len,
+                                tokenizer=ckpt.target_tokenizer)
+    assert len(batch) == len(srcs)
+    for src, got in zip(srcs, batch):
+        alone = greedy_decode(ckpt.model, src, max_len=c.max_len, tokenizer=ckpt.target_tokenizer)
+        assert_same(got, alone, atol=1e-5)
+        assert got.token_ids[-1] == c.end_id and c.end_id not in got.token_ids[:-1]
+        assert got.steps[0].cross.shape[-1] == len(src)
+    assert batch[0].text == "2021-03-05"
+
+
+def test_tiny_batch_equals_one_by_one_unstopped():
+    model = tiny()
+    c = model.config
+    srcs = sources(c, BATCH_LENGTHS, seed=13)
+    batch = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False)
+    for src, got in zip(srcs, batch):
+        assert len(got.token_ids) == MAX_LEN
+        assert_same(got, greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False))
+    # a (B, N) padded array is accepted as well and means the same
+    array = np.full((len(srcs), max(BATCH_LENGTHS)), c.pad_id, np.int32)
+    for i, s in enumerate(srcs):
+        array[i, : len(s)] = s
+    for a, b in zip(greedy_decode_batch(model, array, max_len=MAX_LEN, stop_at_end=False), batch):
+        assert_same(a, b)
+
+
+def test_batch_members_stop_on_their_own_end_token():
+    model = tiny()
+    c = model.config
+    early, _ = early_end_source(model)
+    srcs = [early] + sources(c, BATCH_LENGTHS[1:], seed=17)
+    alone = [greedy_decode(model, s, max_len=MAX_LEN) for s in srcs]
+    batch = greedy_decode_batch(model, srcs, max_len=MAX_LEN)
+    assert len({len(r.token_ids) for r in alone}) > 1  # they end at different steps
+    assert alone[0].token_ids[-1] == c.end_id and len(alone[0].token_ids) < MAX_LEN
+    for a, b in zip(batch, alone):
+        assert_same(a, b)
+        if c.end_id in b.token_ids:
+            assert b.token_ids.index(c.end_id) == len(b.token_ids) - 1
+        else:
+            assert len(b.token_ids) == MAX_LEN
+
+
+def test_batch_on_step_and_capture_false():
+    model = tiny()
+    srcs = sources(model.config, BATCH_LENGTHS, seed=2)
+    seen = []
+    results = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False, capture=False,
+                                  on_step=seen.append)
+    assert seen == list(range(MAX_LEN))
+    reference = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False)
+    for r, ref in zip(results, reference):
+        assert r.token_ids == ref.token_ids
+        assert all(s.cross is None and s.self is None for s in r.steps)
+
+
+# ============================================================================= 7. beam search
+def assert_beam_equal(a, b, atol=ATOL):
+    assert_same(a, b, atol)
+    assert a.score == pytest.approx(b.score, abs=1e-4)
+    assert len(a.hypotheses) == len(b.hypotheses)
+    for x, y in zip(a.hypotheses, b.hypotheses):
+        assert_same(x, y, atol)
+    assert [[tokens for tokens, _ in step] for step in a.beam_steps] == \
+        [[tokens for tokens, _ in step] for step in b.beam_steps]
+
+
+def assert_beam_consistent(model, src, result, beam_width, alpha=0.6, atol=ATOL):
+    assert isinstance(result, BeamDecoding)
+    assert result.hypotheses and result.token_ids == result.hypotheses[0].token_ids
+    scores = [length_normalised(h.log_prob, len(h.token_ids), alpha) for h in result.hypotheses]
+    assert result.score == pytest.approx(scores[0], abs=1e-6)
+    assert all(result.score >= s - 1e-9 for s in scores)  # the best is the best
+    assert scores == sorted(scores, reverse=True)
+    assert len({tuple(h.token_ids) for h in result.hypotheses}) == len(result.hypotheses)
+    for h in result.hypotheses:
+        assert_faithful(model, src, h, atol=atol)  # its own attention, not a neighbour's
+    assert 1 <= len(result.beam_steps) <= model.config.max_len
+    for step in result.beam_steps:
+        assert len(step) <= beam_width
+        step_scores = [s for _, s in step]
+        assert step_scores == sorted(step_scores, reverse=True)
+
+
+def test_beam_of_one_is_greedy():
+    model = tiny()
+    early, _ = early_end_source(model)
+    for src in (early, padded_source(model.config)):
+        greedy = greedy_decode(model, src, max_len=MAX_LEN)
+        beam = beam_search(model, src, beam_width=1, max_len=MAX_LEN)
+        assert_same(beam, greedy)
+        assert beam.hypotheses[0].token_ids == greedy.token_ids
+
+
+def test_bundled_beam_of_one_is_greedy(ckpt):
+    text = "Monday 1 January 2001"
+    greedy = ckpt.translate(text)
+    assert_same(ckpt.translate(text, beam_width=1), greedy)
+    beam = beam_search(ckpt.model, ckpt.encode_source(text), beam_width=1,
+                       max_len=ckpt.config.max_len, tokenizer=ckpt.target_tokenizer)
+    assert_same(beam, greedy)
+
+
+def test_tiny_beam_cached_equals_naive_and_is_consistent():
+    model = tiny("pre_ln_learned")
+    src = padded_source(model.config, seed=23)
+    cached = beam_search(model, src, beam_width=4, max_len=MAX_LEN)
+    naive = beam_search(model, src, beam_width=4, max_len=MAX_LEN, use_cache=False)
+    assert_beam_equal(cached, naive)
+    assert_beam_consistent(model, src, cached, 4)
+    assert len(cached.hypotheses) > 1
+
+
+def test_bundled_beam_cached_equals_naive_and_is_consistent(ckpt):
+    src = ckpt.encode_source("5th of March 2021")
+    kw = dict(beam_width=4, max_len=ckpt.config.max_len, tokenizer=ckpt.target_tokenizer)
+    cached = beam_search(ckpt.model, src, **kw)
+    naive = beam_search(ckpt.model, src, use_cache=False, **kw)
+    assert_beam_equal(cached, naive, atol=1e-5)
+    assert_beam_consistent(ckpt.model, src, cached, 4, atol=1e-4)
+    assert len(cached.hypotheses) > 1
+    for h in cached.hypotheses:
+        assert h.token_ids[-1] == ckpt.config.end_id  # all finished within max_len
+        assert ckpt.config.end_id not in h.token_ids[:-1]
+
+
+def test_bundled_beam_translates_and_translate_returns_beam_decoding(ckpt):
+    result = ckpt.translate("5th of March 2021", beam_width=3)
+    assert isinstance(result, BeamDecoding)
+    assert result.text == "2021-03-05"
+    assert result.token_ids[-1] == ckpt.config.end_id
+    assert result.tokens == ckpt.target_tokenizer.ids_to_pieces(result.token_ids)
+    assert result.hypotheses[0].text == "2021-03-05"
+    assert 1 <= len(result.beam_steps[0]) <= 3
+    assert not isinstance(ckpt.translate("5th of March 2021"), BeamDecoding)
+
+
+# ============================================================================= 8. errors
+@pytest.mark.parametrize("max_len", [0, MAX_LEN + 1])
+def test_bad_max_len(max_len):
+    model = tiny()
+    src = sources(model.config, [4], seed=1)[0]
+    with pytest.raises(ValueError, match="max_len"):
+        greedy_decode(model, src, max_len=max_len)
+    with pytest.raises(ValueError, match="max_len"):
+        greedy_decode_batch(model, [src], max_len=max_len, use_cache=False)
+    with pytest.raises(ValueError, match="max_len"):
+        beam_search(model, src, beam_width=2, max_len=max_len)
+
+
+def test_bad_head_mask_shape_names_kind_and_shapes():
+    model = tiny()
+    c = model.config
+    src = sources(c, [4], seed=1)[0]
+    wrong = np.ones((c.num_decoder_layers + 1, c.num_heads))
+    with pytest.raises(ValueError) as err:
+        greedy_decode(model, src, max_len=4, head_mask={"cross": wrong})
+    message = str(err.value)
+    assert "cross" in message
+    assert str((c.num_decoder_layers, c.num_heads)) in message and str(wrong.shape) in message
+    with pytest.raises(ValueError, match="decoder"):
+        greedy_decode(model, src, max_len=4, use_cache=False,
+                      head_mask={"decoder": np.ones(c.num_heads)})
+    with pytest.raises(ValueError, match="encoder"):
+        beam_search(model, src, beam_width=2, max_len=4,
+                    head_mask={"encoder": np.ones((c.num_encoder_layers, c.num_heads + 1))})
+    with pytest.raises(ValueError, match="head_mask"):
+        greedy_decode(model, src, max_len=4, head_mask={"crosss": np.ones((2, 4))})
+
+
+def test_bad_sources():
+    model = tiny()
+    with pytest.raises(ValueError, match="1-D"):
+        greedy_decode(model, np.array([[4, 5, 6]]), max_len=4)
+    with pytest.raises(ValueError):
+        greedy_decode(model, [], max_len=4)
+    with pytest.raises(ValueError, match="beam_width"):
+        beam_search(model, [4, 5], beam_width=0, max_len=4)

@@ -1,0 +1,151 @@
+"""figures.masks: traces, labels, shape errors, blocked keys drawn apart, true numbers plotted."""
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from figures.masks import (axis_labels, batch_mask_fig, mask_heatmap_fig, masked_softmax,
+                           masking_row_fig)
+
+KEYS = ["<s>", "5", "march", "5", "</s>", "<pad>"]
+MASK = np.array([1, 1, 1, 1, 1, 0], float)
+SCORES = np.array([0.5, -1.25, 2.0, 0.75, 0.125, 3.0])
+LOOK_AHEAD = np.tril(np.ones((4, 4)))
+
+
+def by_name(fig, name):
+    (trace,) = [t for t in fig.data if t.name == name]
+    return trace
+
+
+def test_axis_labels_make_repeats_distinct_and_escape_tags():
+    assert axis_labels(["a", "b", "a"]) == ["a", "b", "a ·2"]
+    assert axis_labels(["<s>", "</s>", "<pad>"]) == ["&lt;s&gt;", "&lt;/s&gt;", "&lt;pad&gt;"]
+
+
+def test_mask_heatmap_values_and_ticks():
+    tokens = ["<s>", "a", "b", "a"]
+    fig = mask_heatmap_fig(LOOK_AHEAD, tokens, tokens, "Look-ahead mask (T, T) = (4, 4)")
+    (trace,) = fig.data
+    assert isinstance(trace, go.Heatmap)
+    np.testing.assert_array_equal(np.asarray(trace.z), LOOK_AHEAD)
+    assert list(trace.x) == list(trace.y) == ["&lt;s&gt;", "a", "b", "a ·2"]
+    assert fig.layout.title.text == "Look-ahead mask (T, T) = (4, 4)"
+    assert fig.layout.yaxis.autorange == "reversed"  # query 0 on top, as in the matrix
+    assert ".3f" in trace.hovertemplate
+    assert trace.customdata[0][1] == "blocked" and trace.customdata[1][0] == "may attend"
+
+
+def test_mask_heatmap_rectangular_memory_mask():
+    memory = np.ones((3, 5)) * np.array([1, 1, 1, 0, 0])
+    fig = mask_heatmap_fig(memory, ["<s>", "x", "y"], list("abcde"), "memory")
+    assert np.asarray(fig.data[0].z).shape == (3, 5)
+    assert list(fig.data[0].x) == list("abcde")
+
+
+@pytest.mark.parametrize("rows, cols, message", [
+    (["a", "b", "c"], list("abcd"), "4 rows but 3 row labels"),
+    (list("abcd"), ["a", "b"], "4 columns but 2 column labels"),
+])
+def test_mask_heatmap_names_both_sizes(rows, cols, message):
+    with pytest.raises(ValueError, match=message):
+        mask_heatmap_fig(LOOK_AHEAD, rows, cols, "t")
+
+
+def test_batch_mask_fig_cells_show_tokens():
+    mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1]], float)
+    ids = np.array([[2, 7, 3, 0], [2, 8, 9, 3]])
+    tokens = [["<s>", "x", "</s>", "<pad>"], ["<s>", "y", "z", "</s>"]]
+    fig = batch_mask_fig(mask, ids, tokens, ["row 0", "row 1"],
+                         "Padding mask (B, 1, 1, N) = (2, 1, 1, 4)")
+    (trace,) = fig.data
+    np.testing.assert_array_equal(np.asarray(trace.z), mask)
+    assert list(trace.y) == ["row 0", "row 1"]
+    assert list(trace.x) == ["0", "1", "2", "3"]
+    assert trace.text[0][3] == "&lt;pad&gt;" and trace.text[1][2] == "z"
+    assert trace.customdata[0][3][0] == "0" and trace.customdata[0][3][1] == "blocked (padding)"
+
+
+def test_batch_mask_fig_names_both_sizes():
+    mask = np.ones((2, 3))
+    with pytest.raises(ValueError,
+                       match=r"ids have shape \(2, 4\) but the mask has shape \(2, 3\)"):
+        batch_mask_fig(mask, np.ones((2, 4)), [list("abc")] * 2, ["r0", "r1"], "t")
+    with pytest.raises(ValueError, match=r"row lengths \[3, 2\] but the mask has shape \(2, 3\)"):
+        batch_mask_fig(mask, np.ones((2, 3)), [list("abc"), list("ab")], ["r0", "r1"], "t")
+    with pytest.raises(ValueError, match="2 rows but 3 row labels"):
+        batch_mask_fig(mask, np.ones((2, 3)), [list("abc")] * 2, ["r0", "r1", "r2"], "t")
+
+
+def test_masking_row_fig_three_panels():
+    weights = masked_softmax(SCORES, MASK)
+    fig = masking_row_fig(SCORES, MASK, weights, KEYS, title="row")
+    assert [t.name for t in fig.data] == ["raw score", "masked score", "blocked", "softmax weight"]
+    assert [type(t) for t in fig.data] == [go.Bar, go.Bar, go.Scatter, go.Bar]
+    assert [a.text for a in fig.layout.annotations][:3] == [
+        "1. Raw scores QKᵀ/√d_k (before masking)",
+        "2. Scores after masking (blocked keys get −1e9: weight 0)",
+        "3. Softmax weights (the model's attention row)"]
+    labels = axis_labels(KEYS)
+    for name in ("raw score", "masked score", "softmax weight"):
+        assert list(by_name(fig, name).x) == labels
+    assert labels[3] == "5 ·2"  # the repeated "5" stays its own column
+    np.testing.assert_array_equal(by_name(fig, "raw score").y, SCORES)
+    for name in ("raw score", "masked score", "softmax weight"):
+        assert ".4f" in by_name(fig, name).hovertemplate
+
+
+def test_masking_row_fig_draws_blocked_keys_apart():
+    fig = masking_row_fig(SCORES, MASK, masked_softmax(SCORES, MASK), KEYS)
+    masked = by_name(fig, "masked score").y
+    assert masked[:5] == tuple(SCORES[:5]) and masked[5] is None  # a gap, not a tiny number
+    blocked = by_name(fig, "blocked")
+    assert list(blocked.x) == ["&lt;pad&gt;"] and list(blocked.text) == ["blocked"]
+    shaded = [(s.x0, s.x1) for s in fig.layout.shapes]
+    assert shaded and set(shaded) == {(4.5, 5.5)}
+
+
+def test_masking_row_fig_plots_the_given_weights():
+    weights = np.array([0.1, 0.2, 0.3, 0.15, 0.25, 0.0])
+    fig = masking_row_fig(SCORES, MASK, weights, KEYS)
+    np.testing.assert_array_equal(by_name(fig, "softmax weight").y, weights)
+
+
+def test_masking_row_fig_nothing_blocked():
+    fig = masking_row_fig(SCORES, np.ones(6), masked_softmax(SCORES, np.ones(6)), KEYS)
+    assert len(by_name(fig, "blocked").x) == 0 and not fig.layout.shapes
+    assert None not in by_name(fig, "masked score").y
+
+
+@pytest.mark.parametrize("name, args", [
+    ("scores", (SCORES[:5], MASK, SCORES)),
+    ("mask", (SCORES, MASK[:4], SCORES)),
+    ("weights", (SCORES, MASK, np.ones(7))),
+])
+def test_masking_row_fig_names_both_sizes(name, args):
+    with pytest.raises(ValueError, match=rf"{name} has shape \(\d,\) but there are 6 key tokens"):
+        masking_row_fig(*args, KEYS)
+
+
+def test_masked_softmax():
+    weights = masked_softmax(SCORES, MASK)
+    expected = np.exp(SCORES[:5]) / np.exp(SCORES[:5]).sum()
+    np.testing.assert_allclose(weights[:5], expected)
+    assert weights[5] == 0.0
+    np.testing.assert_array_equal(masked_softmax([1.0, 2.0], [0, 0]), [0.0, 0.0])  # all blocked
+    with pytest.raises(ValueError, match=r"shape \(6,\) but the mask has shape \(5,\)"):
+        masked_softmax(SCORES, MASK[:5])
+
+
+def test_masked_softmax_equals_the_models_attention():
+    tf = pytest.importorskip("tensorflow")
+    from transformer.attention import scaled_dot_product_attention
+    from transformer.masks import decoder_mask
+
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(2, 3, 5, 4)).astype(np.float32) for _ in range(3))
+    mask = decoder_mask(np.array([[1, 5, 6, 0, 0], [1, 5, 6, 7, 8]]))  # (2, 1, 5, 5)
+    _, weights, scores = scaled_dot_product_attention(tf.constant(q), tf.constant(k),
+                                                      tf.constant(v), mask)
+    expected = masked_softmax(scores.numpy(), np.broadcast_to(mask.numpy(), scores.shape))
+    np.testing.assert_allclose(weights.numpy(), expected, atol=1e-6)

@@ -1,0 +1,673 @@
+"""The Transformer against an independent NumPy forward pass (Oracle 2), and its properties.
+
+The NumPy pass below implements the paper from scratch; it reads only the model's weights, by path.
+"""
+
+import itertools
+import math
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from transformer import Transformer, TransformerConfig, positional_encoding
+
+ATOL = 1e-5
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ============================================================================= NumPy reference
+def np_positional_encoding(length, d_model, base=10000.0):
+    """PE(pos, 2i) = sin(pos / base^(2i/d)), PE(pos, 2i+1) = cos(pos / base^(2i/d)), one by one."""
+    pe = np.zeros((length, d_model))
+    for pos in range(length):
+        for j in range(d_model):
+            two_i = j - (j % 2)
+            angle = pos / base ** (two_i / d_model)
+            pe[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return pe
+
+
+def np_layer_norm(x, gamma, beta, eps=1e-6):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def np_masked_softmax(scores, mask):
+    """mask==False keys get exactly 0; a row with no allowed key is all 0."""
+    mask = np.broadcast_to(mask, scores.shape)
+    masked = np.where(mask, scores, -np.inf)
+    row_max = masked.max(-1, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0.0)
+    e = np.where(mask, np.exp(masked - row_max), 0.0)
+    total = e.sum(-1, keepdims=True)
+    return e / np.where(total == 0.0, 1.0, total)
+
+
+class NumpyTransformer:
+    """Inference-time forward pass of the paper's Transformer, written with NumPy only."""
+
+    def __init__(self, config, model):
+        self.c = config
+        self.W = {w.path: np.asarray(w.numpy(), np.float64) for w in model.weights}
+        assert len(self.W) == len(model.weights), "two weights share a path"
+
+    def w(self, name):
+        return self.W[f"transformer/{name}"]
+
+    # ------------------------------------------------------------------ pieces
+    def dense(self, x, prefix):
+        return x @ self.w(f"{prefix}/kernel") + self.w(f"{prefix}/bias")
+
+    def ln(self, x, prefix):
+        return np_layer_norm(x, self.w(f"{prefix}/gamma"), self.w(f"{prefix}/beta"))
+
+    def token_table(self, side):
+        if side == "target" and not self.c.share_embeddings:
+            return self.w("target_embedding/target_token_embedding/embeddings")
+        return self.w("source_embedding/source_token_embedding/embeddings")
+
+    def embed(self, side, ids):
+        d = self.c.d_model
+        x = self.token_table(side)[ids]
+        if self.c.scale_embeddings:
+            x = x * math.sqrt(d)
+        t = ids.shape[1]
+        if self.c.positional == "sinusoidal":
+            pos = np_positional_encoding(t, d)
+        else:
+            pos = self.w(f"{side}_embedding/position_embedding/embeddings")[:t]
+        return x + pos[None]
+
+    def attention(self, prefix, xq, xkv, mask, head_mask=None):
+        h = self.c.num_heads
+        d_k = self.c.d_model // h
+
+        def split(x):
+            b, t, _ = x.shape
+            return x.reshape(b, t, h, d_k).transpose(0, 2, 1, 3)
+
+        q = split(self.dense(xq, f"{prefix}/query"))
+        k = split(self.dense(xkv, f"{prefix}/key"))
+        v = split(self.dense(xkv, f"{prefix}/value"))
+        scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d_k)
+        weights = np_masked_softmax(scores, mask)
+        context = weights @ v
+        if head_mask is not None:
+            context = context * np.asarray(head_mask, np.float64)[None, :, None, None]
+        b, _, t, _ = context.shape
+        merged = context.transpose(0, 2, 1, 3).reshape(b, t, self.c.d_model)
+        out = self.dense(merged, f"{prefix}/output")
+        return out, {"weights": weights, "q": q, "k": k, "v": v, "scores": scores}
+
+    def ffn(self, x, prefix):
+        hidden = np.maximum(0.0, self.dense(x, f"{prefix}/intermediate"))
+        return self.dense(hidden, f"{prefix}/output")
+
+    def sublayer(self, x, norm, fn):
+        """post-LN: LN(x + f(x)); pre-LN: x + f(LN(x))."""
+        if self.c.norm_first:
+            out, extra = fn(self.ln(x, norm))
+            return x + out, extra
+        out, extra = fn(x)
+        return self.ln(x + out, norm), extra
+
+    # ------------------------------------------------------------------ stacks
+    def __call__(self, src, tgt, head_mask=None):
+        c = self.c
+        head_mask = head_mask or {}
+        src = np.asarray(src)
+        tgt = np.asarray(tgt)
+        src_keep = (src != c.pad_id)[:, None, None, :]  # (B, 1, 1, N)
+        t = tgt.shape[1]
+        causal = np.tril(np.ones((t, t), bool))
+        tgt_keep = (tgt != c.pad_id)[:, None, None, :] & causal[None, None]  # (B, 1, T, T)
+
+        def row(kind, i):
+            return None if kind not in head_mask else np.asarray(head_mask[kind])[i]
+
+        x = self.embed("source", src)
+        enc_hidden, enc = [x], []
+        for i in range(c.num_encoder_layers):
+            p = f"encoder_layer_{i}"
+            x, att = self.sublayer(x, f"{p}/self_attention_layer_norm",
+                                   lambda h: self.attention(f"{p}/self_attention", h, h, src_keep,
+                                                            row("encoder", i)))
+            x, _ = self.sublayer(x, f"{p}/feedforward_layer_norm",
+                                 lambda h: (self.ffn(h, f"{p}/feedforward"), None))
+            enc.append(att)
+            enc_hidden.append(x)
+        if c.norm_first:
+            x = self.ln(x, "encoder_norm")
+            enc_hidden[-1] = x  # the stack's output: after its final LayerNorm
+        memory = x
+
+        y = self.embed("target", tgt)
+        dec_hidden, dec, cross = [y], [], []
+        for i in range(c.num_decoder_layers):
+            p = f"decoder_layer_{i}"
+            y, s_att = self.sublayer(y, f"{p}/self_attention_layer_norm",
+                                     lambda h: self.attention(f"{p}/self_attention", h, h, tgt_keep,
+                                                              row("decoder", i)))
+            y, c_att = self.sublayer(y, f"{p}/cross_attention_layer_norm",
+                                     lambda h: self.attention(f"{p}/cross_attention", h, memory,
+                                                              src_keep, row("cross", i)))
+            y, _ = self.sublayer(y, f"{p}/feedforward_layer_norm",
+                                 lambda h: (self.ffn(h, f"{p}/feedforward"), None))
+            dec.append(s_att)
+            cross.append(c_att)
+            dec_hidden.append(y)
+        if c.norm_first:
+            y = self.ln(y, "decoder_norm")
+            dec_hidden[-1] = y
+
+        if c.tie_output:
+            logits = y @ self.token_table("target").T
+        else:
+            logits = self.dense(y, "output_projection")
+
+        out = {"logits": logits,
+               "encoder_hidden_states": np.stack(enc_hidden),
+               "decoder_hidden_states": np.stack(dec_hidden)}
+        for kind, results in (("encoder", enc), ("decoder", dec), ("cross", cross)):
+            out[f"{kind}_attention"] = np.stack([r["weights"] for r in results])
+            for name in ("q", "k", "v", "scores"):
+                out[f"{kind}_{name}"] = np.stack([r[name] for r in results])
+        out["masks"] = {"encoder": src_keep, "decoder": tgt_keep, "cross": src_keep}
+        return out
+
+
+# ============================================================================= helpers
+def tiny_config(**overrides):
+    share = overrides.get("share_embeddings", False)
+    base = dict(src_vocab_size=11, tgt_vocab_size=11 if share else 13, d_model=8, num_heads=2,
+                dff=16, num_encoder_layers=2, num_decoder_layers=2, max_len=16, dropout_rate=0.1)
+    base.update(overrides)
+    return TransformerConfig(**base)
+
+
+def build(config, seed=0, randomize=True):
+    """A built model; with randomize, every weight (biases, LayerNorm gains too) is random."""
+    keras.utils.set_random_seed(seed)
+    model = Transformer(config).build_weights()
+    if randomize:
+        rng = np.random.default_rng(seed)
+        for w in model.weights:
+            name = w.path.rsplit("/", 1)[-1]
+            if name == "gamma":
+                value = 1.0 + rng.normal(0, 0.2, w.shape)
+            elif name in ("beta", "bias"):
+                value = rng.normal(0, 0.2, w.shape)
+            elif name == "embeddings":
+                value = rng.normal(0, 0.5, w.shape)
+            else:
+                value = rng.normal(0, 0.4, w.shape)
+            w.assign(value.astype(np.float32))
+    return model
+
+
+_MODELS = {}
+
+
+def cached_model(seed=0, **case):
+    """(config, randomized model), built once per module: tests using it must not change it."""
+    key = (seed, tuple(sorted(case.items())))
+    if key not in _MODELS:
+        config = tiny_config(**case)
+        _MODELS[key] = (config, build(config, seed))
+    return _MODELS[key]
+
+
+def make_batch(config, src_lengths, tgt_lengths, n, t, seed=0):
+    """Padded (src (B, n), tgt (B, t)) int32; targets begin with start_id; no pad inside tokens."""
+    rng = np.random.default_rng(seed)
+
+    def fill(lengths, width, vocab):
+        ids = np.full((len(lengths), width), config.pad_id, np.int32)
+        choices = np.array([i for i in range(vocab) if i != config.pad_id])
+        for b, length in enumerate(lengths):
+            ids[b, :length] = rng.choice(choices, length)
+        return ids
+
+    src = fill(src_lengths, n, config.src_vocab_size)
+    tgt = fill(tgt_lengths, t, config.tgt_vocab_size)
+    tgt[np.asarray(tgt_lengths) > 0, 0] = config.start_id
+    return src, tgt
+
+
+# A padded batch: different lengths, one source entirely padding, one target only <start>.
+SRC_LENGTHS, TGT_LENGTHS, N, T = [5, 3, 0, 2], [4, 2, 1, 3], 5, 4
+
+FLAGS = ("norm_first", "positional", "tie_output", "share_embeddings")
+# A strength-2 covering array of the four options: every option is flipped, and every pair of
+# options meets in all four of its value combinations (5 models instead of the full 16).
+COVERING = [
+    (False, "sinusoidal", False, False),
+    (False, "learned", True, True),
+    (True, "sinusoidal", True, True),
+    (True, "learned", False, True),
+    (True, "learned", True, False),
+]
+PAIRWISE = [dict(zip(FLAGS, values)) for values in COVERING]
+EXTRA = [
+    dict(scale_embeddings=False, pad_id=3, start_id=0, end_id=4),
+    dict(norm_first=True, scale_embeddings=False, num_heads=4, num_encoder_layers=1,
+         num_decoder_layers=3),
+]
+CASES = PAIRWISE + EXTRA
+
+
+def test_cases_cover_every_pair_of_options():
+    values = {"norm_first": (False, True), "positional": ("sinusoidal", "learned"),
+              "tie_output": (False, True), "share_embeddings": (False, True)}
+    for a, b in itertools.combinations(FLAGS, 2):
+        seen = {(case[a], case[b]) for case in PAIRWISE}
+        assert seen == set(itertools.product(values[a], values[b])), (a, b)
+
+
+def _case_id(case):
+    return "-".join(f"{k}={v}" for k, v in case.items())
+
+
+def check_against_reference(model, ref, got, keys):
+    for key in keys:
+        assert key in got, key
+        actual = np.asarray(got[key])
+        assert actual.shape == ref[key].shape, (key, actual.shape, ref[key].shape)
+        np.testing.assert_allclose(actual, ref[key], atol=ATOL, err_msg=key)
+
+
+ATTENTION_KEYS = ("encoder_attention", "decoder_attention", "cross_attention")
+QKV_KEYS = tuple(f"{kind}_{name}" for kind in ("encoder", "decoder", "cross")
+                 for name in ("q", "k", "v", "scores"))
+
+
+# ============================================================================= Oracle 2
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+def test_matches_numpy_reference(case):
+    config, model = cached_model(**case)
+    src, tgt = make_batch(config, SRC_LENGTHS, TGT_LENGTHS, N, T)
+    ref = NumpyTransformer(config, model)(src, tgt)
+
+    logits = model((src, tgt))
+    assert logits.shape == (4, T, config.tgt_vocab_size)
+    np.testing.assert_allclose(np.asarray(logits), ref["logits"], atol=ATOL)
+
+    got = model((src, tgt), return_attention=True, return_hidden_states=True, return_qkv=True)
+    check_against_reference(model, ref, got,
+                            ("logits",) + ATTENTION_KEYS + QKV_KEYS
+                            + ("encoder_hidden_states", "decoder_hidden_states"))
+    # Blocked weights are exactly 0 (not merely small).
+    for kind in ("encoder", "decoder", "cross"):
+        weights = np.asarray(got[f"{kind}_attention"])
+        blocked = np.broadcast_to(~ref["masks"][kind][None], weights.shape)
+        assert np.all(weights[blocked] == 0.0), kind
+
+
+def test_numpy_reference_is_sensitive():
+    # Guard against a reference that would agree with anything: a perturbed weight or a
+    # wrong LayerNorm convention must break the agreement.
+    config, model = cached_model(**PAIRWISE[0])
+    src, tgt = make_batch(config, SRC_LENGTHS, TGT_LENGTHS, N, T)
+    logits = np.asarray(model((src, tgt)))
+    ref = NumpyTransformer(config, model)
+    np.testing.assert_allclose(logits, ref(src, tgt)["logits"], atol=ATOL)
+    ref.W["transformer/decoder_layer_1/cross_attention/value/bias"] += 1e-3
+    assert not np.allclose(logits, ref(src, tgt)["logits"], atol=ATOL)
+    pre_ln = NumpyTransformer(tiny_config(norm_first=True), model)
+    with pytest.raises(KeyError):  # a post-LN model has no final norms
+        pre_ln(src, tgt)
+
+
+@pytest.mark.parametrize("case", [PAIRWISE[0], PAIRWISE[3]], ids=["post-LN", "pre-LN"])
+def test_matches_numpy_reference_with_head_mask(case):
+    config, model = cached_model(**case)
+    src, tgt = make_batch(config, SRC_LENGTHS, TGT_LENGTHS, N, T, seed=1)
+    head_mask = {"encoder": np.array([[1, 0], [0, 1]], np.float32),
+                 "decoder": np.array([[0, 1], [1, 1]], np.float32),
+                 "cross": np.array([[1, 1], [1, 0]], np.float32)}
+    ref = NumpyTransformer(config, model)(src, tgt, head_mask=head_mask)
+    got = model((src, tgt), head_mask=head_mask, return_attention=True, return_hidden_states=True)
+    check_against_reference(model, ref, got, ("logits",) + ATTENTION_KEYS
+                            + ("encoder_hidden_states", "decoder_hidden_states"))
+    plain = np.asarray(model((src, tgt)))
+    assert not np.allclose(plain, ref["logits"], atol=1e-3)
+
+
+def test_encode_and_decode_match_call_and_reference():
+    config, model = cached_model(**PAIRWISE[2])
+    src, tgt = make_batch(config, SRC_LENGTHS, TGT_LENGTHS, N, T, seed=2)
+    ref = NumpyTransformer(config, model)(src, tgt)
+    enc = model.encode(src, return_hidden_states=True, return_qkv=True)
+    assert enc["memory"].shape == (4, N, 8)
+    np.testing.assert_allclose(enc["memory"], ref["encoder_hidden_states"][-1], atol=ATOL)
+    np.testing.assert_array_equal(np.asarray(enc["mask"]), (src != config.pad_id)[:, None, None, :])
+    np.testing.assert_allclose(enc["attention"], ref["encoder_attention"], atol=ATOL)
+    np.testing.assert_allclose(enc["hidden_states"], ref["encoder_hidden_states"], atol=ATOL)
+    for name in ("q", "k", "v", "scores"):
+        np.testing.assert_allclose(enc[name], ref[f"encoder_{name}"], atol=ATOL)
+    dec = model.decode(tgt, enc["memory"], enc["mask"], return_hidden_states=True, return_qkv=True)
+    np.testing.assert_allclose(dec["logits"], ref["logits"], atol=ATOL)
+    np.testing.assert_allclose(dec["self_attention"], ref["decoder_attention"], atol=ATOL)
+    np.testing.assert_allclose(dec["cross_attention"], ref["cross_attention"], atol=ATOL)
+    np.testing.assert_allclose(dec["hidden_states"], ref["decoder_hidden_states"], atol=ATOL)
+    for name in ("q", "k", "v", "scores"):
+        np.testing.assert_allclose(dec[f"self_{name}"], ref[f"decoder_{name}"], atol=ATOL)
+        np.testing.assert_allclose(dec[f"cross_{name}"], ref[f"cross_{name}"], atol=ATOL)
+
+
+# ============================================================================= shapes and API
+@pytest.fixture(scope="module")
+def tiny():
+    config = tiny_config(num_encoder_layers=2, num_decoder_layers=3)
+    model = build(config, seed=3)
+    src, tgt = make_batch(config, [5, 3, 0], [4, 2, 1], 5, 4, seed=3)
+    return config, model, src, tgt
+
+
+def test_output_shapes(tiny):
+    config, model, src, tgt = tiny
+    got = model((src, tgt), return_attention=True, return_hidden_states=True, return_qkv=True)
+    b, n, t, h, d = 3, 5, 4, 2, 8
+    expected = {
+        "logits": (b, t, 13),
+        "encoder_attention": (2, b, h, n, n),
+        "decoder_attention": (3, b, h, t, t),
+        "cross_attention": (3, b, h, t, n),
+        "encoder_hidden_states": (3, b, n, d),
+        "decoder_hidden_states": (4, b, t, d),
+        "encoder_q": (2, b, h, n, d // h), "encoder_k": (2, b, h, n, d // h),
+        "encoder_v": (2, b, h, n, d // h), "encoder_scores": (2, b, h, n, n),
+        "decoder_q": (3, b, h, t, d // h), "decoder_k": (3, b, h, t, d // h),
+        "decoder_v": (3, b, h, t, d // h), "decoder_scores": (3, b, h, t, t),
+        "cross_q": (3, b, h, t, d // h), "cross_k": (3, b, h, n, d // h),
+        "cross_v": (3, b, h, n, d // h), "cross_scores": (3, b, h, t, n),
+    }
+    assert {k: tuple(v.shape) for k, v in got.items()} == expected
+    only_attention = model((src, tgt), return_attention=True)
+    assert set(only_attention) == {"logits"} | set(ATTENTION_KEYS)
+    assert isinstance(model((src, tgt)), tf.Tensor)
+
+
+def test_unknown_head_mask_key_raises(tiny):
+    _, model, src, tgt = tiny
+    with pytest.raises(ValueError, match="head_mask"):
+        model((src, tgt), head_mask={"encoder_self": np.ones((2, 2), np.float32)})
+
+
+# ============================================================================= attention properties
+def test_attention_properties_on_the_model(tiny):
+    config, model, src, tgt = tiny
+    got = model((src, tgt), return_attention=True)
+    for key in ATTENTION_KEYS:
+        assert np.isfinite(np.asarray(got[key])).all(), key
+    assert np.isfinite(np.asarray(got["logits"])).all()
+    src_real = src != config.pad_id  # (B, N)
+    tgt_real = tgt != config.pad_id  # (B, T)
+
+    enc = np.asarray(got["encoder_attention"])  # (L, B, H, N, N)
+    dec = np.asarray(got["decoder_attention"])  # (L, B, H, T, T)
+    cross = np.asarray(got["cross_attention"])  # (L, B, H, T, N)
+
+    for b in range(src.shape[0]):
+        # Padded keys get exactly 0.
+        assert np.all(enc[:, b][..., ~src_real[b]] == 0.0)
+        assert np.all(cross[:, b][..., ~src_real[b]] == 0.0)
+        assert np.all(dec[:, b][..., ~tgt_real[b]] == 0.0)
+        if src_real[b].any():
+            # Rows of real query tokens sum to 1.
+            np.testing.assert_allclose(enc[:, b][..., src_real[b], :].sum(-1), 1.0, atol=1e-6)
+            np.testing.assert_allclose(cross[:, b][..., tgt_real[b], :].sum(-1), 1.0, atol=1e-6)
+        else:
+            # Entirely padded source: every row fully blocked -> all zero, no NaN.
+            assert np.all(enc[:, b] == 0.0)
+            assert np.all(cross[:, b] == 0.0)
+        np.testing.assert_allclose(dec[:, b][..., tgt_real[b], :].sum(-1), 1.0, atol=1e-6)
+
+    # Decoder self-attention is exactly 0 above the diagonal.
+    upper = np.triu(np.ones((4, 4), bool), k=1)
+    assert np.all(dec[..., upper] == 0.0)
+    assert tgt_real[0].all()
+    assert np.all(dec[:, 0][..., ~upper] > 0.0)  # full-length target: all allowed weights positive
+
+
+def test_fully_padded_target_row_gives_zero_attention_no_nan():
+    config, model = cached_model(**PAIRWISE[0])
+    src = np.array([[4, 5, 6], [0, 0, 0]], np.int32)
+    tgt = np.array([[1, 7, 0], [0, 0, 0]], np.int32)  # second row: every query fully blocked
+    got = model((src, tgt), return_attention=True)
+    for key in ("logits",) + ATTENTION_KEYS:
+        assert np.isfinite(np.asarray(got[key])).all(), key
+    assert np.all(np.asarray(got["decoder_attention"])[:, 1] == 0.0)
+    assert np.all(np.asarray(got["cross_attention"])[:, 1] == 0.0)
+    assert np.all(np.asarray(got["encoder_attention"])[:, 1] == 0.0)
+
+
+def test_future_target_tokens_do_not_change_earlier_logits(tiny):
+    config, model, src, tgt = tiny
+    changed = tgt.copy()
+    changed[0, 3] = 9 if tgt[0, 3] != 9 else 8
+    a = np.asarray(model((src, tgt)))
+    b = np.asarray(model((src, changed)))
+    np.testing.assert_allclose(a[0, :3], b[0, :3], atol=ATOL)
+    assert not np.allclose(a[0, 3], b[0, 3], atol=1e-4)
+
+
+def test_extra_source_padding_changes_nothing(tiny):
+    config, model, src, tgt = tiny
+    wider = np.concatenate([src, np.full((src.shape[0], 3), config.pad_id, np.int32)], axis=1)
+    a = np.asarray(model((src, tgt)))
+    b = np.asarray(model((wider, tgt)))
+    np.testing.assert_allclose(a, b, atol=ATOL)
+
+
+# ============================================================================= head_mask
+def test_head_mask_all_ones_changes_nothing(tiny):
+    config, model, src, tgt = tiny
+    ones = {"encoder": np.ones((2, 2), np.float32), "decoder": np.ones((3, 2), np.float32),
+            "cross": np.ones((3, 2), np.float32)}
+    plain = model((src, tgt), return_attention=True)
+    masked = model((src, tgt), head_mask=ones, return_attention=True)
+    for key in ("logits",) + ATTENTION_KEYS:
+        np.testing.assert_allclose(np.asarray(masked[key]), np.asarray(plain[key]), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind, layer, head", [("encoder", 0, 1), ("encoder", 1, 0),
+                                               ("decoder", 0, 0), ("decoder", 2, 1),
+                                               ("cross", 1, 1), ("cross", 2, 0)])
+def test_silencing_one_head_changes_logits(tiny, kind, layer, head):
+    config, model, src, tgt = tiny
+    layers = config.num_encoder_layers if kind == "encoder" else config.num_decoder_layers
+    mask = np.ones((layers, config.num_heads), np.float32)
+    mask[layer, head] = 0.0
+    plain = np.asarray(model((src, tgt)))
+    silenced = np.asarray(model((src, tgt), head_mask={kind: mask}))
+    assert np.isfinite(silenced).all()
+    assert not np.allclose(plain, silenced, atol=1e-4)
+
+
+def test_silencing_all_cross_heads_makes_logits_independent_of_source(tiny):
+    config, model, _, tgt = tiny
+    src_a, _ = make_batch(config, [5, 4, 2], [1, 1, 1], 5, 4, seed=10)
+    src_b, _ = make_batch(config, [3, 5, 5], [1, 1, 1], 5, 4, seed=11)
+    assert not np.array_equal(src_a, src_b)
+    no_cross = {"cross": np.zeros((config.num_decoder_layers, config.num_heads), np.float32)}
+    a = np.asarray(model((src_a, tgt), head_mask=no_cross))
+    b = np.asarray(model((src_b, tgt), head_mask=no_cross))
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    # ... whereas with the cross heads on, the source matters.
+    assert not np.allclose(np.asarray(model((src_a, tgt))), np.asarray(model((src_b, tgt))), atol=1e-4)
+
+
+# ============================================================================= block structure
+def test_decoder_self_and_cross_attention_are_distinct():
+    config = tiny_config()
+    model = build(config, seed=5, randomize=False)  # values as initialised by Keras
+    for layer in model.decoder_layers:
+        assert layer.self_attention is not layer.cross_attention
+        self_vars = {id(w): w for w in layer.self_attention.weights}
+        cross_vars = {id(w): w for w in layer.cross_attention.weights}
+        assert len(self_vars) == len(cross_vars) == 8
+        assert not set(self_vars) & set(cross_vars)
+        self_paths = {w.path for w in self_vars.values()}
+        cross_paths = {w.path for w in cross_vars.values()}
+        assert not self_paths & cross_paths
+        for name in ("query", "key", "value", "output"):
+            a = getattr(layer.self_attention, name if name != "output" else "output_dense").kernel
+            b = getattr(layer.cross_attention, name if name != "output" else "output_dense").kernel
+            assert not np.allclose(a.numpy(), b.numpy()), name
+        norms = [layer.self_attention_layer_norm, layer.cross_attention_layer_norm,
+                 layer.feedforward_layer_norm]
+        assert len({id(n) for n in norms}) == 3
+        norm_vars = [id(w) for n in norms for w in n.weights]
+        assert len(norm_vars) == len(set(norm_vars)) == 6
+    # Layers of a stack are distinct too.
+    kernels = [layer.self_attention.query.kernel for layer in model.decoder_layers + model.encoder_layers]
+    assert len({id(k) for k in kernels}) == len(kernels)
+    assert not np.allclose(kernels[0].numpy(), kernels[1].numpy())
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+def test_parameter_count_matches_the_paper(case):
+    config, model = cached_model(**case)
+    d, f = config.d_model, config.dff
+    mha = 4 * (d * d + d)
+    ffn = d * f + f + f * d + d
+    norm = 2 * d
+    expected = config.src_vocab_size * d
+    if not config.share_embeddings:
+        expected += config.tgt_vocab_size * d
+    if config.positional == "learned":
+        expected += 2 * config.max_len * d
+    expected += config.num_encoder_layers * (mha + ffn + 2 * norm)
+    expected += config.num_decoder_layers * (2 * mha + ffn + 3 * norm)
+    if config.norm_first:
+        expected += 2 * norm
+    if not config.tie_output:
+        expected += d * config.tgt_vocab_size + config.tgt_vocab_size
+    assert model.count_params() == expected
+    assert len({id(w) for w in model.weights}) == len(model.weights)
+    assert len({w.path for w in model.weights}) == len(model.weights)
+
+
+# ============================================================================= positional encoding
+@pytest.mark.parametrize("length, d_model, base", [(7, 8, 10000.0), (5, 6, 100.0), (4, 7, 10000.0),
+                                                   (1, 2, 10.0), (0, 4, 10000.0)])
+def test_positional_encoding_matches_hand_formula(length, d_model, base):
+    pe = positional_encoding(length, d_model, base)
+    assert pe.shape == (length, d_model)
+    assert pe.dtype == np.float32
+    np.testing.assert_allclose(pe, np_positional_encoding(length, d_model, base), atol=1e-6)
+
+
+def test_positional_encoding_hand_values():
+    pe = positional_encoding(3, 4)
+    # pos 0: sin 0 = 0, cos 0 = 1. pos 1, i=0: sin(1), cos(1); i=1: 1/10000^(2/4) = 0.01.
+    expected = [
+        [0.0, 1.0, 0.0, 1.0],
+        [math.sin(1.0), math.cos(1.0), math.sin(0.01), math.cos(0.01)],
+        [math.sin(2.0), math.cos(2.0), math.sin(0.02), math.cos(0.02)],
+    ]
+    np.testing.assert_allclose(pe, expected, atol=1e-6)
+    with pytest.raises(ValueError):
+        positional_encoding(3, 0)
+
+
+@pytest.mark.parametrize("case", [PAIRWISE[0], EXTRA[0]], ids=["scaled", "unscaled"])
+def test_model_adds_the_sinusoids(case):
+    config, model = cached_model(**case)
+    scale = config.scale_embeddings
+    ids = np.array([[3, 4, 5, 6, 7, 8], [1, 0, 0, 0, 0, 0]], np.int32)
+    table = model.source_token_embedding.embeddings.numpy().astype(np.float64)
+    factor = math.sqrt(config.d_model) if scale else 1.0
+    for side, layer in (("source", model.source_embedding), ("target", model.target_embedding)):
+        out = np.asarray(layer(ids))
+        if side == "target":
+            table = model.target_token_embedding.embeddings.numpy().astype(np.float64)
+        np.testing.assert_allclose(out - factor * table[ids], np.broadcast_to(
+            np_positional_encoding(6, 8), out.shape), atol=1e-5)
+        shifted = np.asarray(layer(ids, offset=3))
+        np.testing.assert_allclose(shifted - factor * table[ids], np.broadcast_to(
+            np_positional_encoding(9, 8)[3:], out.shape), atol=1e-5)
+    # With zero token embeddings the encoder input is the positional encoding itself.
+    saved = model.source_token_embedding.embeddings.numpy()
+    try:
+        model.source_token_embedding.embeddings.assign(np.zeros_like(saved))
+        hidden = model.encode(ids, return_hidden_states=True)["hidden_states"]
+    finally:
+        model.source_token_embedding.embeddings.assign(saved)
+    np.testing.assert_allclose(np.asarray(hidden[0]),
+                               np.broadcast_to(np_positional_encoding(6, 8), (2, 6, 8)), atol=1e-6)
+
+
+def test_model_adds_the_learned_positions():
+    config, model = cached_model(**PAIRWISE[4])  # learned, separate embeddings
+    ids = np.array([[3, 4, 5, 6]], np.int32)
+    for side, layer in (("source", model.source_embedding), ("target", model.target_embedding)):
+        table = {w.path: w.numpy() for w in model.weights}
+        tokens = table[f"transformer/{side}_embedding/{side}_token_embedding/embeddings"]
+        positions = table[f"transformer/{side}_embedding/position_embedding/embeddings"]
+        out = np.asarray(layer(ids))
+        np.testing.assert_allclose(out - math.sqrt(8) * tokens[ids], positions[None, :4], atol=1e-5)
+    src_pos = model.source_embedding.position_embedding.embeddings
+    tgt_pos = model.target_embedding.position_embedding.embeddings
+    assert src_pos is not tgt_pos and not np.allclose(src_pos.numpy(), tgt_pos.numpy())
+
+
+def test_shared_embeddings_are_one_matrix():
+    _, model = cached_model(**PAIRWISE[1])  # shared and tied
+    assert model.source_token_embedding.embeddings is model.target_token_embedding.embeddings
+    assert not any("output_projection" in w.path for w in model.weights)
+
+
+# ============================================================================= tf.function and training
+def test_tf_function_matches_eager(tiny):
+    config, model, src, tgt = tiny
+    head_mask = {"cross": np.array([[1, 0], [1, 1], [0, 1]], np.float32)}
+
+    @tf.function
+    def run(s, t):
+        return model((s, t), return_attention=True, head_mask=head_mask)
+
+    graph = run(tf.constant(src), tf.constant(tgt))
+    eager = model((src, tgt), return_attention=True, head_mask=head_mask)
+    assert set(graph) == set(eager)
+    for key in eager:
+        np.testing.assert_allclose(np.asarray(graph[key]), np.asarray(eager[key]), atol=1e-5, err_msg=key)
+
+
+def test_one_fit_step_trains():
+    # One layer each: tracing the train step is what costs time here.
+    config = tiny_config(norm_first=True, num_encoder_layers=1, num_decoder_layers=1)
+    keras.utils.set_random_seed(9)
+    model = Transformer(config).build_weights()
+    src, tgt = make_batch(config, [5, 3, 4, 2], [4, 3, 4, 2], 5, 5, seed=9)
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    before = {w.path: w.numpy().copy() for w in model.trainable_weights}
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit((src, tgt_in), tgt_out, batch_size=4, epochs=1, verbose=0)
+    loss = history.history["loss"][0]
+    assert np.isfinite(loss) and loss > 0
+    after = {w.path: w.numpy() for w in model.trainable_weights}
+    changed = [p for p in before if not np.array_equal(before[p], after[p])]
+    assert "transformer/output_projection/kernel" in changed
+    assert "transformer/encoder_layer_0/self_attention/query/kernel" in changed
+    assert "transformer/decoder_layer_0/cross_attention/key/kernel" in changed
+    assert len(changed) > len(before) // 2
+
+
+# ============================================================================= packaging
+def test_import_does_not_pull_in_streamlit_or_plotly():
+    code = ("import sys, transformer; "
+            "assert 'streamlit' not in sys.modules and 'plotly' not in sys.modules, "
+            "sorted(m for m in sys.modules if m.split('.')[0] in ('streamlit', 'plotly'))")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
