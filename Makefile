@@ -29,8 +29,10 @@ test: install chromium
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow and not browser"
 
-bench: install
+bench: install chromium
 	$(BIN)/python bench/forward.py
+	$(BIN)/python bench/decode.py
+	$(BIN)/python bench/model_view.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache

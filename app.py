@@ -17,6 +17,14 @@ PAGES = [
     st.Page("pages/3_Positional_Encodings.py", title="Positional encodings",
             icon=":material/waves:"),
     st.Page("pages/4_Masks.py", title="Masks", icon=":material/grid_on:"),
+    st.Page("pages/5_Attention_Maps.py", title="Attention maps", icon=":material/grid_view:"),
+    st.Page("pages/6_Linked_View.py", title="Linked view", icon=":material/link:"),
+    st.Page("pages/7_Aggregations.py", title="Aggregations and rollout",
+            icon=":material/stacked_line_chart:"),
+    st.Page("pages/8_Token_View.py", title="Token view", icon=":material/share:"),
+    st.Page("pages/9_Head_Arithmetic.py", title="Arithmetic of one head",
+            icon=":material/calculate:"),
+    st.Page("pages/10_Decoding.py", title="Step-by-step decoding", icon=":material/route:"),
 ]
 
 page = st.navigation(PAGES)

@@ -104,9 +104,10 @@ def examples(ckpt: Checkpoint) -> list[str]:
 
 
 @st.cache_data(max_entries=MAX_RESULTS, show_spinner="Running the model…")
-def attention_maps(model_hash: str, source: str, target: str | None, _ckpt: Checkpoint) -> dict:
-    """Checkpoint.attention, cached by (model hash, source, target)."""
-    return _ckpt.attention(source, target)
+def attention_maps(model_hash: str, source: str, target: str | None, _ckpt: Checkpoint,
+                   details: bool = False) -> dict:
+    """Checkpoint.attention, cached by (model hash, source, target, details)."""
+    return _ckpt.attention(source, target, details=details)
 
 
 @st.cache_data(max_entries=MAX_RESULTS, show_spinner="Translating…")
@@ -115,10 +116,10 @@ def translation(model_hash: str, source: str, _ckpt: Checkpoint):
     return _ckpt.translate(source)
 
 
-def current_attention() -> dict:
-    """Attention maps for the sidebar's model, source and target."""
+def current_attention(details: bool = False) -> dict:
+    """Attention maps for the sidebar's model, source and target (see Checkpoint.attention)."""
     ckpt = active_checkpoint()
-    return attention_maps(ckpt.content_hash, current_source(), current_target(), ckpt)
+    return attention_maps(ckpt.content_hash, current_source(), current_target(), ckpt, details)
 
 
 def current_source() -> str:

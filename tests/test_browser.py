@@ -22,7 +22,10 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-network
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 # (url path, a heading the page shows)
 PAGES = [("", "Attention Explorer"), ("Model", "Model: dates"), ("Tokenization", "Tokenization"),
-         ("Positional_Encodings", "Positional encodings"), ("Masks", "Masks")]
+         ("Positional_Encodings", "Positional encodings"), ("Masks", "Masks"),
+         ("Attention_Maps", "Attention maps"), ("Linked_View", "Linked view"),
+         ("Aggregations", "Aggregations"), ("Token_View", "Token view"),
+         ("Head_Arithmetic", "Arithmetic of one head"), ("Decoding", "decoding")]
 
 
 def _free_port() -> int:
@@ -118,4 +121,21 @@ def test_sentence_change_reaches_the_page(server, browser):
     assert page.locator('[data-testid="stException"]').count() == 0
     page.get_by_text("1999-12-31", exact=False).first.wait_for(timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "screenshots" / "Home-changed-sentence.png"),
+                    full_page=True)
+
+
+def test_clicking_a_model_view_thumbnail_opens_that_head(server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/Attention_Maps")
+    wait_for_app(page)
+    page.wait_for_selector(".js-plotly-plot")
+    model_view = page.locator(".stPlotlyChart").nth(1)
+    # Subplot 7 of the 2 x 4 grid is layer 1, head 2 (0-based).
+    box = model_view.locator("g.draglayer g.x7y7 rect.nsewdrag").bounding_box()
+    page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.8)
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    title = page.locator(".stPlotlyChart").nth(0).locator(".gtitle").first.text_content()
+    assert title.endswith("layer 1, head 2"), title
+    page.screenshot(path=str(ARTIFACTS / "screenshots" / "Attention_Maps-clicked.png"),
                     full_page=True)

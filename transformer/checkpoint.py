@@ -30,6 +30,7 @@ import numpy as np
 
 from .config import TransformerConfig
 from .decoding import Decoding, beam_search, greedy_decode
+from .masks import decoder_mask, padding_mask
 from .model import Transformer
 from .tokenizer import Tokenizer, TokenizerError
 
@@ -87,12 +88,18 @@ class Checkpoint:
                              use_cache=use_cache, stop_at_end=stop_at_end, head_mask=head_mask,
                              tokenizer=self.target_tokenizer)
 
-    def attention(self, source: str, target: str | None = None, head_mask=None) -> dict:
+    def attention(self, source: str, target: str | None = None, head_mask=None,
+                  details: bool = False) -> dict:
         """Every attention map of one teacher-forced pass, as float32 NumPy arrays:
-        "encoder" (L_enc, H, N, N), "decoder" (L_dec, H, T, T), "cross" (L_dec, H, T, N), with
-        "source_tokens" (N), "target_tokens" (T: the decoder's inputs, <s> first) and
-        "output_tokens" (T: the token each row predicts, </s> last).
+        "encoder" (L_enc, H, N, N), "decoder" (L_dec, H, T, T), "cross" (L_dec, H, T, N);
+        the masks each kind used, as bool "encoder_mask" (N, N), "decoder_mask" (T, T),
+        "cross_mask" (T, N) (True = may attend); "source_tokens" (N), "target_tokens" (T: the
+        decoder's inputs, <s> first), "output_tokens" (T: the token each row predicts, </s> last)
+        and "log_probs" (T: the log-probability the model gives each output token).
         With target=None the target is the model's own greedy translation.
+        details=True adds, per kind ("encoder", "decoder", "cross"), "<kind>_q", "<kind>_k",
+        "<kind>_v" (L, H, len, d_k) and "<kind>_scores" (L, H, T_q, T_k): QK^T / sqrt(d_k) before
+        masking.
         """
         source_ids = self.encode_source(source)
         if target is None:
@@ -101,18 +108,33 @@ class Checkpoint:
             output_ids = self.target_tokenizer.encode(target, add_end=True,
                                                       max_len=self.config.max_len)
         target_ids = [self.config.start_id] + output_ids[:-1]  # teacher forcing: shifted right
-        out = self.model((np.asarray([source_ids]), np.asarray([target_ids])),
-                         return_attention=True, head_mask=head_mask)
-        return {
+        src, tgt = np.asarray([source_ids], np.int32), np.asarray([target_ids], np.int32)
+        out = self.model((src, tgt), return_attention=True, return_qkv=details,
+                         head_mask=head_mask)
+        logits = out["logits"].numpy()[0].astype(np.float64)  # (T, V)
+        log_probs = logits - logits.max(-1, keepdims=True)
+        log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+        source_mask = np.asarray(padding_mask(src, self.config.pad_id))[0, 0, 0] > 0  # (N,)
+        result = {
             "encoder": out["encoder_attention"].numpy()[:, 0],
             "decoder": out["decoder_attention"].numpy()[:, 0],
             "cross": out["cross_attention"].numpy()[:, 0],
+            "encoder_mask": np.broadcast_to(source_mask, (len(source_ids),) * 2).copy(),
+            "decoder_mask": np.asarray(decoder_mask(tgt, self.config.pad_id))[0, 0] > 0,
+            "cross_mask": np.broadcast_to(source_mask, (len(target_ids), len(source_ids))).copy(),
             "source_tokens": self.source_tokenizer.ids_to_pieces(source_ids),
             "target_tokens": self.target_tokenizer.ids_to_pieces(target_ids),
             "output_tokens": self.target_tokenizer.ids_to_pieces(output_ids),
             "source_ids": np.asarray(source_ids, np.int32),
             "target_ids": np.asarray(target_ids, np.int32),
+            "output_ids": np.asarray(output_ids, np.int32),
+            "log_probs": log_probs[np.arange(len(output_ids)), output_ids].astype(np.float32),
         }
+        if details:
+            for kind in ("encoder", "decoder", "cross"):
+                for name in ("q", "k", "v", "scores"):
+                    result[f"{kind}_{name}"] = out[f"{kind}_{name}"].numpy()[:, 0]
+        return result
 
 
 def weight_arrays(model: Transformer) -> dict[str, np.ndarray]:

@@ -1,0 +1,65 @@
+"""Aggregated attention maps: one heatmap per layer side by side on a shared colour axis.
+
+The maps come from transformer.analysis (heads reduced, rollouts, source-to-target flow); this
+module only draws them and lays them out as a table for export.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import axis_labels, check_matrix
+
+COLOUR_SCALE = "Blues"
+
+__all__ = ["layer_grid_fig", "stacked_table"]
+
+
+def _check_maps(maps, n_rows: int, n_cols: int, titles) -> np.ndarray:
+    maps = np.asarray(maps, dtype=float)
+    if maps.ndim != 3:
+        raise ValueError(f"maps must be (maps, queries, keys), got shape {maps.shape}")
+    for i, matrix in enumerate(maps):
+        check_matrix(matrix, n_rows, n_cols, name=f"map {i}")
+    if len(titles) != maps.shape[0]:
+        raise ValueError(f"there are {maps.shape[0]} maps but {len(titles)} titles")
+    return maps
+
+
+def layer_grid_fig(maps, query_tokens, key_tokens, titles, *, zmax: float | None = None,
+                   title: str | None = None, x_title: str = "key",
+                   y_title: str = "query") -> go.Figure:
+    """maps (L, q, k), e.g. one per layer, as L heatmaps side by side: query tokens down, key
+    tokens across, one colour axis from 0 to zmax (default: the largest value of any map).
+    Hover shows query, key and the value to 4 decimals."""
+    rows, cols = axis_labels(query_tokens), axis_labels(key_tokens)
+    maps = _check_maps(maps, len(rows), len(cols), titles)
+    if zmax is None:
+        zmax = float(maps.max()) if maps.size and maps.max() > 0 else 1.0
+    fig = make_subplots(rows=1, cols=max(len(maps), 1), subplot_titles=list(titles),
+                        shared_yaxes=True, horizontal_spacing=0.04)
+    for i, matrix in enumerate(maps):
+        fig.add_trace(go.Heatmap(
+            z=matrix, x=cols, y=rows, coloraxis="coloraxis", xgap=1, ygap=1, name=titles[i],
+            hovertemplate=f"{titles[i]}<br>{y_title} %{{y}}<br>{x_title} %{{x}}<br>"
+                          "value %{z:.4f}<extra></extra>"), row=1, col=i + 1)
+    fig.update_xaxes(title=x_title, type="category", tickangle=-45)
+    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_yaxes(title=y_title, row=1, col=1)
+    fig.update_layout(title=title, coloraxis=dict(colorscale=COLOUR_SCALE, cmin=0.0, cmax=zmax),
+                      height=max(360, 200 + 24 * len(rows)),
+                      margin=dict(l=10, r=10, t=90 if title else 60, b=10))
+    return fig
+
+
+def stacked_table(maps, query_tokens, titles) -> tuple[np.ndarray, list[str]]:
+    """maps (L, q, k) as one (L * q, k) table for a CSV, rows labelled "<title> | <token>"."""
+    query_tokens = [str(t) for t in query_tokens]
+    maps = np.asarray(maps, dtype=float)
+    if maps.ndim != 3:
+        raise ValueError(f"maps must be (maps, queries, keys), got shape {maps.shape}")
+    maps = _check_maps(maps, len(query_tokens), maps.shape[2], titles)
+    labels = [f"{t} | {token}" for t in titles for token in query_tokens]
+    return maps.reshape(-1, maps.shape[2]), labels

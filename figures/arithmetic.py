@@ -1,0 +1,194 @@
+"""The arithmetic of one attention head for one query token, redone in NumPy from the model's
+own q, K and V, and drawn step by step.
+
+The rule is transformer.attention's: scores = q·Kᵀ / √d_k; blocked keys (mask 0) get −1e9 added;
+softmax; then weights × mask, so blocked keys get exactly 0 and a query whose keys are all
+blocked gets an all-zero row. The context (the head's output for this query) = Σ_j w_j · V_j.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import axis_labels, plotly_text
+from .masks import BLOCKED_COLOR, MASK_COLORSCALE
+
+BLOCKED_SCORE = -1e9  # transformer.attention._BLOCKED_SCORE
+MAX_CELL_TEXT = 24  # write numbers in the cells of rows at most this long
+VALUE_SCALE, WEIGHT_SCALE = "RdBu_r", "Oranges"
+STEPS = (  # (result key, row title)
+    ("dots", "q·Kᵀ"),
+    ("scaled", "÷ √d_k"),
+    ("mask", "mask (1 = may attend)"),
+    ("masked", "masked (+ −1e9)"),
+    ("weights", "softmax"),
+)
+
+
+def head_arithmetic(q_row, K, V, mask_row=None) -> dict:
+    """Every intermediate of one head's attention for one query, in float64.
+
+    q_row: (d_k,); K: (k_len, d_k); V: (k_len, d_v); mask_row: (k_len,), nonzero = may attend
+    (None: every key allowed). Returns "q", "K", "V", "d_k", "dots" (k_len,) = K q,
+    "scaled" = dots / √d_k, "mask" (0/1 floats), "masked" = scaled + (1 − mask)·(−1e9),
+    "weights" (the softmax times the mask), "weighted_values" (k_len, d_v) = w_j V_j and
+    "context" (d_v,) = their sum.
+    """
+    q, K, V = (np.asarray(a, dtype=np.float64) for a in (q_row, K, V))
+    if q.ndim != 1:
+        raise ValueError(f"q_row must be 1-D (d_k,), got shape {q.shape}")
+    if K.ndim != 2 or K.shape[1] != q.shape[0]:
+        raise ValueError(f"K has shape {K.shape} but q_row has d_k = {q.shape[0]}")
+    if V.ndim != 2 or V.shape[0] != K.shape[0]:
+        raise ValueError(f"V has shape {V.shape} but K has {K.shape[0]} keys")
+    k_len = K.shape[0]
+    mask = np.ones(k_len) if mask_row is None else (np.asarray(mask_row) != 0).astype(np.float64)
+    if mask.shape != (k_len,):
+        raise ValueError(f"mask_row has shape {mask.shape} but K has {k_len} keys")
+    d_k = q.shape[0]
+    dots = K @ q  # (k_len,)
+    scaled = dots / np.sqrt(d_k)
+    masked = scaled + (1.0 - mask) * BLOCKED_SCORE
+    if k_len:
+        exp = np.exp(masked - masked.max())  # finite even when every key is blocked
+        weights = exp / exp.sum() * mask
+    else:
+        weights = np.zeros(0)
+    weighted_values = weights[:, None] * V  # (k_len, d_v)
+    return {"q": q, "K": K, "V": V, "d_k": d_k, "dots": dots, "scaled": scaled, "mask": mask,
+            "masked": masked, "weights": weights, "weighted_values": weighted_values,
+            "context": weighted_values.sum(axis=0)}
+
+
+def max_abs_difference(ours, theirs) -> float:
+    """max |ours − theirs| over two equally shaped arrays (0.0 when empty)."""
+    ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+    if ours.shape != theirs.shape:
+        raise ValueError(f"cannot compare shape {ours.shape} with shape {theirs.shape}")
+    return float(np.abs(ours - theirs).max()) if ours.size else 0.0
+
+
+def steps_table(result: dict) -> tuple[np.ndarray, list[str]]:
+    """The steps over the keys as a (5, k_len) matrix, one row per step, and the steps' names
+    (for a CSV export with the keys as columns)."""
+    return np.stack([result[k] for k, _ in STEPS]), [k for k, _ in STEPS]
+
+
+def dimension_labels(n: int) -> list[str]:
+    return [str(i) for i in range(n)]
+
+
+def _heatmap(z, x, y, *, colorscale, zmid=None, zmin=None, zmax=None, name="value",
+             text_format=".3f", showscale=False) -> go.Heatmap:
+    z = np.asarray(z, dtype=float)
+    return go.Heatmap(
+        z=z, x=x, y=y, colorscale=colorscale, zmid=zmid, zmin=zmin, zmax=zmax,
+        showscale=showscale, xgap=1, ygap=1, name=name,
+        texttemplate=f"%{{z:{text_format}}}" if z.shape[-1] <= MAX_CELL_TEXT else None,
+        hovertemplate=f"%{{y}}<br>%{{x}}<br>{name} %{{z:.6f}}<extra></extra>")
+
+
+def vector_fig(values, labels, title: str, *, x_title: str = "dimension",
+               name: str = "value") -> go.Figure:
+    """One row of numbers (e.g. the query q, the context) as a one-row heatmap."""
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 1 or values.shape[0] != len(labels):
+        raise ValueError(f"values have shape {values.shape} but there are {len(labels)} labels")
+    fig = go.Figure(_heatmap(values[None], axis_labels(labels), [plotly_text(name)],
+                             colorscale=VALUE_SCALE, zmid=0, name=name, showscale=True))
+    fig.update_xaxes(title=x_title, type="category")
+    fig.update_yaxes(type="category")
+    fig.update_layout(title=title, height=230, margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+def matrix_fig(matrix, row_labels, col_labels, title: str, *, x_title: str = "dimension",
+               y_title: str = "key", name: str = "value") -> go.Figure:
+    """A matrix (e.g. K or V: one row per key token) as a heatmap, row 0 at the top."""
+    matrix = np.asarray(matrix, dtype=float)
+    if matrix.ndim != 2 or matrix.shape != (len(row_labels), len(col_labels)):
+        raise ValueError(f"matrix has shape {matrix.shape} but there are {len(row_labels)} row "
+                         f"and {len(col_labels)} column labels")
+    fig = go.Figure(_heatmap(matrix, axis_labels(col_labels), axis_labels(row_labels),
+                             colorscale=VALUE_SCALE, zmid=0, name=name, showscale=True))
+    fig.update_xaxes(title=x_title, type="category")
+    fig.update_yaxes(title=y_title, type="category", autorange="reversed")
+    fig.update_layout(title=title, height=max(260, 120 + 24 * len(row_labels)),
+                      margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+def score_steps_fig(result: dict, key_tokens, title: str | None = None) -> go.Figure:
+    """The steps over the keys, one row each: q·Kᵀ, ÷√d_k, the mask, the masked scores (blocked
+    keys drawn grey, marked −1e9) and the softmax weights. result: head_arithmetic's dict."""
+    keys = axis_labels(key_tokens)
+    if result["dots"].shape != (len(keys),):
+        raise ValueError(f"the result has {result['dots'].shape[0]} keys but there are "
+                         f"{len(keys)} key tokens")
+    allowed = result["mask"] != 0
+    fig = make_subplots(rows=len(STEPS), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=[f"{n + 1}. {label}" for n, (_, label) in enumerate(STEPS)])
+    scale = float(np.abs(result["scaled"]).max()) if len(keys) else 1.0
+    for row, (key, label) in enumerate(STEPS, start=1):
+        values = result[key]
+        if key == "mask":
+            trace = _heatmap(values[None], keys, [label], colorscale=MASK_COLORSCALE, zmin=0,
+                             zmax=1, name=key, text_format=".0f")
+        elif key == "weights":
+            trace = _heatmap(values[None], keys, [label], colorscale=WEIGHT_SCALE, zmin=0,
+                             zmax=max(float(values.max(initial=0.0)), 1e-9), name="weight")
+        else:
+            shown = np.where(allowed, values, np.nan) if key == "masked" else values
+            bound = float(np.abs(values).max(initial=0.0)) if key == "dots" else scale
+            trace = _heatmap(shown[None], keys, [label], colorscale=VALUE_SCALE, zmid=0,
+                             zmin=-bound, zmax=bound, name=key)
+        fig.add_trace(trace, row=row, col=1)
+        if key == "masked" and not allowed.all():
+            fig.add_trace(go.Heatmap(
+                z=np.where(allowed, np.nan, 1.0)[None], x=keys, y=[label], showscale=False,
+                colorscale=[[0, BLOCKED_COLOR], [1, BLOCKED_COLOR]], xgap=1, ygap=1,
+                name="blocked", customdata=values[None],
+                texttemplate="−1e9" if len(keys) <= MAX_CELL_TEXT else None,
+                hovertemplate="%{x}: blocked<br>score + (−1e9) = %{customdata:.6g}"
+                              "<extra></extra>"), row=row, col=1)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=keys)
+    fig.update_xaxes(title="key", tickangle=-45, row=len(STEPS), col=1)
+    fig.update_yaxes(type="category", showticklabels=False)
+    fig.update_layout(title=title, height=560, margin=dict(l=10, r=10, t=80 if title else 40,
+                                                           b=10))
+    return fig
+
+
+def contributions_fig(weighted_values, context, key_tokens, title: str | None = None
+                      ) -> go.Figure:
+    """Each key's contribution w_j·V_j (one row per key) above their sum, the context vector,
+    on one colour scale."""
+    weighted_values = np.asarray(weighted_values, dtype=float)
+    context = np.asarray(context, dtype=float)
+    keys = axis_labels(key_tokens)
+    if weighted_values.ndim != 2 or weighted_values.shape[0] != len(keys):
+        raise ValueError(f"weighted_values have shape {weighted_values.shape} but there are "
+                         f"{len(keys)} key tokens")
+    if context.shape != (weighted_values.shape[1],):
+        raise ValueError(f"context has shape {context.shape} but weighted_values have "
+                         f"{weighted_values.shape[1]} columns")
+    dims = dimension_labels(context.shape[0])
+    bound = max(float(np.abs(weighted_values).max(initial=0.0)),
+                float(np.abs(context).max(initial=0.0)), 1e-9)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        row_heights=[max(len(keys), 1), 1.5],
+                        subplot_titles=("w_j · V_j: each key's weighted value row",
+                                        "Σ_j w_j · V_j: the head's output (context) for the query"))
+    fig.add_trace(_heatmap(weighted_values, dims, keys, colorscale=VALUE_SCALE, zmid=0,
+                           zmin=-bound, zmax=bound, name="w·v", showscale=True), row=1, col=1)
+    fig.add_trace(_heatmap(context[None], dims, ["context"], colorscale=VALUE_SCALE, zmid=0,
+                           zmin=-bound, zmax=bound, name="context"), row=2, col=1)
+    fig.update_xaxes(type="category")
+    fig.update_xaxes(title="dimension", row=2, col=1)
+    fig.update_yaxes(type="category", autorange="reversed", row=1, col=1)
+    fig.update_yaxes(type="category", row=2, col=1)
+    fig.update_layout(title=title, height=max(360, 200 + 24 * len(keys)),
+                      margin=dict(l=10, r=10, t=80 if title else 50, b=10))
+    return fig

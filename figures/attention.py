@@ -1,0 +1,269 @@
+"""Attention maps: one head as a heatmap, every head as small multiples, the linked view.
+
+Rows are queries (top to bottom in token order), columns are keys. ``blocked`` arrays use
+True = BLOCKED; the masks of ``Checkpoint.attention`` use True = may attend, so callers pass
+``~mask``. Blocked cells are NaN in the weights' heatmap and drawn by a second heatmap named
+"blocked (masked)": grey cells marked '×', so they never look like small weights.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import axis_labels, check_matrix
+
+COLORSCALE = "Blues"
+BLOCKED_NAME = "blocked (masked)"
+BLOCKED_CELL, BLOCKED_MARK = "#d1d5db", "#4b5563"
+MAX_MARKED_CELLS = 60  # beyond this many rows or columns, blocked cells are grey without '×'
+HIGHLIGHT_COLOR, SELECTED_COLOR = "#dc2626", "#dc2626"
+LINKED_KINDS = ("encoder", "decoder", "cross")
+LINKED_TITLES = ("Encoder self-attention", "Decoder self-attention", "Cross-attention")
+
+
+def _check_blocked(blocked, shape, name="blocked") -> np.ndarray:
+    """A bool array of the weights' shape (True = blocked), or all False."""
+    if blocked is None:
+        return np.zeros(shape, bool)
+    blocked = np.asarray(blocked, bool)
+    if blocked.shape != shape:
+        raise ValueError(f"{name} has shape {blocked.shape} but the weights have shape {shape}")
+    return blocked
+
+
+def _cells(weights, blocked, rows, cols, *, query_title="query", key_title="key",
+           zmin=0.0, zmax=1.0, coloraxis=None) -> list:
+    """The heatmap of one map (blocked cells NaN) and, when any cell is blocked, a grey one."""
+    heatmap = go.Heatmap(
+        z=np.where(blocked, np.nan, weights), x=cols, y=rows, name="weight",
+        hoverongaps=False,
+        hovertemplate=f"{query_title}: %{{y}}<br>{key_title}: %{{x}}<br>weight: %{{z:.3f}}"
+                      "<extra></extra>")
+    if coloraxis:
+        heatmap.coloraxis = coloraxis
+    else:
+        heatmap.update(zmin=zmin, zmax=zmax, colorscale=COLORSCALE,
+                       colorbar=dict(title=dict(text="weight")))
+    traces = [heatmap]
+    if blocked.any():  # grey cells, '×' in each while the map is small enough to read them
+        marks = max(blocked.shape) <= MAX_MARKED_CELLS
+        traces.append(go.Heatmap(
+            z=np.where(blocked, 1.0, np.nan), x=cols, y=rows, name=BLOCKED_NAME, zmin=0, zmax=1,
+            colorscale=[[0, BLOCKED_CELL], [1, BLOCKED_CELL]], showscale=False, hoverongaps=False,
+            text=np.where(blocked, "×", "") if marks else None,
+            texttemplate="%{text}" if marks else None,
+            textfont=dict(color=BLOCKED_MARK, size=max(8, min(16, 360 // max(blocked.shape)))),
+            hovertemplate=f"{query_title}: %{{y}}<br>{key_title}: %{{x}}<br>blocked (masked)"
+                          "<extra></extra>"))
+    return traces
+
+
+def _row_outline(row: int, n_cols: int, color=HIGHLIGHT_COLOR, name="highlight") -> dict:
+    """A rectangle around category row `row` (row r spans r - 0.5 .. r + 0.5)."""
+    return dict(type="rect", x0=-0.5, x1=n_cols - 0.5, y0=row - 0.5, y1=row + 0.5, name=name,
+                line=dict(color=color, width=3), fillcolor="rgba(0,0,0,0)", layer="above")
+
+
+def _check_row(row, n_rows, name="highlight_row") -> int:
+    if not 0 <= int(row) < n_rows:
+        raise ValueError(f"{name} is {row} but there are {n_rows} query rows")
+    return int(row)
+
+
+def attention_heatmap_fig(weights, query_tokens, key_tokens, *, title=None, colour_scale="fixed",
+                          blocked=None, highlight_row=None, query_title="query",
+                          key_title="key") -> go.Figure:
+    """One (q, k) attention map: query tokens as rows (top to bottom), key tokens as columns.
+
+    colour_scale "fixed" maps 0..1, "fit" the min..max of the unblocked cells. blocked (q, k),
+    True = blocked: NaN in the weights, grey '×' cells in the trace "blocked (masked)".
+    highlight_row outlines that query row."""
+    rows, cols = axis_labels(query_tokens), axis_labels(key_tokens)
+    weights = check_matrix(weights, len(rows), len(cols), name="weights")
+    blocked = _check_blocked(blocked, weights.shape)
+    if colour_scale == "fixed":
+        zmin, zmax = 0.0, 1.0
+    elif colour_scale == "fit":
+        shown = weights[~blocked]
+        zmin, zmax = (float(shown.min()), float(shown.max())) if shown.size else (0.0, 1.0)
+        if zmax - zmin < 1e-9:  # a flat map: widen so Plotly has a range to map
+            zmin, zmax = zmin - 1e-6, zmax + 1e-6
+    else:
+        raise ValueError(f'colour_scale must be "fixed" or "fit", got {colour_scale!r}')
+    fig = go.Figure(_cells(weights, blocked, rows, cols, query_title=query_title,
+                           key_title=key_title, zmin=zmin, zmax=zmax))
+    if highlight_row is not None:
+        fig.add_shape(**_row_outline(_check_row(highlight_row, len(rows)), len(cols)))
+    fig.update_xaxes(title=key_title, type="category", categoryorder="array", categoryarray=cols,
+                     tickangle=-45, showgrid=False)
+    fig.update_yaxes(title=query_title, type="category", categoryorder="array",
+                     categoryarray=rows, autorange="reversed", showgrid=False)
+    fig.update_layout(title=title, showlegend=False,
+                      height=min(900, max(360, 160 + 26 * len(rows))),
+                      margin=dict(l=10, r=10, t=70 if title else 30, b=10))
+    return fig
+
+
+def block_max_pool(weights, max_cells: int = 64):
+    """Downsample the last two axes (q, k) to at most max_cells each by the max over blocks of
+    (fq, fk) = (ceil(q / max_cells), ceil(k / max_cells)) cells (the last block may be short).
+    Returns (pooled (..., ceil(q / fq), ceil(k / fk)), (fq, fk))."""
+    weights = np.asarray(weights, dtype=float)
+    if max_cells < 1:
+        raise ValueError(f"max_cells must be >= 1, got {max_cells}")
+    *lead, q, k = weights.shape
+    fq, fk = max(1, math.ceil(q / max_cells)), max(1, math.ceil(k / max_cells))
+    if fq == fk == 1:
+        return weights, (1, 1)
+    qp, kp = math.ceil(q / fq), math.ceil(k / fk)
+    pad = [(0, 0)] * len(lead) + [(0, qp * fq - q), (0, kp * fk - k)]
+    padded = np.pad(weights, pad, constant_values=-np.inf)
+    blocks = padded.reshape(*lead, qp, fq, kp, fk)
+    return blocks.max(axis=(-3, -1)), (fq, fk)
+
+
+def model_view_fig(weights, query_tokens, key_tokens, *, layer_labels=None, selected=None,
+                   max_cells=64, title=None) -> go.Figure:
+    """Every head of one attention kind: a layers x heads grid of small heatmaps sharing one
+    colour axis (0..1), no tick labels.
+
+    Each cell carries an invisible marker whose customdata is [layer, head] (trace name
+    "cell"): hovering anywhere in a thumbnail names its layer and head, and a click selects it
+    (Plotly cannot select heatmap cells). selected=(layer, head) outlines that cell. When q or k
+    exceeds max_cells, thumbnails show block maxima (see block_max_pool) rounded to 3 decimals
+    and the title says so."""
+    weights = np.asarray(weights, dtype=float)
+    if weights.ndim != 4:
+        raise ValueError(f"weights must be (layers, heads, q, k), got shape {weights.shape}")
+    layers, heads, q, k = weights.shape
+    if q != len(query_tokens):
+        raise ValueError(f"weights have {q} query rows but there are {len(query_tokens)} query "
+                         "tokens")
+    if k != len(key_tokens):
+        raise ValueError(f"weights have {k} key columns but there are {len(key_tokens)} key "
+                         "tokens")
+    layer_labels = list(layer_labels) if layer_labels is not None else [
+        f"layer {layer}" for layer in range(layers)]
+    if len(layer_labels) != layers:
+        raise ValueError(f"weights have {layers} layers but there are {len(layer_labels)} "
+                         "layer labels")
+    pooled, (fq, fk) = block_max_pool(weights, max_cells)
+    downsampled = (fq, fk) != (1, 1)
+    if downsampled:
+        pooled = np.round(pooled, 3)
+    qp, kp = pooled.shape[-2:]
+    fig = make_subplots(rows=layers, cols=heads, horizontal_spacing=0.02,
+                        vertical_spacing=min(0.06, 0.3 / max(layers, 1)),
+                        row_titles=layer_labels, column_titles=[f"head {h}" for h in range(heads)])
+    for layer in range(layers):
+        for head in range(heads):
+            z = pooled[layer, head].astype(np.float32) if downsampled else pooled[layer, head]
+            fig.add_trace(go.Heatmap(z=z, coloraxis="coloraxis", hoverinfo="skip",
+                                     name=f"{layer_labels[layer]}, head {head}"),
+                          row=layer + 1, col=head + 1)
+            fig.add_trace(go.Scatter(
+                x=[(kp - 1) / 2], y=[(qp - 1) / 2], customdata=[[layer, head]],
+                text=[layer_labels[layer]], mode="markers", name="cell", showlegend=False,
+                marker=dict(size=1, opacity=0),
+                hovertemplate="%{text}, head %{customdata[1]}<br>click to open this head"
+                              "<extra></extra>"), row=layer + 1, col=head + 1)
+    if selected is not None:
+        layer, head = (int(x) for x in selected)
+        if not (0 <= layer < layers and 0 <= head < heads):
+            raise ValueError(f"selected is {tuple(selected)} but there are {layers} layers and "
+                             f"{heads} heads")
+        fig.add_shape(type="rect", xref="x domain", yref="y domain", x0=0, x1=1, y0=0, y1=1,
+                      name="selected", line=dict(color=SELECTED_COLOR, width=4),
+                      row=layer + 1, col=head + 1)
+    fig.update_xaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False)
+    fig.update_yaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False,
+                     autorange="reversed")
+    if title is None:
+        title = f"All {layers} layers × {heads} heads ({q} queries × {k} keys)"
+    if downsampled:
+        title += (f"<br><sup>Downsampled to {qp} × {kp}: each cell is the max over a block of "
+                  f"{fq} × {fk} cells, rounded to 3 decimals</sup>")
+    fig.update_layout(
+        title=title, coloraxis=dict(cmin=0, cmax=1, colorscale=COLORSCALE,
+                                    colorbar=dict(title=dict(text="weight"), x=1.04)),
+        height=90 + 150 * layers, margin=dict(l=10, r=10, t=90, b=10),
+        hovermode="closest", hoverdistance=-1, clickmode="event+select", showlegend=False)
+    return fig
+
+
+def model_view_cell(points) -> tuple[int, int] | None:
+    """(layer, head) of the first model-view marker among Plotly selection points, else None."""
+    for point in points or ():
+        data = point.get("customdata") if isinstance(point, dict) else None
+        if isinstance(data, (list, tuple)) and len(data) == 2:
+            try:
+                return int(data[0]), int(data[1])
+            except (TypeError, ValueError):
+                continue
+    return None
+
+
+def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
+                    selected_target=None, blocked: dict | None = None, panel_titles=None,
+                    title=None) -> go.Figure:
+    """Encoder self (N, N) | decoder self (T, T) | cross (T, N) attention side by side, one colour
+    axis (0..1). selected_target (a target row) is outlined in the decoder and cross panels.
+    blocked: {"encoder" | "decoder" | "cross": bool array, True = blocked}, any subset."""
+    src, tgt = axis_labels(source_tokens), axis_labels(target_tokens)
+    axes = {"encoder": (src, src), "decoder": (tgt, tgt), "cross": (tgt, src)}
+    maps = {}
+    for kind, values in zip(LINKED_KINDS, (encoder, decoder, cross)):
+        rows, cols = axes[kind]
+        maps[kind] = check_matrix(values, len(rows), len(cols), name=f"{kind} weights")
+    blocked = blocked or {}
+    unknown = set(blocked) - set(LINKED_KINDS)
+    if unknown:
+        raise ValueError(f"blocked keys must be among {LINKED_KINDS}, got {sorted(unknown)}")
+    panel_titles = list(panel_titles or LINKED_TITLES)
+    widths = np.array([len(src), len(tgt), len(src)], float) + 4  # room for short sentences
+    fig = make_subplots(rows=1, cols=3, subplot_titles=panel_titles, horizontal_spacing=0.07,
+                        column_widths=list(widths / widths.sum()))
+    queries = {"encoder": "source query", "decoder": "target query", "cross": "target query"}
+    keys = {"encoder": "source key", "decoder": "target key", "cross": "source key"}
+    for col, kind in enumerate(LINKED_KINDS, start=1):
+        rows, cols = axes[kind]
+        mask = _check_blocked(blocked.get(kind), maps[kind].shape, name=f"blocked[{kind!r}]")
+        for trace in _cells(maps[kind], mask, rows, cols, query_title=queries[kind],
+                            key_title=keys[kind], coloraxis="coloraxis"):
+            fig.add_trace(trace, row=1, col=col)
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=cols,
+                         tickangle=-45, showgrid=False, title=keys[kind], row=1, col=col)
+        fig.update_yaxes(type="category", categoryorder="array", categoryarray=rows,
+                         autorange="reversed", showgrid=False, row=1, col=col)
+    if selected_target is not None:
+        row = _check_row(selected_target, len(tgt), name="selected_target")
+        for col, n_cols in ((2, len(tgt)), (3, len(src))):
+            fig.add_shape(**_row_outline(row, n_cols), row=1, col=col)
+    fig.update_layout(
+        title=title, showlegend=False,
+        coloraxis=dict(cmin=0, cmax=1, colorscale=COLORSCALE,
+                       colorbar=dict(title=dict(text="weight"))),
+        height=min(800, max(380, 180 + 22 * max(len(src), len(tgt)))),
+        margin=dict(l=10, r=10, t=90 if title else 50, b=10))
+    return fig
+
+
+def top_keys(weights_row, key_tokens, k: int = 3, blocked=None) -> list[tuple[int, str, float]]:
+    """The k largest weights of one attention row as (key position, token, weight), largest
+    first (ties: earlier position first); blocked keys (True) are left out."""
+    row = np.asarray(weights_row, dtype=float)
+    if row.ndim != 1 or row.shape[0] != len(key_tokens):
+        raise ValueError(f"weights_row has shape {row.shape} but there are {len(key_tokens)} "
+                         "key tokens")
+    allowed = ~_check_blocked(blocked, row.shape)
+    order = [i for i in np.argsort(-row, kind="stable") if allowed[i]]
+    return [(int(i), str(key_tokens[i]), float(row[i])) for i in order[:k]]
+
+
+def heatmap_json_size(fig: go.Figure) -> int:
+    """Characters in the figure's JSON: what the browser is sent."""
+    return len(fig.to_json())

@@ -1,0 +1,239 @@
+"""Step-by-step decoding: next-token probabilities, one step's attention, the alignment matrix,
+tokens as inline HTML, and head ablation labels.
+
+Inputs are what transformer.decoding records per step (DecodeStep.top_k, .cross (L, H, N),
+.self (L, H, t + 1)); the callers slice a layer (and a head) out. Pure: NumPy and Plotly only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import axis_labels, check_matrix
+
+CHOSEN_COLOR, OTHER_COLOR = "#ea580c", "#94a3b8"
+HIGHLIGHT_RGB = (37, 99, 235)  # the source highlight: rgba(..., weight / largest weight)
+HIGHLIGHT_COLOR = "rgb({}, {}, {})".format(*HIGHLIGHT_RGB)
+ATTENTION_SCALE = "Blues"
+ABLATION_KINDS = {"enc": "encoder", "self": "decoder", "cross": "cross"}  # label prefix: kind
+_LABEL = re.compile(r"^(enc|self|cross) L(\d+) H(\d+)$")
+_MARKDOWN = "\\`*_{}[]()#+-.!|~$<>&\"'"  # shown as entities so Markdown and LaTeX leave them be
+
+
+# ------------------------------------------------------------------ figures
+def top_k_fig(top_k, chosen_id: int, chosen=None, title: str | None = None) -> go.Figure:
+    """Horizontal bars of the next-token probabilities, most probable on top, the chosen token
+    coloured. top_k: [(token, id, probability)]; chosen: (token, id, probability) of the token
+    picked, drawn as an extra bar when it is not among top_k (beam search can pick it)."""
+    rows = [tuple(row) for row in top_k]
+    if not rows or any(len(row) != 3 for row in rows):
+        raise ValueError(f"top_k must be a non-empty list of (token, id, probability), got {rows}")
+    if chosen is not None and int(chosen[1]) not in [int(i) for _, i, _ in rows]:
+        rows.append(tuple(chosen))
+    labels = axis_labels([token for token, _, _ in rows])
+    ids = [int(i) for _, i, _ in rows]
+    probs = [float(p) for _, _, p in rows]
+    colors = [CHOSEN_COLOR if i == int(chosen_id) else OTHER_COLOR for i in ids]
+    fig = go.Figure(go.Bar(
+        x=probs, y=labels, orientation="h", marker_color=colors, customdata=ids,
+        text=[f"{p:.3f}" for p in probs], textposition="auto",
+        hovertemplate="%{y} (id %{customdata})<br>p = %{x:.3f}<extra></extra>"))
+    fig.update_layout(title=title, height=max(240, 120 + 34 * len(rows)),
+                      margin=_margin(title))
+    fig.update_xaxes(title="probability", range=[0, 1])
+    fig.update_yaxes(type="category", autorange="reversed", categoryorder="array",
+                     categoryarray=labels)
+    return fig
+
+
+def step_attention_fig(weights, source_tokens, title: str | None = None) -> go.Figure:
+    """One step's cross-attention over the source: (N,) as bars (one head), (H, N) as a
+    heatmap with one row per head."""
+    sources = axis_labels(source_tokens)
+    weights = np.asarray(weights, dtype=float)
+    if weights.ndim == 1:
+        _check_row(weights, len(sources), "source tokens")
+        fig = go.Figure(go.Bar(x=sources, y=weights, marker_color=HIGHLIGHT_COLOR,
+                               hovertemplate="source %{x}<br>weight %{y:.3f}<extra></extra>"))
+        fig.update_yaxes(title="weight", rangemode="tozero")
+        height = 300
+    else:
+        weights = check_matrix(weights, cols=len(sources), name="weights")
+        heads = [f"head {h}" for h in range(weights.shape[0])]
+        fig = go.Figure(_heatmap(weights, sources, heads, "source %{x}<br>%{y}"))
+        fig.update_yaxes(type="category", autorange="reversed")
+        height = 160 + 34 * len(heads)
+    fig.update_xaxes(title="source token", type="category", tickangle=-45)
+    fig.update_layout(title=title, height=height, margin=_margin(title))
+    return fig
+
+
+def heads_grid_fig(weights, source_tokens, title: str | None = None, columns: int = 2
+                   ) -> go.Figure:
+    """Small multiples: one bar chart per head of one layer's (H, N) step weights, same scale."""
+    sources = axis_labels(source_tokens)
+    weights = check_matrix(weights, cols=len(sources), name="weights")
+    heads = weights.shape[0]
+    columns = max(1, min(columns, heads))
+    rows = math.ceil(heads / columns)
+    height = 80 + 260 * rows
+    fig = make_subplots(rows=rows, cols=columns, shared_yaxes=True,
+                        vertical_spacing=min(0.5, 110 / height),  # room for the tick labels
+                        subplot_titles=[f"head {h}" for h in range(heads)])
+    for h in range(heads):
+        fig.add_trace(go.Bar(x=sources, y=weights[h], name=f"head {h}",
+                             marker_color=HIGHLIGHT_COLOR,
+                             hovertemplate=f"head {h}<br>source %{{x}}<br>weight %{{y:.3f}}"
+                                           "<extra></extra>"),
+                      row=h // columns + 1, col=h % columns + 1)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=sources, tickangle=-45)
+    fig.update_yaxes(range=[0, max(1e-9, float(weights.max(initial=0))) * 1.1])
+    fig.update_layout(title=title, height=height, showlegend=False,
+                      margin=_margin(title, 80))
+    return fig
+
+
+def self_attention_row_fig(weights, prefix_tokens, title: str | None = None) -> go.Figure:
+    """The new token's decoder self-attention over the prefix: (t + 1,) as one heatmap row,
+    (H, t + 1) as one row per head."""
+    prefix = axis_labels(prefix_tokens)
+    weights = np.asarray(weights, dtype=float)
+    if weights.ndim == 1:
+        _check_row(weights, len(prefix), "prefix tokens")
+        weights, rows = weights[None], ["weight"]
+    else:
+        weights = check_matrix(weights, cols=len(prefix), name="weights")
+        rows = [f"head {h}" for h in range(weights.shape[0])]
+    fig = go.Figure(_heatmap(weights, prefix, rows, "prefix %{x}<br>%{y}",
+                             text=len(prefix) <= 24))
+    fig.update_xaxes(title="prefix token (decoder input)", type="category", tickangle=-45)
+    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_layout(title=title, height=170 + 34 * len(rows),
+                      margin=_margin(title))
+    return fig
+
+
+def alignment_fig(matrix, target_tokens, source_tokens, title: str | None = None) -> go.Figure:
+    """The (T, N) alignment matrix: row t is the cross-attention of the step that produced
+    target token t."""
+    targets, sources = axis_labels(target_tokens), axis_labels(source_tokens)
+    matrix = check_matrix(matrix, len(targets), len(sources), name="alignment")
+    fig = go.Figure(_heatmap(matrix, sources, targets, "source %{x}<br>target %{y}"))
+    fig.update_xaxes(title="source token", type="category", tickangle=-45)
+    fig.update_yaxes(title="generated token", type="category", autorange="reversed")
+    fig.update_layout(title=title, height=max(340, 160 + 26 * len(targets)),
+                      margin=_margin(title))
+    return fig
+
+
+
+def _heatmap(z, x, y, hover: str, text: bool = False) -> go.Heatmap:
+    return go.Heatmap(z=z, x=x, y=y, zmin=0, zmax=1, colorscale=ATTENTION_SCALE, xgap=1, ygap=1,
+                      texttemplate="%{z:.2f}" if text else None,
+                      hovertemplate=hover + "<br>weight %{z:.3f}<extra></extra>")
+
+
+def _margin(title, top: int = 60) -> dict:
+    return {"l": 10, "r": 10, "t": top if title else top - 40, "b": 10}
+
+
+def _check_row(weights, size: int, what: str) -> None:
+    if weights.shape != (size,):
+        raise ValueError(f"weights have shape {weights.shape} but there are {size} {what}")
+
+
+# ------------------------------------------------------------------ inline HTML
+def html_token(token) -> str:
+    """A token safe inside HTML rendered by Markdown: tags escaped, Markdown/LaTeX characters
+    as numeric entities ("<s>" -> "&#60;s&#62;", "$" -> "&#36;")."""
+    return "".join(f"&#{ord(ch)};" if ch in _MARKDOWN else ch for ch in str(token))
+
+
+def highlighted_source_html(tokens, weights, top: int = 3) -> str:
+    """The source tokens inline, each on a background whose opacity is its weight divided by
+    the largest weight; the `top` most attended are bold and outlined; hover shows the weight."""
+    weights = np.asarray(weights, dtype=float)
+    if weights.shape != (len(tokens),):
+        raise ValueError(f"weights have shape {weights.shape} but there are {len(tokens)} tokens")
+    peak = float(weights.max(initial=0.0))
+    strongest = set(np.argsort(-weights, kind="stable")[:top].tolist()) if peak > 0 else set()
+    spans = []
+    for i, (token, weight) in enumerate(zip(tokens, weights)):
+        alpha = weight / peak if peak > 0 else 0.0
+        style = (f"background-color: rgba({', '.join(map(str, HIGHLIGHT_RGB))}, {alpha:.3f}); "
+                 f"color: {'#ffffff' if alpha > 0.55 else 'inherit'}; padding: 2px 4px; "
+                 "border-radius: 4px; white-space: pre;")
+        if i in strongest:
+            style += " font-weight: 700; outline: 2px solid #1e3a8a;"
+        spans.append(f'<span style="{style}" title="{html_token(token)}: weight {weight:.3f}">'
+                     f"{html_token(token)}</span>")
+    return '<div style="line-height: 2.4;">' + " ".join(spans) + "</div>"
+
+
+def tokens_html(tokens, highlight=()) -> str:
+    """Tokens as inline chips; the positions in `highlight` in the chosen-token colour."""
+    marked = {int(i) for i in highlight}
+    chips = []
+    for i, token in enumerate(tokens):
+        colors = (CHOSEN_COLOR, "#ffffff") if i in marked else ("#e5e7eb", "inherit")
+        chips.append(f'<span style="background-color: {colors[0]}; color: {colors[1]}; '
+                     f'padding: 2px 6px; border-radius: 4px; white-space: pre;">'
+                     f"{html_token(token)}</span>")
+    return '<div style="line-height: 2.4;">' + " ".join(chips) + "</div>"
+
+
+def differing_positions(tokens, other) -> list[int]:
+    """Positions where `tokens` differs from `other` (or that `other` does not have)."""
+    return [i for i, token in enumerate(tokens) if i >= len(other) or other[i] != token]
+
+
+# ------------------------------------------------------------------ beam tables
+def beam_table(beam_step) -> dict:
+    """beam_steps[t] (a list of (tokens, log-probability), best first) as table columns."""
+    return {"rank": list(range(1, len(beam_step) + 1)),
+            "hypothesis": [" ".join(tokens) for tokens, _ in beam_step],
+            "log-prob": [round(float(lp), 4) for _, lp in beam_step]}
+
+
+def nbest_table(hypotheses) -> dict:
+    """The final n-best list: hypotheses as (tokens, log-probability, score), best first."""
+    return {"rank": list(range(1, len(hypotheses) + 1)),
+            "hypothesis": [" ".join(tokens) for tokens, _, _ in hypotheses],
+            "length": [len(tokens) for tokens, _, _ in hypotheses],
+            "log-prob": [round(float(lp), 4) for _, lp, _ in hypotheses],
+            "score": [round(float(score), 4) for _, _, score in hypotheses]}
+
+
+# ------------------------------------------------------------------ head ablation
+def ablation_labels(num_encoder_layers: int, num_decoder_layers: int, num_heads: int
+                    ) -> list[str]:
+    """Every head as a label: "cross L0 H1", "self L1 H0", "enc L0 H3" (cross first)."""
+    layers = {"cross": num_decoder_layers, "self": num_decoder_layers, "enc": num_encoder_layers}
+    return [f"{prefix} L{layer} H{head}" for prefix, count in layers.items()
+            for layer in range(count) for head in range(num_heads)]
+
+
+def head_mask_from_labels(labels, num_encoder_layers: int, num_decoder_layers: int,
+                          num_heads: int) -> dict:
+    """Labels of silenced heads -> {"encoder": (L_enc, H), "decoder": (L_dec, H),
+    "cross": (L_dec, H)} float32 masks: 0 for a silenced head, 1 elsewhere."""
+    layers = {"encoder": num_encoder_layers, "decoder": num_decoder_layers,
+              "cross": num_decoder_layers}
+    masks = {kind: np.ones((count, num_heads), np.float32) for kind, count in layers.items()}
+    for label in labels:
+        match = _LABEL.match(str(label))
+        if match is None:
+            raise ValueError(f"{label!r} is not a head label like 'cross L0 H1' "
+                             f"(kinds: {', '.join(ABLATION_KINDS)})")
+        kind = ABLATION_KINDS[match[1]]
+        layer, head = int(match[2]), int(match[3])
+        if layer >= layers[kind] or head >= num_heads:
+            raise ValueError(f"{label!r}: layer {layer} / head {head} out of range; the {kind} "
+                             f"attention has {layers[kind]} layers and {num_heads} heads")
+        masks[kind][layer, head] = 0.0
+    return masks

@@ -1,0 +1,147 @@
+"""The token view (as in BertViz's head view, drawn with Plotly): queries on the left, keys on
+the right, one line from each query to each key with opacity and width growing with the weight.
+
+Lines are grouped to keep the figure small: weights are bucketed into LEVELS opacity levels and
+each (head, level) pair is one Scatter trace whose segments are separated by None. Line traces carry
+meta = {"head": h, "level": b}; the token columns are the traces named "queries" and "keys".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import hex_to_rgb, qualitative
+
+from .common import plotly_text
+
+LEVELS = 10  # opacity levels: a weight w is drawn at level ceil(w * LEVELS)
+QUERY_X, KEY_X = 0.0, 1.0
+HEAD_COLOURS = qualitative.D3
+TOKEN_COLOUR, DIM_COLOUR, MARKER_COLOUR = "#111827", "#9ca3af", "#d1d5db"
+TOP_KEYS = 3  # keys listed per head in a query token's hover
+
+
+def head_colour(head: int) -> str:
+    """The colour of head `head` (the same head keeps its colour whatever else is selected)."""
+    return HEAD_COLOURS[head % len(HEAD_COLOURS)]
+
+
+def _rgba(colour: str, alpha: float) -> str:
+    r, g, b = hex_to_rgb(colour)
+    return f"rgba({r},{g},{b},{alpha:.3f})"
+
+
+def _check(weights, query_tokens, key_tokens, head_labels, colours, query_index) -> np.ndarray:
+    weights = np.asarray(weights, dtype=float)
+    if weights.ndim != 3:
+        raise ValueError(f"weights must be 3-D (heads, queries, keys), got shape {weights.shape}")
+    heads, queries, keys = weights.shape
+    if queries != len(query_tokens):
+        raise ValueError(f"weights have {queries} queries but there are {len(query_tokens)} "
+                         "query tokens")
+    if keys != len(key_tokens):
+        raise ValueError(f"weights have {keys} keys but there are {len(key_tokens)} key tokens")
+    if heads != len(head_labels):
+        raise ValueError(f"weights have {heads} heads but there are {len(head_labels)} head labels")
+    if colours is not None and len(colours) != heads:
+        raise ValueError(f"weights have {heads} heads but there are {len(colours)} colours")
+    if query_index is not None and not 0 <= query_index < queries:
+        raise ValueError(f"query_index {query_index} is out of range for {queries} queries")
+    return weights
+
+
+def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_index=None,
+                   min_weight: float = 0.0, colours=None, title: str | None = None) -> go.Figure:
+    """Lines from query tokens (left) to key tokens (right) for several heads of one layer.
+
+    weights: (heads, queries, keys), each head drawn in its own colour (colours, default
+    head_colour(0..)); a line's opacity and width grow with its weight. query_index: draw only that
+    query's lines. Lines with weight below min_weight, and weight-0 lines (blocked keys), are not
+    drawn. Hovering a query token lists its strongest keys for each head.
+    """
+    weights = _check(weights, query_tokens, key_tokens, head_labels, colours, query_index)
+    heads, queries, keys = weights.shape
+    colours = list(colours) if colours is not None else [head_colour(h) for h in range(heads)]
+    q_text = [plotly_text(t) for t in query_tokens]
+    k_text = [plotly_text(t) for t in key_tokens]
+    rows = range(queries) if query_index is None else [query_index]
+
+    fig = go.Figure()
+    for h in range(heads):
+        group = f"head{h}"
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=str(head_labels[h]),
+                                 legendgroup=group, line=dict(color=colours[h], width=3),
+                                 hoverinfo="skip"))
+        shown = weights[h] >= min_weight
+        level = np.clip(np.ceil(weights[h] * LEVELS), 1, LEVELS).astype(int)
+        for b in range(1, LEVELS + 1):
+            pairs = [(i, j) for i in rows for j in range(keys)
+                     if shown[i, j] and weights[h, i, j] > 0 and level[i, j] == b]
+            if not pairs:
+                continue
+            middle = (b - 0.5) / LEVELS  # the bucket's middle weight
+            fig.add_trace(go.Scatter(
+                x=[x for _ in pairs for x in (QUERY_X, KEY_X, None)],
+                y=[y for i, j in pairs for y in (i, j, None)],
+                mode="lines", name=str(head_labels[h]), legendgroup=group, showlegend=False,
+                line=dict(color=_rgba(colours[h], middle), width=0.5 + 3.5 * middle),
+                hoverinfo="skip", meta={"head": h, "level": b}))
+
+    hover = []
+    for i in range(queries):
+        lines = [f"query {i}: {q_text[i]}"]
+        for h in range(heads):
+            top = np.argsort(-weights[h, i], kind="stable")[:TOP_KEYS]
+            lines.append(f"{plotly_text(head_labels[h])}: " + ", ".join(
+                f"{k_text[j]} {weights[h, i, j]:.4f}" for j in top))
+        hover.append("<br>".join(lines))
+    chosen = [query_index is None or i == query_index for i in range(queries)]
+    fig.add_trace(go.Scatter(
+        x=[QUERY_X] * queries, y=list(range(queries)), mode="markers+text", name="queries",
+        text=[f"<b>{t}</b>" if query_index == i else t for i, t in enumerate(q_text)],
+        textposition="middle left", showlegend=False, customdata=list(range(queries)),
+        textfont=dict(size=14, color=[TOKEN_COLOUR if c else DIM_COLOUR for c in chosen]),
+        marker=dict(size=9, color=MARKER_COLOUR), hovertext=hover,
+        hovertemplate="%{hovertext}<extra></extra>"))
+    key_hover = [f"key {j}: {k_text[j]}" + "".join(
+        f"<br>{plotly_text(head_labels[h])}: weight {weights[h, query_index, j]:.4f}"
+        for h in range(heads)) if query_index is not None else f"key {j}: {k_text[j]}"
+        for j in range(keys)]
+    fig.add_trace(go.Scatter(
+        x=[KEY_X] * keys, y=list(range(keys)), mode="markers+text", name="keys", text=k_text,
+        textposition="middle right", showlegend=False, customdata=list(range(keys)),
+        textfont=dict(size=14, color=TOKEN_COLOUR), marker=dict(size=9, color=MARKER_COLOUR),
+        hovertext=key_hover, hovertemplate="%{hovertext}<extra></extra>"))
+
+    length = max(queries, keys, 1)
+    fig.update_xaxes(visible=False, range=[-0.9, 1.9], fixedrange=True)
+    fig.update_yaxes(visible=False, range=[length - 0.5, -0.5], fixedrange=True)
+    fig.update_layout(
+        title=title, height=200 + 30 * length, hovermode="closest", plot_bgcolor="white",
+        margin=dict(l=10, r=10, t=70 if title else 30, b=40),
+        legend=dict(orientation="h", yanchor="top", y=0, x=0, title="heads: "),
+        annotations=[dict(x=QUERY_X, y=-0.5, text="queries", showarrow=False, yanchor="bottom",
+                          xanchor="right", font=dict(color=DIM_COLOUR)),
+                     dict(x=KEY_X, y=-0.5, text="keys", showarrow=False, yanchor="bottom",
+                          xanchor="left", font=dict(color=DIM_COLOUR))])
+    if queries == 0 or keys == 0:
+        fig.add_annotation(x=0.5, y=0, text="No tokens to show", showarrow=False)
+    return fig
+
+
+def drawn_lines(fig: go.Figure) -> list[tuple[int, int, int]]:
+    """(head, query, key) of every line in a token_view_fig, for tests and summaries."""
+    out = []
+    for trace in fig.data:
+        if not isinstance(trace.meta, dict) or "head" not in trace.meta:
+            continue
+        ys = list(trace.y)
+        out += [(trace.meta["head"], int(ys[n]), int(ys[n + 1])) for n in range(0, len(ys), 3)]
+    return out
+
+
+def lines_summary(n_lines: int, heads: int, min_weight: float) -> str:
+    """A caption for the view: how many lines are drawn."""
+    return (f"{n_lines} lines over {heads} head{'s' * (heads != 1)}; weights below "
+            f"{min_weight:.2f} are hidden. Opacity and width: {LEVELS} levels, level = ⌈w·{LEVELS}⌉"
+            f" (so a line's look is its weight to ±{0.5 / LEVELS:.2f}).")

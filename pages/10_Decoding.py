@@ -1,0 +1,143 @@
+"""Step-by-step decoding: what the model saw and chose at every step, its beam, head ablations."""
+
+import inspect
+import time
+
+import numpy as np
+import streamlit as st
+
+from explorer import models
+from explorer.widgets import export_buttons
+from figures import decoding as figs
+from transformer.decoding import beam_search, length_normalised
+
+PLAY_DELAY = 0.6  # seconds each step stays on screen while playing
+PLAYING, NEXT_STEP = "dec_playing", "dec_play_next"  # NEXT_STEP: applied before the slider exists
+LENGTH_PENALTY = inspect.signature(beam_search).parameters["length_penalty"].default
+
+
+@st.cache_data(max_entries=64, show_spinner="Decoding…")
+def decode(model_hash, source, max_len, stop, beam_width, ablation, _ckpt):
+    """Checkpoint.translate once per (model, sentence, options); ablation: silenced head labels."""
+    c = _ckpt.config
+    mask = figs.head_mask_from_labels(ablation, c.num_encoder_layers, c.num_decoder_layers,
+                                      c.num_heads) if ablation else None
+    return _ckpt.translate(source, max_len=max_len, head_mask=mask, beam_width=beam_width,
+                           stop_at_end=stop)
+
+
+def keep_in_range(key, high, default=0):
+    """Clamp a keyed choice to [0, high]: another model or decode may have fewer of them."""
+    st.session_state[key] = min(max(st.session_state.get(key, default), 0), high)
+
+
+def move(delta, last):
+    st.session_state["dec_step"] = min(max(st.session_state["dec_step"] + delta, 0), last)
+
+
+def toggle_play(last):
+    st.session_state[PLAYING] = not st.session_state.get(PLAYING, False)
+    if st.session_state[PLAYING] and st.session_state["dec_step"] >= last:
+        st.session_state["dec_step"] = 0  # play again from the start
+
+
+def show_text(column, title, run, other=None):  # tokens that differ from `other` in orange
+    column.markdown(f"**{title}**")
+    column.code(run.text or "(empty)", language=None)
+    marked = figs.differing_positions(run.tokens, other.tokens) if other else ()
+    column.markdown(figs.tokens_html(run.tokens, marked), unsafe_allow_html=True)
+
+
+ckpt = models.active_checkpoint()
+cfg, source = ckpt.config, models.current_source()
+st.title("Step-by-step decoding")
+st.markdown("The decoder writes one token per step: it reads the prefix so far, attends to the "
+            "source and scores every next token. Pick a step to see what it saw and chose.")
+head_options = figs.ablation_labels(cfg.num_encoder_layers, cfg.num_decoder_layers, cfg.num_heads)
+st.session_state["dec_ablate"] = [x for x in st.session_state.get("dec_ablate", [])
+                                  if x in head_options]
+limits = {"dec_max_len": (cfg.max_len, cfg.max_len), "dec_head": (cfg.num_heads - 1, 0),
+          "dec_layer": (cfg.num_decoder_layers - 1, 0)}  # key: (highest, default)
+for key, (high, default) in limits.items():
+    keep_in_range(key, high, default)
+with st.expander("Decoding options", expanded=True):
+    c1, c2, c3 = st.columns(3)
+    max_len = c1.slider("Max length (tokens)", 1, cfg.max_len, key="dec_max_len")
+    beam = c2.slider("Beam width (1 = greedy)", 1, 8, key="dec_beam_width")
+    stop = c3.checkbox("Stop at the end token", True, key="dec_stop", disabled=beam > 1,
+                       help="Unticked, greedy decoding runs to the max length. (Beam: always.)")
+    ablate = st.multiselect("Silence heads (ablation)", head_options, key="dec_ablate")
+options = (max_len, stop or beam > 1, beam)
+result = decode(ckpt.content_hash, source, *options, tuple(sorted(ablate)), ckpt)
+if ablate:
+    normal = decode(ckpt.content_hash, source, *options, (), ckpt)
+    left, right = st.columns(2)
+    show_text(left, "With the silenced heads (used below)", result, normal)
+    show_text(right, "Normal: no head silenced", normal, result)
+else:
+    show_text(st, "Translation", result)
+
+source_tokens = ckpt.source_tokenizer.ids_to_pieces(ckpt.encode_source(source))
+steps, last = result.steps, len(result.steps) - 1
+if NEXT_STEP in st.session_state:
+    st.session_state["dec_step"] = st.session_state.pop(NEXT_STEP)
+keep_in_range("dec_step", last)
+st.subheader("One step")
+c0, c1, c2, c3 = st.columns([6, 1, 1, 1], vertical_alignment="bottom")
+t = c0.select_slider("Step", list(range(len(steps))), key="dec_step",
+                     format_func=lambda i: f"{i}: {result.tokens[i]}")
+c1.button("◀ Previous", key="dec_prev", on_click=move, args=(-1, last), disabled=t == 0)
+c2.button("Next ▶", key="dec_next", on_click=move, args=(1, last), disabled=t == last)
+playing = st.session_state.get(PLAYING, False) and t < last
+c3.button("⏸ Stop" if playing else "▶ Play", key="dec_play", on_click=toggle_play, args=(last,))
+step, chosen_p = steps[t], float(np.exp(steps[t].log_prob))
+prefix = ckpt.target_tokenizer.ids_to_pieces([cfg.start_id] + result.token_ids[:t])
+st.markdown(figs.tokens_html(prefix + [step.token], [len(prefix)]), unsafe_allow_html=True)
+st.caption(f"Step {t}: from the prefix (grey) the decoder chose {step.token!r} (orange, id "
+           f"{step.token_id}, p = {chosen_p:.3f}).")
+c1, c2, c3 = st.columns(3)
+layer = c1.selectbox("Layer", range(cfg.num_decoder_layers), key="dec_layer")
+all_heads = c3.toggle("All heads of the layer", key="dec_all_heads")
+head = c2.selectbox("Head", range(cfg.num_heads), key="dec_head", disabled=all_heads)
+where = f"layer {layer}" + ("" if all_heads else f", head {head}")
+pick = (lambda a: a[layer]) if all_heads else (lambda a: a[layer, head])  # (H, k) or (k,)
+left, right = st.columns(2)
+left.plotly_chart(figs.top_k_fig(step.top_k, step.token_id, (step.token, step.token_id, chosen_p),
+                                 f"Next-token probabilities at step {t}"), key="dec_top_k")
+right.plotly_chart(figs.self_attention_row_fig(pick(step.self), prefix,
+                                               f"Self-attention over the prefix, {where}"),
+                   key="dec_self")
+cross_fig = figs.heads_grid_fig if all_heads else figs.step_attention_fig
+st.plotly_chart(cross_fig(pick(step.cross), source_tokens, f"Cross-attention of step {t} over "
+                          f"the source, {where}"), key="dec_cross")
+weights = np.atleast_2d(pick(step.cross)).mean(axis=0)  # one head, or the mean over heads
+st.markdown(figs.highlighted_source_html(source_tokens, weights), unsafe_allow_html=True)
+shaded_by = "the mean over heads" if all_heads else "this head"
+st.caption(f"The source shaded by the weight of {shaded_by} (relative to the largest); bold: the 3 "
+           "most attended. Hover for the weight.")
+
+if beam > 1:
+    left, right = st.columns(2)
+    left.markdown(f"**The beam after step {t}** (hypotheses alive, log-probability)")
+    left.dataframe(figs.beam_table(result.beam_steps[t]), key="dec_beam_step", hide_index=True)
+    right.markdown(f"**Final n-best** (score = log-prob / ((5 + length) / 6)^{LENGTH_PENALTY})")
+    right.dataframe(figs.nbest_table([(h.tokens, h.log_prob, length_normalised(
+        h.log_prob, len(h.token_ids), LENGTH_PENALTY)) for h in result.hypotheses]),
+        key="dec_nbest", hide_index=True)
+
+st.subheader("Alignment: every step's cross-attention")
+average = st.toggle("Average over the layer's heads", key="dec_alignment_avg")
+cross = result.cross_attention()[layer]  # (H, T, N)
+matrix = cross.mean(axis=0) if average else cross[head]
+which = f"layer {layer}, " + ("mean of heads" if average else f"head {head}")
+st.plotly_chart(figs.alignment_fig(matrix, result.tokens, source_tokens, f"Alignment, {which}"),
+                key="dec_alignment")
+export_buttons(matrix, result.tokens, source_tokens, f"alignment {which}",
+               models.attention_maps(ckpt.content_hash, source, None, ckpt), key="dec_export")
+st.caption("NPZ: every map of the teacher-forced pass on the unablated greedy translation.")
+
+if playing:  # last, so the step stays on screen while we wait
+    time.sleep(PLAY_DELAY)
+    st.session_state[NEXT_STEP] = t + 1
+    st.rerun()
+st.session_state[PLAYING] = playing

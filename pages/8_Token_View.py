@@ -1,0 +1,81 @@
+"""Token view: a line from each query token to each key token, one colour per head (as BertViz)."""
+
+import streamlit as st
+
+from explorer import models
+from explorer.widgets import export_buttons
+from figures.token_view import drawn_lines, head_colour, lines_summary, token_view_fig
+from transformer.analysis import simplify_tokens
+
+KINDS = {  # label: (kind, query tokens, key tokens)
+    "Encoder self-attention": ("encoder", "source_tokens", "source_tokens"),
+    "Decoder self-attention": ("decoder", "target_tokens", "target_tokens"),
+    "Cross-attention": ("cross", "target_tokens", "source_tokens"),
+}
+CHART = "tv_chart"
+
+
+def keep_valid(layers: int, heads: int, queries: int) -> None:
+    """Drop choices the new sentence, kind or model no longer has."""
+    if st.session_state.get("tv_layer", 0) >= layers:
+        st.session_state["tv_layer"] = 0
+    chosen = st.session_state.setdefault("tv_heads", list(range(heads)))  # all heads at first
+    if any(h >= heads for h in chosen):
+        st.session_state["tv_heads"] = [h for h in chosen if h < heads] or list(range(heads))
+    if st.session_state.get("tv_query", "all") not in ["all", *range(queries)]:
+        st.session_state["tv_query"] = "all"
+
+
+def pick_clicked_query() -> None:
+    """Clicking a query token in the chart chooses it."""
+    points = st.session_state[CHART].selection.points
+    picked = [p for p in points if p.get("x") == 0 and p.get("y") is not None]
+    if picked:
+        st.session_state["tv_query"] = int(picked[0]["y"])
+
+
+st.title("Token view")
+st.markdown(
+    "Queries on the left, keys on the right: each line is one attention weight of one head, its "
+    "opacity and width growing with the weight. Hover a query token for its strongest keys; "
+    "choose (or click) one to see only its lines.")
+maps = models.current_attention()
+label = st.radio("Attention", list(KINDS), horizontal=True, key="tv_kind")
+kind, query_side, key_side = KINDS[label]
+n_layers, n_heads = maps[kind].shape[:2]
+c1, c2, c3 = st.columns([1, 2, 2])
+hide_special = c3.toggle("Hide special tokens", key="tv_hide_special",
+                         help="Drop <s>, </s>, <pad> and <unk>; each row is renormalised to sum "
+                              "to 1.")
+merge_words = c3.toggle("Merge pieces into words", key="tv_merge_words",
+                        help="A word as key gets the sum of its pieces' weights; as query, the "
+                             "average of its pieces' rows.")
+weights, query_tokens, key_tokens = simplify_tokens(
+    maps[kind], maps[query_side], maps[key_side], hide_special=hide_special,
+    merge_words=merge_words)  # (L, H, q, k)
+keep_valid(n_layers, n_heads, len(query_tokens))
+layer = c1.selectbox("Layer", range(n_layers), key="tv_layer")
+heads = c2.multiselect("Heads", range(n_heads), key="tv_heads", format_func=lambda h: f"head {h}")
+query = c1.selectbox("Query token", ["all", *range(len(query_tokens))], key="tv_query",
+                     format_func=lambda q: q if q == "all" else f"{q}: {query_tokens[q]}")
+min_weight = c2.slider("Hide lines with weight below", 0.0, 1.0, 0.0, 0.01,
+                       key="tv_min_weight")
+
+if not heads:
+    st.info("Choose at least one head.")
+elif not query_tokens or not key_tokens:
+    st.info("No tokens are left to show: the sentence holds only special tokens. Type a "
+            "sentence in the sidebar, or show special tokens.")
+else:
+    shown = weights[layer][heads]  # (heads chosen, q, k)
+    fig = token_view_fig(
+        shown, query_tokens, key_tokens, head_labels=[f"head {h}" for h in heads],
+        colours=[head_colour(h) for h in heads],
+        query_index=None if query == "all" else query, min_weight=min_weight,
+        title=f"{label}, layer {layer}")
+    st.plotly_chart(fig, key=CHART, on_select=pick_clicked_query, selection_mode="points")
+    st.caption(lines_summary(len(drawn_lines(fig)), len(heads), min_weight))
+    export_buttons(shown[0], query_tokens, key_tokens,
+                   f"{kind}_layer{layer}_head{heads[0]}", maps, key="tv_export")
+    st.caption(f"The CSV holds head {heads[0]} (the first chosen), as shown: "
+               f"{len(query_tokens)} queries × {len(key_tokens)} keys.")

@@ -1,0 +1,147 @@
+"""The "Aggregations and rollout" page through AppTest, and figures.aggregate it draws with.
+
+The plotted numbers are checked against transformer.analysis applied to Checkpoint.attention,
+computed here independently of the app."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from explorer import state
+from figures.aggregate import layer_grid_fig, stacked_table
+
+PAGE = "pages/7_Aggregations.py"
+CHARTS = ("agg_heads_fig", "agg_rollout_fig", "agg_flow_fig")
+
+
+def _array(value):
+    """A Plotly JSON array: a list, or {"dtype", "bdata", "shape"} (Plotly >= 6 typed arrays)."""
+    if isinstance(value, dict):
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
+        return data.reshape(shape)
+    return np.asarray(value)
+
+
+def charts(at) -> dict:
+    """{chart key: Plotly figure dict} of the page's charts."""
+    found = {}
+    for chart in at.get("plotly_chart"):
+        for key in CHARTS:
+            if chart.proto.id.endswith(key):
+                found[key] = json.loads(chart.proto.spec)
+    return found
+
+
+def heatmaps(figure) -> list[np.ndarray]:
+    return [_array(trace["z"]) for trace in figure["data"]]
+
+
+def ticks(figure) -> list[str]:
+    return list(figure["data"][0]["x"])
+
+
+@pytest.fixture
+def page(app):
+    app.switch_page(PAGE).run()
+    assert not app.exception, app.exception
+    return app
+
+
+@pytest.fixture(scope="module")
+def expected():
+    """The default sentence's attention, from a checkpoint loaded here (not the app's cache)."""
+    from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+    return load_checkpoint(DEFAULT_CHECKPOINT).attention(state.DEFAULT_SOURCE)
+
+
+def test_page_plots_the_true_aggregations(page, expected):
+    from transformer.analysis import attention_rollout, head_mean, source_to_target_flow
+
+    shown = charts(page)
+    assert set(shown) == set(CHARTS)
+    heads = head_mean(expected["encoder"])
+    np.testing.assert_allclose(heatmaps(shown["agg_heads_fig"]), heads, atol=1e-6)
+    rollout = attention_rollout(expected["encoder"])  # residual on, mean over heads
+    np.testing.assert_allclose(heatmaps(shown["agg_rollout_fig"]), rollout, atol=1e-6)
+    flow = source_to_target_flow(expected["encoder"], expected["cross"])
+    np.testing.assert_allclose(heatmaps(shown["agg_flow_fig"])[0], flow, atol=1e-6)
+    trace = shown["agg_rollout_fig"]["data"][0]
+    assert "query %{y}" in trace["hovertemplate"] and "%{z:.4f}" in trace["hovertemplate"]
+    assert ticks(shown["agg_rollout_fig"])[0] == "&lt;s&gt;"
+    assert len(page.get("download_button")) == 6  # CSV + NPZ under each view
+
+    page.toggle(key="agg_residual").set_value(False).run()
+    assert not page.exception, page.exception
+    np.testing.assert_allclose(heatmaps(charts(page)["agg_rollout_fig"]),
+                               attention_rollout(expected["encoder"], residual=False), atol=1e-6)
+
+
+@pytest.mark.parametrize("key, value, changes", [
+    ("agg_kind", "Cross-attention", {"agg_heads_fig"}),
+    ("agg_reduce", "max", set(CHARTS)),
+    ("agg_rollout_kind", "Decoder self-attention", {"agg_rollout_fig"}),
+    ("agg_residual", False, {"agg_rollout_fig", "agg_flow_fig"}),
+    ("agg_hide_special", True, set(CHARTS)),
+    ("agg_merge_words", True, set(CHARTS)),
+    ("agg_flow_layer", 0, {"agg_flow_fig"}),
+])
+def test_every_widget_changes_its_figures(page, key, value, changes):
+    before = charts(page)
+    widget = {"agg_kind": page.radio, "agg_reduce": page.radio, "agg_rollout_kind": page.radio,
+              "agg_flow_layer": page.selectbox}.get(key, page.toggle)
+    widget(key=key).set_value(value).run()
+    assert not page.exception, page.exception
+    after = charts(page)
+    assert {k for k in CHARTS if before[k] != after[k]} == changes
+    if key == "agg_hide_special":
+        assert not any("&lt;" in t for fig in after.values() for t in ticks(fig))
+        for z in heatmaps(after["agg_rollout_fig"]):
+            np.testing.assert_allclose(z.sum(-1), 1.0, atol=1e-6)
+    if key == "agg_merge_words":
+        assert "friday," in ticks(after["agg_rollout_fig"])
+
+
+def test_bad_input_never_crashes(page):
+    page.toggle(key="agg_hide_special").set_value(True).run()
+    page.toggle(key="agg_merge_words").set_value(True).run()
+    page.text_input(key=state.SOURCE).set_value("").run()
+    assert not page.exception, page.exception
+    assert page.info, "no note that every source token is hidden"
+    page.text_input(key=state.SOURCE).set_value("March " * 100).run()  # cut to max_len
+    assert not page.exception, page.exception
+    assert set(charts(page)) == set(CHARTS)
+    page.radio(key=state.TARGET_MODE).set_value(state.TARGET_TYPED).run()
+    page.text_input(key=state.TARGET).set_value("").run()
+    assert not page.exception, page.exception
+    page.toggle(key="agg_hide_special").set_value(False).run()
+    assert set(charts(page)) == set(CHARTS)
+    page.text_input(key=state.TARGET).set_value("1999-12-31 internationalisation").run()
+    page.radio(key="agg_rollout_kind").set_value("Decoder self-attention").run()
+    assert not page.exception, page.exception
+    for z in heatmaps(charts(page)["agg_rollout_fig"]):
+        assert np.all(np.triu(z, k=1) == 0.0)  # the decoder's rollout stays causal
+
+
+def test_layer_grid_fig_shares_one_colour_axis_and_checks_shapes():
+    maps = np.array([[[0.25, 0.75], [1.0, 0.0]], [[0.5, 0.5], [0.125, 0.875]]])
+    fig = layer_grid_fig(maps, ["<s>", "a"], ["a", "a"], ["layer 0", "layer 1"])
+    assert [t.coloraxis for t in fig.data] == ["coloraxis", "coloraxis"]
+    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1.0
+    np.testing.assert_array_equal(np.asarray(fig.data[1].z), maps[1])
+    assert list(fig.data[0].y) == ["&lt;s&gt;", "a"] and list(fig.data[0].x) == ["a", "a ·2"]
+    assert layer_grid_fig(maps, "ab", "ab", ["x", "y"], zmax=0.5).layout.coloraxis.cmax == 0.5
+    with pytest.raises(ValueError, match="2 rows but 3 row labels"):
+        layer_grid_fig(maps, "abc", "ab", ["x", "y"])
+    with pytest.raises(ValueError, match="2 maps but 1 titles"):
+        layer_grid_fig(maps, "ab", "ab", ["x"])
+
+
+def test_stacked_table_labels_rows_by_map_and_token():
+    maps = np.arange(8.0).reshape(2, 2, 2)
+    table, labels = stacked_table(maps, ["<s>", "a"], ["layer 0", "layer 1"])
+    np.testing.assert_array_equal(table, [[0, 1], [2, 3], [4, 5], [6, 7]])
+    assert labels == ["layer 0 | <s>", "layer 0 | a", "layer 1 | <s>", "layer 1 | a"]

@@ -1,0 +1,184 @@
+"""The Attention maps and Linked view pages through AppTest: they draw the model's true numbers,
+follow every picker, survive bad input, and never re-run the model for a new layer or head."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from explorer import state
+
+ATTN, LINK = "pages/5_Attention_Maps.py", "pages/6_Linked_View.py"
+KINDS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
+         "Cross-attention": "cross"}
+
+
+@pytest.fixture(scope="module")
+def true_maps():
+    """Checkpoint.attention of the default sentence, computed outside the app."""
+    from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+    return load_checkpoint(DEFAULT_CHECKPOINT).attention(state.DEFAULT_SOURCE)
+
+
+@pytest.fixture
+def attention_calls(monkeypatch):
+    """Counts calls of Checkpoint.attention (the model run behind every attention map)."""
+    from transformer import Checkpoint
+
+    calls = []
+    original = Checkpoint.attention
+
+    def counted(self, *args, **kwargs):
+        calls.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Checkpoint, "attention", counted)
+    return calls
+
+
+def _page(at, path):
+    at.switch_page(path).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _set(at, kind, key, value):
+    getattr(at, kind)(key=key).set_value(value).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def figure(at, index=0) -> dict:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
+def array(value) -> np.ndarray:
+    """A Plotly JSON array: a plain list or a typed array {"dtype", "bdata", "shape"}."""
+    if isinstance(value, dict):
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
+        return data.reshape(shape).astype(float)
+    return np.array([[np.nan if v is None else v for v in row] for row in value], float)
+
+
+def shown_matrix(at) -> np.ndarray:
+    return array(figure(at)["data"][0]["z"])
+
+
+def test_attention_page_default_render(app):
+    at = _page(app, ATTN)
+    assert len(at.get("plotly_chart")) == 2  # the head, the model view
+    spec = figure(at)
+    assert spec["layout"]["title"]["text"] == "Encoder self-attention, layer 0, head 0"
+    model_view = figure(at, 1)
+    heatmaps = [t for t in model_view["data"] if t["type"] == "heatmap"]
+    layers, heads = (len(at.selectbox(key=k).options) for k in ("attn_layer", "attn_head"))
+    assert len(heatmaps) == layers * heads
+    assert [s["name"] for s in model_view["layout"]["shapes"]] == ["selected"]
+    assert at.get("download_button"), "no export buttons"
+
+
+def test_attention_page_shows_the_models_true_slice(app, true_maps):
+    at = _page(app, ATTN)
+    before = shown_matrix(at)
+    for kind_label, layer, head in [("Encoder self-attention", 1, 2),
+                                    ("Decoder self-attention", 0, 3), ("Cross-attention", 1, 1)]:
+        _set(at, "radio", "attn_kind", kind_label)
+        _set(at, "selectbox", "attn_layer", layer)
+        _set(at, "selectbox", "attn_head", head)
+        kind = KINDS[kind_label]
+        expected = np.where(true_maps[f"{kind}_mask"], true_maps[kind][layer, head], np.nan)
+        shown = shown_matrix(at)
+        assert shown.shape != before.shape or not np.array_equal(shown, before, equal_nan=True)
+        np.testing.assert_allclose(shown, expected, rtol=0, atol=1e-6)
+        title = figure(at)["layout"]["title"]["text"]
+        assert title == f"{kind_label}, layer {layer}, head {head}"
+        subplot = layer * 4 + head + 1  # the model view's outline is on that thumbnail
+        assert figure(at, 1)["layout"]["shapes"][0]["xref"] == f"x{subplot} domain"
+        before = shown
+
+
+def test_decoder_rows_blocked_cells_and_colour_scale(app, true_maps):
+    at = _set(_page(app, ATTN), "radio", "attn_kind", "Decoder self-attention")
+    spec = figure(at)
+    assert [t.get("name") for t in spec["data"]] == ["weight", "blocked (masked)"]
+    assert spec["data"][0]["y"][0] == "&lt;s&gt;"  # decoder inputs: <s> first
+    _set(at, "radio", "attn_rows", "Predicted outputs")
+    assert figure(at)["data"][0]["y"][-1] == "&lt;/s&gt;"
+    assert figure(at)["data"][0]["zmax"] == 1
+    _set(at, "radio", "attn_scale", "Fitted to this map")
+    shown = shown_matrix(at)
+    assert figure(at)["data"][0]["zmax"] == pytest.approx(np.nanmax(shown), abs=1e-6)
+
+
+def test_changing_layer_or_head_never_reruns_the_model(app, attention_calls):
+    at = _page(app, ATTN)
+    runs = len(attention_calls)
+    for kind, key, value in [("selectbox", "attn_layer", 1), ("selectbox", "attn_head", 3),
+                             ("radio", "attn_kind", "Cross-attention"),
+                             ("selectbox", "attn_head", 1), ("radio", "attn_scale",
+                                                             "Fitted to this map")]:
+        _set(at, kind, key, value)
+    at = _page(at, LINK)
+    _set(at, "selectbox", "link_layer", 1)
+    _set(at, "selectbox", "link_target", 2)
+    assert len(attention_calls) == runs
+    # The counter does see a model run: a new sentence is one.
+    _set(at, "text_input", state.SOURCE, "Tuesday, June 9, 1987")
+    assert len(attention_calls) == runs + 1
+
+
+def test_a_click_on_a_thumbnail_opens_that_head(app):
+    """What the browser sends when a model-view cell is clicked (the selection state of the
+    chart's invisible marker, whose customdata is [layer, head])."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    at = _page(app, ATTN)
+    chart = at.get("plotly_chart")[1]
+    widgets = at._tree.get_widget_states()
+    click = WidgetState(id=chart.proto.id, string_value=json.dumps({"selection": {
+        "points": [{"curve_number": 13, "point_number": 0, "customdata": [1, 2]}],
+        "point_indices": [0], "box": [], "lasso": []}}))
+    widgets.widgets.append(click)
+    at._run(widgets)
+    assert not at.exception, at.exception
+    assert (at.selectbox(key="attn_layer").value, at.selectbox(key="attn_head").value) == (1, 2)
+    assert figure(at)["layout"]["title"]["text"].endswith("layer 1, head 2")
+
+
+def test_pages_survive_bad_input(app):
+    at = app
+    steps = [("text_input", state.SOURCE, ""), ("text_input", state.SOURCE, "Monday " * 80),
+             ("radio", state.TARGET_MODE, state.TARGET_TYPED),
+             ("text_input", state.TARGET, ""), ("text_input", state.TARGET, "x" * 300)]
+    for kind, key, value in steps:
+        _set(at, kind, key, value)
+        for path in (ATTN, LINK):
+            at = _page(at, path)
+            assert at.get("plotly_chart"), (path, key, value)
+
+
+def test_linked_view_picker_moves_the_highlight(app, true_maps):
+    at = _page(app, LINK)
+    spec = figure(at)
+    assert len([t for t in spec["data"] if t.get("name") == "weight"]) == 3
+
+    def highlights(spec):
+        return sorted((s["xref"], s["y0"]) for s in spec["layout"]["shapes"]
+                      if s.get("name") == "highlight")
+
+    assert highlights(spec) == [("x2", -0.5), ("x3", -0.5)]
+    _set(at, "selectbox", "link_target", 3)
+    assert highlights(figure(at)) == [("x2", 2.5), ("x3", 2.5)]
+    _set(at, "selectbox", "link_layer", 1)
+    _set(at, "selectbox", "link_head", 2)
+    cross = true_maps["cross"][1, 2]
+    shown = array(figure(at)["data"][-1]["z"])  # the cross panel (nothing blocked)
+    np.testing.assert_allclose(shown, cross, rtol=0, atol=1e-6)
+    best = int(np.argmax(cross[3]))
+    readout = " ".join(m.value for m in at.markdown)
+    assert f"source position {best}): weight **{cross[3, best]:.3f}**" in readout
+    _set(at, "radio", "link_export", "Cross-attention")
+    assert at.get("download_button")

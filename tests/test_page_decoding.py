@@ -1,0 +1,203 @@
+"""pages/10_Decoding.py through AppTest: the step view shows the decode's true numbers, stepping
+and playing never re-run the model, beam search and head ablation are shown."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from explorer import state
+from figures.common import axis_labels
+
+PAGE = "pages/10_Decoding.py"
+ALL_CROSS = [f"cross L{layer} H{head}" for layer in range(2) for head in range(4)]
+
+
+@pytest.fixture(scope="module")
+def ckpt():
+    """The bundled model, loaded here: the reference the page's numbers are compared with."""
+    from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+    return load_checkpoint(DEFAULT_CHECKPOINT)
+
+
+@pytest.fixture
+def page(app):
+    app.switch_page(PAGE).run()
+    assert not app.exception, app.exception
+    return app
+
+
+@pytest.fixture
+def translate_calls(monkeypatch):
+    """Every Checkpoint.translate call from now on (the class attribute, so the app's cached
+    model counts too), each delegated to the original."""
+    from transformer.checkpoint import Checkpoint
+
+    calls, original = [], Checkpoint.translate
+
+    def counting(self, source, *args, **kwargs):
+        calls.append((source, args, kwargs))
+        return original(self, source, *args, **kwargs)
+
+    monkeypatch.setattr(Checkpoint, "translate", counting)
+    return calls
+
+
+def run(target):
+    """Run the app (AppTest or a widget just set); fail on any exception it shows."""
+    at = target.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def chart(at, key):
+    """The data traces of the plotly chart with this key, arrays decoded."""
+    (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-" + key)]
+    return [{name: _array(value) if name in ("x", "y", "z") else value
+             for name, value in trace.items()} for trace in json.loads(found.proto.spec)["data"]]
+
+
+def _array(value):
+    if isinstance(value, dict) and "bdata" in value:  # Plotly's typed-array JSON
+        array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        if shape is not None:
+            array = array.reshape([int(s) for s in str(shape).split(",")])
+        return array
+    return np.asarray(value)
+
+
+def source_labels(ckpt, source=state.DEFAULT_SOURCE):
+    return axis_labels(ckpt.source_tokenizer.ids_to_pieces(ckpt.encode_source(source)))
+
+
+def test_page_runs_and_shows_the_translation(page, ckpt):
+    reference = ckpt.translate(state.DEFAULT_SOURCE)
+    assert page.title[0].value == "Step-by-step decoding"
+    assert [c.value for c in page.code] == [reference.text]
+    assert page.select_slider(key="dec_step").options == [
+        f"{t}: {token}" for t, token in enumerate(reference.tokens)]
+    for key in ("dec_top_k", "dec_self", "dec_cross", "dec_alignment"):
+        assert chart(page, key)
+    assert any("rgba(37, 99, 235" in m.value for m in page.markdown)  # the shaded source
+
+
+def test_every_step_shows_the_decodes_own_numbers(page, ckpt):
+    reference = ckpt.translate(state.DEFAULT_SOURCE)
+    sources = source_labels(ckpt)
+    page.selectbox(key="dec_layer").set_value(1)
+    page.selectbox(key="dec_head").set_value(2)
+    for t, step in enumerate(reference.steps):
+        run(page.select_slider(key="dec_step").set_value(t))
+        (bar,) = chart(page, "dec_cross")
+        assert list(bar["x"]) == sources
+        np.testing.assert_allclose(bar["y"], step.cross[1, 2], atol=1e-6)
+        (row,) = chart(page, "dec_self")
+        np.testing.assert_allclose(row["z"], step.self[1, 2][None], atol=1e-6)
+        assert len(row["x"]) == t + 1
+        (top,) = chart(page, "dec_top_k")
+        np.testing.assert_allclose(top["x"], [p for _, _, p in step.top_k], atol=1e-6)
+        assert list(top["customdata"]) == [i for _, i, _ in step.top_k]
+        assert f"Step {t}:" in " ".join(c.value for c in page.caption)
+    # All heads of the layer as small multiples; the alignment matrix, one head and averaged.
+    run(page.toggle(key="dec_all_heads").set_value(True))
+    grid = chart(page, "dec_cross")
+    for head, trace in enumerate(grid):
+        np.testing.assert_allclose(trace["y"], reference.steps[-1].cross[1, head], atol=1e-6)
+    alignment = reference.cross_attention()  # (L, H, T, N)
+    (heat,) = chart(page, "dec_alignment")
+    np.testing.assert_allclose(heat["z"], alignment[1, 2], atol=1e-6)
+    assert list(heat["x"]) == sources and list(heat["y"]) == axis_labels(reference.tokens)
+    run(page.toggle(key="dec_alignment_avg").set_value(True))
+    (heat,) = chart(page, "dec_alignment")
+    np.testing.assert_allclose(heat["z"], alignment[1].mean(axis=0), atol=1e-6)
+
+
+def test_step_buttons_and_play(page):
+    last = len(page.select_slider(key="dec_step").options) - 1
+    run(page.button(key="dec_next").click())
+    run(page.button(key="dec_next").click())
+    assert page.select_slider(key="dec_step").value == 2
+    before = chart(page, "dec_top_k")
+    run(page.button(key="dec_prev").click())
+    assert page.select_slider(key="dec_step").value == 1
+    assert chart(page, "dec_top_k") != before
+    run(page.slider(key="dec_max_len").set_value(3))
+    assert page.select_slider(key="dec_step").value == 1
+    run(page.button(key="dec_play").click())  # plays through to the last step, then stops
+    assert page.select_slider(key="dec_step").value == 2 < last
+    assert page.button(key="dec_play").label == "▶ Play"
+
+
+def test_stepping_and_slicing_never_rerun_the_model(page, translate_calls):
+    run(page)
+    baseline = len(translate_calls)
+    for t, layer, head in [(3, 1, 0), (0, 0, 3)]:
+        page.select_slider(key="dec_step").set_value(t)
+        page.selectbox(key="dec_layer").set_value(layer)
+        page.toggle(key="dec_alignment_avg").set_value(t > 0)
+        run(page.selectbox(key="dec_head").set_value(head))
+    run(page.toggle(key="dec_all_heads").set_value(True))
+    run(page.button(key="dec_next").click())
+    run(page.select_slider(key="dec_step").set_value(7))
+    assert len(translate_calls) == baseline
+    # New options decode again, once each (values no other test uses: nothing cached yet).
+    run(page.slider(key="dec_max_len").set_value(9))
+    assert len(translate_calls) == baseline + 1
+    assert translate_calls[-1][2]["max_len"] == 9
+    run(page.slider(key="dec_beam_width").set_value(5))
+    assert len(translate_calls) == baseline + 2
+    assert translate_calls[-1][2]["beam_width"] == 5
+    run(page.select_slider(key="dec_step").set_value(1))
+    assert len(translate_calls) == baseline + 2
+
+
+def test_beam_search_shows_the_beam_and_the_n_best(page, ckpt):
+    reference = ckpt.translate(state.DEFAULT_SOURCE, beam_width=3)
+    run(page.slider(key="dec_beam_width").set_value(3))
+    run(page.select_slider(key="dec_step").set_value(2))
+    beam, nbest = (d.value for d in page.dataframe)
+    assert list(beam["hypothesis"]) == [" ".join(tokens) for tokens, _ in reference.beam_steps[2]]
+    np.testing.assert_allclose(beam["log-prob"], [lp for _, lp in reference.beam_steps[2]],
+                               atol=1e-4)
+    assert len(beam) == 3
+    assert list(nbest["hypothesis"]) == [" ".join(h.tokens) for h in reference.hypotheses]
+    assert nbest["score"].iloc[0] == pytest.approx(reference.score, abs=1e-4)
+    assert [c.value for c in page.code] == [reference.text]
+
+
+def test_ablating_every_cross_head_shows_both_decodings(page, ckpt):
+    run(page.multiselect(key="dec_ablate").set_value(ALL_CROSS))
+    ablated = ckpt.translate(state.DEFAULT_SOURCE, head_mask={"cross": np.zeros((2, 4))})
+    normal = ckpt.translate(state.DEFAULT_SOURCE)
+    assert [c.value for c in page.code] == [ablated.text, normal.text]
+    assert ablated.text != normal.text
+    run(page.select_slider(key="dec_step").set_value(1))
+    (top,) = chart(page, "dec_top_k")  # the step view shows the ablated run
+    np.testing.assert_allclose(top["x"], [p for _, _, p in ablated.steps[1].top_k], atol=1e-6)
+    (bar,) = chart(page, "dec_cross")
+    np.testing.assert_allclose(bar["y"], ablated.steps[1].cross[0, 0], atol=1e-6)
+
+
+@pytest.mark.parametrize("source", ["", "9 " * 400 + "<s> $x$ *bold*"])
+def test_empty_and_very_long_sentences(page, source):
+    run(page.text_input(key=state.SOURCE).set_value(source))
+    assert page.code and chart(page, "dec_cross")
+    run(page.select_slider(key="dec_step").set_value(
+        len(page.select_slider(key="dec_step").options) - 1))
+    run(page.toggle(key="dec_all_heads").set_value(True))
+
+
+def test_choices_outside_a_smaller_uploaded_model_are_clamped(page, tiny_checkpoint_bytes):
+    page.selectbox(key="dec_layer").set_value(1)
+    page.selectbox(key="dec_head").set_value(3)
+    page.multiselect(key="dec_ablate").set_value(["cross L1 H3", "enc L0 H0"])
+    run(page.select_slider(key="dec_step").set_value(11))
+    at = run(page.file_uploader(key=state.UPLOADER).upload("tiny.ckpt", tiny_checkpoint_bytes))
+    assert at.session_state[state.MODEL].startswith("upload:")  # 1 layer, 2 heads, max_len 40
+    assert at.selectbox(key="dec_layer").value == 0 and at.selectbox(key="dec_head").value == 1
+    assert at.slider(key="dec_max_len").value == 40
+    assert at.multiselect(key="dec_ablate").value == ["enc L0 H0"]
+    assert chart(at, "dec_cross") and chart(at, "dec_alignment")
