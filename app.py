@@ -25,6 +25,9 @@ PAGES = [
     st.Page("pages/9_Head_Arithmetic.py", title="Arithmetic of one head",
             icon=":material/calculate:"),
     st.Page("pages/10_Decoding.py", title="Step-by-step decoding", icon=":material/route:"),
+    st.Page("pages/11_Compare_Heads.py", title="Compare heads", icon=":material/compare:"),
+    st.Page("pages/12_Head_Statistics.py", title="Head statistics", icon=":material/analytics:"),
+    st.Page("pages/13_Ablation.py", title="Head ablation", icon=":material/content_cut:"),
 ]
 
 page = st.navigation(PAGES)

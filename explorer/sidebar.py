@@ -27,14 +27,23 @@ def render() -> None:
             st.selectbox("Examples", [""] + example_list, key=state.EXAMPLE,
                          format_func=lambda s: s or "Pick an example…", on_change=_use_example)
         st.text_input("Source sentence", key=state.SOURCE)
+        _warn_if_cut(ckpt, models.current_source(), "source")
         st.radio("Target", [state.TARGET_MODEL, state.TARGET_TYPED], key=state.TARGET_MODE)
         if st.session_state[state.TARGET_MODE] == state.TARGET_TYPED:
             st.text_input("Target sentence", key=state.TARGET,
                           placeholder=models.translation(
                               ckpt.content_hash, models.current_source(), ckpt).text)
+            _warn_if_cut(ckpt, st.session_state[state.TARGET], "target")
 
 
 def _use_example() -> None:
     example = st.session_state.get(state.EXAMPLE)
     if example:
         st.session_state[state.SOURCE] = example
+
+
+def _warn_if_cut(ckpt, text: str, side: str) -> None:
+    cut = ckpt.pieces_cut(text, side)
+    if cut:
+        st.warning(f"The {side} is too long for this model (max_len {ckpt.config.max_len}): its "
+                   f"last {cut} pieces were cut, and every page shows the part that fits.")

@@ -37,6 +37,7 @@ def move(delta, last):
 
 def toggle_play(last):
     st.session_state[PLAYING] = not st.session_state.get(PLAYING, False)
+    st.session_state.pop(NEXT_STEP, None)  # Stop: stay on the step shown
     if st.session_state[PLAYING] and st.session_state["dec_step"] >= last:
         st.session_state["dec_step"] = 0  # play again from the start
 

@@ -7,7 +7,8 @@ from explorer import state
 PAGES = ["pages/0_Home.py", "pages/1_Model.py", "pages/2_Tokenization.py",
          "pages/3_Positional_Encodings.py", "pages/4_Masks.py", "pages/5_Attention_Maps.py",
          "pages/6_Linked_View.py", "pages/7_Aggregations.py", "pages/8_Token_View.py",
-         "pages/9_Head_Arithmetic.py", "pages/10_Decoding.py"]
+         "pages/9_Head_Arithmetic.py", "pages/10_Decoding.py", "pages/11_Compare_Heads.py",
+         "pages/12_Head_Statistics.py", "pages/13_Ablation.py"]
 PAGES_WITH_PLOTS = PAGES[1:]
 
 

@@ -25,7 +25,9 @@ PAGES = [("", "Attention Explorer"), ("Model", "Model: dates"), ("Tokenization",
          ("Positional_Encodings", "Positional encodings"), ("Masks", "Masks"),
          ("Attention_Maps", "Attention maps"), ("Linked_View", "Linked view"),
          ("Aggregations", "Aggregations"), ("Token_View", "Token view"),
-         ("Head_Arithmetic", "Arithmetic of one head"), ("Decoding", "decoding")]
+         ("Head_Arithmetic", "Arithmetic of one head"), ("Decoding", "decoding"),
+         ("Compare_Heads", "Compare heads"), ("Head_Statistics", "Head statistics"),
+         ("Ablation", "ablation")]
 
 
 def _free_port() -> int:

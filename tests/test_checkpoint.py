@@ -369,9 +369,6 @@ def test_member_smaller_than_declared_reads_as_damaged(valid):
     assert_refused(declare_size(valid, "weights.npz", 1000), "'weights.npz'", "damaged")
 
 
-@pytest.mark.xfail(strict=True, raises=zlib.error, reason="BUG in transformer/checkpoint.py "
-                   "_read_members: a corrupt deflate stream raises zlib.error, which is not "
-                   "caught, instead of CheckpointError")
 def test_corrupt_deflate_stream_is_refused(valid):
     with zipfile.ZipFile(io.BytesIO(valid)) as archive:
         info = archive.getinfo("weights.npz")
@@ -491,9 +488,6 @@ def test_weights_member_not_an_npz(valid):
                    "not a NumPy .npz archive")
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="BUG in transformer/checkpoint.py "
-                   "_read_weights: np.load returns an ndarray for a .npy, and `with npz:` "
-                   "then raises TypeError instead of CheckpointError")
 def test_weights_member_that_is_a_single_npy_array(valid):
     buf = io.BytesIO()
     np.save(buf, np.zeros(16, np.float32))
@@ -578,12 +572,15 @@ def test_oversized_json_member(valid):
                    "decompression bomb")
 
 
-@pytest.mark.xfail(strict=True, raises=MemoryError, reason="BUG in transformer/checkpoint.py "
-                   "load_checkpoint: the model is built from config.json before any size check "
-                   "against weights.npz, so a small file can declare an arbitrarily large model; "
-                   "here max_len 10**15 makes positional_encoding raise MemoryError")
-def test_config_declaring_a_huge_model_is_refused(valid):
-    assert_refused(with_config(valid, max_len=10**15), "max_len")
+@pytest.mark.parametrize("field, value, words", [
+    ("max_len", 10**15, ("max_len",)),
+    ("dff", 10**9, ("weights", "do not belong together")),
+    ("num_encoder_layers", 3000, ("num_encoder_layers",)),
+    ("d_model", 4096, ("weights",)),
+])
+def test_config_declaring_a_huge_model_is_refused(valid, field, value, words):
+    # Refused from the file's own numbers, before anything of that size is allocated.
+    assert_refused(with_config(valid, **{field: value}), *words)
 
 
 # ============================================================================= no code runs

@@ -550,7 +550,7 @@ def test_parameter_count_matches_the_paper(case):
         expected += 2 * norm
     if not config.tie_output:
         expected += d * config.tgt_vocab_size + config.tgt_vocab_size
-    assert model.count_params() == expected
+    assert model.count_params() == expected == config.parameter_count()
     assert len({id(w) for w in model.weights}) == len(model.weights)
     assert len({w.path for w in model.weights}) == len(model.weights)
 

@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,9 @@ MAX_MEMBER_BYTES = 1 * 2**30  # one member, uncompressed
 MAX_TOTAL_BYTES = 2 * 2**30  # all members, uncompressed
 MAX_JSON_BYTES = 1 * 2**20
 MAX_COMPRESSION_RATIO = 200  # weights compress ~1.1x; a larger ratio on a big member is a bomb
+# Bounds on what a config may ask us to build before its weights prove it is that large.
+MAX_LAYERS = 64
+MAX_POSITIONS = 16384  # the sinusoid table is max_len x d_model floats that no weight accounts for
 MEMBERS = (
     "format.json", "config.json", "metadata.json",
     "source_tokenizer.json", "source_tokenizer.model",
@@ -68,6 +72,14 @@ class Checkpoint:
     @property
     def name(self) -> str:
         return str(self.metadata.get("name") or self.metadata.get("task") or "checkpoint")
+
+    def pieces_cut(self, text: str, side: str = "source") -> int:
+        """How many pieces of `text` do not fit the model's max_len (and are cut on encoding)."""
+        if side == "source":  # <s> pieces </s>
+            return max(0, len(self.source_tokenizer.pieces(text)) + 2 - self.config.max_len)
+        if side == "target":  # pieces </s> (the decoder's inputs are <s> pieces)
+            return max(0, len(self.target_tokenizer.pieces(text)) + 1 - self.config.max_len)
+        raise ValueError(f"side must be 'source' or 'target', got {side!r}")
 
     def encode_source(self, text: str) -> list[int]:
         """<s> pieces </s>, cut to the model's max_len (keeping both specials)."""
@@ -196,8 +208,11 @@ def load_checkpoint(source) -> Checkpoint:
     source_tokenizer = _load_tokenizer(members, "source")
     target_tokenizer = _load_tokenizer(members, "target")
     _check_consistent(config, source_tokenizer, target_tokenizer)
+    weights = _read_weights(members["weights.npz"])
+    _check_size(config, weights)
     model = Transformer(config).build_weights()
-    _assign_weights(model, _read_weights(members["weights.npz"]))
+    _assign_weights(model, weights)
+    _check_finite(model)
     return Checkpoint(config, model, source_tokenizer, target_tokenizer, metadata,
                       hashlib.sha256(data).hexdigest())
 
@@ -261,7 +276,8 @@ def _read_members(data: bytes) -> dict[str, bytes]:
             try:
                 with archive.open(info) as member:
                     content = member.read(limit + 1)  # never trust the declared size alone
-            except (zipfile.BadZipFile, EOFError, OSError, RuntimeError, ValueError, NotImplementedError):
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, ValueError,
+                    NotImplementedError):
                 raise CheckpointError(
                     f"{info.filename!r} in the checkpoint is damaged or truncated.") from None
             if len(content) > limit:
@@ -289,7 +305,9 @@ def _read_weights(raw: bytes) -> dict[str, np.ndarray]:
     try:
         npz = np.load(io.BytesIO(raw), allow_pickle=False)
     except Exception:  # NumPy raises many types on garbage; none of them may escape
-        raise CheckpointError("The checkpoint's weights are not a NumPy .npz archive.") from None
+        npz = None
+    if not isinstance(npz, np.lib.npyio.NpzFile):  # a bare .npy loads as one array
+        raise CheckpointError("The checkpoint's weights are not a NumPy .npz archive.")
     with npz:
         total = sum(info.file_size for info in npz.zip.infolist())
         if total > MAX_MEMBER_BYTES:
@@ -323,6 +341,39 @@ def _assign_weights(model: Transformer, weights: dict[str, np.ndarray]) -> None:
                 f"{tuple(variable.shape)} in the model its config describes.")
     for name, variable in variables.items():
         variable.assign(weights[name])
+
+
+def _check_size(config: TransformerConfig, weights: dict[str, np.ndarray]) -> None:
+    """Before building anything: the config must describe the weights the file really holds, so
+    a small file cannot make us allocate a huge model."""
+    for name in ("num_encoder_layers", "num_decoder_layers"):
+        if getattr(config, name) > MAX_LAYERS:
+            raise CheckpointError(f"The checkpoint's {name} is {getattr(config, name)}; the "
+                                  f"limit is {MAX_LAYERS}.")
+    if config.max_len > MAX_POSITIONS:
+        raise CheckpointError(f"The checkpoint's max_len is {config.max_len}; the limit is "
+                              f"{MAX_POSITIONS}.")
+    expected = config.parameter_count()
+    held = sum(int(w.size) for w in weights.values())
+    if expected != held:
+        raise CheckpointError(
+            f"The checkpoint's config describes a model with {expected:,} weights but the file "
+            f"holds {held:,}: its settings and weights do not belong together.")
+
+
+def _check_finite(model: Transformer) -> None:
+    """Refuse weights that are, or compute, NaN or infinity: every view would be meaningless."""
+    for weight in model.weights:
+        if not np.isfinite(weight.numpy()).all():
+            raise CheckpointError(
+                f"The checkpoint's weight {_relative_path(model, weight)!r} holds NaN or infinite "
+                "values (training diverged?).")
+    c = model.config
+    probe = np.array([[c.start_id, c.end_id]], np.int32)  # a real two-token pass
+    out = model((probe, probe), return_attention=True)
+    if not all(np.isfinite(np.asarray(v)).all() for v in out.values()):
+        raise CheckpointError(
+            "The checkpoint's weights compute NaN or infinite values (they overflow float32).")
 
 
 def _check_consistent(config: TransformerConfig, source: Tokenizer, target: Tokenizer) -> None:

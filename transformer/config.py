@@ -76,6 +76,21 @@ class TransformerConfig:
                 f"pad_id, start_id and end_id must differ, got {self.pad_id}, {self.start_id}, {self.end_id}"
             )
 
+    def parameter_count(self) -> int:
+        """The number of weights a model of this config has (what a checkpoint must hold)."""
+        d, dff = self.d_model, self.dff
+        attention = 4 * (d * d + d)  # query, key, value, output: kernel + bias each
+        norm = 2 * d  # gamma, beta
+        ffn = d * dff + dff + dff * d + d
+        count = self.src_vocab_size * d
+        count += 0 if self.share_embeddings else self.tgt_vocab_size * d
+        count += 2 * self.max_len * d if self.positional == "learned" else 0
+        count += self.num_encoder_layers * (attention + ffn + 2 * norm)
+        count += self.num_decoder_layers * (2 * attention + ffn + 3 * norm)
+        count += 2 * norm if self.norm_first else 0  # final encoder and decoder norms
+        count += 0 if self.tie_output else d * self.tgt_vocab_size + self.tgt_vocab_size
+        return count
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

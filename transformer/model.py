@@ -154,6 +154,13 @@ class Transformer(keras.Model):
         unknown = set(head_mask) - set(ATTENTION_KINDS)
         if unknown:
             raise ValueError(f"head_mask keys must be among {ATTENTION_KINDS}, got {sorted(unknown)}")
+        c = self.config
+        layers = {"encoder": c.num_encoder_layers, "decoder": c.num_decoder_layers,
+                  "cross": c.num_decoder_layers}
+        for kind, mask in head_mask.items():
+            if mask is not None and tuple(mask.shape) != (layers[kind], c.num_heads):
+                raise ValueError(f"head_mask[{kind!r}] must have shape "
+                                 f"{(layers[kind], c.num_heads)} (layers, heads), got {tuple(mask.shape)}")
         enc = self.encode(source_ids, training=training, head_mask=head_mask.get("encoder"),
                           return_hidden_states=return_hidden_states, return_qkv=return_qkv)
         dec = self.decode(target_ids, enc["memory"], enc["mask"], training=training,

@@ -271,8 +271,8 @@ def _bpemb_from_bytes(model_bytes: bytes) -> BPEmb:
             # segmentation_only=True (which never reads it), so pass the model path again.
             return BPEmb(model_file=path, emb_file=path, segmentation_only=True,
                          preprocess=False)
-        except (RuntimeError, OSError) as e:
-            raise TokenizerError(f"model_bytes: not a valid SentencePiece model ({e})") from None
+        except (RuntimeError, OSError):  # the library's message names our temporary file
+            raise TokenizerError("model_bytes: not a valid SentencePiece model") from None
 
 
 def _validate_spec(spec) -> dict:

@@ -1,0 +1,158 @@
+"""The Compare heads and Head ablation pages through AppTest: they draw the model's true numbers
+(maps, differences, epoch checkpoints), and ablation changes the translation when it should."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from explorer import state
+
+COMPARE, ABLATION = "pages/11_Compare_Heads.py", "pages/13_Ablation.py"
+
+
+@pytest.fixture(scope="module")
+def true_maps():
+    """Checkpoint.attention of the default sentence by the final model, outside the app."""
+    from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+    return load_checkpoint(DEFAULT_CHECKPOINT).attention(state.DEFAULT_SOURCE)
+
+
+@pytest.fixture(scope="module")
+def epoch1():
+    from transformer import load_checkpoint
+    from transformer.checkpoint import ASSETS
+
+    return load_checkpoint(ASSETS / "dates.epoch01.ckpt")
+
+
+def _page(at, path):
+    at.switch_page(path).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _set(at, kind, key, value):
+    getattr(at, kind)(key=key).set_value(value).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def chart(at, key) -> dict:
+    found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(key)]
+    assert len(found) == 1, (key, [c.proto.id for c in at.get("plotly_chart")])
+    return json.loads(found[0].proto.spec)
+
+
+def array(value) -> np.ndarray:
+    """A Plotly JSON array: a plain list or a typed array {"dtype", "bdata", "shape"}."""
+    if isinstance(value, dict):
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
+        return data.reshape(shape).astype(float)
+    return np.array([[np.nan if v is None else v for v in row] for row in value], float)
+
+
+def heatmaps(spec) -> list[np.ndarray]:
+    return [array(t["z"]) for t in spec["data"] if t["type"] == "heatmap"]
+
+
+def test_compare_page_renders_every_section(app):
+    at = _page(app, COMPARE)
+    for key in ("cmp_side", "cmp_diff", "cmp_ckpt_side", "cmp_ckpt_diff", "cmp_train_map"):
+        chart(at, key)
+    assert at.multiselect(key="cmp_heads").value == ["cross L0 H0", "cross L0 H1"]
+    assert at.selectbox(key="cmp_ckpt_a").value == "bundled:dates.epoch01.ckpt"
+    assert at.selectbox(key="cmp_ckpt_b").value == "bundled:dates.ckpt"
+    assert at.select_slider(key="cmp_epoch").options == [
+        "epoch 1", "epoch 2", "epoch 4", "epoch 8", "final"]
+    assert len(at.dataframe) == 1
+
+
+def test_selected_heads_show_the_models_maps_and_difference(app, true_maps):
+    from transformer.head_stats import cosine_similarity, head_divergence
+
+    at = _page(app, COMPARE)
+    chosen = {"decoder L1 H2": true_maps["decoder"][1, 2], "decoder L0 H3":
+              true_maps["decoder"][0, 3], "cross L1 H1": true_maps["cross"][1, 1]}
+    _set(at, "multiselect", "cmp_heads", list(chosen))
+    side = chart(at, "cmp_side")
+    assert {t["coloraxis"] for t in side["data"]} == {"coloraxis"}
+    for shown, expected in zip(heatmaps(side), chosen.values()):
+        np.testing.assert_allclose(shown, expected, rtol=0, atol=1e-6)
+    a, b = true_maps["decoder"][1, 2], true_maps["decoder"][0, 3]
+    diff = chart(at, "cmp_diff")
+    np.testing.assert_allclose(heatmaps(diff)[0], a.astype(float) - b, rtol=0, atol=1e-6)
+    assert diff["data"][0]["zmid"] == 0
+    assert diff["layout"]["title"]["text"] == "decoder L1 H2 − decoder L0 H3"
+    table = at.dataframe[0].value
+    assert len(table) == 3  # every pair
+    first = table.iloc[0]
+    assert first.iloc[2] == pytest.approx(head_divergence(a, b), abs=1e-6)
+    assert first.iloc[3] == pytest.approx(cosine_similarity(a, b), abs=1e-6)
+    # Decoder (T, T) and cross (T, N) maps differ in shape: no similarity for that pair.
+    assert table.iloc[1].isna().iloc[2:].all()
+
+
+def test_two_checkpoints_and_training_slider_show_their_own_maps(app, true_maps, epoch1):
+    at = _page(app, COMPARE)
+    target = true_maps["output_tokens"]  # the epoch-1 model translates the default sentence alike
+    early = epoch1.attention(state.DEFAULT_SOURCE, "2021-03-05")
+    assert early["output_tokens"] == target
+    _set(at, "selectbox", "cmp_ckpt_head", "cross L1 H1")
+    a, b = heatmaps(chart(at, "cmp_ckpt_side"))
+    np.testing.assert_allclose(a, early["cross"][1, 1], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(b, true_maps["cross"][1, 1], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(heatmaps(chart(at, "cmp_ckpt_diff"))[0],
+                               early["cross"][1, 1].astype(float) - true_maps["cross"][1, 1],
+                               rtol=0, atol=1e-6)
+
+    _set(at, "selectbox", "cmp_train_head", "cross L1 H1")
+    first = heatmaps(chart(at, "cmp_train_map"))[0]
+    np.testing.assert_allclose(first, epoch1.attention(state.DEFAULT_SOURCE)["cross"][1, 1],
+                               rtol=0, atol=1e-6)
+    assert any("At **epoch 1** the model translates" in m.value for m in at.markdown)
+    _set(at, "select_slider", "cmp_epoch", "final")
+    last = heatmaps(chart(at, "cmp_train_map"))[0]
+    assert not np.allclose(first, last)
+    np.testing.assert_allclose(last, true_maps["cross"][1, 1], rtol=0, atol=1e-6)
+    assert chart(at, "cmp_train_map")["layout"]["title"]["text"] == "cross L1 H1 at final"
+
+
+def test_ablation_page_no_head_silenced_then_every_cross_head(app):
+    at = _page(app, ABLATION)
+    original, silenced, delta = (m.value for m in at.metric)
+    assert original == silenced == "2021-03-05"
+    assert delta == "+0.0000"  # self-check: silencing nothing changes nothing
+    at.button(key="abl_all_cross").click().run()
+    assert not at.exception, at.exception
+    assert all(label.startswith("cross ") for label in at.multiselect(key="abl_heads").value)
+    original, silenced, delta = (m.value for m in at.metric)
+    assert original == "2021-03-05" and silenced != original
+    assert float(delta) < 0
+    tokens = chart(at, "abl_tokens")
+    assert [t["name"] for t in tokens["data"]] == ["original model", "heads silenced"]
+
+
+def test_ablation_page_per_head_importance(app):
+    at = _page(app, ABLATION)
+    assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("abl_importance")]
+    at.button(key="abl_run_importance").click().run()
+    assert not at.exception, at.exception
+    spec = chart(at, "abl_importance")
+    assert sum(len(t["y"]) for t in spec["data"]) == 24  # 3 kinds x 2 layers x 4 heads
+    assert {t["name"] for t in spec["data"]} == {"encoder", "decoder", "cross"}
+
+
+def test_pages_survive_bad_input(app):
+    at = app
+    for kind, key, value in [("text_input", state.SOURCE, ""),
+                             ("radio", state.TARGET_MODE, state.TARGET_TYPED),
+                             ("text_input", state.TARGET, ""),
+                             ("text_input", state.TARGET, "1999-12-31")]:
+        _set(at, kind, key, value)
+        for path in (COMPARE, ABLATION):
+            at = _page(at, path)
+            assert at.get("plotly_chart"), (path, key, value)

@@ -1,0 +1,235 @@
+"""The "Head statistics" page through AppTest, and figures.head_stats it draws with.
+
+The numbers shown are checked against transformer.head_stats applied to attention computed here,
+independently of the app (its own checkpoint object, no Streamlit cache)."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from explorer import state
+from figures.head_stats import similarity_matrix_fig, stat_heatmap_fig
+from transformer.head_stats import (KINDS, STATISTICS, batch_statistics, cluster_order,
+                                    head_similarity_matrix)
+
+PAGE = "pages/12_Head_Statistics.py"
+CHARTS = ("stats_heatmap", "stats_similarity")
+
+
+def _array(value):
+    """A Plotly JSON array: a list, or {"dtype", "bdata", "shape"} (Plotly >= 6 typed arrays)."""
+    if isinstance(value, dict):
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
+        return data.reshape(shape)
+    return np.asarray(value, dtype=float)
+
+
+def charts(at) -> dict:
+    """{chart key: Plotly figure dict} of the page's charts."""
+    return {key: json.loads(chart.proto.spec) for chart in at.get("plotly_chart")
+            for key in CHARTS if chart.proto.id.endswith(key)}
+
+
+def stats_table(at):
+    """The statistics table (the dataframe with a "kind" column) as a pandas DataFrame."""
+    tables = [d.value for d in at.dataframe if "kind" in d.value.columns]
+    assert len(tables) == 1, [list(d.value.columns) for d in at.dataframe]
+    return tables[0]
+
+
+def sentences_shown(at) -> list[str]:
+    return [list(d.value["source"]) for d in at.dataframe if "source" in d.value.columns][0]
+
+
+def assert_table_equals(table, stats_by_kind):
+    for kind in KINDS:
+        rows = table[table["kind"] == kind].sort_values(["layer", "head"])
+        for name in STATISTICS:
+            if name not in stats_by_kind[kind]:
+                assert rows[name].isna().all(), (kind, name)
+                continue
+            np.testing.assert_allclose(rows[name].to_numpy(dtype=float),
+                                       stats_by_kind[kind][name].ravel(), atol=1e-5,
+                                       err_msg=f"{kind} {name}")
+
+
+@pytest.fixture(scope="module")
+def ckpt():
+    from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+    return load_checkpoint(DEFAULT_CHECKPOINT)
+
+
+@pytest.fixture(scope="module")
+def expected(ckpt):
+    """The default sentence's attention, computed here (not through the app's cache)."""
+    return ckpt.attention(state.DEFAULT_SOURCE)
+
+
+@pytest.fixture
+def page(app):
+    app.switch_page(PAGE).run()
+    assert not app.exception, app.exception
+    return app
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts of Checkpoint.attention and transformer.batch.attention_batch calls (the module
+    attribute the page calls)."""
+    import transformer.batch
+    from transformer.checkpoint import Checkpoint
+
+    counts = {"attention": 0, "attention_batch": 0}
+    attention, attention_batch = Checkpoint.attention, transformer.batch.attention_batch
+
+    def counted_attention(self, *args, **kwargs):
+        counts["attention"] += 1
+        return attention(self, *args, **kwargs)
+
+    def counted_batch(*args, **kwargs):
+        counts["attention_batch"] += 1
+        return attention_batch(*args, **kwargs)
+
+    monkeypatch.setattr(Checkpoint, "attention", counted_attention)
+    monkeypatch.setattr(transformer.batch, "attention_batch", counted_batch)
+    return counts
+
+
+def test_page_shows_the_true_statistics_of_the_current_sentence(page, expected):
+    assert page.radio(key="stats_source").value == "current"
+    assert sentences_shown(page) == [state.DEFAULT_SOURCE]
+    stats = {kind: batch_statistics([expected], kind) for kind in KINDS}
+    table = stats_table(page)
+    assert len(table) == 3 * 2 * 4  # kinds x layers x heads
+    assert_table_equals(table, stats)
+    shown = charts(page)
+    assert set(shown) == set(CHARTS)
+    np.testing.assert_allclose(_array(shown["stats_heatmap"]["data"][0]["z"]),
+                               stats["encoder"]["entropy"], atol=1e-5)
+    matrix = head_similarity_matrix([expected], "encoder")
+    order = cluster_order(matrix)
+    np.testing.assert_allclose(_array(shown["stats_similarity"]["data"][0]["z"]),
+                               matrix[np.ix_(order, order)], atol=1e-5)
+    assert len(page.get("download_button")) == 2  # CSV of the table + NPZ
+
+
+def test_held_out_set_is_computed_in_batches(page, ckpt):
+    from transformer.batch import attention_batch
+    from transformer.data import date_pairs
+
+    page.radio(key="stats_source").set_value("held_out").run()
+    assert not page.exception, page.exception
+    assert page.number_input(key="stats_n").value == 64
+    page.number_input(key="stats_n").set_value(8).run()
+    assert not page.exception, page.exception
+    sources = [s for s, _ in date_pairs(8, seed=0, split="test")]
+    assert sentences_shown(page) == sources
+    assert not page.get("progress")  # the bar is gone once the batch is done
+    maps = attention_batch(ckpt, sources)
+    assert_table_equals(stats_table(page), {kind: batch_statistics(maps, kind) for kind in KINDS})
+    shown = charts(page)
+    assert set(shown) == set(CHARTS)
+    assert shown["stats_heatmap"]["data"][0]["hovertemplate"].startswith("%{y}, %{x}: %{z:.3f}")
+
+
+def test_changing_statistic_or_kind_reslices_without_rerunning_the_model(page, calls):
+    page.radio(key="stats_source").set_value("pasted").run()
+    lines = "May 1, 1901\nmay 2nd, 1902"  # not in the cache yet: computed once here
+    page.text_area(key="stats_lines").set_value(lines).run()
+    assert not page.exception, page.exception
+    assert calls["attention_batch"] == 1
+    before, counted = charts(page), dict(calls)
+    for key, value in [("stats_stat", "diagonal"), ("stats_kind", "cross"),
+                       ("stats_stat", "alignment"), ("stats_kind", "decoder")]:
+        widget = page.selectbox if key == "stats_stat" else page.radio
+        widget(key=key).set_value(value).run()
+        assert not page.exception, page.exception
+        assert calls == counted, key
+    assert page.info and "cross-attention only" in page.info[0].value  # alignment of decoder
+    page.radio(key="stats_kind").set_value("cross").run()
+    after = charts(page)
+    assert before["stats_heatmap"] != after["stats_heatmap"]
+    assert before["stats_similarity"] != after["stats_similarity"]
+    page.text_area(key="stats_lines").set_value(lines).run()
+    page.radio(key="stats_source").set_value("current").run()
+    page.radio(key="stats_source").set_value("pasted").run()
+    assert calls == counted  # the same sentences again: from the cache
+
+
+def test_pasted_lines_blank_lines_and_empty_paste(page):
+    page.radio(key="stats_source").set_value("pasted").run()
+    assert not page.exception, page.exception
+    assert page.info and not page.get("plotly_chart")  # nothing pasted yet
+    page.text_area(key="stats_lines").set_value("\n\n  5 march 2021 \n\n\nMarch 7, 1999\n").run()
+    assert not page.exception, page.exception
+    assert sentences_shown(page) == ["5 march 2021", "March 7, 1999"]
+    assert set(charts(page)) == set(CHARTS)
+    page.text_area(key="stats_lines").set_value(" \n\n \t\n").run()
+    assert not page.exception, page.exception
+    assert page.info and not [d for d in page.dataframe if "kind" in d.value.columns]
+    page.text_area(key="stats_lines").set_value("March " * 10_000 + "5, 2021\n1 May 1999").run()
+    assert not page.exception, page.exception  # huge: cut to max_chars, then to max_len
+    assert len(sentences_shown(page)) == 1  # the second line was past max_chars
+    assert set(charts(page)) == set(CHARTS)
+
+
+def test_too_many_lines_are_capped(page, monkeypatch, expected):
+    import transformer.batch
+
+    progress = []
+
+    def stand_in(ckpt, sources, *, on_progress, **kwargs):  # fast: the maps of one sentence
+        on_progress(len(sources), len(sources))
+        progress.append(len(sources))
+        return [expected] * len(sources)
+
+    monkeypatch.setattr(transformer.batch, "attention_batch", stand_in)
+    page.radio(key="stats_source").set_value("pasted").run()
+    page.text_area(key="stats_lines").set_value("\n".join(f"{d} may 1990" for d in range(600))
+                                                ).run()
+    assert not page.exception, page.exception
+    assert page.warning and "first 512 of 600" in page.warning[0].value
+    assert len(sentences_shown(page)) == 512 and progress == [512]
+
+
+def test_switching_model_keeps_the_page_working(page, tiny_checkpoint_bytes):
+    page.radio(key="stats_source").set_value("held_out").run()
+    page.number_input(key="stats_n").set_value(3).run()
+    page.file_uploader(key=state.UPLOADER).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
+    assert not page.exception, page.exception
+    assert len(stats_table(page)) == 3 * 1 * 2  # the tiny model: 1 layer, 2 heads per kind
+
+
+# ---------------------------------------------------------------- figures.head_stats
+def test_stat_heatmap_fig_layers_down_heads_across():
+    values = np.array([[0.1, 0.2, 0.3], [0.4, 0.5, np.nan]])
+    fig = stat_heatmap_fig(values, "Entropy <nats>", zmin=0.0, zmax=1.0)
+    trace = fig.data[0]
+    np.testing.assert_array_equal(np.asarray(trace.z), values)
+    assert list(trace.x) == ["head 0", "head 1", "head 2"]
+    assert list(trace.y) == ["layer 0", "layer 1"]
+    assert trace.hovertemplate == "%{y}, %{x}: %{z:.3f}<extra></extra>"  # "layer 1, head 0: .."
+    assert trace.texttemplate == "%{z:.3f}" and (trace.zmin, trace.zmax) == (0.0, 1.0)
+    assert fig.layout.title.text == "Entropy &lt;nats&gt;"
+    with pytest.raises(ValueError, match="2-D"):
+        stat_heatmap_fig(np.zeros(3), "x")
+
+
+def test_similarity_matrix_fig_puts_heads_in_the_given_order():
+    matrix = np.array([[0.0, 0.9, 0.1], [0.9, 0.0, 0.8], [0.1, 0.8, 0.0]])
+    labels = ["L0 H0", "L0 H1", "L1 H0"]
+    fig = similarity_matrix_fig(matrix, labels, [0, 2, 1])
+    trace = fig.data[0]
+    assert list(trace.x) == ["L0 H0", "L1 H0", "L0 H1"] == list(trace.y)
+    np.testing.assert_array_equal(np.asarray(trace.z),
+                                  [[0.0, 0.1, 0.9], [0.1, 0.0, 0.8], [0.9, 0.8, 0.0]])
+    assert trace.zmin == 0.0 and trace.zmax == 0.9 and "%{z:.3f}" in trace.hovertemplate
+    assert list(similarity_matrix_fig(matrix, labels).data[0].x) == labels
+    with pytest.raises(ValueError, match="every index"):
+        similarity_matrix_fig(matrix, labels, [0, 0, 1])
+    with pytest.raises(ValueError, match="3 rows but 2 row labels"):
+        similarity_matrix_fig(matrix, labels[:2])
