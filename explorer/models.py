@@ -18,6 +18,7 @@ from transformer.checkpoint import ASSETS, DEFAULT_CHECKPOINT
 from . import state
 
 MAX_MODELS = 6  # checkpoints held in memory at once, over all sessions
+MAX_UPLOADS_PER_SESSION = 3  # uploaded files a session keeps (the oldest is forgotten first)
 MAX_RESULTS = 256
 
 
@@ -85,7 +86,11 @@ def accept_upload() -> None:
         st.session_state[state.UPLOAD_MESSAGE] = (
             "error", f"Could not load {uploaded.name}: {err} The model in use did not change.")
         return
-    st.session_state[state.UPLOADS][digest] = (uploaded.name, data)
+    uploads = st.session_state[state.UPLOADS]
+    uploads.pop(digest, None)
+    uploads[digest] = (uploaded.name, data)  # newest last
+    while len(uploads) > MAX_UPLOADS_PER_SESSION:
+        uploads.pop(next(iter(uploads)))
     st.session_state[state.MODEL] = "upload:" + digest
     st.session_state[state.UPLOAD_MESSAGE] = ("success", f"Loaded {uploaded.name} ({ckpt.name}).")
 

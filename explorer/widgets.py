@@ -9,11 +9,12 @@ import streamlit as st
 from . import export
 
 
-def export_buttons(matrix, row_labels, col_labels, name: str, maps: dict, key: str) -> None:
+def export_buttons(matrix, row_labels, col_labels, name: str, maps: dict, key: str,
+                   corner: str = "query \\ key") -> None:
     """CSV of the matrix shown and NPZ of every map of the sentence (PNG: Plotly's camera)."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "attention"
     left, right = st.columns(2)
-    left.download_button("CSV of this matrix", export.matrix_csv(matrix, row_labels, col_labels),
+    left.download_button("CSV of this matrix", export.matrix_csv(matrix, row_labels, col_labels, corner),
                          file_name=f"{slug}.csv", mime="text/csv", key=f"{key}_csv")
     right.download_button("NPZ of every attention map", export.attention_npz(maps),
                           file_name="attention_maps.npz", mime="application/octet-stream",

@@ -1,4 +1,4 @@
-"""Compare heads: several heads side by side, one head in two checkpoints, one head over training."""
+"""Compare heads: several side by side, one head in two checkpoints, one head over training."""
 
 from itertools import combinations
 
@@ -45,7 +45,7 @@ st.title("Compare heads")
 st.header("Side by side")
 keep_valid("cmp_heads", labels)
 chosen = st.multiselect("Heads (kind, layer L, head H)", labels, key="cmp_heads",
-                        default=[l for l in ("cross L0 H0", "cross L0 H1") if l in labels])
+                        default=[x for x in ("cross L0 H0", "cross L0 H1") if x in labels])
 if not chosen:
     st.info("Pick two or more heads to compare.")
 else:
@@ -97,9 +97,9 @@ if (qa, ka) == (qb, kb):
     st.plotly_chart(difference_fig(a, b, qa, ka, title=f"{pair_label}: A − B"),
                     key="cmp_ckpt_diff")
 else:
-    st.warning("The two checkpoints tokenize this sentence differently (A: "
-               f"{' '.join(qa)} | {' '.join(ka)}; B: {' '.join(qb)} | {' '.join(kb)}), so "
-               "their maps are shown side by side without a difference map.")
+    st.warning(f"The two checkpoints tokenize this sentence differently (A: `{' '.join(qa)}` "
+               f"/ `{' '.join(ka)}`; B: `{' '.join(qb)}` / `{' '.join(kb)}`), so their maps are "
+               "shown side by side without a difference map.")
 
 st.header("Attention over training")
 active = st.session_state.get(state.MODEL, models.default_model_choice())
@@ -107,7 +107,7 @@ origin, _, name = active.partition(":")
 run = training_run(bundled, name) if origin == "bundled" else []
 if not run:
     st.info("The active model has no bundled per-epoch checkpoints (files named "
-            "<name>`.epochNN.ckpt` next to it), so there is no training to follow.")
+            "`<name>.epochNN.ckpt` next to it), so there is no training to follow.")
 else:
     steps = {("final" if epoch is None else f"epoch {epoch}"): n for epoch, n in run}
     keep_valid("cmp_epoch", list(steps))

@@ -29,6 +29,17 @@ def batch_attention(model_hash: str, sources: tuple, _ckpt) -> list[dict]:
     return maps
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def statistics(model_hash: str, sentences: tuple, target, _maps_list) -> dict:
+    """batch_statistics of every kind, cached like the maps they come from."""
+    return {kind: batch_statistics(_maps_list, kind) for kind in KINDS}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def similarity(model_hash: str, sentences: tuple, target, kind: str, _maps_list):
+    return head_similarity_matrix(_maps_list, kind)
+
+
 def held_out_sentences(ckpt) -> list[str]:
     if ckpt.metadata.get("task") != "dates":
         return models.examples(ckpt)
@@ -45,14 +56,15 @@ st.markdown(
     "nats: 0 = one key, ln k = uniform over k keys), how far it looks (mean |i − j|, in "
     "positions), how much weight it puts on the same, previous or next position and on the "
     "special tokens `<s>`, `</s>`, `<pad>` (attention sinks). Each number is a mean over the "
-    "real query rows "
-    "of every sentence, so a batch weighs longer sentences more. In cross-attention, i is the "
+    "real query rows of every sentence, so a batch weighs longer sentences more. In "
+    "cross-attention, i is the "
     "target position and j the source position, compared as plain indices. **Agreement with "
     "the argmax alignment** (cross-attention only) is the fraction of target positions where "
     "the head's strongest source token is the strongest one of the consensus alignment: the "
     "cross-attention averaged over every layer and head.")
 source = st.radio("Sentences", list(SOURCES), format_func=SOURCES.get, key="stats_source",
                   horizontal=True)
+target = models.current_target() if source == "current" else None
 if source == "current":
     sentences = [models.current_source()]
     maps_list = [models.current_attention()]
@@ -68,14 +80,15 @@ else:
         st.warning(f"Only the first {MAX_SENTENCES} of {len(sentences)} sentences are used.")
         sentences = sentences[:MAX_SENTENCES]
     if not sentences:
-        st.info("No sentences yet: paste some, one per line, or pick another source above.")
+        st.info("No sentences to compute over: paste some, one per line, or pick another "
+                "source above.")
         st.stop()
     maps_list = batch_attention(ckpt.content_hash, tuple(sentences), ckpt)
 with st.expander(f"The {len(sentences)} sentence(s) and the model's translations"):
     st.dataframe([{"source": s, "translation": ckpt.target_tokenizer.decode(m["output_ids"])}
                   for s, m in zip(sentences, maps_list)], hide_index=True)
 
-stats = {kind: batch_statistics(maps_list, kind) for kind in KINDS}
+stats = statistics(ckpt.content_hash, tuple(sentences), target, maps_list)
 table = statistics_table(stats)
 st.subheader("Every head, every statistic")
 st.caption("Click a column header to sort. Alignment agreement is empty outside cross-attention.")
@@ -103,7 +116,7 @@ st.markdown(
     "Jensen–Shannon divergence (bits, 0 = the same pattern, 1 = disjoint keys) between every "
     "pair of heads, row by row, averaged over the query rows and then over the sentences. Heads "
     "are ordered by average-linkage hierarchical clustering, so similar heads sit together.")
-matrix = head_similarity_matrix(maps_list, kind)
+matrix = similarity(ckpt.content_hash, tuple(sentences), target, kind, maps_list)
 labels = head_labels(*stats[kind]["entropy"].shape)
 st.plotly_chart(similarity_matrix_fig(matrix, labels, cluster_order(matrix)),
                 key="stats_similarity")

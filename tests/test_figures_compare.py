@@ -23,7 +23,7 @@ def test_side_by_side_shapes_and_shared_coloraxis():
     heatmaps = [t for t in fig.data if t.type == "heatmap"]
     assert len(heatmaps) == 3
     assert {t.coloraxis for t in heatmaps} == {"coloraxis"}
-    for trace, m in zip(heatmaps, ms):
+    for trace, m in zip(heatmaps, ms, strict=True):
         np.testing.assert_array_equal(np.asarray(trace.z), m)
         assert np.asarray(trace.z).shape == (3, 4)
     assert fig.layout.coloraxis.cmin == 0

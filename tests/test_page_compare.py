@@ -71,16 +71,21 @@ def test_compare_page_renders_every_section(app):
     assert len(at.dataframe) == 1
 
 
-def test_selected_heads_show_the_models_maps_and_difference(app, true_maps):
+def test_selected_heads_show_the_models_maps_and_difference(app, true_maps, monkeypatch):
+    from transformer import Checkpoint
     from transformer.head_stats import cosine_similarity, head_divergence
 
     at = _page(app, COMPARE)
+    calls = []  # picking heads re-slices cached maps: no model run
+    original = Checkpoint.attention
+    monkeypatch.setattr(Checkpoint, "attention",
+                        lambda *a, **k: calls.append(a) or original(*a, **k))
     chosen = {"decoder L1 H2": true_maps["decoder"][1, 2], "decoder L0 H3":
               true_maps["decoder"][0, 3], "cross L1 H1": true_maps["cross"][1, 1]}
     _set(at, "multiselect", "cmp_heads", list(chosen))
     side = chart(at, "cmp_side")
     assert {t["coloraxis"] for t in side["data"]} == {"coloraxis"}
-    for shown, expected in zip(heatmaps(side), chosen.values()):
+    for shown, expected in zip(heatmaps(side), chosen.values(), strict=True):
         np.testing.assert_allclose(shown, expected, rtol=0, atol=1e-6)
     a, b = true_maps["decoder"][1, 2], true_maps["decoder"][0, 3]
     diff = chart(at, "cmp_diff")
@@ -94,6 +99,7 @@ def test_selected_heads_show_the_models_maps_and_difference(app, true_maps):
     assert first.iloc[3] == pytest.approx(cosine_similarity(a, b), abs=1e-6)
     # Decoder (T, T) and cross (T, N) maps differ in shape: no similarity for that pair.
     assert table.iloc[1].isna().iloc[2:].all()
+    assert calls == []
 
 
 def test_two_checkpoints_and_training_slider_show_their_own_maps(app, true_maps, epoch1):

@@ -1,7 +1,7 @@
 """The attention of many sentences at once, for corpus-level statistics.
 
-Per batch: greedy translation of every source (greedy_decode_batch, no attention kept), then ONE
-padded teacher-forced forward pass over the batch, split back into one dict per sentence and
+The sources are tokenized and padded into batches by tf.data; per batch: greedy translation of
+every source (greedy_decode_batch, no attention kept), then ONE padded teacher-forced forward pass, split back into one dict per sentence and
 trimmed of its padding. Each dict holds what Checkpoint.attention(source) returns (without
 details): padding never changes a real row, because padded keys are masked and padded rows are cut.
 """
@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import tensorflow as tf
 
-from .decoding import greedy_decode_batch
+from .decoding import greedy_decode_batch, log_softmax
 from .masks import decoder_mask, padding_mask
 
 __all__ = ["attention_batch"]
@@ -25,26 +26,29 @@ def attention_batch(ckpt, sources: Sequence[str], *, batch_size: int = 32,
     each batch with the number of sentences done so far."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    sources = [str(s) for s in sources]
+    source_ids = [ckpt.encode_source(str(s)) for s in sources]
+    if not source_ids:
+        return []
+    pad_id = ckpt.config.pad_id
+    batches = tf.data.Dataset.from_generator(
+        lambda: iter(source_ids), output_signature=tf.TensorSpec([None], tf.int32),
+    ).padded_batch(batch_size, padding_values=pad_id)
     results: list[dict] = []
-    for start in range(0, len(sources), batch_size):
-        results.extend(_one_batch(ckpt, sources[start:start + batch_size]))
+    for src in batches.as_numpy_iterator():  # (B, N) padded
+        results.extend(_one_batch(ckpt, source_ids[len(results):len(results) + len(src)], src))
         if on_progress is not None:
-            on_progress(len(results), len(sources))
+            on_progress(len(results), len(source_ids))
     return results
 
 
-def _one_batch(ckpt, sources: list[str]) -> list[dict]:
+def _one_batch(ckpt, source_ids: list[list[int]], src: np.ndarray) -> list[dict]:
     config = ckpt.config
-    source_ids = [ckpt.encode_source(s) for s in sources]
-    decodings = greedy_decode_batch(ckpt.model, source_ids, max_len=config.max_len, capture=False)
+    decodings = greedy_decode_batch(ckpt.model, src, max_len=config.max_len, capture=False)
     output_ids = [d.token_ids for d in decodings]
     target_ids = [[config.start_id] + ids[:-1] for ids in output_ids]  # teacher forcing
-    src, tgt = _pad(source_ids, config.pad_id), _pad(target_ids, config.pad_id)
+    tgt = _pad(target_ids, config.pad_id)
     out = ckpt.model((src, tgt), return_attention=True)
-    logits = out["logits"].numpy().astype(np.float64)  # (B, T, V)
-    log_probs = logits - logits.max(-1, keepdims=True)
-    log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    log_probs = log_softmax(out["logits"].numpy())  # (B, T, V)
     encoder = out["encoder_attention"].numpy()  # (L_enc, B, H, N, N)
     decoder = out["decoder_attention"].numpy()  # (L_dec, B, H, T, T)
     cross = out["cross_attention"].numpy()  # (L_dec, B, H, T, N)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .config import TransformerConfig
-from .decoding import Decoding, beam_search, greedy_decode
+from .decoding import Decoding, beam_search, greedy_decode, log_softmax
 from .masks import decoder_mask, padding_mask
 from .model import Transformer
 from .tokenizer import Tokenizer, TokenizerError
@@ -123,9 +123,7 @@ class Checkpoint:
         src, tgt = np.asarray([source_ids], np.int32), np.asarray([target_ids], np.int32)
         out = self.model((src, tgt), return_attention=True, return_qkv=details,
                          head_mask=head_mask)
-        logits = out["logits"].numpy()[0].astype(np.float64)  # (T, V)
-        log_probs = logits - logits.max(-1, keepdims=True)
-        log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+        log_probs = log_softmax(out["logits"].numpy()[0])  # (T, V)
         source_mask = np.asarray(padding_mask(src, self.config.pad_id))[0, 0, 0] > 0  # (N,)
         result = {
             "encoder": out["encoder_attention"].numpy()[:, 0],
@@ -316,6 +314,12 @@ def _read_weights(raw: bytes) -> dict[str, np.ndarray]:
         for name in npz.files:
             try:
                 array = npz[name]
+            except ValueError as err:
+                if "allow_pickle" in str(err):  # an object array: it would need unpickling
+                    raise CheckpointError(
+                        f"The checkpoint's weight {name!r} is stored as Python objects (a "
+                        "pickle), which are never loaded.") from None
+                raise CheckpointError(f"The checkpoint's weight {name!r} is damaged.") from None
             except Exception:
                 raise CheckpointError(f"The checkpoint's weight {name!r} is damaged.") from None
             if array.dtype != np.float32:

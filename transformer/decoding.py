@@ -82,7 +82,7 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
     for t in range(max_len):
         logits, self_weights, cross_weights = run.step(prefix, t)
         # (B, V), (L, B, H, t + 1), (L, B, H, N)
-        log_probs = _log_softmax(logits)
+        log_probs = log_softmax(logits)
         choosable = log_probs.copy()
         choosable[:, [config.pad_id, config.start_id]] = -np.inf  # never emit padding or <start>
         next_ids = choosable.argmax(axis=-1).astype(np.int32)
@@ -149,7 +149,7 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
         slots = live + [live[0]] * (beam_width - len(live))
         prefix = np.array([[config.start_id] + ids for _, ids, _ in slots], np.int32)
         logits, self_weights, cross_weights = run.step(prefix, t)
-        log_probs = _log_softmax(logits)
+        log_probs = log_softmax(logits)
         choosable = log_probs.copy()
         choosable[:, [config.pad_id, config.start_id]] = -np.inf
         candidates = []
@@ -328,8 +328,9 @@ def _head_masks(model, head_mask):
     return out
 
 
-def _log_softmax(logits):
-    logits = logits.astype(np.float64)
+def log_softmax(logits) -> np.ndarray:
+    """Log-probabilities over the last axis, in float64."""
+    logits = np.asarray(logits, np.float64)
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 

@@ -1,0 +1,135 @@
+"""Issue 9 through the UI: strange text on every page, hostile and broken uploads."""
+
+import io
+import pickle
+import zipfile
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from explorer import state
+from test_app import PAGES
+
+STRANGE_INPUTS = {
+    "empty": "",
+    "spaces": "   \t  ",
+    "10k characters": "Friday, March 5, 2021 " * 455,  # ~10,000 characters, far over max_len
+    "accents": "Vendredi 5 mars 2021, à l'été déjà",
+    "cjk": "二〇二一年三月五日 金曜日",
+    "emoji": "🎉 5 march 2021 🚀👩‍👩‍👧",
+    "right-to-left": "الجمعة 5 مارس 2021 שלום",
+    "combining marks": "e\u0301\u0300\u0302 5 ma\u0308rch 2021",
+    "control and NUL": "5\x00 march\x07 2021\x1b[31m\r\n",
+    "only unknown pieces": "ⅫⅫⅫ ♞♞♞ ∰∰",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("text", list(STRANGE_INPUTS.values()), ids=list(STRANGE_INPUTS))
+def test_every_page_survives_strange_text(app, text):
+    app.text_input(key=state.SOURCE).set_value(text).run()
+    assert not app.exception, app.exception
+    for path in PAGES:
+        app.switch_page(path).run()
+        assert not app.exception, (path, app.exception)
+        assert app.session_state[state.SOURCE] == text  # the sentence is kept, not reset
+
+
+def test_long_sentence_warns_how_many_pieces_were_cut(app):
+    app.text_input(key=state.SOURCE).set_value(STRANGE_INPUTS["10k characters"]).run()
+    warnings = [w.value for w in app.warning]
+    assert any("pieces were cut" in w for w in warnings), warnings
+    from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+    ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
+    cut = ckpt.pieces_cut(STRANGE_INPUTS["10k characters"])
+    assert cut > 0 and any(f"last {cut} pieces" in w for w in warnings)
+
+
+def test_strange_typed_target_on_every_page(app):
+    app.radio(key=state.TARGET_MODE).set_value(state.TARGET_TYPED).run()
+    app.text_input(key=state.TARGET).set_value("\x00🎉" + "9" * 300).run()
+    assert not app.exception, app.exception
+    assert any("target is too long" in w.value for w in app.warning)
+    for path in PAGES:
+        app.switch_page(path).run()
+        assert not app.exception, (path, app.exception)
+
+
+class TouchOnUnpickle:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        import pathlib
+        return pathlib.Path.touch, (pathlib.Path(self.path),)
+
+
+def _npz_with_object(marker) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, evil=np.array([TouchOnUnpickle(marker)], dtype=object))
+    return buf.getvalue()
+
+
+def _replace_member(ckpt: bytes, name: str, data: bytes) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(ckpt)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, data if info.filename == name else src.read(info))
+    return out.getvalue()
+
+
+def _nan_weights(ckpt: bytes) -> bytes:
+    with zipfile.ZipFile(io.BytesIO(ckpt)) as src:
+        weights = dict(np.load(io.BytesIO(src.read("weights.npz"))))
+    name = sorted(weights)[0]
+    weights[name] = np.full_like(weights[name], np.nan)
+    buf = io.BytesIO()
+    np.savez(buf, **weights)
+    return _replace_member(ckpt, "weights.npz", buf.getvalue())
+
+
+def _tree_snapshot():
+    skip = {".venv", ".git", "test-artifacts", ".pytest_cache", ".hypothesis", "__pycache__"}
+    return {p for p in ROOT.rglob("*") if not skip & set(p.relative_to(ROOT).parts)}
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda good, marker: pickle.dumps(TouchOnUnpickle(marker)), "not a ZIP archive"),
+    (lambda good, marker: _replace_member(good, "weights.npz", _npz_with_object(marker)),
+     "never loaded"),
+    (lambda good, marker: _nan_weights(good), "NaN"),
+    (lambda good, marker: good[: len(good) // 2], "truncated"),  # an interrupted upload
+])
+def test_hostile_or_broken_upload_is_refused_and_changes_nothing(
+        app, tiny_checkpoint_bytes, tmp_path, make, words):
+    marker = tmp_path / "pwned"
+    before = _tree_snapshot()
+    app.text_input(key=state.SOURCE).set_value("July 14, 2003").run()
+    app.file_uploader(key=state.UPLOADER).upload("evil.ckpt", make(tiny_checkpoint_bytes, marker))
+    app.run()
+    assert not app.exception, app.exception
+    assert app.error and words.lower() in app.error[0].value.lower(), [e.value for e in app.error]
+    assert not marker.exists(), "the upload ran code"
+    # The session's model and sentence are as they were, and nothing was written to the project.
+    assert app.session_state[state.MODEL] == "bundled:dates.ckpt"
+    assert app.session_state[state.SOURCE] == "July 14, 2003"
+    assert app.session_state[state.UPLOADS] == {}
+    assert _tree_snapshot() == before
+
+
+def test_a_session_keeps_a_bounded_number_of_uploads(app, tiny_checkpoint_bytes):
+    from explorer.models import MAX_UPLOADS_PER_SESSION
+
+    for i in range(MAX_UPLOADS_PER_SESSION + 2):
+        # Same model, different bytes: the metadata differs, so the content hash does.
+        data = _replace_member(tiny_checkpoint_bytes, "metadata.json",
+                               f'{{"name": "tiny {i}"}}'.encode())
+        app.file_uploader(key=state.UPLOADER).clear().run()
+        app.file_uploader(key=state.UPLOADER).upload(f"tiny{i}.ckpt", data).run()
+        assert not app.exception, app.exception
+    uploads = app.session_state[state.UPLOADS]
+    assert len(uploads) == MAX_UPLOADS_PER_SESSION
+    assert [name for name, _ in uploads.values()][-1] == f"tiny{MAX_UPLOADS_PER_SESSION + 1}.ckpt"
+    assert app.session_state[state.MODEL] == "upload:" + list(uploads)[-1]
