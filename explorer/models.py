@@ -8,6 +8,7 @@ never re-runs the model. Cached models are shared by every session and never mut
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import streamlit as st
@@ -28,9 +29,29 @@ def bundled_checkpoints() -> dict[str, Path]:
     return {bundled_label(p): p for p in paths}
 
 
+_EPOCH = re.compile(r"^(?P<stem>.+)\.epoch(?P<epoch>\d+)\.ckpt$")  # PATH.epochNN.ckpt (train.py)
+
+
 def bundled_label(path: Path) -> str:
-    stem, _, epoch = path.stem.partition(".epoch")
-    return f"{stem} (epoch {int(epoch)} of training)" if epoch.isdigit() else f"{stem} (final)"
+    match = _EPOCH.match(path.name)
+    if match:
+        return f"{match.group('stem')} (epoch {int(match.group('epoch'))} of training)"
+    return f"{path.stem} (final)"
+
+
+def training_run(file_names, name: str) -> list[tuple[int | None, str]]:
+    """The checkpoints of the training run `name` belongs to: [(epoch, file name)] sorted by
+    epoch, the final <stem>.ckpt last with epoch None. A run is <stem>.epochNN.ckpt files plus
+    <stem>.ckpt; `name` may be any of them. [] when there are no per-epoch files."""
+    names = set(file_names)
+    match = _EPOCH.match(name)
+    stem = match.group("stem") if match else name.removesuffix(".ckpt")
+    epochs = sorted((int(m.group("epoch")), n) for n in names
+                    if (m := _EPOCH.match(n)) and m.group("stem") == stem)
+    if not epochs:
+        return []
+    final = f"{stem}.ckpt"
+    return epochs + ([(None, final)] if final in names else [])
 
 
 def default_model_choice() -> str:

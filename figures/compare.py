@@ -1,6 +1,5 @@
 """Comparing attention heads: several maps on one colour scale, the difference of two, head
-importance under ablation, and the small pure helpers the comparison pages need (head labels,
-the per-epoch checkpoints of one training run).
+importance under ablation, and the head labels the comparison pages use.
 
 NumPy and Plotly only. Maps are (queries, keys) arrays; rows are queries, columns keys.
 """
@@ -20,10 +19,9 @@ COLOUR_SCALE = "Blues"
 DIFFERENCE_SCALE = "RdBu_r"  # red: the first map is larger, blue: the second
 KIND_COLOURS = {"encoder": "#2563eb", "decoder": "#16a34a", "cross": "#ea580c"}
 _LABEL = re.compile(r"^\s*(encoder|decoder|cross)\s+L(\d+)\s+H(\d+)\s*$")
-_EPOCH = re.compile(r"^(?P<stem>.+)\.epoch(?P<epoch>\d+)\.ckpt$")
 
 __all__ = ["difference_fig", "head_label", "head_labels", "importance_fig", "parse_head_label",
-           "side_by_side_fig", "token_log_prob_fig", "training_run"]
+           "side_by_side_fig", "token_log_prob_fig"]
 
 
 # ------------------------------------------------------------------ labels
@@ -49,21 +47,6 @@ def head_labels(shapes: dict) -> list[str]:
     """Every head's label, given {kind: (layers, heads)} (e.g. from the maps' shapes)."""
     return [head_label(kind, layer, head) for kind in KINDS if kind in shapes
             for layer in range(int(shapes[kind][0])) for head in range(int(shapes[kind][1]))]
-
-
-def training_run(file_names, name: str) -> list[tuple[int | None, str]]:
-    """The checkpoints of the training run `name` belongs to: [(epoch, file name)] sorted by
-    epoch, the final <stem>.ckpt last with epoch None. A run is <stem>.epochNN.ckpt files plus
-    <stem>.ckpt; `name` may be any of them. [] when there are no per-epoch files."""
-    names = set(file_names)
-    match = _EPOCH.match(name)
-    stem = match.group("stem") if match else name.removesuffix(".ckpt")
-    epochs = sorted((int(m.group("epoch")), n) for n in names
-                    if (m := _EPOCH.match(n)) and m.group("stem") == stem)
-    if not epochs:
-        return []
-    final = f"{stem}.ckpt"
-    return epochs + ([(None, final)] if final in names else [])
 
 
 # ------------------------------------------------------------------ figures

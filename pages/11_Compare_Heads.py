@@ -6,8 +6,8 @@ import streamlit as st
 
 from explorer import models, state
 from figures.attention import attention_heatmap_fig
-from figures.compare import (difference_fig, head_labels, parse_head_label, side_by_side_fig,
-                             training_run)
+from explorer.models import training_run
+from figures.compare import difference_fig, head_labels, parse_head_label, side_by_side_fig
 from transformer.head_stats import cosine_similarity, head_divergence
 
 SIDES = {"encoder": ("source_tokens", "source_tokens"),  # kind: (query tokens, key tokens)
@@ -46,14 +46,14 @@ st.header("Side by side")
 keep_valid("cmp_heads", labels)
 chosen = st.multiselect("Heads (kind, layer L, head H)", labels, key="cmp_heads",
                         default=[x for x in ("cross L0 H0", "cross L0 H1") if x in labels])
-if not chosen:
-    st.info("Pick two or more heads to compare.")
-else:
-    parts = [head_map(maps, label) for label in chosen]
+parts = [head_map(maps, label) for label in chosen]
+if parts:
     st.plotly_chart(side_by_side_fig([p[0] for p in parts], chosen, [p[1] for p in parts],
                                      [p[2] for p in parts], title="One colour scale for all"),
                     key="cmp_side")
-if len(chosen) >= 2:
+if len(chosen) < 2:
+    st.info("Pick two or more heads to compare them.")
+else:
     (a, qa, ka), (b, _, _) = parts[:2]
     if a.shape == b.shape:
         st.plotly_chart(difference_fig(a, b, qa, ka, title=f"{chosen[0]} − {chosen[1]}"),

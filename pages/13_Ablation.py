@@ -47,10 +47,11 @@ result = ablation(ckpt.content_hash, source, target_ids, silenced, ckpt)
 c1, c2, c3 = st.columns(3)
 c1.metric("Original translation", result["original_text"] or "(empty)")
 c2.metric(f"With {len(silenced)} head(s) silenced", result["text"] or "(empty)",
-          delta="changed" if result["changed"] else "unchanged", delta_color="off")
-c3.metric(f"Change in log-probability of {scored}", f"{result['delta_log_prob']:+.4f}",
-          help=f"{result['log_prob']:.4f} with the heads silenced, "
-               f"{result['original_log_prob']:.4f} without (sum over the output tokens).")
+          delta="changed" if result["changed"] else "unchanged", delta_color="off",
+          delta_arrow="off")
+c3.metric("Change in log-probability", f"{result['delta_log_prob']:+.4f}",
+          help=f"Of {scored}, summed over its tokens: {result['log_prob']:.4f} with the heads "
+               f"silenced, {result['original_log_prob']:.4f} without.")
 st.plotly_chart(token_log_prob_fig(result["scored_tokens"], result["original_token_log_probs"],
                                    result["token_log_probs"],
                                    title=f"Log-probability of each token of {scored}"),

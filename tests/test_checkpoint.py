@@ -19,7 +19,6 @@ import pickle
 import struct
 import warnings
 import zipfile
-import zlib
 
 import keras
 import numpy as np

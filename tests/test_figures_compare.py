@@ -4,9 +4,9 @@ head labels and training runs."""
 import numpy as np
 import pytest
 
+from explorer.models import training_run
 from figures.compare import (difference_fig, head_label, head_labels, importance_fig,
-                             parse_head_label, side_by_side_fig, token_log_prob_fig,
-                             training_run)
+                             parse_head_label, side_by_side_fig, token_log_prob_fig)
 
 Q, K = ["<s>", "a", "b"], ["x", "y", "x", "</s>"]
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from .decoding import log_softmax
 from .model import ATTENTION_KINDS
 
 __all__ = ["ablate", "all_heads", "head_importance", "head_mask_for", "output_ids_for",
@@ -75,9 +76,7 @@ def output_log_probs(ckpt, source_ids, output_ids, head_mask=None) -> np.ndarray
     target_ids = [ckpt.config.start_id] + output_ids[:-1]  # teacher forcing: shifted right
     src = np.asarray([list(source_ids)], np.int32)
     tgt = np.asarray([target_ids], np.int32)
-    logits = np.asarray(ckpt.model((src, tgt), head_mask=head_mask))[0].astype(np.float64)
-    log_probs = logits - logits.max(-1, keepdims=True)  # (T, V)
-    log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    log_probs = log_softmax(np.asarray(ckpt.model((src, tgt), head_mask=head_mask))[0])  # (T, V)
     return log_probs[np.arange(len(output_ids)), output_ids].astype(np.float32)
 
 
