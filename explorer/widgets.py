@@ -20,3 +20,10 @@ def export_buttons(matrix, row_labels, col_labels, name: str, maps: dict, key: s
                           file_name="attention_maps.npz", mime="application/octet-stream",
                           key=f"{key}_npz")
     st.caption("PNG: the camera button in the figure's toolbar.")
+
+
+def keep_in_range(key: str, size: int) -> None:
+    """Reset a keyed choice to 0 when a new sentence, kind or model no longer has that many
+    (rows, layers, heads, tokens), before the widget is drawn."""
+    if st.session_state.get(key, 0) >= size:
+        st.session_state[key] = 0

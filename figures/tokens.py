@@ -103,9 +103,11 @@ def piece_spans_fig(text: str, spans, pieces: list[str], ids, unk_id: int,
         textfont=dict(size=16), hovertext=[hover], hovertemplate="%{hovertext}<extra></extra>",
         colorscale=_discrete([*BAND_COLOURS, KIND_COLOURS[UNKNOWN]]), zmin=-0.5, zmax=2.5,
         showscale=False))
-    for begin, end in spans:
-        if end > begin:  # a line at each piece's start
-            fig.add_vline(x=begin - 0.5, line=dict(color="#444", width=2))
+    # A line at each piece's start, set in one go (add_vline per piece is quadratic).
+    fig.update_layout(shapes=[
+        dict(type="line", x0=begin - 0.5, x1=begin - 0.5, y0=0, y1=1, yref="paper",
+             line=dict(color="#444", width=2))
+        for begin, end in spans if end > begin])
     fig.update_yaxes(visible=False)
     fig.update_xaxes(tickvals=positions.tolist(), ticktext=chars, title="character")
     fig.update_layout(title=title or "Piece boundaries over the preprocessed text", height=170,

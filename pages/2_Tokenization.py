@@ -74,10 +74,13 @@ for side, tok in (("source", src), ("target", tgt)):
 st.header("Source")
 pre = src.preprocess(source)
 st.code(f"input:        {source!r}\npreprocessed: {pre!r}", language=None)
-if pre:
-    st.plotly_chart(piece_spans_fig(pre, src.piece_spans(source), src.pieces(source),
-                                    src.encode(source), src.unk_id), key="tok_spans")
 source_ids = ckpt.encode_source(source)
+if pre:  # the part of the text the model reads: its first max_len - 2 pieces
+    kept = len(source_ids) - 2
+    spans = src.piece_spans(source)[:kept]
+    shown = pre[:spans[-1][1]] if spans else pre
+    st.plotly_chart(piece_spans_fig(shown, spans, src.pieces(source)[:kept],
+                                    src.encode(source)[:kept], src.unk_id), key="tok_spans")
 if len(src.encode(source)) > len(source_ids) - 2:
     st.warning(f"The model reads at most {config.max_len} tokens: the pieces after "
                f"{len(source_ids) - 2} are cut.")

@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 
 from explorer import models
+from explorer.widgets import keep_in_range
 from figures.masks import (axis_labels, batch_mask_fig, mask_heatmap_fig, masked_softmax,
                            masking_row_fig)
 from transformer.masks import decoder_mask, look_ahead_mask, padding_mask
@@ -38,12 +39,6 @@ def run_batch(model_hash: str, sources: tuple, translations: tuple, _ckpt) -> di
         out[f"{kind}_scores"] = np.asarray(result[f"{kind}_scores"])
         out[f"{kind}_attention"] = np.asarray(result[f"{kind}_attention"])
     return out
-
-
-def keep_in_range(key: str, size: int) -> None:
-    """Reset a choice the new batch or attention kind no longer has (fewer rows, layers, tokens)."""
-    if st.session_state.get(key, 0) >= size:
-        st.session_state[key] = 0
 
 
 ckpt = models.active_checkpoint()

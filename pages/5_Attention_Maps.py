@@ -3,7 +3,7 @@
 import streamlit as st
 
 from explorer import models
-from explorer.widgets import export_buttons
+from explorer.widgets import export_buttons, keep_in_range
 from figures.attention import attention_heatmap_fig, model_view_cell, model_view_fig
 
 KINDS = {  # label: (map name, query side, key side)
@@ -13,12 +13,6 @@ KINDS = {  # label: (map name, query side, key side)
 }
 ROWS = {"Decoder inputs": "target_tokens", "Predicted outputs": "output_tokens"}
 SCALES = {"Fixed 0 to 1": "fixed", "Fitted to this map": "fit"}
-
-
-def keep_in_range(key: str, size: int) -> None:
-    """Reset a choice the new kind or model no longer has (fewer layers or heads)."""
-    if st.session_state.get(key, 0) >= size:
-        st.session_state[key] = 0
 
 
 def open_clicked_head() -> None:

@@ -4,7 +4,7 @@ highlighted in the decoder and cross panels."""
 import streamlit as st
 
 from explorer import models
-from explorer.widgets import export_buttons
+from explorer.widgets import export_buttons, keep_in_range
 from figures.attention import linked_view_fig, top_keys
 from figures.common import plotly_text, unique_labels
 
@@ -13,12 +13,6 @@ PANELS = {  # label: (map name, query side, key side)
     "Decoder self-attention": ("decoder", "target", "target"),
     "Cross-attention": ("cross", "target", "source"),
 }
-
-
-def keep_in_range(key: str, size: int) -> None:
-    """Reset a choice the new sentence or model no longer has."""
-    if st.session_state.get(key, 0) >= size:
-        st.session_state[key] = 0
 
 
 maps = models.current_attention()

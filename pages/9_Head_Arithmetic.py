@@ -3,7 +3,7 @@
 import streamlit as st
 
 from explorer import models
-from explorer.widgets import export_buttons
+from explorer.widgets import export_buttons, keep_in_range
 from figures.arithmetic import (contributions_fig, dimension_labels, head_arithmetic, matrix_fig,
                                 max_abs_difference, score_steps_fig, steps_table, vector_fig)
 from figures.common import axis_labels
@@ -14,12 +14,6 @@ KINDS = {  # label: (kind, query tokens, key tokens)
     "Cross-attention": ("cross", "target_tokens", "source_tokens"),
 }
 TOLERANCE = 1e-5  # the softmax redone here must match the model's attention row this closely
-
-
-def keep_in_range(key: str, size: int) -> None:
-    """Reset a choice the new sentence, kind or model no longer has."""
-    if st.session_state.get(key, 0) >= size:
-        st.session_state[key] = 0
 
 
 st.title("Arithmetic of one head")

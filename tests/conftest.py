@@ -61,3 +61,17 @@ def app(patched_pages_manager):
     at.run()
     assert not at.exception, at.exception
     return at
+
+
+def open_page(at, path):
+    """Switch an AppTest to a page, run it, and fail on any exception."""
+    at.switch_page(path).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def set_widget(at, kind, key, value):
+    """Set a keyed widget (kind: "selectbox", "radio", ...), rerun, and fail on any exception."""
+    getattr(at, kind)(key=key).set_value(value).run()
+    assert not at.exception, at.exception
+    return at

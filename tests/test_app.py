@@ -3,6 +3,7 @@
 import pytest
 
 from explorer import state
+from conftest import open_page as _page
 
 PAGES = ["pages/0_Home.py", "pages/1_Model.py", "pages/2_Tokenization.py",
          "pages/3_Positional_Encodings.py", "pages/4_Masks.py", "pages/5_Attention_Maps.py",
@@ -10,12 +11,6 @@ PAGES = ["pages/0_Home.py", "pages/1_Model.py", "pages/2_Tokenization.py",
          "pages/9_Head_Arithmetic.py", "pages/10_Decoding.py", "pages/11_Compare_Heads.py",
          "pages/12_Head_Statistics.py", "pages/13_Ablation.py"]
 PAGES_WITH_PLOTS = PAGES[1:]
-
-
-def _page(at, path):
-    at.switch_page(path).run()
-    assert not at.exception, at.exception
-    return at
 
 
 def test_app_opens_on_the_bundled_model(app):

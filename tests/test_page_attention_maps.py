@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from explorer import state
+from conftest import open_page as _page, set_widget as _set
 
 ATTN, LINK = "pages/5_Attention_Maps.py", "pages/6_Linked_View.py"
 KINDS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
@@ -36,18 +37,6 @@ def attention_calls(monkeypatch):
 
     monkeypatch.setattr(Checkpoint, "attention", counted)
     return calls
-
-
-def _page(at, path):
-    at.switch_page(path).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _set(at, kind, key, value):
-    getattr(at, kind)(key=key).set_value(value).run()
-    assert not at.exception, at.exception
-    return at
 
 
 def figure(at, index=0) -> dict:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from explorer import state
+from conftest import open_page as _page, set_widget as _set
 
 COMPARE, ABLATION = "pages/11_Compare_Heads.py", "pages/13_Ablation.py"
 
@@ -26,18 +27,6 @@ def epoch1():
     from transformer.checkpoint import ASSETS
 
     return load_checkpoint(ASSETS / "dates.epoch01.ckpt")
-
-
-def _page(at, path):
-    at.switch_page(path).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _set(at, kind, key, value):
-    getattr(at, kind)(key=key).set_value(value).run()
-    assert not at.exception, at.exception
-    return at
 
 
 def chart(at, key) -> dict:

@@ -112,7 +112,6 @@ class EncoderLayer(_Block):
             epsilon=1e-6, name="feedforward_layer_norm")
         self.feedforward_dropout = keras.layers.Dropout(dropout_rate)
 
-
     def call(self, x, attention_mask=None, head_mask=None, training=False, return_qkv=False):
         """x (B, N, d_model), attention_mask (B, 1, 1, N). Returns the attention dict with "output" replaced
         by the block's output (B, N, d_model)."""
