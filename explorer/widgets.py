@@ -9,6 +9,14 @@ import streamlit as st
 from . import export
 
 
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$])")
+
+
+def plain(text: str) -> str:
+    """Text shown as itself where Streamlit renders Markdown (st.metric values, labels)."""
+    return _MARKDOWN.sub(r"\\\1", text)
+
+
 def export_buttons(matrix, row_labels, col_labels, name: str, maps: dict, key: str,
                    corner: str = "query \\ key") -> None:
     """CSV of the matrix shown and NPZ of every map of the sentence (PNG: Plotly's camera)."""

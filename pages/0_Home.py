@@ -1,6 +1,7 @@
 import streamlit as st
 
 from explorer import models
+from explorer.widgets import plain
 
 ckpt = models.active_checkpoint()
 st.title("Attention Explorer")
@@ -14,7 +15,7 @@ result = models.translation(ckpt.content_hash, models.current_source(), ckpt)
 st.subheader("The active model")
 left, right = st.columns(2)
 left.metric("Model", ckpt.name)
-right.metric("Translation of the sentence", result.text or "(empty)")
+right.metric("Translation of the sentence", plain(result.text) if result.text else "(empty)")
 st.caption(f"Source: {models.current_source()!r}")
 st.page_link("pages/1_Model.py", label="What the model is made of", icon=":material/account_tree:")
 st.page_link("pages/2_Tokenization.py", label="How the sentence is tokenized",

@@ -4,6 +4,7 @@ Screenshots land in test-artifacts/screenshots/ for a person to look at.
 """
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -73,6 +74,12 @@ def browser():
         b.close()
 
 
+def expect(locator):
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(locator)
+
+
 def wait_for_app(page, timeout=120_000):
     """Until the script has finished its run (Streamlit marks the app root)."""
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]',
@@ -133,11 +140,14 @@ def test_clicking_a_model_view_thumbnail_opens_that_head(server, browser):
     page.wait_for_selector(".js-plotly-plot")
     model_view = page.locator(".stPlotlyChart").nth(1)
     # Subplot 7 of the 2 x 4 grid is layer 1, head 2 (0-based).
-    box = model_view.locator("g.draglayer g.x7y7 rect.nsewdrag").bounding_box()
+    cell = model_view.locator("g.draglayer g.x7y7 rect.nsewdrag")
+    cell.scroll_into_view_if_needed()  # the model view sits below the fold
+    box = cell.bounding_box()
     page.mouse.click(box["x"] + box["width"] * 0.3, box["y"] + box["height"] * 0.8)
-    page.wait_for_timeout(300)
+    # The click reruns the script; the big map's title then names the head (poll: the rerun
+    # may start a moment after the click).
+    title = page.locator(".stPlotlyChart").nth(0).locator(".gtitle").first
+    expect(title).to_have_text(re.compile(r"layer 1, head 2$"), timeout=60_000)
     wait_for_app(page)
-    title = page.locator(".stPlotlyChart").nth(0).locator(".gtitle").first.text_content()
-    assert title.endswith("layer 1, head 2"), title
     page.screenshot(path=str(ARTIFACTS / "screenshots" / "Attention_Maps-clicked.png"),
                     full_page=True)

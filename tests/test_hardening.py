@@ -133,3 +133,29 @@ def test_a_session_keeps_a_bounded_number_of_uploads(app, tiny_checkpoint_bytes)
     assert len(uploads) == MAX_UPLOADS_PER_SESSION
     assert [name for name, _ in uploads.values()][-1] == f"tiny{MAX_UPLOADS_PER_SESSION + 1}.ckpt"
     assert app.session_state[state.MODEL] == "upload:" + list(uploads)[-1]
+
+
+def test_a_model_loads_while_another_session_ends_its_run():
+    """Streamlit calls keras.backend.clear_session() after every run of any session; a model
+    loading in another session at that moment used to get wrong weight paths and fail."""
+    import threading
+
+    import keras
+
+    import explorer  # noqa: F401  (installs the guard, as app.py does)
+    from transformer import load_checkpoint
+
+    stop = threading.Event()
+
+    def end_runs():
+        while not stop.is_set():
+            keras.backend.clear_session()
+
+    thread = threading.Thread(target=end_runs)
+    thread.start()
+    try:
+        for path in sorted((ROOT / "assets" / "checkpoints").glob("*.ckpt"))[:3]:
+            assert load_checkpoint(path).translate("5 March 2021").text
+    finally:
+        stop.set()
+        thread.join()
