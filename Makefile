@@ -33,6 +33,7 @@ bench: install chromium
 	$(BIN)/python bench/forward.py
 	$(BIN)/python bench/decode.py
 	$(BIN)/python bench/model_view.py
+	$(BIN)/python bench/load.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache
