@@ -66,7 +66,8 @@ def architecture_fig(config: dict) -> go.Figure:
                       fillcolor=colour, line=dict(color="#555", width=1), layer="below")
     fig.add_trace(go.Scatter(
         x=[b[0] for b in boxes], y=[b[1] for b in boxes], mode="text",
-        text=[b[2] for b in boxes], textfont=dict(size=11), hoverinfo="text", showlegend=False))
+        text=[b[2] for b in boxes], textfont=dict(size=11, color="#111"), hoverinfo="text",
+        showlegend=False))
     for row in cross_rows:  # the encoder output feeds every cross-attention
         fig.add_annotation(x=0.58, y=row, ax=0.42, ay=encoder_top, xref="x", yref="y",
                            axref="x", ayref="y", showarrow=True, arrowhead=2, arrowcolor="#7030a0")
