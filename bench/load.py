@@ -216,26 +216,13 @@ def tiny_checkpoints(n: int, folder: Path) -> list[tuple[Path, str, str]]:
     [(path, name, sha256)]."""
     import hashlib
 
-    import keras
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tiny import tiny_checkpoint_bytes
 
-    from transformer import Tokenizer, Transformer, TransformerConfig
-    from transformer.checkpoint import checkpoint_bytes
-    from transformer.data import date_pairs
-
-    keras.utils.set_random_seed(0)
-    pairs = date_pairs(300, seed=1)
-    source = Tokenizer.train([s for s, _ in pairs], 80, lowercase=True)
-    target = Tokenizer.train([t for _, t in pairs], 20, lowercase=True)
-    config = TransformerConfig(
-        src_vocab_size=source.vocab_size, tgt_vocab_size=target.vocab_size, d_model=16,
-        num_heads=2, dff=32, num_encoder_layers=1, num_decoder_layers=1, max_len=40,
-        pad_id=target.pad_id, start_id=target.start_id, end_id=target.end_id)
     out = []
     for i in range(n):
-        keras.utils.set_random_seed(1000 + i)
         name = f"tiny-upload-{i + 1:02d}"
-        data = checkpoint_bytes(Transformer(config).build_weights(), source, target,
-                                {"name": name, "task": "dates"})
+        data = tiny_checkpoint_bytes(name, weight_seed=1000 + i)
         path = folder / f"{name}.ckpt"
         path.write_bytes(data)
         out.append((path, name, hashlib.sha256(data).hexdigest()))

@@ -35,3 +35,17 @@ def keep_in_range(key: str, size: int) -> None:
     (rows, layers, heads, tokens), before the widget is drawn."""
     if st.session_state.get(key, 0) >= size:
         st.session_state[key] = 0
+
+
+def simplify_toggles(container, key_prefix: str) -> tuple[bool, bool]:
+    """The two token toggles of the aggregation and token views: (hide special, merge words),
+    meaning transformer.analysis.simplify_tokens' hide_special and merge_words."""
+    hide_special = container.toggle(
+        "Hide special tokens", key=f"{key_prefix}_hide_special",
+        help="Drop <s>, </s>, <pad> and <unk> rows and columns; each remaining row is rescaled "
+             "to sum to 1.")
+    merge_words = container.toggle(
+        "Merge subword pieces into words", key=f"{key_prefix}_merge_words",
+        help="A word as key gets the SUM of its pieces' weights; a word as query the AVERAGE of "
+             "its pieces' rows, so rows still sum to 1.")
+    return hide_special, merge_words

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from explorer import models
-from explorer.widgets import export_buttons
+from explorer.widgets import export_buttons, simplify_toggles
 from figures.aggregate import layer_grid_fig, stacked_table
 from transformer.analysis import (attention_rollout, head_max, head_mean, simplify_tokens,
                                   source_to_target_flow)
@@ -37,17 +37,12 @@ st.markdown(
     "over the heads of a layer, through the layers (rollout), and from the source sentence to "
     "each target position (flow). Every number is computed from the model's own attention "
     "weights for the sidebar's sentence.")
-c1, c2, c3, c4 = st.columns(4)
+c1, c2, c3 = st.columns([2, 2, 3])
 reduce = c1.radio("Heads", list(REDUCE), format_func=REDUCE_LABELS.get, key="agg_reduce",
                   horizontal=True)
 residual = c2.toggle("Count the residual connection", value=True, key="agg_residual",
                      help="Rollout and flow: A' = ½·A + ½·I per layer, rows renormalised.")
-hide_special = c3.toggle("Hide special tokens", key="agg_hide_special",
-                         help="Drop <s>, </s>, <pad>, <unk> rows and columns; each remaining "
-                              "row is rescaled to sum to 1.")
-merge_words = c4.toggle("Merge subword pieces into words", key="agg_merge_words",
-                        help="A word as key gets the SUM of its pieces' weights; a word as "
-                             "query the AVERAGE of its pieces' rows, so rows still sum to 1.")
+hide_special, merge_words = simplify_toggles(c3, "agg")
 
 st.header("Heads aggregated, one map per layer")
 kind_label = st.radio("Attention", list(KINDS), key="agg_kind", horizontal=True)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from explorer import models
-from explorer.widgets import export_buttons
+from explorer.widgets import export_buttons, simplify_toggles
 from figures.token_view import drawn_lines, head_colour, lines_summary, token_view_fig
 from transformer.analysis import simplify_tokens
 
@@ -44,12 +44,7 @@ label = st.radio("Attention", list(KINDS), horizontal=True, key="tv_kind")
 kind, query_side, key_side = KINDS[label]
 n_layers, n_heads = maps[kind].shape[:2]
 c1, c2, c3 = st.columns([1, 2, 2])
-hide_special = c3.toggle("Hide special tokens", key="tv_hide_special",
-                         help="Drop <s>, </s>, <pad> and <unk>; each row is renormalised to sum "
-                              "to 1.")
-merge_words = c3.toggle("Merge pieces into words", key="tv_merge_words",
-                        help="A word as key gets the sum of its pieces' weights; as query, the "
-                             "average of its pieces' rows.")
+hide_special, merge_words = simplify_toggles(c3, "tv")
 weights, query_tokens, key_tokens = simplify_tokens(
     maps[kind], maps[query_side], maps[key_side], hide_special=hide_special,
     merge_words=merge_words)  # (L, H, q, k)

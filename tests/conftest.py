@@ -1,3 +1,4 @@
+import base64
 import os
 import sys
 from pathlib import Path
@@ -6,6 +7,7 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,22 +20,9 @@ ARTIFACTS = ROOT / "test-artifacts"
 @pytest.fixture(scope="session")
 def tiny_checkpoint_bytes() -> bytes:
     """A real, tiny, untrained checkpoint (dates tokenizers) for upload tests."""
-    import keras
+    from tiny import tiny_checkpoint_bytes as build
 
-    from transformer import Tokenizer, Transformer, TransformerConfig
-    from transformer.checkpoint import checkpoint_bytes
-    from transformer.data import date_pairs
-
-    keras.utils.set_random_seed(0)
-    pairs = date_pairs(300, seed=1)
-    source = Tokenizer.train([s for s, _ in pairs], 80, lowercase=True)
-    target = Tokenizer.train([t for _, t in pairs], 20, lowercase=True)
-    config = TransformerConfig(
-        src_vocab_size=source.vocab_size, tgt_vocab_size=target.vocab_size, d_model=16,
-        num_heads=2, dff=32, num_encoder_layers=1, num_decoder_layers=1, max_len=40,
-        pad_id=target.pad_id, start_id=target.start_id, end_id=target.end_id)
-    model = Transformer(config).build_weights()
-    return checkpoint_bytes(model, source, target, {"name": "tiny-upload", "task": "dates"})
+    return build()
 
 
 @pytest.fixture
@@ -75,3 +64,13 @@ def set_widget(at, kind, key, value):
     getattr(at, kind)(key=key).set_value(value).run()
     assert not at.exception, at.exception
     return at
+
+
+def plotly_array(value) -> np.ndarray:
+    """A Plotly JSON array as floats: a plain list (None = NaN) or a typed array
+    {"dtype", "bdata", "shape"}."""
+    if isinstance(value, dict):
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
+        return data.reshape(shape).astype(float)
+    return np.array([[np.nan if v is None else v for v in row] for row in value], float)

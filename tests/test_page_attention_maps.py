@@ -1,14 +1,13 @@
 """The Attention maps and Linked view pages through AppTest: they draw the model's true numbers,
 follow every picker, survive bad input, and never re-run the model for a new layer or head."""
 
-import base64
 import json
 
 import numpy as np
 import pytest
 
 from explorer import state
-from conftest import open_page as _page, set_widget as _set
+from conftest import open_page as _page, plotly_array as array, set_widget as _set
 
 ATTN, LINK = "pages/5_Attention_Maps.py", "pages/6_Linked_View.py"
 KINDS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
@@ -41,15 +40,6 @@ def attention_calls(monkeypatch):
 
 def figure(at, index=0) -> dict:
     return json.loads(at.get("plotly_chart")[index].proto.spec)
-
-
-def array(value) -> np.ndarray:
-    """A Plotly JSON array: a plain list or a typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(value, dict):
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
-        return data.reshape(shape).astype(float)
-    return np.array([[np.nan if v is None else v for v in row] for row in value], float)
 
 
 def shown_matrix(at) -> np.ndarray:

@@ -1,14 +1,13 @@
 """The Compare heads and Head ablation pages through AppTest: they draw the model's true numbers
 (maps, differences, epoch checkpoints), and ablation changes the translation when it should."""
 
-import base64
 import json
 
 import numpy as np
 import pytest
 
 from explorer import state
-from conftest import open_page as _page, set_widget as _set
+from conftest import open_page as _page, plotly_array as array, set_widget as _set
 
 COMPARE, ABLATION = "pages/11_Compare_Heads.py", "pages/13_Ablation.py"
 
@@ -33,15 +32,6 @@ def chart(at, key) -> dict:
     found = [c for c in at.get("plotly_chart") if c.proto.id.endswith(key)]
     assert len(found) == 1, (key, [c.proto.id for c in at.get("plotly_chart")])
     return json.loads(found[0].proto.spec)
-
-
-def array(value) -> np.ndarray:
-    """A Plotly JSON array: a plain list or a typed array {"dtype", "bdata", "shape"}."""
-    if isinstance(value, dict):
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
-        return data.reshape(shape).astype(float)
-    return np.array([[np.nan if v is None else v for v in row] for row in value], float)
 
 
 def heatmaps(spec) -> list[np.ndarray]:

@@ -9,6 +9,7 @@ import pytest
 
 from explorer import state
 from figures.common import axis_labels
+from conftest import open_page
 
 PAGE = "pages/10_Decoding.py"
 ALL_CROSS = [f"cross L{layer} H{head}" for layer in range(2) for head in range(4)]
@@ -24,9 +25,7 @@ def ckpt():
 
 @pytest.fixture
 def page(app):
-    app.switch_page(PAGE).run()
-    assert not app.exception, app.exception
-    return app
+    return open_page(app, PAGE)
 
 
 @pytest.fixture

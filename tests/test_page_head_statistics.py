@@ -14,6 +14,8 @@ from figures.head_stats import similarity_matrix_fig, stat_heatmap_fig
 from transformer.head_stats import (KINDS, STATISTICS, batch_statistics, cluster_order,
                                     head_similarity_matrix)
 
+from conftest import open_page
+
 PAGE = "pages/12_Head_Statistics.py"
 CHARTS = ("stats_heatmap", "stats_similarity")
 
@@ -71,9 +73,7 @@ def expected(ckpt):
 
 @pytest.fixture
 def page(app):
-    app.switch_page(PAGE).run()
-    assert not app.exception, app.exception
-    return app
+    return open_page(app, PAGE)
 
 
 @pytest.fixture
