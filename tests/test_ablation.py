@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from transformer import DEFAULT_CHECKPOINT, TransformerConfig, load_checkpoint
-from transformer.ablation import (ablate, all_heads, head_importance, head_mask_for,
-                                  output_ids_for, output_log_probs)
+from transformer.ablation import (ablate, all_heads, head_importance, output_ids_for,
+                                  output_log_probs)
+from transformer.kinds import head_masks
 
 SOURCE = "Friday, March 5, 2021"
 
@@ -30,7 +31,7 @@ def config(**kwargs):
 
 
 def test_head_mask_for_shapes_and_values():
-    masks = head_mask_for(config(), [("encoder", 2, 1), ("cross", 0, 0)])
+    masks = head_masks(config(), [("encoder", 2, 1), ("cross", 0, 0)])
     assert {k: v.shape for k, v in masks.items()} == {
         "encoder": (3, 2), "decoder": (1, 2), "cross": (1, 2)}
     assert all(m.dtype == np.float32 for m in masks.values())
@@ -39,7 +40,7 @@ def test_head_mask_for_shapes_and_values():
     np.testing.assert_array_equal(masks["encoder"], expected_encoder)
     np.testing.assert_array_equal(masks["decoder"], np.ones((1, 2)))
     np.testing.assert_array_equal(masks["cross"], [[0, 1]])
-    assert all((m == 1).all() for m in head_mask_for(config(), []).values())
+    assert all((m == 1).all() for m in head_masks(config(), []).values())
 
 
 @pytest.mark.parametrize("head, message", [
@@ -47,12 +48,12 @@ def test_head_mask_for_shapes_and_values():
     (("decoder", 1, 0), "decoder layer 1 is out of range: the model has 1 decoder layers"),
     (("cross", 0, 2), "head 2 is out of range: the model has 2 heads"),
     (("cross", 0, -1), "head -1 is out of range"),
-    (("self", 0, 0), "attention kinds must be among"),
+    (("self", 0, 0), "attention kind must be one of"),
     (("cross", 0), "must be (kind, layer, head)"),
 ])
 def test_head_mask_for_rejects_heads_the_model_lacks(head, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        head_mask_for(config(), [head])
+        head_masks(config(), [head])
 
 
 def test_all_heads_lists_every_head():
@@ -84,7 +85,7 @@ def test_silencing_every_cross_head_changes_the_translation(ckpt):
     assert result["text"] != result["original_text"] and result["changed"]
     assert result["delta_log_prob"] < -1.0  # the original output became far less likely
     # The same number through Checkpoint.attention, which re-tokenizes the original text.
-    mask = head_mask_for(ckpt.config, cross)
+    mask = head_masks(ckpt.config, cross)
     expected = (ckpt.attention(SOURCE, "2021-03-05", head_mask=mask)["log_probs"].sum()
                 - ckpt.attention(SOURCE, "2021-03-05")["log_probs"].sum())
     assert result["delta_log_prob"] == pytest.approx(expected, abs=1e-4)

@@ -25,6 +25,14 @@ NON_DEFAULT = dict(
     pad_id=3,
     start_id=0,
     end_id=7,
+    head_dim=5,
+    activation="swish",
+    layer_norm_epsilon=1e-5,
+    output_bias=False,
+    mask_padding=False,
+    pad_source_to=20,
+    source_start=False,
+    source_end=False,
 )
 
 
@@ -112,7 +120,15 @@ INVALID = [
     (dict(src_vocab_size=50, tgt_vocab_size=100, pad_id=60), ["pad_id"]),
     (dict(src_vocab_size=100, tgt_vocab_size=50, start_id=50), ["start_id"]),
     (dict(end_id=8000), ["end_id"]),
-    (dict(pad_id=1, start_id=1, end_id=2), ["pad_id", "start_id", "end_id"]),
+    (dict(pad_id=1, start_id=2, end_id=1), ["pad_id", "start_id", "end_id"]),
+    (dict(head_dim=0), ["head_dim"]),
+    (dict(activation="tanh"), ["activation"]),
+    (dict(layer_norm_epsilon=0.0), ["layer_norm_epsilon"]),
+    (dict(layer_norm_epsilon=float("nan")), ["layer_norm_epsilon"]),
+    (dict(max_len=2), ["max_len"]),
+    (dict(pad_source_to=-1), ["pad_source_to"]),
+    (dict(max_len=10, pad_source_to=11), ["pad_source_to"]),
+    (dict(positional="rotary"), ["positional"]),
     (dict(pad_id=0, start_id=1, end_id=1), ["start_id", "end_id"]),
     (dict(pad_id=2, start_id=1, end_id=2), ["pad_id", "end_id"]),
 ]
@@ -135,6 +151,7 @@ def test_invalid_config_raises_naming_the_field(overrides, words):
 @pytest.mark.parametrize("overrides, words", INVALID, ids=[_id(c) for c in INVALID])
 def test_invalid_config_refused_by_from_dict(overrides, words):
     data = TransformerConfig().to_dict()
+    data.pop("head_dim")  # resolved from d_model and num_heads unless the case sets it
     data.update(overrides)
     with pytest.raises(ValueError) as info:
         TransformerConfig.from_dict(data)
@@ -184,3 +201,28 @@ def test_from_json_wrong_type_names_field():
 def test_valid_edge_configs_accepted(overrides):
     c = TransformerConfig(**overrides)
     assert TransformerConfig.from_json(c.to_json()) == c
+
+
+def test_start_id_may_equal_pad_id():
+    # Marian starts decoding with its pad id; the decoder never treats position 0 as padding.
+    c = TransformerConfig(pad_id=5, start_id=5, end_id=0)
+    assert c.start_id == c.pad_id == 5
+
+
+def test_head_dim_defaults_to_d_model_over_heads_and_may_differ():
+    assert TransformerConfig(d_model=512, num_heads=8).head_dim == 64
+    c = TransformerConfig(d_model=10, num_heads=3, head_dim=10)  # keras key_dim = embed_dim
+    assert c.d_k == 10
+    # q, k, v project 10 -> 30 and the output 30 -> 10, per layer of each stack.
+    small = TransformerConfig(src_vocab_size=5, tgt_vocab_size=5, d_model=10, num_heads=3,
+                              head_dim=10, dff=4, num_encoder_layers=1, num_decoder_layers=1,
+                              max_len=8, tie_output=True, output_bias=False, share_embeddings=True)
+    attention = 3 * (10 * 30 + 30) + 30 * 10 + 10
+    ffn = 10 * 4 + 4 + 4 * 10 + 10
+    assert small.parameter_count() == 5 * 10 + (attention + ffn + 40) + (2 * attention + ffn + 60)
+
+
+def test_output_bias_defaults_follow_tying():
+    assert TransformerConfig().output_bias is True
+    assert TransformerConfig(tie_output=True).output_bias is False
+    assert TransformerConfig(tie_output=True, output_bias=True).output_bias is True

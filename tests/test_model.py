@@ -387,10 +387,11 @@ def test_output_shapes(tiny):
         "decoder_v": (3, b, h, t, d // h), "decoder_scores": (3, b, h, t, t),
         "cross_q": (3, b, h, t, d // h), "cross_k": (3, b, h, n, d // h),
         "cross_v": (3, b, h, n, d // h), "cross_scores": (3, b, h, t, n),
+        "source_mask": (b, 1, 1, n), "target_mask": (b, 1, t, t),
     }
     assert {k: tuple(v.shape) for k, v in got.items()} == expected
     only_attention = model((src, tgt), return_attention=True)
-    assert set(only_attention) == {"logits"} | set(ATTENTION_KEYS)
+    assert set(only_attention) == {"logits", "source_mask", "target_mask"} | set(ATTENTION_KEYS)
     assert isinstance(model((src, tgt)), tf.Tensor)
 
 

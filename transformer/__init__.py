@@ -1,40 +1,37 @@
 """Attention Explorer's Transformer: the paper's encoder-decoder model, written to be looked into.
 
 Imports TensorFlow, Keras and NumPy only (never Streamlit or Plotly), so it can be used on its own.
+The names below are imported on first use, so that the TensorFlow-free modules
+(transformer.kinds, transformer.analysis, transformer.head_stats) can be imported without
+TensorFlow.
 """
 
-from .attention import MultiHeadAttention, scaled_dot_product_attention
-from .checkpoint import (DEFAULT_CHECKPOINT, Checkpoint, CheckpointError, load_checkpoint,
-                         save_checkpoint)
-from .config import TransformerConfig
-from .decoding import (BeamDecoding, DecodeStep, Decoding, beam_search, greedy_decode,
-                       greedy_decode_batch)
-from .layers import positional_encoding
-from .masks import decoder_mask, look_ahead_mask, padding_mask
-from .model import ATTENTION_KINDS, Transformer
-from .tokenizer import Tokenizer, TokenizerError
+from importlib import import_module
 
-__all__ = [
-    "ATTENTION_KINDS",
-    "BeamDecoding",
-    "Checkpoint",
-    "CheckpointError",
-    "DEFAULT_CHECKPOINT",
-    "DecodeStep",
-    "Decoding",
-    "Tokenizer",
-    "TokenizerError",
-    "beam_search",
-    "greedy_decode",
-    "greedy_decode_batch",
-    "load_checkpoint",
-    "save_checkpoint",
-    "MultiHeadAttention",
-    "Transformer",
-    "TransformerConfig",
-    "decoder_mask",
-    "look_ahead_mask",
-    "padding_mask",
-    "positional_encoding",
-    "scaled_dot_product_attention",
-]
+_EXPORTS = {  # name: the module that defines it
+    "MultiHeadAttention": "attention", "scaled_dot_product_attention": "attention",
+    "DEFAULT_CHECKPOINT": "checkpoint", "Checkpoint": "checkpoint",
+    "CheckpointError": "checkpoint", "load_checkpoint": "checkpoint",
+    "save_checkpoint": "checkpoint",
+    "TransformerConfig": "config",
+    "BeamDecoding": "decoding", "DecodeStep": "decoding", "Decoding": "decoding",
+    "beam_search": "decoding", "greedy_decode": "decoding", "greedy_decode_batch": "decoding",
+    "positional_encoding": "layers",
+    "decoder_mask": "masks", "look_ahead_mask": "masks", "padding_mask": "masks",
+    "ATTENTION_KINDS": "model", "Transformer": "model",
+    "Tokenizer": "tokenizer", "TokenizerError": "tokenizer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'transformer' has no attribute {name!r}")
+    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -17,52 +17,22 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from .decoding import log_softmax
-from .model import ATTENTION_KINDS
+from .kinds import KIND_NAMES as ATTENTION_KINDS
+from .kinds import head_masks, kind, layer_counts
 
-__all__ = ["ablate", "all_heads", "head_importance", "head_mask_for", "output_ids_for",
+__all__ = ["ablate", "all_heads", "head_importance", "output_ids_for",
            "output_log_probs"]
 
 Head = tuple[str, int, int]  # (kind, layer, head)
 
 
-def _layers(config, kind: str) -> int:
-    return config.num_encoder_layers if kind == "encoder" else config.num_decoder_layers
-
-
 def all_heads(config, kinds: Sequence[str] = ATTENTION_KINDS) -> list[Head]:
     """Every (kind, layer, head) of the model, kind by kind, layer by layer."""
-    _check_kinds(kinds)
-    return [(kind, layer, head) for kind in kinds for layer in range(_layers(config, kind))
+    counts = layer_counts(config)
+    for name in kinds:
+        kind(name)
+    return [(name, layer, head) for name in kinds for layer in range(counts[name])
             for head in range(config.num_heads)]
-
-
-def _check_kinds(kinds: Iterable[str]) -> None:
-    unknown = [k for k in kinds if k not in ATTENTION_KINDS]
-    if unknown:
-        raise ValueError(f"attention kinds must be among {ATTENTION_KINDS}, got {unknown[0]!r}")
-
-
-def head_mask_for(config, silenced: Iterable[Head]) -> dict[str, np.ndarray]:
-    """{"encoder": (L_enc, H), "decoder": (L_dec, H), "cross": (L_dec, H)} float32 masks: 1
-    everywhere except 0 at each silenced (kind, layer, head). ValueError names a head that the
-    model does not have."""
-    masks = {kind: np.ones((_layers(config, kind), config.num_heads), np.float32)
-             for kind in ATTENTION_KINDS}
-    for item in silenced:
-        try:
-            kind, layer, head = item
-        except (TypeError, ValueError):
-            raise ValueError(f"a silenced head must be (kind, layer, head), got {item!r}") from None
-        _check_kinds([kind])
-        layers = _layers(config, kind)
-        if not (isinstance(layer, (int, np.integer)) and 0 <= layer < layers):
-            raise ValueError(f"{kind} layer {layer!r} is out of range: the model has {layers} "
-                             f"{kind} layers (0..{layers - 1})")
-        if not (isinstance(head, (int, np.integer)) and 0 <= head < config.num_heads):
-            raise ValueError(f"head {head!r} is out of range: the model has {config.num_heads} "
-                             f"heads per layer (0..{config.num_heads - 1})")
-        masks[kind][layer, head] = 0.0
-    return masks
 
 
 def output_log_probs(ckpt, source_ids, output_ids, head_mask=None) -> np.ndarray:
@@ -109,14 +79,14 @@ def ablate(ckpt, source: str, silenced: Iterable[Head], target_ids=None) -> dict
     and "original_log_prob" (their sums) and "delta_log_prob" = log_prob - original_log_prob.
     """
     silenced = [(str(k), int(layer), int(head)) for k, layer, head in silenced]
-    mask = head_mask_for(ckpt.config, silenced)
+    mask = head_masks(ckpt.config, silenced)
     source_ids = ckpt.encode_source(source)
     original = ckpt.translate(source)
     scored = list(original.token_ids) if target_ids is None else [int(i) for i in target_ids]
     new = ckpt.translate(source, head_mask=mask)
     # Both passes use a full mask (ones where nothing is silenced): the same computation, so
     # silencing nothing changes the log-probability by exactly 0.
-    before = output_log_probs(ckpt, source_ids, scored, head_mask_for(ckpt.config, []))
+    before = output_log_probs(ckpt, source_ids, scored, head_masks(ckpt.config))
     after = output_log_probs(ckpt, source_ids, scored, mask)
     return {
         "silenced": silenced,
@@ -141,10 +111,10 @@ def head_importance(ckpt, source: str, kinds: Sequence[str] = ATTENTION_KINDS,
     total) is called after each head."""
     heads = all_heads(ckpt.config, kinds)
     source_ids, scored = ckpt.encode_source(source), _scored_ids(ckpt, source, target_ids)
-    baseline = _sum(output_log_probs(ckpt, source_ids, scored, head_mask_for(ckpt.config, [])))
+    baseline = _sum(output_log_probs(ckpt, source_ids, scored, head_masks(ckpt.config)))
     results = []
     for done, (kind, layer, head) in enumerate(heads, start=1):
-        mask = head_mask_for(ckpt.config, [(kind, layer, head)])
+        mask = head_masks(ckpt.config, [(kind, layer, head)])
         delta = _sum(output_log_probs(ckpt, source_ids, scored, mask)) - baseline
         results.append({"kind": kind, "layer": layer, "head": head, "delta_log_prob": delta})
         if on_progress is not None:

@@ -1,4 +1,8 @@
-"""Scaled dot-product attention and multi-head attention that hand out their internals."""
+"""Scaled dot-product and multi-head attention that hand out their internals.
+
+`MultiHeadAttention.call` is the only code in the project that computes attention: the encoder,
+the decoder, teacher forcing and cached decoding all go through it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ import keras
 import tensorflow as tf
 
 # Added to blocked scores before the softmax; finite so a row with every key blocked gives no NaN.
-_BLOCKED_SCORE = -1e9
+# The figures that redo this arithmetic in NumPy receive this constant from here.
+BLOCKED_SCORE = -1e9
 
 
 def scaled_dot_product_attention(q, k, v, mask=None):
@@ -23,7 +28,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         weights = tf.nn.softmax(scores, axis=-1)
     else:
         mask = tf.cast(mask, scores.dtype)
-        weights = tf.nn.softmax(scores + (1.0 - mask) * _BLOCKED_SCORE, axis=-1)
+        weights = tf.nn.softmax(scores + (1.0 - mask) * BLOCKED_SCORE, axis=-1)
         # The softmax leaves ~exp(-1e9) = 0 on blocked keys already, except on fully blocked rows
         # where it is uniform: multiplying by the mask makes both exactly 0.
         weights = weights * mask
@@ -33,74 +38,101 @@ def scaled_dot_product_attention(q, k, v, mask=None):
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention (paper, section 3.2.2) returning its weights, and on request Q, K, V.
 
-    One projection matrix each for Q, K and V (d_model -> d_model), split into num_heads heads of
-    d_k = d_model // num_heads by reshape/transpose, attended per head, merged back, then `output`.
+    Query, key and value are projected d_model -> num_heads * head_dim (head_dim defaults to
+    d_model // num_heads, as in the paper; imported models may use another size), split into
+    heads by reshape/transpose, attended per head, merged back and projected to d_model by
+    `output`.
+
+    `call` has three modes, as keras-hub's CachedMultiHeadAttention:
+    - no cache: keys and values are projected from `value` (a whole sequence);
+    - a static cache, `cache=(k, v)` without `cache_update_index`: the keys and values were
+      projected once (`project_key_value`) and are reused as they are, as for cross-attention
+      over the encoder output while decoding; `value` is not used;
+    - an updated cache, `cache=(k, v)` with `cache_update_index`: the keys and values of the new
+      positions (from `value`) are written into the fixed-size cache from that index on, and the
+      query attends over the whole cache (the attention mask blocks slots not yet written), as
+      for decoder self-attention while decoding. The new cache is returned in the result.
     """
 
-    def __init__(self, d_model: int, num_heads: int, **kwargs):
+    def __init__(self, d_model: int, num_heads: int, head_dim: int | None = None, **kwargs):
         super().__init__(**kwargs)
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        if head_dim is None:
+            if d_model % num_heads:
+                raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+            head_dim = d_model // num_heads
         self.d_model = d_model
         self.num_heads = num_heads
-        self.d_k = d_model // num_heads
-        self.query = keras.layers.Dense(d_model, name="query")
-        self.key = keras.layers.Dense(d_model, name="key")
-        self.value = keras.layers.Dense(d_model, name="value")
+        self.head_dim = head_dim
+        self.d_k = head_dim  # the paper's name
+        inner = num_heads * head_dim
+        self.query = keras.layers.Dense(inner, name="query")
+        self.key = keras.layers.Dense(inner, name="key")
+        self.value = keras.layers.Dense(inner, name="value")
         self.output_dense = keras.layers.Dense(d_model, name="output")
 
-
     def split_heads(self, x):
-        """(B, T, d_model) -> (B, heads, T, d_k)."""
+        """(B, T, heads * head_dim) -> (B, heads, T, head_dim)."""
         batch, length = tf.shape(x)[0], tf.shape(x)[1]
-        x = tf.reshape(x, (batch, length, self.num_heads, self.d_k))
+        x = tf.reshape(x, (batch, length, self.num_heads, self.head_dim))
         return tf.transpose(x, (0, 2, 1, 3))
 
     def merge_heads(self, x):
-        """(B, heads, T, d_k) -> (B, T, d_model)."""
+        """(B, heads, T, head_dim) -> (B, T, heads * head_dim)."""
         batch, length = tf.shape(x)[0], tf.shape(x)[2]
         x = tf.transpose(x, (0, 2, 1, 3))
-        return tf.reshape(x, (batch, length, self.d_model))
+        return tf.reshape(x, (batch, length, self.num_heads * self.head_dim))
 
     def project_key_value(self, value):
-        """Per-head keys and values of a sequence: (B, S, d_model) -> two (B, heads, S, d_k).
+        """Per-head keys and values of a sequence: (B, S, d_model) -> two (B, heads, S, head_dim).
 
-        Decoding calls this once per source for cross-attention, and once per new token for
-        self-attention, and keeps the results in its cache.
-        """
+        The static cache of cross-attention: decoding computes it once per source."""
         return self.split_heads(self.key(value)), self.split_heads(self.value(value))
 
-    def attend(self, q, k, v, mask=None, head_mask=None):
-        """Attention from per-head q (B, heads, Tq, d_k) over k, v (B, heads, Tk, d_k).
-
-        head_mask: (heads,), 0 silences that head's output before the output projection.
-        Returns (output (B, Tq, d_model), weights (B, heads, Tq, Tk), scores (B, heads, Tq, Tk)).
-        """
-        context, weights, scores = scaled_dot_product_attention(q, k, v, mask)
-        if head_mask is not None:
-            head_mask = tf.cast(head_mask, context.dtype)
-            context = context * head_mask[tf.newaxis, :, tf.newaxis, tf.newaxis]
-        return self.output_dense(self.merge_heads(context)), weights, scores
-
-    def call(self, query, value, attention_mask=None, head_mask=None, return_qkv=False):
-        """query (B, Tq, d_model) attends over value (B, Tk, d_model) (keys come from value too).
+    def call(self, query, value=None, attention_mask=None, head_mask=None, return_qkv=False,
+             cache=None, cache_update_index=None):
+        """query (B, Tq, d_model) attends over value (B, Tk, d_model) (keys come from value too),
+        or over a cache (see the class docstring for the three modes).
 
         attention_mask: broadcastable to (B, heads, Tq, Tk), 1 = may attend. (Not called `mask`:
         Keras treats a `mask` argument as its own implicit sequence mask.)
+        head_mask: (heads,), 0 silences that head's output before the output projection.
+        cache: (k, v), each (B, heads, S, head_dim); cache_update_index: scalar int, the slot of
+        the first new position.
 
-        Returns a dict: "output" (B, Tq, d_model), "weights" (B, heads, Tq, Tk) and, with
-        return_qkv, "q", "k", "v" (B, heads, T, d_k) and "scores" (B, heads, Tq, Tk) before masking.
+        Returns a dict: "output" (B, Tq, d_model), "weights" (B, heads, Tq, Tk); with an updated
+        cache "cache" (k, v); with return_qkv, "q", "k", "v" (B, heads, T, head_dim) and
+        "scores" (B, heads, Tq, Tk) before masking.
         """
-        q = self.split_heads(self.query(query))
-        k, v = self.project_key_value(value)
-        output, weights, scores = self.attend(q, k, v, attention_mask, head_mask)
-        result = {"output": output, "weights": weights}
+        q = self.split_heads(self.query(query))  # (B, heads, Tq, head_dim)
+        if cache is None:
+            k, v = self.project_key_value(value)
+        elif cache_update_index is None:
+            k, v = cache
+        else:
+            k, v = _write(cache, self.project_key_value(value), cache_update_index)
+        context, weights, scores = scaled_dot_product_attention(q, k, v, attention_mask)
+        if head_mask is not None:
+            head_mask = tf.cast(head_mask, context.dtype)
+            context = context * head_mask[tf.newaxis, :, tf.newaxis, tf.newaxis]
+        result = {"output": self.output_dense(self.merge_heads(context)), "weights": weights}
+        if cache is not None and cache_update_index is not None:
+            result["cache"] = (k, v)
         if return_qkv:
             result.update(q=q, k=k, v=v, scores=scores)
         return result
 
     def get_config(self):
         config = super().get_config()
-        config.update(d_model=self.d_model, num_heads=self.num_heads)
+        config.update(d_model=self.d_model, num_heads=self.num_heads, head_dim=self.head_dim)
         return config
 
+
+def _write(cache, new, index):
+    """Write new (k, v) (B, heads, n, head_dim) into the fixed-size cache (B, heads, S, head_dim)
+    at slots index .. index + n - 1. The cache keeps its shape, so a compiled step never
+    retraces."""
+    size, n = tf.shape(cache[0])[2], tf.shape(new[0])[2]
+    slots = tf.range(size)
+    write = ((slots >= index) & (slots < index + n))[tf.newaxis, tf.newaxis, :, tf.newaxis]
+    padding = [[0, 0], [0, 0], [index, size - index - n], [0, 0]]
+    return tuple(tf.where(write, tf.pad(x, padding), old) for x, old in zip(new, cache))

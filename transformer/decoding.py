@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
+from .kinds import head_masks
+from .masks import pad_ids
+
 
 TOP_K = 5
 
@@ -67,7 +70,8 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
     capture=False skips keeping attention (corpus-level use); on_step(t) is called after each step
     (progress bars, benchmarks)."""
     config = model.config
-    source_ids = _pad_batch(sources, config.pad_id)
+    source_ids = (np.asarray(sources, np.int32) if isinstance(sources, np.ndarray) and
+                  sources.ndim == 2 else pad_ids(sources, config.pad_id))
     if not 1 <= max_len <= config.max_len:
         raise ValueError(f"max_len must be in [1, {config.max_len}] (the model's max_len), got {max_len}")
     head_mask = _head_masks(model, head_mask)
@@ -186,28 +190,25 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
 
 
 class _CachedRun:
-    """Encoder once, cross K/V once, self K/V cached; one compiled step for every position."""
+    """Encoder once, cross K/V once (a static cache), self K/V in a cache written one slot per
+    step; one compiled step for every position."""
 
     def __init__(self, model, source_ids, head_mask, max_len):
-        self.model = model
         enc = model.encode(source_ids, head_mask=head_mask["encoder"])
         self.memory_mask = enc["mask"]
-        self.memory_kv = [layer.cross_attention.project_key_value(enc["memory"])
-                          for layer in model.decoder_layers]
-        c = model.config
-        shape = (source_ids.shape[0], c.num_heads, max_len, c.d_k)
-        self.cache = [(tf.zeros(shape), tf.zeros(shape)) for _ in model.decoder_layers]
+        self.cache = model.init_cache(enc["memory"], max_len)
         self.self_head_mask = head_mask["decoder"]
         self.cross_head_mask = head_mask["cross"]
         self.step_fn = _compiled_step(model)
 
     def reorder(self, parents):
         """Beam search: slot i continues the hypothesis that was in slot parents[i]."""
-        self.cache = [(tf.gather(k, parents), tf.gather(v, parents)) for k, v in self.cache]
+        self.cache["self"] = [(tf.gather(k, parents), tf.gather(v, parents))
+                              for k, v in self.cache["self"]]
 
     def step(self, prefix, t):
         logits, self.cache, self_weights, cross_weights = self.step_fn(
-            tf.constant(prefix[:, -1:]), tf.constant(t, tf.int32), self.cache, self.memory_kv,
+            tf.constant(prefix[:, -1:]), tf.constant(t, tf.int32), self.cache,
             self.memory_mask, self.self_head_mask, self.cross_head_mask)
         return logits.numpy(), self_weights.numpy()[..., : t + 1], cross_weights.numpy()
 
@@ -218,27 +219,20 @@ def _compiled_step(model):
     if fn is None:
         # Batch, source length and cache length are left open: one trace serves every decode.
         c = model.config
-        kv = tf.TensorSpec([None, c.num_heads, None, c.d_k], tf.float32)
+        kv = tf.TensorSpec([None, c.num_heads, None, c.head_dim], tf.float32)
         head_mask = tf.TensorSpec([c.num_decoder_layers, c.num_heads], tf.float32)
-        signature = [tf.TensorSpec([None, 1], tf.int32), tf.TensorSpec([], tf.int32),
-                     [(kv, kv)] * c.num_decoder_layers, [(kv, kv)] * c.num_decoder_layers,
+        caches = {"self": [(kv, kv)] * c.num_decoder_layers,
+                  "cross": [(kv, kv)] * c.num_decoder_layers}
+        signature = [tf.TensorSpec([None, 1], tf.int32), tf.TensorSpec([], tf.int32), caches,
                      tf.TensorSpec([None, 1, 1, None], tf.float32), head_mask, head_mask]
 
         @tf.function(input_signature=signature)
-        def fn(token_ids, position, cache, memory_kv, memory_mask, self_head_mask,
-               cross_head_mask):
+        def fn(token_ids, position, cache, memory_mask, self_head_mask, cross_head_mask):
             # token_ids (B, 1) -> logits (B, V), self (L, B, H, max_len), cross (L, B, H, N)
-            x = model.target_embedding(token_ids, offset=position)
-            new_cache, self_weights, cross_weights = [], [], []
-            for i, layer in enumerate(model.decoder_layers):
-                x, layer_cache, sw, cw = layer.cached_step(
-                    x, position, cache[i], memory_kv[i], memory_mask,
-                    self_head_mask[i], cross_head_mask[i])
-                new_cache.append(layer_cache)
-                self_weights.append(sw[:, :, 0])
-                cross_weights.append(cw[:, :, 0])
-            logits = model.project(model.final_norm(x))[:, 0]
-            return logits, new_cache, tf.stack(self_weights), tf.stack(cross_weights)
+            out = model.decode_step(token_ids, position, cache, memory_mask, self_head_mask,
+                                    cross_head_mask)
+            return (out["logits"][:, 0], out["cache"], out["self_attention"][:, :, :, 0],
+                    out["cross_attention"][:, :, :, 0])
         model._cached_step_fn = fn  # a compiled function, not per-user state
     return fn
 
@@ -295,37 +289,10 @@ def _step(token_id, log_probs, self_weights, cross_weights, source_len, tokenize
     )
 
 
-def _pad_batch(sources, pad_id) -> np.ndarray:
-    if isinstance(sources, np.ndarray) and sources.ndim == 2:
-        return sources.astype(np.int32)
-    sources = [np.asarray(s, np.int32).reshape(-1) for s in sources]
-    if not sources or min(len(s) for s in sources) == 0:
-        raise ValueError("every source must hold at least one id")
-    out = np.full((len(sources), max(len(s) for s in sources)), pad_id, np.int32)
-    for i, s in enumerate(sources):
-        out[i, : len(s)] = s
-    return out
-
-
 def _head_masks(model, head_mask):
     """Full (layers, heads) float masks for each kind, ones where not given."""
-    c = model.config
-    head_mask = dict(head_mask or {})
-    layers = {"encoder": c.num_encoder_layers, "decoder": c.num_decoder_layers,
-              "cross": c.num_decoder_layers}
-    unknown = set(head_mask) - set(layers)
-    if unknown:
-        raise ValueError(f"head_mask keys must be among {tuple(layers)}, got {sorted(unknown)}")
-    out = {}
-    for kind, num_layers in layers.items():
-        mask = np.ones((num_layers, c.num_heads), np.float32)
-        if head_mask.get(kind) is not None:
-            given = np.asarray(head_mask[kind], np.float32)
-            if given.shape != mask.shape:
-                raise ValueError(f"head_mask[{kind!r}] must have shape {mask.shape}, got {given.shape}")
-            mask = given
-        out[kind] = tf.constant(mask)
-    return out
+    return {kind: tf.constant(mask) for kind, mask in
+            head_masks(model.config, given=head_mask).items()}
 
 
 def log_softmax(logits) -> np.ndarray:

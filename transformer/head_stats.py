@@ -33,7 +33,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-KINDS = ("encoder", "decoder", "cross")
+from transformer import kinds as _kinds
+
+KINDS = _kinds.KIND_NAMES
 SINK_TOKENS = ("<s>", "</s>", "<pad>")  # start, end, padding
 PAD_TOKEN = "<pad>"
 STATISTICS = {  # name: what it measures, for tables and menus
@@ -48,9 +50,6 @@ STATISTICS = {  # name: what it measures, for tables and menus
 }
 CROSS_ONLY = ("alignment",)
 SHARES = ("max_weight", "diagonal", "previous", "next", "special", "alignment")  # all in [0, 1]
-_TOKENS = {"encoder": ("source_tokens", "source_tokens"),  # kind: (query tokens, key tokens)
-           "decoder": ("target_tokens", "target_tokens"),
-           "cross": ("target_tokens", "source_tokens")}
 
 __all__ = ["CROSS_ONLY", "KINDS", "SHARES", "SINK_TOKENS", "STATISTICS", "batch_statistics",
            "cluster_order", "cosine_similarity", "head_divergence", "head_labels",
@@ -65,8 +64,7 @@ def statistics_names(kind: str) -> list[str]:
 
 
 def _check_kind(kind: str) -> None:
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    _kinds.kind(kind)
 
 
 def _unpack(maps: Mapping, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -81,7 +79,7 @@ def _unpack(maps: Mapping, kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     if mask.shape != (q, k):
         raise ValueError(f"maps[{kind + '_mask'!r}] has shape {mask.shape} but the maps are "
                          f"{q} x {k}")
-    query_name, key_name = _TOKENS[kind]
+    query_name, key_name = _kinds.KINDS[kind].query_tokens, _kinds.KINDS[kind].key_tokens
     query_tokens = [str(t) for t in maps.get(query_name, [""] * q)]
     key_tokens = [str(t) for t in maps.get(key_name, [""] * k)]
     if len(query_tokens) != q or len(key_tokens) != k:
@@ -222,9 +220,10 @@ def cosine_similarity(a, b) -> float:
     return float(a @ b / norms) if norms > 0 else 0.0
 
 
-def head_labels(n_layers: int, n_heads: int) -> list[str]:
-    """"L<layer> H<head>" for every head, layer-major: the order of head_similarity_matrix."""
-    return [f"L{layer} H{head}" for layer in range(n_layers) for head in range(n_heads)]
+def head_labels(kind: str, n_layers: int, n_heads: int) -> list[str]:
+    """The label of every head of one kind ("cross L0 H1", transformer.kinds.head_label),
+    layer-major: the order of head_similarity_matrix."""
+    return _kinds.head_labels({kind: (n_layers, n_heads)})
 
 
 def head_similarity_matrix(list_of_maps: Sequence[Mapping], kind: str) -> np.ndarray:

@@ -119,8 +119,11 @@ def head_masks(config, silenced: Iterable = (), given: Mapping | None = None
     """
     counts = layer_counts(config)
     masks = {name: np.ones((n, config.num_heads), np.float32) for name, n in counts.items()}
-    for name, mask in dict(given or {}).items():
-        kind(name)
+    given = dict(given or {})
+    unknown = sorted(set(given) - set(KINDS), key=str)
+    if unknown:
+        raise ValueError(f"head_mask keys must be among {KIND_NAMES}, got {unknown}")
+    for name, mask in given.items():
         if mask is None:
             continue
         mask = np.asarray(mask, np.float32)

@@ -9,24 +9,40 @@ import tensorflow as tf
 from .attention import MultiHeadAttention
 
 
-def positional_encoding(length: int, d_model: int, base: float = 10000.0) -> np.ndarray:
+SINUSOID_LAYOUTS = ("interleaved", "concat")
+ACTIVATIONS = ("relu", "gelu", "swish", "silu")  # swish = silu = x * sigmoid(x)
+
+
+def positional_encoding(length: int, d_model: int, base: float = 10000.0,
+                        layout: str = "interleaved") -> np.ndarray:
     """The paper's sinusoids, (length, d_model) float32.
 
-    PE(pos, 2i) = sin(pos / base^(2i / d_model)), PE(pos, 2i + 1) = cos(pos / base^(2i / d_model)).
+    With angle(pos, i) = pos / base^(2i / d_model):
+    - "interleaved" (the paper): PE(pos, 2i) = sin(angle), PE(pos, 2i + 1) = cos(angle);
+    - "concat" (the TensorFlow tutorial's and Marian's layout): the sines of every frequency
+      first, then the cosines: PE(pos, i) = sin(angle(pos, i)) for i < ceil(d_model / 2), then
+      cos(angle(pos, i)) for the remaining floor(d_model / 2) columns.
     """
     if length < 0 or d_model <= 0 or base <= 0:
         raise ValueError(f"need length >= 0, d_model > 0, base > 0; got {length}, {d_model}, {base}")
+    if layout not in SINUSOID_LAYOUTS:
+        raise ValueError(f"layout must be one of {SINUSOID_LAYOUTS}, got {layout!r}")
     pos = np.arange(length, dtype=np.float64)[:, None]  # (length, 1)
     two_i = np.arange(0, d_model, 2, dtype=np.float64)[None, :]  # (1, ceil(d_model / 2))
-    angles = pos / np.power(base, two_i / d_model)
+    angles = pos / np.power(base, two_i / d_model)  # (length, ceil(d_model / 2))
+    sines, cosines = np.sin(angles), np.cos(angles[:, : d_model // 2])
+    if layout == "concat":
+        return np.concatenate([sines, cosines], axis=1).astype(np.float32)
     pe = np.zeros((length, d_model), dtype=np.float64)
-    pe[:, 0::2] = np.sin(angles)
-    pe[:, 1::2] = np.cos(angles[:, : d_model // 2])
+    pe[:, 0::2] = sines
+    pe[:, 1::2] = cosines
     return pe.astype(np.float32)
 
 
 class PositionalEmbedding(keras.layers.Layer):
-    """Token embedding (optionally times sqrt(d_model)) plus a sinusoidal or learned position code.
+    """Token embedding (optionally times sqrt(d_model)) plus a position code: positional is
+    "sinusoidal" (the paper's interleaved sinusoids), "sinusoidal_concat" ([sin | cos]) or
+    "learned".
 
     The token embedding layer is passed in so source and target can share one matrix.
     """
@@ -43,7 +59,8 @@ class PositionalEmbedding(keras.layers.Layer):
             self.position_embedding = keras.layers.Embedding(max_len, d_model, name="position_embedding")
         else:
             self.position_embedding = None
-            self.sinusoids = tf.constant(positional_encoding(max_len, d_model))
+            layout = "concat" if positional == "sinusoidal_concat" else "interleaved"
+            self.sinusoids = tf.constant(positional_encoding(max_len, d_model, layout=layout))
 
 
     def position_codes(self, length, offset=0):
@@ -65,16 +82,24 @@ class PositionalEmbedding(keras.layers.Layer):
 
 
 class FeedForward(keras.layers.Layer):
-    """Position-wise FFN: max(0, x W1 + b1) W2 + b2."""
+    """Position-wise FFN: activation(x W1 + b1) W2 + b2; the paper's activation is relu
+    (max(0, x)); imported models may use gelu (exact, erf) or swish/silu (x * sigmoid(x))."""
 
-    def __init__(self, d_model, dff, **kwargs):
+    def __init__(self, d_model, dff, activation="relu", **kwargs):
         super().__init__(**kwargs)
-        self.intermediate = keras.layers.Dense(dff, activation="relu", name="intermediate")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        function = {"relu": "relu", "gelu": _gelu, "swish": "silu", "silu": "silu"}[activation]
+        self.intermediate = keras.layers.Dense(dff, activation=function, name="intermediate")
         self.output_dense = keras.layers.Dense(d_model, name="output")
 
 
     def call(self, x):
         return self.output_dense(self.intermediate(x))
+
+
+def _gelu(x):
+    return keras.activations.gelu(x, approximate=False)
 
 
 class _Block(keras.layers.Layer):
@@ -101,20 +126,22 @@ class _Block(keras.layers.Layer):
 class EncoderLayer(_Block):
     """Self-attention then FFN, each with its own residual connection, dropout and LayerNorm."""
 
-    def __init__(self, d_model, num_heads, dff, dropout_rate=0.1, norm_first=False, **kwargs):
+    def __init__(self, d_model, num_heads, dff, dropout_rate=0.1, norm_first=False, *,
+                 head_dim=None, activation="relu", layer_norm_epsilon=1e-6, **kwargs):
         super().__init__(norm_first, **kwargs)
-        self.self_attention = MultiHeadAttention(d_model, num_heads, name="self_attention")
+        self.self_attention = MultiHeadAttention(d_model, num_heads, head_dim,
+                                                 name="self_attention")
         self.self_attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=1e-6, name="self_attention_layer_norm")
+            epsilon=layer_norm_epsilon, name="self_attention_layer_norm")
         self.self_attention_dropout = keras.layers.Dropout(dropout_rate)
-        self.feedforward = FeedForward(d_model, dff, name="feedforward")
+        self.feedforward = FeedForward(d_model, dff, activation, name="feedforward")
         self.feedforward_layer_norm = keras.layers.LayerNormalization(
-            epsilon=1e-6, name="feedforward_layer_norm")
+            epsilon=layer_norm_epsilon, name="feedforward_layer_norm")
         self.feedforward_dropout = keras.layers.Dropout(dropout_rate)
 
     def call(self, x, attention_mask=None, head_mask=None, training=False, return_qkv=False):
-        """x (B, N, d_model), attention_mask (B, 1, 1, N). Returns the attention dict with "output" replaced
-        by the block's output (B, N, d_model)."""
+        """x (B, N, d_model), attention_mask (B, 1, 1, N). Returns the attention dict with "output"
+        replaced by the block's output (B, N, d_model)."""
         h = self._sublayer_input(x, self.self_attention_layer_norm)
         attention = self.self_attention(
             h, h, attention_mask=attention_mask, head_mask=head_mask, return_qkv=return_qkv)
@@ -130,76 +157,49 @@ class DecoderLayer(_Block):
     shared object would silently tie their weights.
     """
 
-    def __init__(self, d_model, num_heads, dff, dropout_rate=0.1, norm_first=False, **kwargs):
+    def __init__(self, d_model, num_heads, dff, dropout_rate=0.1, norm_first=False, *,
+                 head_dim=None, activation="relu", layer_norm_epsilon=1e-6, **kwargs):
         super().__init__(norm_first, **kwargs)
-        self.self_attention = MultiHeadAttention(d_model, num_heads, name="self_attention")
+        self.self_attention = MultiHeadAttention(d_model, num_heads, head_dim,
+                                                 name="self_attention")
         self.self_attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=1e-6, name="self_attention_layer_norm")
+            epsilon=layer_norm_epsilon, name="self_attention_layer_norm")
         self.self_attention_dropout = keras.layers.Dropout(dropout_rate)
-        self.cross_attention = MultiHeadAttention(d_model, num_heads, name="cross_attention")
+        self.cross_attention = MultiHeadAttention(d_model, num_heads, head_dim,
+                                                  name="cross_attention")
         self.cross_attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=1e-6, name="cross_attention_layer_norm")
+            epsilon=layer_norm_epsilon, name="cross_attention_layer_norm")
         self.cross_attention_dropout = keras.layers.Dropout(dropout_rate)
-        self.feedforward = FeedForward(d_model, dff, name="feedforward")
+        self.feedforward = FeedForward(d_model, dff, activation, name="feedforward")
         self.feedforward_layer_norm = keras.layers.LayerNormalization(
-            epsilon=1e-6, name="feedforward_layer_norm")
+            epsilon=layer_norm_epsilon, name="feedforward_layer_norm")
         self.feedforward_dropout = keras.layers.Dropout(dropout_rate)
 
-    def call(self, x, memory, self_mask=None, cross_mask=None, self_head_mask=None,
-             cross_head_mask=None, training=False, return_qkv=False):
-        """x (B, T, d_model), memory (B, N, d_model), self_mask (B, 1, T, T), cross_mask (B, 1, 1, N).
+    def call(self, x, memory=None, self_mask=None, cross_mask=None, self_head_mask=None,
+             cross_head_mask=None, training=False, return_qkv=False, self_cache=None,
+             cross_cache=None, cache_update_index=None):
+        """x (B, T, d_model), memory (B, N, d_model), self_mask (B, 1, T, T), cross_mask
+        (B, 1, 1, N).
 
-        Returns {"output": (B, T, d_model), "self": self-attention dict, "cross": cross dict}.
+        While decoding, the caches go through to the attention layers: self_cache (k, v) is
+        updated at cache_update_index (x holds the new positions only, self_mask covers the
+        whole cache), and cross_cache (k, v) is the encoder output's static keys and values
+        (memory is then not needed).
+
+        Returns {"output": (B, T, d_model), "self": self-attention dict (with "cache" when
+        updated), "cross": cross-attention dict}.
         """
         h = self._sublayer_input(x, self.self_attention_layer_norm)
         self_attention = self.self_attention(
-            h, h, attention_mask=self_mask, head_mask=self_head_mask, return_qkv=return_qkv)
+            h, h, attention_mask=self_mask, head_mask=self_head_mask, return_qkv=return_qkv,
+            cache=self_cache, cache_update_index=cache_update_index)
         x = self._residual(x, self_attention["output"], self.self_attention_layer_norm,
                            self.self_attention_dropout, training)
-        x, cross_attention = self.cross_attend(x, memory, cross_mask, cross_head_mask, training,
-                                               return_qkv)
+        h = self._sublayer_input(x, self.cross_attention_layer_norm)
+        cross_attention = self.cross_attention(
+            h, memory, attention_mask=cross_mask, head_mask=cross_head_mask,
+            return_qkv=return_qkv, cache=cross_cache)
+        x = self._residual(x, cross_attention["output"], self.cross_attention_layer_norm,
+                           self.cross_attention_dropout, training)
         return {"output": self.feed_forward(x, training), "self": self_attention,
                 "cross": cross_attention}
-
-    def cross_attend(self, x, memory, cross_mask, cross_head_mask, training, return_qkv=False,
-                     memory_key_value=None):
-        """The cross-attention sublayer. memory_key_value: precomputed (k, v), for decoding."""
-        h = self._sublayer_input(x, self.cross_attention_layer_norm)
-        if memory_key_value is None:
-            attention = self.cross_attention(
-                h, memory, attention_mask=cross_mask, head_mask=cross_head_mask, return_qkv=return_qkv)
-        else:
-            q = self.cross_attention.split_heads(self.cross_attention.query(h))
-            output, weights, _ = self.cross_attention.attend(
-                q, *memory_key_value, cross_mask, cross_head_mask)
-            attention = {"output": output, "weights": weights}
-        x = self._residual(x, attention["output"], self.cross_attention_layer_norm,
-                           self.cross_attention_dropout, training)
-        return x, attention
-
-    def cached_step(self, x, position, self_cache, memory_key_value, cross_mask,
-                    self_head_mask=None, cross_head_mask=None):
-        """One decoding step for the token at `position`, reusing earlier keys and values.
-
-        x (B, 1, d_model); self_cache = (k, v), each (B, heads, max_len, d_k), holding the keys and
-        values of positions < `position`; memory_key_value = the cross-attention (k, v) of the
-        encoder output, computed once per source.
-        Returns (output (B, 1, d_model), new self_cache, self weights (B, heads, 1, max_len),
-        cross weights (B, heads, 1, N)). Same arithmetic as `call` on the prefix, one row of it.
-        """
-        attention = self.self_attention
-        h = self._sublayer_input(x, self.self_attention_layer_norm)
-        q = attention.split_heads(attention.query(h))  # (B, heads, 1, d_k)
-        k_new, v_new = attention.project_key_value(h)  # (B, heads, 1, d_k)
-        max_len = tf.shape(self_cache[0])[2]
-        slots = tf.range(max_len)
-        write = tf.equal(slots, position)[tf.newaxis, tf.newaxis, :, tf.newaxis]
-        k_cache = tf.where(write, k_new, self_cache[0])  # fixed size: the step never retraces
-        v_cache = tf.where(write, v_new, self_cache[1])
-        visible = tf.cast(slots <= position, x.dtype)[tf.newaxis, tf.newaxis, tf.newaxis, :]
-        output, self_weights, _ = attention.attend(q, k_cache, v_cache, visible, self_head_mask)
-        x = self._residual(x, output, self.self_attention_layer_norm, self.self_attention_dropout,
-                           False)
-        x, cross = self.cross_attend(x, None, cross_mask, cross_head_mask, False,
-                                     memory_key_value=memory_key_value)
-        return self.feed_forward(x, False), (k_cache, v_cache), self_weights, cross["weights"]

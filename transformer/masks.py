@@ -1,7 +1,11 @@
-"""Attention masks. Convention everywhere: 1/True = may attend, 0/False = blocked."""
+"""Attention masks, and the padding they find. Convention everywhere: 1/True = may attend,
+0/False = blocked."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import tensorflow as tf
 
 
@@ -22,3 +26,20 @@ def decoder_mask(tgt_ids, pad_id: int = 0) -> tf.Tensor:
     tgt_ids = tf.convert_to_tensor(tgt_ids)
     size = tf.shape(tgt_ids)[1]
     return padding_mask(tgt_ids, pad_id) * look_ahead_mask(size)[tf.newaxis, tf.newaxis]
+
+
+def pad_ids(sequences: Sequence[Sequence[int]], pad_id: int, length: int | None = None
+            ) -> np.ndarray:
+    """(B, length) int32, each sequence padded on the right with pad_id (length: the longest
+    by default). ValueError for no sequences, an empty one, or one longer than length."""
+    sequences = [np.asarray(s, np.int32).reshape(-1) for s in sequences]
+    if not sequences or min(len(s) for s in sequences) == 0:
+        raise ValueError("every sequence must hold at least one id")
+    longest = max(len(s) for s in sequences)
+    length = longest if length is None else int(length)
+    if longest > length:
+        raise ValueError(f"a sequence of {longest} ids does not fit in {length}")
+    out = np.full((len(sequences), length), pad_id, np.int32)
+    for i, ids in enumerate(sequences):
+        out[i, :len(ids)] = ids
+    return out

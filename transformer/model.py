@@ -6,10 +6,11 @@ import keras
 import tensorflow as tf
 
 from .config import TransformerConfig
+from .kinds import KIND_NAMES, layer_counts
 from .layers import DecoderLayer, EncoderLayer, PositionalEmbedding
-from .masks import decoder_mask, padding_mask
+from .masks import look_ahead_mask, padding_mask
 
-ATTENTION_KINDS = ("encoder", "decoder", "cross")
+ATTENTION_KINDS = KIND_NAMES  # ("encoder", "decoder", "cross")
 
 
 class Transformer(keras.Model):
@@ -40,28 +41,57 @@ class Transformer(keras.Model):
             name="target_embedding")
         self.source_dropout = keras.layers.Dropout(c.dropout_rate)
         self.target_dropout = keras.layers.Dropout(c.dropout_rate)
+        block = dict(head_dim=c.head_dim, activation=c.activation,
+                     layer_norm_epsilon=c.layer_norm_epsilon)
         self.encoder_layers = [
             EncoderLayer(c.d_model, c.num_heads, c.dff, c.dropout_rate, c.norm_first,
-                         name=f"encoder_layer_{i}")
+                         name=f"encoder_layer_{i}", **block)
             for i in range(c.num_encoder_layers)
         ]
         self.decoder_layers = [
             DecoderLayer(c.d_model, c.num_heads, c.dff, c.dropout_rate, c.norm_first,
-                         name=f"decoder_layer_{i}")
+                         name=f"decoder_layer_{i}", **block)
             for i in range(c.num_decoder_layers)
         ]
         # Pre-LN stacks end with a LayerNorm: their residual stream is never normalised otherwise.
         if c.norm_first:
-            self.encoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="encoder_norm")
-            self.decoder_norm = keras.layers.LayerNormalization(epsilon=1e-6, name="decoder_norm")
+            self.encoder_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, name="encoder_norm")
+            self.decoder_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, name="decoder_norm")
         if not c.tie_output:
-            self.output_projection = keras.layers.Dense(c.tgt_vocab_size, name="output_projection")
+            self.output_projection = keras.layers.Dense(
+                c.tgt_vocab_size, use_bias=c.output_bias, name="output_projection")
+        elif c.output_bias:  # tied embeddings with a bias of their own (Marian's final_logits_bias)
+            self.output_bias = self.add_weight(shape=(c.tgt_vocab_size,), initializer="zeros",
+                                               name="output_bias")
 
     def build_weights(self) -> "Transformer":
         """Create every variable by running a one-token forward pass."""
         ids = tf.fill((1, 1), self.config.start_id)
         self((ids, ids))
         return self
+
+    # ---------------------------------------------------------------- masks
+    def source_mask(self, source_ids):
+        """(B, N) ids -> (B, 1, 1, N): 1 where a key is a real token (all 1 when the config does
+        not mask padding)."""
+        source_ids = tf.convert_to_tensor(source_ids)
+        if not self.config.mask_padding:
+            return tf.ones_like(source_ids, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+        return padding_mask(source_ids, self.config.pad_id)
+
+    def target_mask(self, target_ids):
+        """(B, T) ids -> (B, 1, T, T): look-ahead AND padding. Padding is found by id; when the
+        start id is the pad id (Marian), position 0 holds the start token and is never padding."""
+        target_ids = tf.convert_to_tensor(target_ids)
+        causal = look_ahead_mask(tf.shape(target_ids)[1])[tf.newaxis, tf.newaxis]  # (1, 1, T, T)
+        if not self.config.mask_padding:
+            return tf.ones_like(target_ids, tf.float32)[:, tf.newaxis, tf.newaxis, :] * causal
+        real = padding_mask(target_ids, self.config.pad_id)  # (B, 1, 1, T)
+        if self.config.start_id == self.config.pad_id:
+            real = tf.maximum(real, tf.one_hot(0, tf.shape(target_ids)[1], dtype=real.dtype))
+        return real * causal
 
     # ---------------------------------------------------------------- encoder
     def encode(self, source_ids, training=False, head_mask=None, return_hidden_states=False,
@@ -74,7 +104,7 @@ class Transformer(keras.Model):
         head_mask: (L_enc, H), 0 silences a head.
         """
         source_ids = tf.convert_to_tensor(source_ids)
-        mask = padding_mask(source_ids, self.config.pad_id)  # (B, 1, 1, N)
+        mask = self.source_mask(source_ids)  # (B, 1, 1, N)
         x = self.source_dropout(self.source_embedding(source_ids), training=training)
         hidden, layer_results = [x], []
         for i, layer in enumerate(self.encoder_layers):
@@ -99,11 +129,11 @@ class Transformer(keras.Model):
                cross_head_mask=None, return_hidden_states=False, return_qkv=False):
         """target_ids (B, T), memory (B, N, d_model), memory_mask (B, 1, 1, N) -> dict:
         "logits" (B, T, tgt_vocab), "self_attention" (L_dec, B, H, T, T),
-        "cross_attention" (L_dec, B, H, T, N); optional "hidden_states" (L_dec + 1, B, T, d_model),
+        "cross_attention" (L_dec, B, H, T, N), "mask" (B, 1, T, T) (the self-attention mask); optional "hidden_states" (L_dec + 1, B, T, d_model),
         "self_q"/"self_k"/"self_v"/"self_scores", "cross_q"/"cross_k"/"cross_v"/"cross_scores".
         """
         target_ids = tf.convert_to_tensor(target_ids)
-        self_mask = decoder_mask(target_ids, self.config.pad_id)  # (B, 1, T, T)
+        self_mask = self.target_mask(target_ids)  # (B, 1, T, T)
         x = self.target_dropout(self.target_embedding(target_ids), training=training)
         hidden, self_results, cross_results = [x], [], []
         for i, layer in enumerate(self.decoder_layers):
@@ -117,7 +147,7 @@ class Transformer(keras.Model):
             cross_results.append(result["cross"])
         x = self.final_norm(x)
         hidden[-1] = x
-        out = {"logits": self.project(x),
+        out = {"logits": self.project(x), "mask": self_mask,
                "self_attention": tf.stack([r["weights"] for r in self_results]),
                "cross_attention": tf.stack([r["weights"] for r in cross_results])}
         if return_hidden_states:
@@ -133,9 +163,52 @@ class Transformer(keras.Model):
 
     def project(self, x):
         """(B, T, d_model) -> logits (B, T, tgt_vocab)."""
-        if self.config.tie_output:
-            return tf.matmul(x, self.target_token_embedding.embeddings, transpose_b=True)
-        return self.output_projection(x)
+        if not self.config.tie_output:
+            return self.output_projection(x)
+        logits = tf.matmul(x, self.target_token_embedding.embeddings, transpose_b=True)
+        return logits + self.output_bias if self.config.output_bias else logits
+
+    # ---------------------------------------------------------------- cached decoding
+    def init_cache(self, memory, max_len):
+        """The decoder's caches for decoding up to max_len tokens over memory (B, N, d_model):
+        {"self": per layer (k, v) zeros (B, H, max_len, head_dim), written step by step;
+         "cross": per layer (k, v) (B, H, N, head_dim), the encoder output's keys and values,
+         computed once}."""
+        c = self.config
+        shape = (tf.shape(memory)[0], c.num_heads, max_len, c.head_dim)
+        return {"self": [(tf.zeros(shape), tf.zeros(shape)) for _ in self.decoder_layers],
+                "cross": [layer.cross_attention.project_key_value(memory)
+                          for layer in self.decoder_layers]}
+
+    def decode_step(self, token_ids, index, cache, memory_mask, self_head_mask=None,
+                    cross_head_mask=None):
+        """The decoder on new tokens only, reusing the cache: token_ids (B, n) sit at positions
+        index .. index + n - 1 and attend to every earlier position through cache["self"].
+
+        Returns {"logits" (B, n, V), "self_attention" (L_dec, B, H, n, max_len) (slots after the
+        token's own position are blocked: weight 0), "cross_attention" (L_dec, B, H, n, N),
+        "cache" (the updated cache)}. The same arithmetic as `decode` on the whole prefix: the
+        rows of the new positions.
+        """
+        x = self.target_embedding(token_ids, offset=index)
+        size = tf.shape(cache["self"][0][0])[2]
+        positions = index + tf.range(tf.shape(token_ids)[1])  # (n,)
+        visible = tf.cast(tf.range(size)[tf.newaxis, :] <= positions[:, tf.newaxis], x.dtype)
+        visible = visible[tf.newaxis, tf.newaxis]  # (1, 1, n, max_len)
+        self_cache, self_weights, cross_weights = [], [], []
+        for i, layer in enumerate(self.decoder_layers):
+            result = layer(x, self_mask=visible, cross_mask=memory_mask,
+                           self_head_mask=_row(self_head_mask, i),
+                           cross_head_mask=_row(cross_head_mask, i),
+                           self_cache=cache["self"][i], cross_cache=cache["cross"][i],
+                           cache_update_index=index)
+            x = result["output"]
+            self_cache.append(result["self"]["cache"])
+            self_weights.append(result["self"]["weights"])
+            cross_weights.append(result["cross"]["weights"])
+        return {"logits": self.project(self.final_norm(x)),
+                "self_attention": tf.stack(self_weights), "cross_attention": tf.stack(cross_weights),
+                "cache": {"self": self_cache, "cross": cache["cross"]}}
 
     # ---------------------------------------------------------------- both
     def call(self, inputs, training=False, head_mask=None, return_attention=False,
@@ -144,7 +217,8 @@ class Transformer(keras.Model):
 
         Returns logits (B, T, tgt_vocab), or with any return_* flag a dict with "logits",
         "encoder_attention" (L_enc, B, H, N, N), "decoder_attention" (L_dec, B, H, T, T),
-        "cross_attention" (L_dec, B, H, T, N) and the requested extras, prefixed "encoder_",
+        "cross_attention" (L_dec, B, H, T, N), the masks they used, "source_mask" (B, 1, 1, N)
+        (encoder and cross keys) and "target_mask" (B, 1, T, T), and the requested extras, prefixed "encoder_",
         "decoder_" (self-attention) and "cross_".
         head_mask: {"encoder": (L_enc, H), "decoder": (L_dec, H), "cross": (L_dec, H)}, any subset;
         0 silences a head's output.
@@ -155,8 +229,7 @@ class Transformer(keras.Model):
         if unknown:
             raise ValueError(f"head_mask keys must be among {ATTENTION_KINDS}, got {sorted(unknown)}")
         c = self.config
-        layers = {"encoder": c.num_encoder_layers, "decoder": c.num_decoder_layers,
-                  "cross": c.num_decoder_layers}
+        layers = layer_counts(c)
         for kind, mask in head_mask.items():
             if mask is not None and tuple(mask.shape) != (layers[kind], c.num_heads):
                 raise ValueError(f"head_mask[{kind!r}] must have shape "
@@ -170,7 +243,8 @@ class Transformer(keras.Model):
         if not (return_attention or return_hidden_states or return_qkv):
             return dec["logits"]
         out = {"logits": dec["logits"], "encoder_attention": enc["attention"],
-               "decoder_attention": dec["self_attention"], "cross_attention": dec["cross_attention"]}
+               "decoder_attention": dec["self_attention"], "cross_attention": dec["cross_attention"],
+               "source_mask": enc["mask"], "target_mask": dec["mask"]}
         if return_hidden_states:
             out["encoder_hidden_states"] = enc["hidden_states"]
             out["decoder_hidden_states"] = dec["hidden_states"]
