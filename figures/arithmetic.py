@@ -1,9 +1,12 @@
 """The arithmetic of one attention head for one query token, redone in NumPy from the model's
 own q, K and V, and drawn step by step.
 
-The rule is transformer.attention's: scores = q·Kᵀ / √d_k; blocked keys (mask 0) get −1e9 added;
-softmax; then weights × mask, so blocked keys get exactly 0 and a query whose keys are all
-blocked gets an all-zero row. The context (the head's output for this query) = Σ_j w_j · V_j.
+The rule is transformer.attention's: scores = q·Kᵀ / √d_k; blocked keys (mask 0) get the
+blocked score added (the model's constant, transformer.attention.BLOCKED_SCORE, which the caller
+passes in: this module imports no TensorFlow); softmax; then weights × mask, so blocked keys get
+exactly 0 and a query whose keys are all blocked gets an all-zero row. The context (the head's
+output for this query) = Σ_j w_j · V_j. Key axes put cells at positions, ticked with the tokens
+as they are (figures.common.token_axis).
 """
 
 from __future__ import annotations
@@ -12,29 +15,34 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import axis_labels, plotly_text
+from .common import cell_tokens, number_text, positions, tick_text, token_axis
 from .masks import BLOCKED_COLOR, MASK_COLORSCALE
 
-BLOCKED_SCORE = -1e9  # transformer.attention._BLOCKED_SCORE
 MAX_CELL_TEXT = 24  # write numbers in the cells of rows at most this long
 VALUE_SCALE, WEIGHT_SCALE = "RdBu_r", "Oranges"
-STEPS = (  # (result key, row title)
+STEPS = (  # (result key, row title; {blocked} is the blocked score as written by number_text)
     ("dots", "q·Kᵀ"),
     ("scaled", "÷ √d_k"),
     ("mask", "mask (1 = may attend)"),
-    ("masked", "masked (+ −1e9)"),
+    ("masked", "masked (+ {blocked})"),
     ("weights", "softmax"),
 )
 
 
-def head_arithmetic(q_row, K, V, mask_row=None) -> dict:
+def step_titles(blocked_score: float) -> list[str]:
+    """The rows' titles of score_steps_fig, the blocked score written in ("masked (+ −1e9)")."""
+    return [label.format(blocked=number_text(blocked_score)) for _, label in STEPS]
+
+
+def head_arithmetic(q_row, K, V, mask_row=None, *, blocked_score: float) -> dict:
     """Every intermediate of one head's attention for one query, in float64.
 
     q_row: (d_k,); K: (k_len, d_k); V: (k_len, d_v); mask_row: (k_len,), nonzero = may attend
-    (None: every key allowed). Returns "q", "K", "V", "d_k", "dots" (k_len,) = K q,
-    "scaled" = dots / √d_k, "mask" (0/1 floats), "masked" = scaled + (1 − mask)·(−1e9),
-    "weights" (the softmax times the mask), "weighted_values" (k_len, d_v) = w_j V_j and
-    "context" (d_v,) = their sum.
+    (None: every key allowed); blocked_score: what the model adds to blocked scores
+    (transformer.attention.BLOCKED_SCORE). Returns "q", "K", "V", "d_k", "dots" (k_len,) = K q,
+    "scaled" = dots / √d_k, "mask" (0/1 floats), "masked" = scaled + (1 − mask)·blocked_score,
+    "weights" (the softmax times the mask), "weighted_values" (k_len, d_v) = w_j V_j,
+    "context" (d_v,) = their sum, and "blocked_score" (for the figures' labels).
     """
     q, K, V = (np.asarray(a, dtype=np.float64) for a in (q_row, K, V))
     if q.ndim != 1:
@@ -50,7 +58,7 @@ def head_arithmetic(q_row, K, V, mask_row=None) -> dict:
     d_k = q.shape[0]
     dots = K @ q  # (k_len,)
     scaled = dots / np.sqrt(d_k)
-    masked = scaled + (1.0 - mask) * BLOCKED_SCORE
+    masked = scaled + (1.0 - mask) * float(blocked_score)
     if k_len:
         exp = np.exp(masked - masked.max())  # finite even when every key is blocked
         weights = exp / exp.sum() * mask
@@ -59,7 +67,7 @@ def head_arithmetic(q_row, K, V, mask_row=None) -> dict:
     weighted_values = weights[:, None] * V  # (k_len, d_v)
     return {"q": q, "K": K, "V": V, "d_k": d_k, "dots": dots, "scaled": scaled, "mask": mask,
             "masked": masked, "weights": weights, "weighted_values": weighted_values,
-            "context": weighted_values.sum(axis=0)}
+            "context": weighted_values.sum(axis=0), "blocked_score": float(blocked_score)}
 
 
 def max_abs_difference(ours, theirs) -> float:
@@ -80,14 +88,30 @@ def dimension_labels(n: int) -> list[str]:
     return [str(i) for i in range(n)]
 
 
-def _heatmap(z, x, y, *, colorscale, zmid=None, zmin=None, zmax=None, name="value",
-             text_format=".3f", showscale=False) -> go.Heatmap:
+def _axis_hover(title: str, axis: str, labels, index: int) -> str:
+    """Hover for one axis: "key %{x:d} (%{customdata[1]})" ("key 3 (2021)") when the labels say
+    more than the positions, "dimension %{x:d}" when they are the positions themselves."""
+    text = f"{title} %{{{axis}:d}}"
+    if [str(x) for x in labels] == [str(i) for i in range(len(labels))]:
+        return text
+    return f"{text} (%{{customdata[{index}]}})"
+
+
+def _heatmap(z, x_labels, y_labels, *, colorscale, zmid=None, zmin=None, zmax=None,
+             name="value", text_format=".3f", showscale=False, x_title="dimension",
+             y_title=None) -> go.Heatmap:
+    """Cells at positions. Hover names the row (y_title and position, or only the row's label
+    when y_title is None) and the column (x_title and position, and its label unless the labels
+    are the positions); customdata holds each cell's (row label, column label)."""
     z = np.asarray(z, dtype=float)
+    row = _axis_hover(y_title, "y", y_labels, 0) if y_title else "%{customdata[0]}"
+    where = f"{row}<br>{_axis_hover(x_title, 'x', x_labels, 1)}"
     return go.Heatmap(
-        z=z, x=x, y=y, colorscale=colorscale, zmid=zmid, zmin=zmin, zmax=zmax,
-        showscale=showscale, xgap=1, ygap=1, name=name,
+        z=z, x=positions(x_labels), y=positions(y_labels), colorscale=colorscale, zmid=zmid,
+        zmin=zmin, zmax=zmax, showscale=showscale, xgap=1, ygap=1, name=name,
+        customdata=cell_tokens(y_labels, x_labels), hoverongaps=False,
         texttemplate=f"%{{z:{text_format}}}" if z.shape[-1] <= MAX_CELL_TEXT else None,
-        hovertemplate=f"%{{y}}<br>%{{x}}<br>{name} %{{z:.6f}}<extra></extra>")
+        hovertemplate=f"{where}<br>{name} %{{z:.6f}}<extra></extra>")
 
 
 def vector_fig(values, labels, title: str, *, x_title: str = "dimension",
@@ -96,25 +120,26 @@ def vector_fig(values, labels, title: str, *, x_title: str = "dimension",
     values = np.asarray(values, dtype=float)
     if values.ndim != 1 or values.shape[0] != len(labels):
         raise ValueError(f"values have shape {values.shape} but there are {len(labels)} labels")
-    fig = go.Figure(_heatmap(values[None], axis_labels(labels), [plotly_text(name)],
-                             colorscale=VALUE_SCALE, zmid=0, name=name, showscale=True))
-    fig.update_xaxes(title=x_title, type="category")
-    fig.update_yaxes(type="category")
+    fig = go.Figure(_heatmap(values[None], labels, [name], colorscale=VALUE_SCALE, zmid=0,
+                             name=name, showscale=True, x_title=x_title))
+    fig.update_xaxes(**token_axis(labels, title=x_title))
+    fig.update_yaxes(**token_axis([name]))
     fig.update_layout(title=title, height=230, margin=dict(l=10, r=10, t=60, b=10))
     return fig
 
 
 def matrix_fig(matrix, row_labels, col_labels, title: str, *, x_title: str = "dimension",
                y_title: str = "key", name: str = "value") -> go.Figure:
-    """A matrix (e.g. K or V: one row per key token) as a heatmap, row 0 at the top."""
+    """A matrix (e.g. K or V: one row per key token) as a heatmap, row 0 at the top; rows and
+    columns at positions, ticked with the labels as they are."""
     matrix = np.asarray(matrix, dtype=float)
     if matrix.ndim != 2 or matrix.shape != (len(row_labels), len(col_labels)):
         raise ValueError(f"matrix has shape {matrix.shape} but there are {len(row_labels)} row "
                          f"and {len(col_labels)} column labels")
-    fig = go.Figure(_heatmap(matrix, axis_labels(col_labels), axis_labels(row_labels),
-                             colorscale=VALUE_SCALE, zmid=0, name=name, showscale=True))
-    fig.update_xaxes(title=x_title, type="category")
-    fig.update_yaxes(title=y_title, type="category", autorange="reversed")
+    fig = go.Figure(_heatmap(matrix, col_labels, row_labels, colorscale=VALUE_SCALE, zmid=0,
+                             name=name, showscale=True, x_title=x_title, y_title=y_title))
+    fig.update_xaxes(**token_axis(col_labels, title=x_title))
+    fig.update_yaxes(**token_axis(row_labels, title=y_title, autorange="reversed"))
     fig.update_layout(title=title, height=max(260, 120 + 24 * len(row_labels)),
                       margin=dict(l=10, r=10, t=60, b=10))
     return fig
@@ -122,40 +147,52 @@ def matrix_fig(matrix, row_labels, col_labels, title: str, *, x_title: str = "di
 
 def score_steps_fig(result: dict, key_tokens, title: str | None = None) -> go.Figure:
     """The steps over the keys, one row each: q·Kᵀ, ÷√d_k, the mask, the masked scores (blocked
-    keys drawn grey, marked −1e9) and the softmax weights. result: head_arithmetic's dict."""
-    keys = axis_labels(key_tokens)
+    keys drawn grey and labelled with the blocked score, unblocked keys with their score) and
+    the softmax weights. result: head_arithmetic's dict (its "blocked_score" labels the row)."""
+    keys = list(key_tokens)
     if result["dots"].shape != (len(keys),):
         raise ValueError(f"the result has {result['dots'].shape[0]} keys but there are "
                          f"{len(keys)} key tokens")
     allowed = result["mask"] != 0
+    blocked_text = number_text(result["blocked_score"])
+    titles = step_titles(result["blocked_score"])
     fig = make_subplots(rows=len(STEPS), cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=[f"{n + 1}. {label}" for n, (_, label) in enumerate(STEPS)])
+                        subplot_titles=[f"{n + 1}. {label}" for n, label in enumerate(titles)])
     scale = float(np.abs(result["scaled"]).max()) if len(keys) else 1.0
-    for row, (key, label) in enumerate(STEPS, start=1):
+    axes = dict(x_title="key", y_title=None)  # rows named by their step, keys by position
+    for row, ((key, _), label) in enumerate(zip(STEPS, titles), start=1):
         values = result[key]
         if key == "mask":
             trace = _heatmap(values[None], keys, [label], colorscale=MASK_COLORSCALE, zmin=0,
-                             zmax=1, name=key, text_format=".0f")
+                             zmax=1, name=key, text_format=".0f", **axes)
         elif key == "weights":
             trace = _heatmap(values[None], keys, [label], colorscale=WEIGHT_SCALE, zmin=0,
-                             zmax=max(float(values.max(initial=0.0)), 1e-9), name="weight")
+                             zmax=max(float(values.max(initial=0.0)), 1e-9), name="weight",
+                             **axes)
         else:
             shown = np.where(allowed, values, np.nan) if key == "masked" else values
             bound = float(np.abs(values).max(initial=0.0)) if key == "dots" else scale
             trace = _heatmap(shown[None], keys, [label], colorscale=VALUE_SCALE, zmid=0,
-                             zmin=-bound, zmax=bound, name=key)
+                             zmin=-bound, zmax=bound, name=key, **axes)
         fig.add_trace(trace, row=row, col=1)
         if key == "masked" and not allowed.all():
+            # Only blocked cells carry the blocked label: a constant texttemplate would be
+            # written on every cell, over the real scores of the unblocked ones.
+            marks = len(keys) <= MAX_CELL_TEXT
+            data = np.empty((1, len(keys), 2), dtype=object)
+            data[0, :, 0], data[0, :, 1] = tick_text(keys), values
             fig.add_trace(go.Heatmap(
-                z=np.where(allowed, np.nan, 1.0)[None], x=keys, y=[label], showscale=False,
-                colorscale=[[0, BLOCKED_COLOR], [1, BLOCKED_COLOR]], xgap=1, ygap=1,
-                name="blocked", customdata=values[None],
-                texttemplate="−1e9" if len(keys) <= MAX_CELL_TEXT else None,
-                hovertemplate="%{x}: blocked<br>score + (−1e9) = %{customdata:.6g}"
-                              "<extra></extra>"), row=row, col=1)
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=keys)
+                z=np.where(allowed, np.nan, 1.0)[None], x=positions(keys), y=[0],
+                showscale=False, colorscale=[[0, BLOCKED_COLOR], [1, BLOCKED_COLOR]], xgap=1,
+                ygap=1, name="blocked", customdata=data, hoverongaps=False,
+                text=np.where(allowed, "", blocked_text)[None] if marks else None,
+                texttemplate="%{text}" if marks else None,
+                hovertemplate=f"key %{{x:d}} (%{{customdata[0]}}): blocked<br>score + "
+                              f"({blocked_text}) = %{{customdata[1]:.6g}}<extra></extra>"),
+                row=row, col=1)
+    fig.update_xaxes(**token_axis(keys))
     fig.update_xaxes(title="key", tickangle=-45, row=len(STEPS), col=1)
-    fig.update_yaxes(type="category", showticklabels=False)
+    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
     fig.update_layout(title=title, height=560, margin=dict(l=10, r=10, t=80 if title else 40,
                                                            b=10))
     return fig
@@ -163,11 +200,11 @@ def score_steps_fig(result: dict, key_tokens, title: str | None = None) -> go.Fi
 
 def contributions_fig(weighted_values, context, key_tokens, title: str | None = None
                       ) -> go.Figure:
-    """Each key's contribution w_j·V_j (one row per key) above their sum, the context vector,
-    on one colour scale."""
+    """Each key's contribution w_j·V_j (one row per key, at its position, ticked with its token)
+    above their sum, the context vector, on one colour scale."""
     weighted_values = np.asarray(weighted_values, dtype=float)
     context = np.asarray(context, dtype=float)
-    keys = axis_labels(key_tokens)
+    keys = list(key_tokens)
     if weighted_values.ndim != 2 or weighted_values.shape[0] != len(keys):
         raise ValueError(f"weighted_values have shape {weighted_values.shape} but there are "
                          f"{len(keys)} key tokens")
@@ -182,13 +219,14 @@ def contributions_fig(weighted_values, context, key_tokens, title: str | None = 
                         subplot_titles=("w_j · V_j: each key's weighted value row",
                                         "Σ_j w_j · V_j: the head's output (context) for the query"))
     fig.add_trace(_heatmap(weighted_values, dims, keys, colorscale=VALUE_SCALE, zmid=0,
-                           zmin=-bound, zmax=bound, name="w·v", showscale=True), row=1, col=1)
+                           zmin=-bound, zmax=bound, name="w·v", showscale=True, y_title="key"),
+                  row=1, col=1)
     fig.add_trace(_heatmap(context[None], dims, ["context"], colorscale=VALUE_SCALE, zmid=0,
                            zmin=-bound, zmax=bound, name="context"), row=2, col=1)
-    fig.update_xaxes(type="category")
+    fig.update_xaxes(**token_axis(dims))
     fig.update_xaxes(title="dimension", row=2, col=1)
-    fig.update_yaxes(type="category", autorange="reversed", row=1, col=1)
-    fig.update_yaxes(type="category", row=2, col=1)
+    fig.update_yaxes(**token_axis(keys, autorange="reversed"), row=1, col=1)
+    fig.update_yaxes(**token_axis(["context"]), row=2, col=1)
     fig.update_layout(title=title, height=max(360, 200 + 24 * len(keys)),
                       margin=dict(l=10, r=10, t=80 if title else 50, b=10))
     return fig

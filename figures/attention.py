@@ -1,6 +1,8 @@
 """Attention maps: one head as a heatmap, every head as small multiples, the linked view.
 
-Rows are queries (top to bottom in token order), columns are keys. ``blocked`` arrays use
+Rows are queries (top to bottom in token order), columns are keys; cells sit at positions
+(0 .. n - 1) and the ticks are the tokens as they are (figures.common.token_axis), so a repeated
+token shows twice; hover names position and token ("key 3 (2021)"). ``blocked`` arrays use
 True = BLOCKED; the masks of ``Checkpoint.attention`` use True = may attend, so callers pass
 ``~mask``. Blocked cells are NaN in the weights' heatmap and drawn by a second heatmap named
 "blocked (masked)": grey cells marked '×', so they never look like small weights.
@@ -14,15 +16,15 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import axis_labels, check_matrix
+from transformer.kinds import KIND_NAMES, KINDS
+
+from .common import cell_hover, cell_tokens, check_matrix, positions, token_axis
 
 COLORSCALE = "Blues"
 BLOCKED_NAME = "blocked (masked)"
 BLOCKED_CELL, BLOCKED_MARK = "#d1d5db", "#4b5563"
 MAX_MARKED_CELLS = 60  # beyond this many rows or columns, blocked cells are grey without '×'
 HIGHLIGHT_COLOR, SELECTED_COLOR = "#dc2626", "#dc2626"
-LINKED_KINDS = ("encoder", "decoder", "cross")
-LINKED_TITLES = ("Encoder self-attention", "Decoder self-attention", "Cross-attention")
 
 
 def _check_blocked(blocked, shape, name="blocked") -> np.ndarray:
@@ -35,14 +37,18 @@ def _check_blocked(blocked, shape, name="blocked") -> np.ndarray:
     return blocked
 
 
-def _cells(weights, blocked, rows, cols, *, query_title="query", key_title="key",
-           zmin=0.0, zmax=1.0, coloraxis=None) -> list:
-    """The heatmap of one map (blocked cells NaN) and, when any cell is blocked, a grey one."""
+def _cells(weights, blocked, query_tokens, key_tokens, *, query_title="query",
+           key_title="key", zmin=0.0, zmax=1.0, coloraxis=None) -> list:
+    """The heatmap of one map (blocked cells NaN) and, when any cell is blocked, a grey one.
+    Cells at positions; customdata holds each cell's (query token, key token) for the hover, in
+    the trace that shows the cell only (None in the other), so the figure stays small."""
+    rows, cols = positions(query_tokens), positions(key_tokens)
+    tokens = cell_tokens(query_tokens, key_tokens)  # (q, k, 2)
+    where = cell_hover(query_title, key_title)
     heatmap = go.Heatmap(
         z=np.where(blocked, np.nan, weights), x=cols, y=rows, name="weight",
-        hoverongaps=False,
-        hovertemplate=f"{query_title}: %{{y}}<br>{key_title}: %{{x}}<br>weight: %{{z:.3f}}"
-                      "<extra></extra>")
+        hoverongaps=False, customdata=np.where(blocked[..., None], None, tokens),
+        hovertemplate=f"{where}<br>weight: %{{z:.3f}}<extra></extra>")
     if coloraxis:
         heatmap.coloraxis = coloraxis
     else:
@@ -56,14 +62,14 @@ def _cells(weights, blocked, rows, cols, *, query_title="query", key_title="key"
             colorscale=[[0, BLOCKED_CELL], [1, BLOCKED_CELL]], showscale=False, hoverongaps=False,
             text=np.where(blocked, "×", "") if marks else None,
             texttemplate="%{text}" if marks else None,
+            customdata=np.where(blocked[..., None], tokens, None),
             textfont=dict(color=BLOCKED_MARK, size=max(8, min(16, 360 // max(blocked.shape)))),
-            hovertemplate=f"{query_title}: %{{y}}<br>{key_title}: %{{x}}<br>blocked (masked)"
-                          "<extra></extra>"))
+            hovertemplate=f"{where}<br>blocked (masked)<extra></extra>"))
     return traces
 
 
 def _row_outline(row: int, n_cols: int, color=HIGHLIGHT_COLOR, name="highlight") -> dict:
-    """A rectangle around category row `row` (row r spans r - 0.5 .. r + 0.5)."""
+    """A rectangle around row `row` (the row at position r spans r - 0.5 .. r + 0.5)."""
     return dict(type="rect", x0=-0.5, x1=n_cols - 0.5, y0=row - 0.5, y1=row + 0.5, name=name,
                 line=dict(color=color, width=3), fillcolor="rgba(0,0,0,0)", layer="above")
 
@@ -82,7 +88,7 @@ def attention_heatmap_fig(weights, query_tokens, key_tokens, *, title=None, colo
     colour_scale "fixed" maps 0..1, "fit" the min..max of the unblocked cells. blocked (q, k),
     True = blocked: NaN in the weights, grey '×' cells in the trace "blocked (masked)".
     highlight_row outlines that query row."""
-    rows, cols = axis_labels(query_tokens), axis_labels(key_tokens)
+    rows, cols = list(query_tokens), list(key_tokens)
     weights = check_matrix(weights, len(rows), len(cols), name="weights")
     blocked = _check_blocked(blocked, weights.shape)
     if colour_scale == "fixed":
@@ -98,10 +104,8 @@ def attention_heatmap_fig(weights, query_tokens, key_tokens, *, title=None, colo
                            key_title=key_title, zmin=zmin, zmax=zmax))
     if highlight_row is not None:
         fig.add_shape(**_row_outline(_check_row(highlight_row, len(rows)), len(cols)))
-    fig.update_xaxes(title=key_title, type="category", categoryorder="array", categoryarray=cols,
-                     tickangle=-45, showgrid=False)
-    fig.update_yaxes(title=query_title, type="category", categoryorder="array",
-                     categoryarray=rows, autorange="reversed", showgrid=False)
+    fig.update_xaxes(**token_axis(cols, title=key_title, tickangle=-45))
+    fig.update_yaxes(**token_axis(rows, title=query_title, autorange="reversed"))
     fig.update_layout(title=title, showlegend=False,
                       height=min(900, max(360, 160 + 26 * len(rows))),
                       margin=dict(l=10, r=10, t=70 if title else 30, b=10))
@@ -211,43 +215,44 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
                     selected_target=None, blocked: dict | None = None, panel_titles=None,
                     title=None) -> go.Figure:
     """Encoder self (N, N) | decoder self (T, T) | cross (T, N) attention side by side, one colour
-    axis (0..1). selected_target (a target row) is outlined in the decoder and cross panels.
-    blocked: {"encoder" | "decoder" | "cross": bool array, True = blocked}, any subset."""
-    src, tgt = axis_labels(source_tokens), axis_labels(target_tokens)
-    axes = {"encoder": (src, src), "decoder": (tgt, tgt), "cross": (tgt, src)}
+    axis (0..1); each panel's query and key sides come from transformer.kinds. selected_target
+    (a target row) is outlined in the panels whose queries are target tokens (decoder, cross).
+    blocked: {"encoder" | "decoder" | "cross": bool array, True = blocked}, any subset.
+    panel_titles default to the kinds' labels."""
+    tokens = {"source": list(source_tokens), "target": list(target_tokens)}
+    kinds = [KINDS[name] for name in KIND_NAMES]
     maps = {}
-    for kind, values in zip(LINKED_KINDS, (encoder, decoder, cross)):
-        rows, cols = axes[kind]
-        maps[kind] = check_matrix(values, len(rows), len(cols), name=f"{kind} weights")
+    for kind, values in zip(kinds, (encoder, decoder, cross)):
+        maps[kind.name] = check_matrix(values, len(tokens[kind.query_side]),
+                                       len(tokens[kind.key_side]), name=f"{kind.name} weights")
     blocked = blocked or {}
-    unknown = set(blocked) - set(LINKED_KINDS)
+    unknown = set(blocked) - set(KIND_NAMES)
     if unknown:
-        raise ValueError(f"blocked keys must be among {LINKED_KINDS}, got {sorted(unknown)}")
-    panel_titles = list(panel_titles or LINKED_TITLES)
-    widths = np.array([len(src), len(tgt), len(src)], float) + 4  # room for short sentences
+        raise ValueError(f"blocked keys must be among {KIND_NAMES}, got {sorted(unknown)}")
+    panel_titles = list(panel_titles or [kind.label for kind in kinds])
+    widths = np.array([len(tokens[k.key_side]) for k in kinds], float) + 4  # room for short ones
     fig = make_subplots(rows=1, cols=3, subplot_titles=panel_titles, horizontal_spacing=0.07,
                         column_widths=list(widths / widths.sum()))
-    queries = {"encoder": "source query", "decoder": "target query", "cross": "target query"}
-    keys = {"encoder": "source key", "decoder": "target key", "cross": "source key"}
-    for col, kind in enumerate(LINKED_KINDS, start=1):
-        rows, cols = axes[kind]
-        mask = _check_blocked(blocked.get(kind), maps[kind].shape, name=f"blocked[{kind!r}]")
-        for trace in _cells(maps[kind], mask, rows, cols, query_title=queries[kind],
-                            key_title=keys[kind], coloraxis="coloraxis"):
+    for col, kind in enumerate(kinds, start=1):
+        rows, cols = tokens[kind.query_side], tokens[kind.key_side]
+        query_title, key_title = f"{kind.query_side} query", f"{kind.key_side} key"
+        mask = _check_blocked(blocked.get(kind.name), maps[kind.name].shape,
+                              name=f"blocked[{kind.name!r}]")
+        for trace in _cells(maps[kind.name], mask, rows, cols, query_title=query_title,
+                            key_title=key_title, coloraxis="coloraxis"):
             fig.add_trace(trace, row=1, col=col)
-        fig.update_xaxes(type="category", categoryorder="array", categoryarray=cols,
-                         tickangle=-45, showgrid=False, title=keys[kind], row=1, col=col)
-        fig.update_yaxes(type="category", categoryorder="array", categoryarray=rows,
-                         autorange="reversed", showgrid=False, row=1, col=col)
+        fig.update_xaxes(**token_axis(cols, title=key_title, tickangle=-45), row=1, col=col)
+        fig.update_yaxes(**token_axis(rows, autorange="reversed"), row=1, col=col)
     if selected_target is not None:
-        row = _check_row(selected_target, len(tgt), name="selected_target")
-        for col, n_cols in ((2, len(tgt)), (3, len(src))):
-            fig.add_shape(**_row_outline(row, n_cols), row=1, col=col)
+        row = _check_row(selected_target, len(tokens["target"]), name="selected_target")
+        for col, kind in enumerate(kinds, start=1):
+            if kind.query_side == "target":
+                fig.add_shape(**_row_outline(row, len(tokens[kind.key_side])), row=1, col=col)
     fig.update_layout(
         title=title, showlegend=False,
         coloraxis=dict(cmin=0, cmax=1, colorscale=COLORSCALE,
                        colorbar=dict(title=dict(text="weight"))),
-        height=min(800, max(380, 180 + 22 * max(len(src), len(tgt)))),
+        height=min(800, max(380, 180 + 22 * max(len(t) for t in tokens.values()))),
         margin=dict(l=10, r=10, t=90 if title else 50, b=10))
     return fig
 

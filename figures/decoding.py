@@ -1,27 +1,27 @@
 """Step-by-step decoding: next-token probabilities, one step's attention, the alignment matrix,
-tokens as inline HTML, and head ablation labels.
+tokens as inline HTML, and beam tables.
 
 Inputs are what transformer.decoding records per step (DecodeStep.top_k, .cross (L, H, N),
 .self (L, H, t + 1)); the callers slice a layer (and a head) out. Pure: NumPy and Plotly only.
+Token axes put cells and bars at positions, ticked with the tokens as they are
+(figures.common.token_axis); hover names position and token. Head labels and head masks for
+ablation are transformer.kinds' (head_labels, head_masks).
 """
 
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import axis_labels, check_matrix
+from .common import cell_hover, cell_tokens, check_matrix, positions, tick_text, token_axis
 
 CHOSEN_COLOR, OTHER_COLOR = "#ea580c", "#94a3b8"
 HIGHLIGHT_RGB = (37, 99, 235)  # the source highlight: rgba(..., weight / largest weight)
 HIGHLIGHT_COLOR = "rgb({}, {}, {})".format(*HIGHLIGHT_RGB)
 ATTENTION_SCALE = "Blues"
-ABLATION_KINDS = {"enc": "encoder", "self": "decoder", "cross": "cross"}  # label prefix: kind
-_LABEL = re.compile(r"^(enc|self|cross) L(\d+) H(\d+)$")
 _MARKDOWN = "\\`*_{}[]()#+-.!|~$<>&\"'"  # shown as entities so Markdown and LaTeX leave them be
 
 
@@ -29,46 +29,45 @@ _MARKDOWN = "\\`*_{}[]()#+-.!|~$<>&\"'"  # shown as entities so Markdown and LaT
 def top_k_fig(top_k, chosen_id: int, chosen=None, title: str | None = None) -> go.Figure:
     """Horizontal bars of the next-token probabilities, most probable on top, the chosen token
     coloured. top_k: [(token, id, probability)]; chosen: (token, id, probability) of the token
-    picked, drawn as an extra bar when it is not among top_k (beam search can pick it)."""
+    picked, drawn as an extra bar when it is not among top_k (beam search can pick it). Bars at
+    rank positions 0 .. k - 1, ticked with the tokens as they are; customdata is the ids."""
     rows = [tuple(row) for row in top_k]
     if not rows or any(len(row) != 3 for row in rows):
         raise ValueError(f"top_k must be a non-empty list of (token, id, probability), got {rows}")
     if chosen is not None and int(chosen[1]) not in [int(i) for _, i, _ in rows]:
         rows.append(tuple(chosen))
-    labels = axis_labels([token for token, _, _ in rows])
+    tokens = [token for token, _, _ in rows]
     ids = [int(i) for _, i, _ in rows]
     probs = [float(p) for _, _, p in rows]
     colors = [CHOSEN_COLOR if i == int(chosen_id) else OTHER_COLOR for i in ids]
     fig = go.Figure(go.Bar(
-        x=probs, y=labels, orientation="h", marker_color=colors, customdata=ids,
-        text=[f"{p:.3f}" for p in probs], textposition="auto",
-        hovertemplate="%{y} (id %{customdata})<br>p = %{x:.3f}<extra></extra>"))
+        x=probs, y=positions(tokens), orientation="h", marker_color=colors, customdata=ids,
+        hovertext=tick_text(tokens), text=[f"{p:.3f}" for p in probs], textposition="auto",
+        hovertemplate="%{hovertext} (id %{customdata})<br>p = %{x:.3f}<extra></extra>"))
     fig.update_layout(title=title, height=max(240, 120 + 34 * len(rows)),
                       margin=_margin(title))
     fig.update_xaxes(title="probability", range=[0, 1])
-    fig.update_yaxes(type="category", autorange="reversed", categoryorder="array",
-                     categoryarray=labels)
+    fig.update_yaxes(**token_axis(tokens, autorange="reversed"))
     return fig
 
 
 def step_attention_fig(weights, source_tokens, title: str | None = None) -> go.Figure:
     """One step's cross-attention over the source: (N,) as bars (one head), (H, N) as a
-    heatmap with one row per head."""
-    sources = axis_labels(source_tokens)
+    heatmap with one row per head. Source tokens at positions, hover "source 3 (5)"."""
+    sources = list(source_tokens)
     weights = np.asarray(weights, dtype=float)
     if weights.ndim == 1:
         _check_row(weights, len(sources), "source tokens")
-        fig = go.Figure(go.Bar(x=sources, y=weights, marker_color=HIGHLIGHT_COLOR,
-                               hovertemplate="source %{x}<br>weight %{y:.3f}<extra></extra>"))
+        fig = go.Figure(_bars(weights, sources, "source"))
         fig.update_yaxes(title="weight", rangemode="tozero")
         height = 300
     else:
         weights = check_matrix(weights, cols=len(sources), name="weights")
         heads = [f"head {h}" for h in range(weights.shape[0])]
-        fig = go.Figure(_heatmap(weights, sources, heads, "source %{x}<br>%{y}"))
+        fig = go.Figure(_heatmap(weights, sources, heads, "source"))
         fig.update_yaxes(type="category", autorange="reversed")
         height = 160 + 34 * len(heads)
-    fig.update_xaxes(title="source token", type="category", tickangle=-45)
+    fig.update_xaxes(**token_axis(sources, title="source token", tickangle=-45))
     fig.update_layout(title=title, height=height, margin=_margin(title))
     return fig
 
@@ -76,7 +75,7 @@ def step_attention_fig(weights, source_tokens, title: str | None = None) -> go.F
 def heads_grid_fig(weights, source_tokens, title: str | None = None, columns: int = 2
                    ) -> go.Figure:
     """Small multiples: one bar chart per head of one layer's (H, N) step weights, same scale."""
-    sources = axis_labels(source_tokens)
+    sources = list(source_tokens)
     weights = check_matrix(weights, cols=len(sources), name="weights")
     heads = weights.shape[0]
     columns = max(1, min(columns, heads))
@@ -86,12 +85,9 @@ def heads_grid_fig(weights, source_tokens, title: str | None = None, columns: in
                         vertical_spacing=min(0.5, 110 / height),  # room for the tick labels
                         subplot_titles=[f"head {h}" for h in range(heads)])
     for h in range(heads):
-        fig.add_trace(go.Bar(x=sources, y=weights[h], name=f"head {h}",
-                             marker_color=HIGHLIGHT_COLOR,
-                             hovertemplate=f"head {h}<br>source %{{x}}<br>weight %{{y:.3f}}"
-                                           "<extra></extra>"),
+        fig.add_trace(_bars(weights[h], sources, "source", name=f"head {h}"),
                       row=h // columns + 1, col=h % columns + 1)
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=sources, tickangle=-45)
+    fig.update_xaxes(**token_axis(sources, tickangle=-45))
     fig.update_yaxes(range=[0, max(1e-9, float(weights.max(initial=0))) * 1.1])
     fig.update_layout(title=title, height=height, showlegend=False,
                       margin=_margin(title, 80))
@@ -101,7 +97,7 @@ def heads_grid_fig(weights, source_tokens, title: str | None = None, columns: in
 def self_attention_row_fig(weights, prefix_tokens, title: str | None = None) -> go.Figure:
     """The new token's decoder self-attention over the prefix: (t + 1,) as one heatmap row,
     (H, t + 1) as one row per head."""
-    prefix = axis_labels(prefix_tokens)
+    prefix = list(prefix_tokens)
     weights = np.asarray(weights, dtype=float)
     if weights.ndim == 1:
         _check_row(weights, len(prefix), "prefix tokens")
@@ -109,9 +105,8 @@ def self_attention_row_fig(weights, prefix_tokens, title: str | None = None) -> 
     else:
         weights = check_matrix(weights, cols=len(prefix), name="weights")
         rows = [f"head {h}" for h in range(weights.shape[0])]
-    fig = go.Figure(_heatmap(weights, prefix, rows, "prefix %{x}<br>%{y}",
-                             text=len(prefix) <= 24))
-    fig.update_xaxes(title="prefix token (decoder input)", type="category", tickangle=-45)
+    fig = go.Figure(_heatmap(weights, prefix, rows, "prefix", text=len(prefix) <= 24))
+    fig.update_xaxes(**token_axis(prefix, title="prefix token (decoder input)", tickangle=-45))
     fig.update_yaxes(type="category", autorange="reversed")
     fig.update_layout(title=title, height=170 + 34 * len(rows),
                       margin=_margin(title))
@@ -120,22 +115,38 @@ def self_attention_row_fig(weights, prefix_tokens, title: str | None = None) -> 
 
 def alignment_fig(matrix, target_tokens, source_tokens, title: str | None = None) -> go.Figure:
     """The (T, N) alignment matrix: row t is the cross-attention of the step that produced
-    target token t."""
-    targets, sources = axis_labels(target_tokens), axis_labels(source_tokens)
+    target token t. Both axes at positions, ticked with the tokens as they are."""
+    targets, sources = list(target_tokens), list(source_tokens)
     matrix = check_matrix(matrix, len(targets), len(sources), name="alignment")
-    fig = go.Figure(_heatmap(matrix, sources, targets, "source %{x}<br>target %{y}"))
-    fig.update_xaxes(title="source token", type="category", tickangle=-45)
-    fig.update_yaxes(title="generated token", type="category", autorange="reversed")
+    fig = go.Figure(go.Heatmap(
+        z=matrix, x=positions(sources), y=positions(targets), zmin=0, zmax=1,
+        colorscale=ATTENTION_SCALE, xgap=1, ygap=1, customdata=cell_tokens(targets, sources),
+        hovertemplate=f"{cell_hover('target', 'source')}<br>weight %{{z:.3f}}<extra></extra>"))
+    fig.update_xaxes(**token_axis(sources, title="source token", tickangle=-45))
+    fig.update_yaxes(**token_axis(targets, title="generated token", autorange="reversed"))
     fig.update_layout(title=title, height=max(340, 160 + 26 * len(targets)),
                       margin=_margin(title))
     return fig
 
-
-
-def _heatmap(z, x, y, hover: str, text: bool = False) -> go.Heatmap:
-    return go.Heatmap(z=z, x=x, y=y, zmin=0, zmax=1, colorscale=ATTENTION_SCALE, xgap=1, ygap=1,
+def _heatmap(z, tokens, rows, side: str, text: bool = False) -> go.Heatmap:
+    """Weights with one row per entry of `rows` (category labels such as "head 0") and one
+    column per token, at its position; hover "source 3 (5)<br>head 0"."""
+    z = np.asarray(z)
+    names = np.broadcast_to(np.array(tick_text(tokens), dtype=object)[None, :], z.shape)
+    return go.Heatmap(z=z, x=positions(tokens), y=rows, zmin=0, zmax=1,
+                      colorscale=ATTENTION_SCALE, xgap=1, ygap=1, customdata=names,
                       texttemplate="%{z:.2f}" if text else None,
-                      hovertemplate=hover + "<br>weight %{z:.3f}<extra></extra>")
+                      hovertemplate=f"{side} %{{x:d}} (%{{customdata}})<br>%{{y}}<br>"
+                                    "weight %{z:.3f}<extra></extra>")
+
+
+def _bars(weights, tokens, side: str, name: str | None = None) -> go.Bar:
+    """One bar per token, at its position; hover "head 0<br>source 3 (5)<br>weight 0.250"."""
+    head = f"{name}<br>" if name else ""
+    return go.Bar(x=positions(tokens), y=weights, name=name, marker_color=HIGHLIGHT_COLOR,
+                  customdata=tick_text(tokens),
+                  hovertemplate=f"{head}{side} %{{x:d}} (%{{customdata}})<br>weight %{{y:.3f}}"
+                                "<extra></extra>")
 
 
 def _margin(title, top: int = 60) -> dict:
@@ -207,33 +218,3 @@ def nbest_table(hypotheses) -> dict:
             "length": [len(tokens) for tokens, _, _ in hypotheses],
             "log-prob": [round(float(lp), 4) for _, lp, _ in hypotheses],
             "score": [round(float(score), 4) for _, _, score in hypotheses]}
-
-
-# ------------------------------------------------------------------ head ablation
-def ablation_labels(num_encoder_layers: int, num_decoder_layers: int, num_heads: int
-                    ) -> list[str]:
-    """Every head as a label: "cross L0 H1", "self L1 H0", "enc L0 H3" (cross first)."""
-    layers = {"cross": num_decoder_layers, "self": num_decoder_layers, "enc": num_encoder_layers}
-    return [f"{prefix} L{layer} H{head}" for prefix, count in layers.items()
-            for layer in range(count) for head in range(num_heads)]
-
-
-def head_mask_from_labels(labels, num_encoder_layers: int, num_decoder_layers: int,
-                          num_heads: int) -> dict:
-    """Labels of silenced heads -> {"encoder": (L_enc, H), "decoder": (L_dec, H),
-    "cross": (L_dec, H)} float32 masks: 0 for a silenced head, 1 elsewhere."""
-    layers = {"encoder": num_encoder_layers, "decoder": num_decoder_layers,
-              "cross": num_decoder_layers}
-    masks = {kind: np.ones((count, num_heads), np.float32) for kind, count in layers.items()}
-    for label in labels:
-        match = _LABEL.match(str(label))
-        if match is None:
-            raise ValueError(f"{label!r} is not a head label like 'cross L0 H1' "
-                             f"(kinds: {', '.join(ABLATION_KINDS)})")
-        kind = ABLATION_KINDS[match[1]]
-        layer, head = int(match[2]), int(match[3])
-        if layer >= layers[kind] or head >= num_heads:
-            raise ValueError(f"{label!r}: layer {layer} / head {head} out of range; the {kind} "
-                             f"attention has {layers[kind]} layers and {num_heads} heads")
-        masks[kind][layer, head] = 0.0
-    return masks

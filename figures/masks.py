@@ -1,61 +1,71 @@
 """Masks as heatmaps, and what masking does to one attention row.
 
 Convention (transformer.masks): 1 = the query may attend to the key, 0 = the key is blocked.
+The blocked score (what the model adds to blocked scores, transformer.attention.BLOCKED_SCORE) is
+passed in by the caller: this module imports no TensorFlow. Token axes put cells at positions,
+ticked with the tokens as they are (figures.common.token_axis).
 """
 
 from __future__ import annotations
-
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import axis_labels, check_matrix, plotly_text
+from .common import (cell_hover, cell_tokens, check_matrix, number_text, plotly_text, positions,
+                     tick_text, token_axis)
 
 ALLOWED_COLOR, BLOCKED_COLOR = "#2563eb", "#e5e7eb"
 MASK_COLORSCALE = [[0.0, BLOCKED_COLOR], [0.5, BLOCKED_COLOR],  # two flat halves: 0 and 1
                    [0.5, ALLOWED_COLOR], [1.0, ALLOWED_COLOR]]
 SCORE_COLOR, WEIGHT_COLOR, BLOCKED_MARK = "#64748b", "#ea580c", "#6b7280"
-ROW_PANELS = ("1. Raw scores QKᵀ/√d_k (before masking)",
-              "2. Scores after masking (blocked keys get −1e9: weight 0)",
-              "3. Softmax weights (the model's attention row)")
 
 
-def masked_softmax(scores, mask) -> np.ndarray:
-    """Softmax of scores over the keys where mask != 0 (last axis); blocked keys get exactly 0,
-    a row with every key blocked is all 0. The model's rule, redone in NumPy for checking."""
+def row_panels(blocked_score: float) -> tuple[str, str, str]:
+    """The three panel titles of masking_row_fig, the blocked score written in."""
+    return ("1. Raw scores QKᵀ/√d_k (before masking)",
+            f"2. Scores after masking (blocked keys get {number_text(blocked_score)}: weight 0)",
+            "3. Softmax weights (the model's attention row)")
+
+
+def masked_softmax(scores, mask, *, blocked_score: float) -> np.ndarray:
+    """The model's rule redone in NumPy for checking, over the last axis: softmax(scores +
+    (1 − mask)·blocked_score) × mask, so blocked keys get exactly 0 and a row with every key
+    blocked is all 0. blocked_score: transformer.attention.BLOCKED_SCORE."""
     scores, allowed = np.asarray(scores, dtype=float), np.asarray(mask) != 0
     if scores.shape != allowed.shape:
         raise ValueError(f"scores have shape {scores.shape} but the mask has shape {allowed.shape}")
-    shifted = np.where(allowed, scores, -np.inf)
-    top = np.max(shifted, axis=-1, keepdims=True)
-    exp = np.where(allowed, np.exp(shifted - np.where(np.isfinite(top), top, 0.0)), 0.0)
-    total = exp.sum(axis=-1, keepdims=True)
-    return np.divide(exp, total, out=np.zeros_like(exp), where=total > 0)
+    if scores.size == 0:
+        return np.zeros_like(scores)
+    masked = scores + (~allowed) * float(blocked_score)
+    exp = np.exp(masked - masked.max(axis=-1, keepdims=True))  # finite even if all are blocked
+    return exp / exp.sum(axis=-1, keepdims=True) * allowed
 
 
 def mask_heatmap_fig(mask, row_labels, col_labels, title: str, *, x_title: str = "key",
                      y_title: str = "query") -> go.Figure:
-    """A (rows, cols) 0/1 mask drawn cell by cell, the labels as ticks, row 0 at the top."""
-    rows, cols = axis_labels(row_labels), axis_labels(col_labels)
+    """A (rows, cols) 0/1 mask drawn cell by cell at positions, the labels as they are as ticks,
+    row 0 at the top. customdata per cell: (row label, column label, meaning)."""
+    rows, cols = [str(x) for x in row_labels], [str(x) for x in col_labels]
     mask = check_matrix(mask, len(rows), len(cols), name="mask")
-    meaning = np.where(mask != 0, "may attend", "blocked")
+    meaning = np.where(mask != 0, "may attend", "blocked").astype(object)
+    data = np.concatenate([cell_tokens(rows, cols), meaning[..., None]], axis=-1)
     fig = go.Figure(go.Heatmap(
-        z=mask, x=cols, y=rows, zmin=0, zmax=1, colorscale=MASK_COLORSCALE, showscale=False,
-        xgap=1, ygap=1, texttemplate="%{z:.0f}", customdata=meaning,
-        hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>mask %{{z:.3f}}: %{{customdata}}"
+        z=mask, x=positions(cols), y=positions(rows), zmin=0, zmax=1, colorscale=MASK_COLORSCALE,
+        showscale=False, xgap=1, ygap=1, texttemplate="%{z:.0f}", customdata=data,
+        hovertemplate=f"{cell_hover(y_title, x_title)}<br>mask %{{z:.3f}}: %{{customdata[2]}}"
                       "<extra></extra>"))
     fig.update_layout(title=title, height=max(320, 160 + 28 * len(rows)),
                       margin=dict(l=10, r=10, t=80, b=10))
-    fig.update_xaxes(title=x_title, type="category", tickangle=-45)
-    fig.update_yaxes(title=y_title, type="category", autorange="reversed")
+    fig.update_xaxes(**token_axis(cols, title=x_title, tickangle=-45))
+    fig.update_yaxes(**token_axis(rows, title=y_title, autorange="reversed"))
     return fig
 
 
 def batch_mask_fig(mask, ids, tokens, row_labels, title: str) -> go.Figure:
     """A (B, N) padding mask: one row per sentence, one column per padded position; each cell
-    shows its token (its id on hover)."""
-    rows = axis_labels(row_labels)
+    shows its token (its id on hover). Rows at positions, ticked with row_labels as they are."""
+    rows = [str(x) for x in row_labels]
     mask = check_matrix(mask, len(rows), name="mask")
     ids = np.asarray(ids)
     if ids.shape != mask.shape:
@@ -65,24 +75,30 @@ def batch_mask_fig(mask, ids, tokens, row_labels, title: str) -> go.Figure:
                          f"shape {mask.shape}")
     text = [[plotly_text(t) for t in row] for row in tokens]
     meaning = np.where(mask != 0, "may attend", "blocked (padding)")
+    names = np.broadcast_to(np.array(tick_text(rows), dtype=object)[:, None], mask.shape)
     fig = go.Figure(go.Heatmap(
-        z=mask, x=[str(i) for i in range(mask.shape[1])], y=rows, zmin=0, zmax=1,
+        z=mask, x=positions(range(mask.shape[1])), y=positions(rows), zmin=0, zmax=1,
         colorscale=MASK_COLORSCALE, showscale=False, xgap=1, ygap=1, text=text,
         texttemplate="%{text}", textfont=dict(size=12),
-        customdata=np.stack([ids.astype(str), meaning], axis=-1),
-        hovertemplate="%{y}<br>position %{x}: %{text} (id %{customdata[0]})<br>"
+        customdata=np.stack([ids.astype(str).astype(object), meaning.astype(object), names],
+                            axis=-1),
+        hovertemplate="%{customdata[2]}<br>position %{x}: %{text} (id %{customdata[0]})<br>"
                       "mask %{z:.3f}: %{customdata[1]}<extra></extra>"))
     fig.update_layout(title=title, height=150 + 45 * mask.shape[0],
                       margin=dict(l=10, r=10, t=80, b=10))
-    fig.update_xaxes(title="position", type="category")
-    fig.update_yaxes(title="batch row", type="category", autorange="reversed")
+    fig.update_xaxes(title="position", tickmode="linear", tick0=0, dtick=1, showgrid=False,
+                     zeroline=False)
+    fig.update_yaxes(**token_axis(rows, title="batch row", autorange="reversed"))
     return fig
 
 
-def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None) -> go.Figure:
-    """Three stacked panels over the keys of one query: raw scores, scores after masking (blocked
-    keys left empty, shaded and marked "blocked"), softmax weights."""
-    keys = axis_labels(key_tokens)
+def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None, *,
+                    blocked_score: float) -> go.Figure:
+    """Three stacked panels over the keys of one query (bars at key positions, ticked with the
+    tokens as they are): raw scores, scores after masking (blocked keys left empty, shaded and
+    marked "blocked"), softmax weights. blocked_score: transformer.attention.BLOCKED_SCORE, for
+    the titles and hovers."""
+    keys = list(key_tokens)
     arrays = {"scores": scores, "mask": mask, "weights": weights}
     for name, values in arrays.items():
         values = arrays[name] = np.asarray(values, dtype=float)
@@ -91,28 +107,34 @@ def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None)
                 f"{name} has shape {values.shape} but there are {len(keys)} key tokens")
     scores, allowed, weights = arrays["scores"], arrays["mask"] != 0, arrays["weights"]
     blocked = [i for i in range(len(keys)) if not allowed[i]]
+    x, names = positions(keys), tick_text(keys)
+    key = "key %{x:d} (%{customdata})"
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
-                        subplot_titles=ROW_PANELS)
-    fig.add_trace(go.Bar(x=keys, y=scores, name="raw score", marker_color=SCORE_COLOR,
-                         hovertemplate="key %{x}<br>score %{y:.4f}<extra></extra>"), row=1, col=1)
+                        subplot_titles=row_panels(blocked_score))
+    fig.add_trace(go.Bar(x=x, y=scores, name="raw score", marker_color=SCORE_COLOR,
+                         customdata=names,
+                         hovertemplate=f"{key}<br>score %{{y:.4f}}<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Bar(
-        x=keys, y=[float(s) if a else None for s, a in zip(scores, allowed)],
-        name="masked score", marker_color=ALLOWED_COLOR,
-        hovertemplate="key %{x}<br>score %{y:.4f} (may attend)<extra></extra>"), row=2, col=1)
+        x=x, y=[float(s) if a else None for s, a in zip(scores, allowed)],
+        name="masked score", marker_color=ALLOWED_COLOR, customdata=names,
+        hovertemplate=f"{key}<br>score %{{y:.4f}} (may attend)<extra></extra>"), row=2, col=1)
     fig.add_trace(go.Scatter(
-        x=[keys[i] for i in blocked], y=[0.0] * len(blocked), name="blocked",
+        x=blocked, y=[0.0] * len(blocked), name="blocked",
         mode="markers+text", text=["blocked"] * len(blocked), textposition="top center",
+        customdata=[names[i] for i in blocked],
         marker=dict(symbol="x-thin", size=12, line=dict(width=2, color=BLOCKED_MARK)),
         textfont=dict(color=BLOCKED_MARK),
-        hovertemplate="key %{x}: blocked (mask 0)<br>score + (−1e9) → weight 0<extra></extra>"),
+        hovertemplate=f"{key}: blocked (mask 0)<br>score + ({number_text(blocked_score)}) → "
+                      "weight 0<extra></extra>"),
         row=2, col=1)
-    fig.add_trace(go.Bar(x=keys, y=weights, name="softmax weight", marker_color=WEIGHT_COLOR,
-                         hovertemplate="key %{x}<br>weight %{y:.4f}<extra></extra>"), row=3, col=1)
-    for i in blocked:  # shade blocked keys in every panel: category i spans [i - 0.5, i + 0.5]
+    fig.add_trace(go.Bar(x=x, y=weights, name="softmax weight", marker_color=WEIGHT_COLOR,
+                         customdata=names,
+                         hovertemplate=f"{key}<br>weight %{{y:.4f}}<extra></extra>"), row=3, col=1)
+    for i in blocked:  # shade blocked keys in every panel: position i spans [i - 0.5, i + 0.5]
         for row in (1, 2, 3):
             fig.add_vrect(x0=i - 0.5, x1=i + 0.5, fillcolor=BLOCKED_MARK, opacity=0.15,
                           line_width=0, layer="below", row=row, col=1)
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=keys)
+    fig.update_xaxes(**token_axis(keys, range=[-0.5, max(len(keys), 1) - 0.5]))
     fig.update_xaxes(title="key", row=3, col=1)
     fig.update_yaxes(title="score", row=1, col=1)
     fig.update_yaxes(title="score", row=2, col=1)

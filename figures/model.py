@@ -25,7 +25,8 @@ def architecture_fig(config: dict) -> go.Figure:
     boxes: list[tuple[float, float, str, str]] = []  # (x, y, label, colour)
 
     def sublayer(x, y, label, colour):
-        rows = [("LayerNorm", "norm"), (label, colour)] if pre else [(label, colour), ("Add & Norm", "norm")]
+        rows = ([("LayerNorm", "norm"), (label, colour)] if pre
+                else [(label, colour), ("Add & Norm", "norm")])
         for i, (text, c) in enumerate(rows):
             boxes.append((x, y + i, text, _COLOURS[c]))
         return y + 2
@@ -46,8 +47,8 @@ def architecture_fig(config: dict) -> go.Figure:
     encoder_top = y - 1
     y = 0
     shared = " (shared with source)" if config.get("share_embeddings") else ""
-    boxes.append((1, y, f"Target embedding {config['tgt_vocab_size']}×{d}{shared} + {pos} positions",
-                  _COLOURS["embed"]))
+    boxes.append((1, y, f"Target embedding {config['tgt_vocab_size']}×{d}{shared} + {pos} "
+                  "positions", _COLOURS["embed"]))
     y += 1
     cross_rows = []
     for i in range(config["num_decoder_layers"]):
@@ -59,7 +60,8 @@ def architecture_fig(config: dict) -> go.Figure:
         boxes.append((1, y, "Final LayerNorm", _COLOURS["norm"]))
         y += 1
     tied = " (tied to target embedding)" if config.get("tie_output") else ""
-    boxes.append((1, y, f"Linear {d}→{config['tgt_vocab_size']}{tied}, softmax", _COLOURS["output"]))
+    boxes.append((1, y, f"Linear {d}→{config['tgt_vocab_size']}{tied}, softmax",
+                  _COLOURS["output"]))
 
     for x, row, text, colour in boxes:
         fig.add_shape(type="rect", x0=x - 0.42, x1=x + 0.42, y0=row - 0.4, y1=row + 0.4,

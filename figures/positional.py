@@ -1,5 +1,8 @@
 """Positional encodings: the (position, dimension) matrix, single dimensions as waves,
-position-to-position similarity and the encoder's input (token part + position part = sum)."""
+position-to-position similarity and the encoder's input (token part + position part = sum).
+
+Token axes put cells at positions, ticked with the tokens as they are (figures.common.token_axis).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import check_matrix
-from .common import axis_labels
+from .common import cell_hover, cell_tokens, check_matrix, positions, tick_text, token_axis
 
 __all__ = ["dot_similarity", "encoder_input_fig", "positional_heatmap_fig", "similarity_fig",
            "sinusoids_fig"]
@@ -58,15 +60,22 @@ def dot_similarity(codes) -> np.ndarray:
 
 
 def similarity_fig(matrix, labels: list[str], title: str | None = None) -> go.Figure:
-    """A square similarity matrix with the same labels on both axes."""
+    """A square similarity matrix with the same labels on both axes (cells at positions, ticked
+    with the labels as they are); hover "position 2 (0) · position 3 (0)", or "position 2 ·
+    position 3" when the labels are the positions."""
+    labels = [str(x) for x in labels]
     matrix = check_matrix(matrix, rows=len(labels), cols=len(labels), name="similarity matrix")
-    ticks = axis_labels([str(x) for x in labels])
+    if labels == [str(i) for i in range(len(labels))]:
+        where = "position %{y:d} · position %{x:d}"
+    else:
+        where = cell_hover("position", "position").replace("<br>", " · ")
     fig = go.Figure(go.Heatmap(
-        z=matrix, x=ticks, y=ticks, colorscale="Viridis",
-        hovertemplate="%{y} · %{x}<br>%{z:.4f}<extra></extra>"))
-    fig.update_xaxes(title="position", type="category")
-    fig.update_yaxes(title="position", type="category", autorange="reversed",
-                     scaleanchor="x", constrain="domain")
+        z=matrix, x=positions(labels), y=positions(labels), colorscale="Viridis",
+        customdata=cell_tokens(labels, labels),
+        hovertemplate=f"{where}<br>%{{z:.4f}}<extra></extra>"))
+    fig.update_xaxes(**token_axis(labels, title="position"))
+    fig.update_yaxes(**token_axis(labels, title="position", autorange="reversed",
+                                  scaleanchor="x", constrain="domain"))
     fig.update_layout(title=title or "Dot product between positions", height=460, margin=_MARGIN)
     return fig
 
@@ -79,20 +88,22 @@ def encoder_input_fig(token_part, position_part, total, tokens: list[str],
     d_model = token_part.shape[1]
     position_part = check_matrix(position_part, len(tokens), d_model, name="position_part")
     total = check_matrix(total, len(tokens), d_model, name="total")
-    labels = axis_labels(tokens)
     names = ("token embedding", "position code", "sum = encoder input")
+    rows = np.broadcast_to(np.array(tick_text(tokens), dtype=object)[:, None],
+                           (len(tokens), d_model))  # each cell's token, for the hover
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, subplot_titles=names,
                         horizontal_spacing=0.03)
     for k, (name, part) in enumerate(zip(names, (token_part, position_part, total))):
         scale = dict(coloraxis="coloraxis") if shared_scale else dict(
             colorscale="RdBu", zmid=0, colorbar=dict(x=0.325 + 0.345 * k, thickness=8, len=0.9))
         fig.add_trace(go.Heatmap(
-            z=part, x=np.arange(d_model), y=labels, name=name, **scale,
-            hovertemplate=f"{name}<br>%{{y}}, dimension %{{x}}<br>%{{z:.4f}}<extra></extra>"),
+            z=part, x=np.arange(d_model), y=positions(tokens), name=name, customdata=rows,
+            **scale, hovertemplate=f"{name}<br>token %{{y:d}} (%{{customdata}}), dimension %{{x}}"
+                                   "<br>%{z:.4f}<extra></extra>"),
             row=1, col=k + 1)
         fig.update_xaxes(title="dimension", row=1, col=k + 1)
     if shared_scale:
         fig.update_layout(coloraxis=dict(colorscale="RdBu", cmid=0))
-    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_yaxes(**token_axis(tokens, autorange="reversed"))
     fig.update_layout(height=max(320, 140 + 22 * len(tokens)), margin=_MARGIN)
     return fig

@@ -3,7 +3,8 @@
 Plotly renders labels as pseudo-HTML, where ``<s>`` and ``</s>`` are strike-through tags: a
 start or end token would vanish from an axis. Labels that Plotly would read as markup are
 escaped (``&lt;s&gt;``), which the browser shows as ``<s>`` again; ``html.unescape`` of a tick
-label gives back the token.
+label gives back the token. Pieces sit at their positions and the ticks are the pieces as they
+are (figures.common.token_axis): a piece that occurs twice shows twice.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import difflib
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import axis_labels, plotly_text
+from .common import plotly_text, positions, tick_text, token_axis
 
-__all__ = ["PIECE", "SPECIAL", "UNKNOWN", "axis_labels", "pad_sequences", "padded_batch_fig",
-           "piece_kinds", "piece_spans_fig", "pieces_fig", "plotly_text", "round_trip_fig", "text_differences"]
+__all__ = ["PIECE", "SPECIAL", "UNKNOWN", "pad_sequences", "padded_batch_fig", "piece_kinds",
+           "piece_spans_fig", "pieces_fig", "plotly_text", "round_trip_fig", "text_differences"]
 
 PIECE, SPECIAL, UNKNOWN = 0, 1, 2
 KIND_NAMES = {PIECE: "piece", SPECIAL: "special token", UNKNOWN: "unknown (<unk>)"}
@@ -51,23 +52,25 @@ def pieces_fig(pieces: list[str], ids, special_ids, unk_id: int,
     """One cell per piece, its id beneath: specials (<s>, </s>, <pad>) grey, unknowns red.
 
     pieces: the pieces as cut from the text (the unknown ones keep their own characters);
-    ids: their ids. The heatmap's customdata row is the ids."""
+    ids: their ids. Cells at positions 0 .. n - 1, ticked with the pieces as they are. The
+    heatmap's customdata row is the ids."""
     ids = np.asarray(ids)
     if ids.ndim != 1:
         raise ValueError(f"ids must be 1-D, got shape {ids.shape}")
     if len(ids) != len(pieces):
         raise ValueError(f"ids has {len(ids)} entries but there are {len(pieces)} pieces")
     kinds = piece_kinds(ids, special_ids, unk_id)
-    labels = axis_labels(pieces)
     text = [f"{plotly_text(p) or '∅'}<br>{i}" for p, i in zip(pieces, ids.tolist())]
+    hover = [f"piece {n} ({plotly_text(p)})<br>id {i}<br>{KIND_NAMES[k]}"
+             for n, (p, i, k) in enumerate(zip(pieces, ids.tolist(), kinds.tolist()))]
     fig = go.Figure(go.Heatmap(
-        z=kinds[None, :], x=labels, y=["piece"], text=[text], texttemplate="%{text}",
-        customdata=ids[None, :], hovertext=[[KIND_NAMES[k] for k in kinds.tolist()]],
-        hovertemplate="%{x}<br>id %{customdata}<br>%{hovertext}<extra></extra>",
+        z=kinds[None, :], x=positions(pieces), y=["piece"], text=[text], texttemplate="%{text}",
+        customdata=ids[None, :], hovertext=[hover],
+        hovertemplate="%{hovertext}<extra></extra>",
         colorscale=_discrete(list(KIND_COLOURS.values())), zmin=-0.5, zmax=2.5,
         showscale=False, xgap=2))
     fig.update_yaxes(visible=False)
-    fig.update_xaxes(title="piece (position order)", type="category")
+    fig.update_xaxes(**token_axis(pieces, title="piece (position order)"))
     fig.update_layout(title=title or "Pieces and ids (grey: special, red: unknown)", height=190,
                       margin=dict(l=10, r=10, t=40, b=10))
     return fig
@@ -149,16 +152,17 @@ def padded_batch_fig(ids_matrix, tokens_matrix: list[list[str]], pad_id: int,
     values = ids.astype(float)
     text = [[f"{plotly_text(t)}<br>{i}" for t, i in zip(tr, ir)]
             for tr, ir in zip(tokens_matrix, ids.tolist())]
-    common = dict(x=np.arange(ids.shape[1]), y=axis_labels(rows), text=text, texttemplate="%{text}",
-                  textfont=dict(size=12), showscale=False, xgap=2, ygap=2,
-                  hovertemplate="%{y}, position %{x}<br>%{text}<extra></extra>")
+    names = np.broadcast_to(np.array(tick_text(rows), dtype=object)[:, None], ids.shape)
+    common = dict(x=np.arange(ids.shape[1]), y=positions(rows), text=text, customdata=names,
+                  texttemplate="%{text}", textfont=dict(size=12), showscale=False, xgap=2, ygap=2,
+                  hovertemplate="%{customdata}, position %{x}<br>%{text}<extra></extra>")
     fig = go.Figure([
         go.Heatmap(z=np.where(pad, np.nan, values), name="tokens",
                    colorscale=[[0, KIND_COLOURS[PIECE]], [1, KIND_COLOURS[PIECE]]], **common),
         go.Heatmap(z=np.where(pad, values, np.nan), name="padding",
                    colorscale=[[0, PAD_COLOUR], [1, PAD_COLOUR]], **common),
     ])
-    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_yaxes(**token_axis(rows, autorange="reversed"))
     fig.update_xaxes(title="position", dtick=1)
     fig.update_layout(title=f"A padded batch ({pad.sum()} pad cells, id {pad_id}, grey)",
                       height=120 + 45 * ids.shape[0], margin=dict(l=10, r=10, t=40, b=10))
@@ -190,7 +194,8 @@ def round_trip_fig(original: str, decoded: str) -> go.Figure:
         z=z, x=np.arange(len(top)), y=["input", "decode(encode(input))"], text=cells,
         texttemplate="%{text}", textfont=dict(size=15), showscale=False, xgap=1, ygap=2,
         colorscale=[[0, SAME_COLOUR], [0.5, SAME_COLOUR], [0.5, CHANGED_COLOUR],
-                    [1, CHANGED_COLOUR]], zmin=0, zmax=1, hovertemplate="%{y}, column %{x}: %{text}<extra></extra>"))
+                    [1, CHANGED_COLOUR]], zmin=0, zmax=1,
+        hovertemplate="%{y}, column %{x}: %{text}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(visible=False)
     changed = int((~same).sum())

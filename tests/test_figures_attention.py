@@ -1,15 +1,16 @@
-"""figures.attention: traces, token ticks, shape errors, hover precision, blocked cells drawn apart,
-colour scales, the model view (one colour axis, block-max downsampling) and the linked view."""
-
-import html
+"""figures.attention: traces, token ticks at positions, shape errors, hover, blocked cells drawn
+apart, colour scales, the model view (one colour axis, block-max downsampling) and the linked
+view (its panels' token sides from transformer.kinds)."""
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from figure_ticks import cell_data, tick_texts, ticks
 from figures.attention import (BLOCKED_NAME, attention_heatmap_fig, block_max_pool,
                                heatmap_json_size, linked_view_fig, model_view_cell,
                                model_view_fig, top_keys)
+from transformer.kinds import KINDS
 
 SRC = ["<s>", "5", "march", "5", "</s>"]
 TGT = ["<s>", "2", "0", "0"]
@@ -26,30 +27,53 @@ def by_name(fig, name):
     return trace
 
 
-def unescaped(labels):
-    return [html.unescape(str(x)) for x in labels]
-
-
-def test_heatmap_trace_rows_are_queries_and_ticks_are_tokens():
+def test_heatmap_trace_rows_are_queries_at_positions_and_ticks_are_the_tokens():
     weights = softmax_rows((len(TGT), len(SRC)))
     fig = attention_heatmap_fig(weights, TGT, SRC, title="cross")
     (trace,) = fig.data
     assert isinstance(trace, go.Heatmap)
     np.testing.assert_array_equal(np.asarray(trace.z), weights)
-    assert unescaped(trace.y) == ["<s>", "2", "0", "0 ·2"]
-    assert unescaped(trace.x) == ["<s>", "5", "march", "5 ·2", "</s>"]
+    assert list(trace.y) == [0, 1, 2, 3] and list(trace.x) == [0, 1, 2, 3, 4]
+    # The repeated "0" and "5" are the SAME tick text at two positions.
+    assert ticks(fig.layout.yaxis) == [(0, "<s>"), (1, "2"), (2, "0"), (3, "0")]
+    assert ticks(fig.layout.xaxis) == [(0, "<s>"), (1, "5"), (2, "march"), (3, "5"), (4, "</s>")]
+    assert fig.layout.xaxis.ticktext[0] == "&lt;s&gt;"  # escaped, so Plotly shows "<s>"
     assert fig.layout.yaxis.autorange == "reversed"  # query 0 on top
     assert fig.layout.title.text == "cross"
 
 
-def test_heatmap_hover_names_query_key_and_three_decimals():
+def test_heatmap_hover_names_position_and_token_and_three_decimals():
     fig = attention_heatmap_fig(np.eye(2), ["a", "b"], ["c", "d"])
     template = fig.data[0].hovertemplate
-    assert "query: %{y}" in template and "key: %{x}" in template
+    assert "query %{y:d} (%{customdata[0]})" in template
+    assert "key %{x:d} (%{customdata[1]})" in template
     assert "weight: %{z:.3f}" in template
+    data = cell_data(fig.data[0])
+    assert data.shape == (2, 2, 2) and tuple(data[1, 0]) == ("b", "c")
     fig = attention_heatmap_fig(np.eye(2), ["a", "b"], ["c", "d"], query_title="target query",
                                 key_title="source key")
-    assert "target query: %{y}" in fig.data[0].hovertemplate
+    assert "target query %{y:d} (" in fig.data[0].hovertemplate
+
+
+def test_heatmap_hover_tells_repeated_tokens_apart_by_position():
+    fig = attention_heatmap_fig(softmax_rows((4, 5)), TGT, SRC)
+    data = cell_data(fig.data[0])
+    assert tuple(data[2, 1]) == ("0", "5") and tuple(data[3, 3]) == ("0", "5")  # same tokens,
+    assert fig.data[0].y[2] != fig.data[0].y[3] and fig.data[0].x[1] != fig.data[0].x[3]  # apart
+
+
+@pytest.mark.parametrize("n", [1, 200])
+def test_heatmap_of_one_and_of_200_tokens(n):
+    tokens = ["<s>"] + ["a"] * (n - 1)
+    weights = np.full((n, n), 1.0 / n)
+    fig = attention_heatmap_fig(weights, tokens, tokens, colour_scale="fit")
+    np.testing.assert_array_equal(np.asarray(fig.data[0].z), weights)
+    assert list(fig.data[0].x) == list(range(n))
+    shown = ticks(fig.layout.xaxis)
+    assert shown[0] == (0, "<s>") and all(text == "a" for _, text in shown[1:])
+    step = -(-n // 60)  # every position up to 60 tokens, else every ceil(n / 60)-th
+    assert [p for p, _ in shown] == list(range(0, n, step)) and len(shown) <= 60
+    assert fig.to_json()
 
 
 @pytest.mark.parametrize("shape, message", [
@@ -192,13 +216,30 @@ def test_linked_view_three_panels_one_colour_axis_and_highlight_on_both():
     np.testing.assert_array_equal(np.asarray(maps[2].z), cross)
     assert np.isnan(np.asarray(maps[1].z, float)[0, 3])
     assert by_name(fig, BLOCKED_NAME).xaxis == "x2"
-    assert unescaped(maps[2].y) == ["<s>", "2", "0", "0 ·2"]
-    assert unescaped(maps[2].x) == ["<s>", "5", "march", "5 ·2", "</s>"]
+    assert list(maps[2].y) == [0, 1, 2, 3] and list(maps[2].x) == [0, 1, 2, 3, 4]
+    assert tick_texts(fig.layout.yaxis3) == ["<s>", "2", "0", "0"]
+    assert tick_texts(fig.layout.xaxis3) == ["<s>", "5", "march", "5", "</s>"]
     highlights = [s for s in fig.layout.shapes if s.name == "highlight"]
     assert sorted((s.xref, s.yref) for s in highlights) == [("x2", "y2"), ("x3", "y3")]
     assert all((s.y0, s.y1) == (1.5, 2.5) for s in highlights)
     moved = linked_view_fig(enc, dec, cross, SRC, TGT, selected_target=0)
     assert all(s.y0 == -0.5 for s in moved.layout.shapes)
+
+
+def test_linked_view_panels_follow_the_kinds():
+    fig = linked_view_fig(softmax_rows((5, 5)), softmax_rows((4, 4)), softmax_rows((4, 5)), SRC,
+                          TGT)
+    sides = {"source": SRC, "target": TGT}
+    assert [a.text for a in fig.layout.annotations] == [k.label for k in KINDS.values()]
+    for col, kind in enumerate(KINDS.values(), start=1):
+        suffix = "" if col == 1 else str(col)
+        assert tick_texts(fig.layout[f"yaxis{suffix}"]) == sides[kind.query_side]
+        assert tick_texts(fig.layout[f"xaxis{suffix}"]) == sides[kind.key_side]
+        assert fig.layout[f"xaxis{suffix}"].title.text == f"{kind.key_side} key"
+        assert f"{kind.query_side} query %{{y:d}}" in fig.data[col - 1].hovertemplate
+    with pytest.raises(ValueError, match="blocked keys must be among"):
+        linked_view_fig(np.eye(5), np.eye(4), np.zeros((4, 5)), SRC, TGT,
+                        blocked={"self": np.zeros((4, 4), bool)})
 
 
 def test_linked_view_shape_errors():

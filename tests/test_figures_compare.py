@@ -1,12 +1,12 @@
-"""figures.compare: side-by-side maps on one colour axis, difference maps, importance bars,
-head labels and training runs."""
+"""figures.compare: side-by-side maps on one colour axis, difference maps, importance bars and
+training runs. (Head labels are transformer.kinds': tests/test_kinds.py.)"""
 
 import numpy as np
 import pytest
 
 from explorer.models import training_run
-from figures.compare import (difference_fig, head_label, head_labels, importance_fig,
-                             parse_head_label, side_by_side_fig, token_log_prob_fig)
+from figure_ticks import cell_data, tick_texts, ticks
+from figures.compare import difference_fig, importance_fig, side_by_side_fig, token_log_prob_fig
 
 Q, K = ["<s>", "a", "b"], ["x", "y", "x", "</s>"]
 
@@ -32,18 +32,22 @@ def test_side_by_side_shapes_and_shared_coloraxis():
     assert side_by_side_fig(ms, list("ABC"), Q, K, zmax=1).layout.coloraxis.cmax == 1
 
 
-def test_side_by_side_labels_are_escaped_and_distinct():
+def test_side_by_side_cells_at_positions_ticked_with_the_tokens_as_they_are():
     fig = side_by_side_fig(maps(1), ["A"], Q, K)
-    assert list(fig.data[0].y) == ["&lt;s&gt;", "a", "b"]
-    assert list(fig.data[0].x) == ["x", "y", "x ·2", "&lt;/s&gt;"]
+    assert list(fig.data[0].y) == [0, 1, 2] and list(fig.data[0].x) == [0, 1, 2, 3]
+    assert fig.layout.yaxis.ticktext == ("&lt;s&gt;", "a", "b")
+    assert ticks(fig.layout.xaxis) == [(0, "x"), (1, "y"), (2, "x"), (3, "</s>")]  # "x" twice
     assert "%{z:.3f}" in fig.data[0].hovertemplate
+    assert "key %{x:d} (%{customdata[1]})" in fig.data[0].hovertemplate
+    assert tuple(cell_data(fig.data[0])[0, 2]) == ("<s>", "x")
 
 
 def test_side_by_side_tokens_per_map_for_different_sizes():
     fig = side_by_side_fig([np.eye(3), np.ones((2, 4)) / 4], ["enc", "cross"],
                            [["a", "b", "c"], ["<s>", "1"]], [["a", "b", "c"], K])
     assert np.asarray(fig.data[0].z).shape == (3, 3)
-    assert list(fig.data[1].y) == ["&lt;s&gt;", "1"]
+    assert tick_texts(fig.layout.yaxis2) == ["<s>", "1"]
+    assert tick_texts(fig.layout.xaxis2) == K
     assert fig.data[0].xaxis == "x" and fig.data[1].xaxis == "x2"
 
 
@@ -70,30 +74,17 @@ def test_difference_values_and_diverging_scale():
     assert trace.zmid == 0
     bound = np.abs(a - b).max()
     assert (trace.zmin, trace.zmax) == pytest.approx((-bound, bound))
-    np.testing.assert_array_equal(np.asarray(trace.customdata), np.stack([a, b], -1))
+    data = cell_data(trace)
+    np.testing.assert_array_equal(data[..., 2:].astype(float), np.stack([a, b], -1))
+    assert tuple(data[0, 3, :2]) == ("<s>", "</s>")
+    assert "a %{customdata[2]:.3f} − b %{customdata[3]:.3f}" in trace.hovertemplate
+    assert "query %{y:d} (%{customdata[0]})" in trace.hovertemplate
     assert "%{z:.3f}" in trace.hovertemplate
     assert fig.layout.title.text == "A − B"
-    assert list(trace.y) == ["&lt;s&gt;", "a", "b"]
+    assert list(trace.y) == [0, 1, 2] and tick_texts(fig.layout.yaxis) == Q
+    assert tick_texts(fig.layout.xaxis) == K
     same = difference_fig(a, a, Q, K).data[0]
     assert np.asarray(same.z).max() == 0 and same.zmax > 0  # a flat difference still has a range
-
-
-@pytest.mark.parametrize("head", [("encoder", 0, 0), ("decoder", 3, 7), ("cross", 1, 2),
-                                  ("cross", 12, 10)])
-def test_head_label_round_trip(head):
-    assert parse_head_label(head_label(*head)) == head
-
-
-def test_head_labels():
-    assert head_label("cross", 1, 2) == "cross L1 H2"
-    assert parse_head_label(" cross L1 H2 ") == ("cross", 1, 2)
-    assert head_labels({"encoder": (1, 2), "cross": (2, 1)}) == [
-        "encoder L0 H0", "encoder L0 H1", "cross L0 H0", "cross L1 H0"]
-    for bad in ["cross L1", "self L0 H0", "cross L-1 H0", "", "cross 1 2"]:
-        with pytest.raises(ValueError, match="cross L1 H2"):
-            parse_head_label(bad)
-    with pytest.raises(ValueError, match="kind must be one of"):
-        head_label("self", 0, 0)
 
 
 def test_training_run():
@@ -125,4 +116,8 @@ def test_token_log_prob_bars():
     fig = token_log_prob_fig(["2", "0", "</s>"], [-0.1, -0.2, -0.3], [-1.0, -0.2, -5.0])
     assert [t.name for t in fig.data] == ["original model", "heads silenced"]
     assert list(fig.data[1].y) == [-1.0, -0.2, -5.0]
-    assert list(fig.data[0].x) == ["2", "0", "&lt;/s&gt;"]
+    assert list(fig.data[0].x) == [0, 1, 2]
+    assert fig.layout.xaxis.ticktext == ("2", "0", "&lt;/s&gt;")
+    assert "token %{x:d} (%{customdata})" in fig.data[0].hovertemplate
+    repeated = token_log_prob_fig(["0", "0"], [-0.1, -0.2], [-0.3, -0.4])
+    assert ticks(repeated.layout.xaxis) == [(0, "0"), (1, "0")]

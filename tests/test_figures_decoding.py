@@ -1,5 +1,6 @@
-"""figures.decoding: traces carry the true numbers, token labels, shape errors, inline HTML, and
-the head-ablation labels -> head_mask helper."""
+"""figures.decoding: traces carry the true numbers, tokens at positions with the tokens as they
+are as ticks, shape errors, inline HTML and beam tables. (Head labels and head masks for
+ablation are transformer.kinds': tests/test_kinds.py.)"""
 
 import re
 
@@ -7,13 +8,14 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from figures.decoding import (CHOSEN_COLOR, OTHER_COLOR, ablation_labels, alignment_fig,
-                              beam_table, differing_positions, head_mask_from_labels,
-                              heads_grid_fig, highlighted_source_html, html_token, nbest_table,
-                              self_attention_row_fig, step_attention_fig, tokens_html, top_k_fig)
+from figure_ticks import cell_data, tick_texts, ticks
+from figures.decoding import (CHOSEN_COLOR, OTHER_COLOR, alignment_fig, beam_table,
+                              differing_positions, heads_grid_fig, highlighted_source_html,
+                              html_token, nbest_table, self_attention_row_fig,
+                              step_attention_fig, tokens_html, top_k_fig)
 
 SOURCE = ["<s>", "▁march", "▁", "5", "5", "</s>"]
-SOURCE_LABELS = ["&lt;s&gt;", "▁march", "▁", "5", "5 ·2", "&lt;/s&gt;"]
+POSITIONS = list(range(len(SOURCE)))
 TOP_K = [("▁", 8, 0.75), ("3", 10, 0.125), ("</s>", 3, 0.0625)]
 RNG = np.random.default_rng(0)
 
@@ -27,7 +29,8 @@ def test_top_k_bars_most_probable_on_top_chosen_coloured():
     fig = top_k_fig(TOP_K, chosen_id=10, title="step 3")
     (bar,) = fig.data
     assert bar.orientation == "h"
-    assert list(bar.y) == ["▁", "3", "&lt;/s&gt;"]
+    assert list(bar.y) == [0, 1, 2] and tick_texts(fig.layout.yaxis) == ["▁", "3", "</s>"]
+    assert list(bar.hovertext) == ["▁", "3", "&lt;/s&gt;"] and "%{hovertext}" in bar.hovertemplate
     np.testing.assert_array_equal(bar.x, [0.75, 0.125, 0.0625])
     assert list(bar.customdata) == [8, 10, 3]
     assert list(bar.marker.color) == [OTHER_COLOR, CHOSEN_COLOR, OTHER_COLOR]
@@ -38,7 +41,7 @@ def test_top_k_bars_most_probable_on_top_chosen_coloured():
 def test_top_k_adds_a_chosen_token_outside_the_top_k():
     fig = top_k_fig(TOP_K, chosen_id=14, chosen=("6", 14, 0.01))
     (bar,) = fig.data
-    assert list(bar.y)[-1] == "6" and bar.x[-1] == 0.01
+    assert tick_texts(fig.layout.yaxis)[-1] == "6" and bar.x[-1] == 0.01
     assert list(bar.marker.color) == [OTHER_COLOR] * 3 + [CHOSEN_COLOR]
     # A chosen token already listed is not repeated.
     assert len(top_k_fig(TOP_K, 8, chosen=("▁", 8, 0.75)).data[0].y) == 3
@@ -53,18 +56,23 @@ def test_top_k_rejects_malformed_rows():
 
 def test_step_attention_one_head_is_bars_over_the_source():
     weights = softmax_rows(6)
-    (bar,) = step_attention_fig(weights, SOURCE, "cross").data
+    fig = step_attention_fig(weights, SOURCE, "cross")
+    (bar,) = fig.data
     assert isinstance(bar, go.Bar)
-    assert list(bar.x) == SOURCE_LABELS
+    assert list(bar.x) == POSITIONS
+    assert ticks(fig.layout.xaxis) == list(enumerate(SOURCE))  # "5" twice, as it is
+    assert "source %{x:d} (%{customdata})" in bar.hovertemplate and bar.customdata[4] == "5"
     np.testing.assert_allclose(bar.y, weights)
 
 
 def test_step_attention_all_heads_is_a_heatmap_row_per_head():
     weights = softmax_rows((4, 6))
-    (heat,) = step_attention_fig(weights, SOURCE).data
+    fig = step_attention_fig(weights, SOURCE)
+    (heat,) = fig.data
     assert isinstance(heat, go.Heatmap)
     np.testing.assert_allclose(heat.z, weights)
-    assert list(heat.x) == SOURCE_LABELS
+    assert list(heat.x) == POSITIONS and tick_texts(fig.layout.xaxis) == SOURCE
+    assert cell_data(heat)[2, 0] == "<s>" and "source %{x:d} (%{customdata})" in heat.hovertemplate
     assert list(heat.y) == ["head 0", "head 1", "head 2", "head 3"]
     assert ".3f" in heat.hovertemplate
 
@@ -80,8 +88,10 @@ def test_heads_grid_one_panel_per_head():
     fig = heads_grid_fig(weights, SOURCE, "layer 1")
     assert len(fig.data) == 4
     for h, bar in enumerate(fig.data):
-        assert list(bar.x) == SOURCE_LABELS
+        assert list(bar.x) == POSITIONS
+        assert f"head {h}<br>source %{{x:d}} (%{{customdata}})" in bar.hovertemplate
         np.testing.assert_allclose(bar.y, weights[h])
+    assert tick_texts(fig.layout.xaxis4) == SOURCE
     assert [a.text for a in fig.layout.annotations] == [f"head {h}" for h in range(4)]
     with pytest.raises(ValueError, match="7 columns but 6"):
         heads_grid_fig(np.ones((4, 7)), SOURCE)
@@ -90,9 +100,11 @@ def test_heads_grid_one_panel_per_head():
 def test_self_attention_row_over_the_prefix():
     prefix = ["<s>", "▁", "2"]
     weights = softmax_rows(3)
-    (heat,) = self_attention_row_fig(weights, prefix).data
+    fig = self_attention_row_fig(weights, prefix)
+    (heat,) = fig.data
     np.testing.assert_allclose(heat.z, weights[None])
-    assert list(heat.x) == ["&lt;s&gt;", "▁", "2"]
+    assert list(heat.x) == [0, 1, 2] and fig.layout.xaxis.ticktext == ("&lt;s&gt;", "▁", "2")
+    assert "prefix %{x:d} (%{customdata})" in heat.hovertemplate
     (heat,) = self_attention_row_fig(softmax_rows((2, 3)), prefix).data
     assert list(heat.y) == ["head 0", "head 1"]
     with pytest.raises(ValueError, match=r"\(4,\).*3 prefix tokens"):
@@ -105,8 +117,11 @@ def test_alignment_heatmap_labels_values_and_errors():
     fig = alignment_fig(matrix, targets, SOURCE, "alignment")
     (heat,) = fig.data
     np.testing.assert_allclose(heat.z, matrix)
-    assert list(heat.x) == SOURCE_LABELS
-    assert list(heat.y) == ["▁", "2", "0", "&lt;/s&gt;"]
+    assert list(heat.x) == POSITIONS and tick_texts(fig.layout.xaxis) == SOURCE
+    assert list(heat.y) == [0, 1, 2, 3] and tick_texts(fig.layout.yaxis) == targets
+    assert "target %{y:d} (%{customdata[0]})<br>source %{x:d} (%{customdata[1]})" in (
+        heat.hovertemplate)
+    assert tuple(cell_data(heat)[3, 4]) == ("</s>", "5")
     assert "%{z:.3f}" in heat.hovertemplate
     assert fig.layout.yaxis.autorange == "reversed"
     with pytest.raises(ValueError, match="5 rows but 4"):
@@ -149,27 +164,3 @@ def test_beam_tables():
     assert beam_table([])["rank"] == []
     table = nbest_table([(["▁", "2", "</s>"], -0.5, -0.45), (["</s>"], -3.0, -2.9)])
     assert table["length"] == [3, 1] and table["score"] == [-0.45, -2.9]
-
-
-def test_ablation_labels_and_head_mask():
-    labels = ablation_labels(num_encoder_layers=3, num_decoder_layers=2, num_heads=4)
-    assert len(labels) == (2 + 2 + 3) * 4 and len(set(labels)) == len(labels)
-    assert labels[0] == "cross L0 H0" and "self L1 H3" in labels and "enc L2 H3" in labels
-    masks = head_mask_from_labels(["cross L1 H2", "self L0 H0", "enc L2 H3"], 3, 2, 4)
-    assert {k: v.shape for k, v in masks.items()} == {
-        "encoder": (3, 4), "decoder": (2, 4), "cross": (2, 4)}
-    for kind, (layer, head) in {"cross": (1, 2), "decoder": (0, 0), "encoder": (2, 3)}.items():
-        expected = np.ones_like(masks[kind])
-        expected[layer, head] = 0
-        np.testing.assert_array_equal(masks[kind], expected)
-    every = head_mask_from_labels(labels, 3, 2, 4)
-    assert all(not m.any() for m in every.values())
-    assert all(m.all() for m in head_mask_from_labels([], 3, 2, 4).values())
-
-
-@pytest.mark.parametrize("label, message", [
-    ("cross L2 H0", "2 layers and 4 heads"), ("enc L0 H4", "3 layers and 4 heads"),
-    ("decoder L0 H0", "not a head label"), ("cross L0", "not a head label")])
-def test_head_mask_rejects_bad_labels(label, message):
-    with pytest.raises(ValueError, match=message):
-        head_mask_from_labels([label], 3, 2, 4)

@@ -1,11 +1,19 @@
-"""figures.masks: traces, labels, shape errors, blocked keys drawn apart, true numbers plotted."""
+"""figures.masks: traces, token ticks at positions, shape errors, blocked keys drawn apart, true
+numbers plotted, the blocked score received (never hard-coded)."""
+
+import functools
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from figures.masks import (axis_labels, batch_mask_fig, mask_heatmap_fig, masked_softmax,
-                           masking_row_fig)
+from figure_ticks import cell_data, tick_texts, ticks
+from figures import masks
+from figures.masks import batch_mask_fig, mask_heatmap_fig
+
+BLOCKED = -1e9  # the model's constant (transformer.attention.BLOCKED_SCORE), passed in
+masked_softmax = functools.partial(masks.masked_softmax, blocked_score=BLOCKED)
+masking_row_fig = functools.partial(masks.masking_row_fig, blocked_score=BLOCKED)
 
 KEYS = ["<s>", "5", "march", "5", "</s>", "<pad>"]
 MASK = np.array([1, 1, 1, 1, 1, 0], float)
@@ -18,29 +26,28 @@ def by_name(fig, name):
     return trace
 
 
-def test_axis_labels_make_repeats_distinct_and_escape_tags():
-    assert axis_labels(["a", "b", "a"]) == ["a", "b", "a ·2"]
-    assert axis_labels(["<s>", "</s>", "<pad>"]) == ["&lt;s&gt;", "&lt;/s&gt;", "&lt;pad&gt;"]
-
-
 def test_mask_heatmap_values_and_ticks():
     tokens = ["<s>", "a", "b", "a"]
     fig = mask_heatmap_fig(LOOK_AHEAD, tokens, tokens, "Look-ahead mask (T, T) = (4, 4)")
     (trace,) = fig.data
     assert isinstance(trace, go.Heatmap)
     np.testing.assert_array_equal(np.asarray(trace.z), LOOK_AHEAD)
-    assert list(trace.x) == list(trace.y) == ["&lt;s&gt;", "a", "b", "a ·2"]
+    assert list(trace.x) == list(trace.y) == [0, 1, 2, 3]
+    expected = [(0, "<s>"), (1, "a"), (2, "b"), (3, "a")]  # "a" twice, as it is
+    assert ticks(fig.layout.xaxis) == ticks(fig.layout.yaxis) == expected
     assert fig.layout.title.text == "Look-ahead mask (T, T) = (4, 4)"
     assert fig.layout.yaxis.autorange == "reversed"  # query 0 on top, as in the matrix
     assert ".3f" in trace.hovertemplate
-    assert trace.customdata[0][1] == "blocked" and trace.customdata[1][0] == "may attend"
+    assert "query %{y:d} (%{customdata[0]})<br>key %{x:d} (%{customdata[1]})" in trace.hovertemplate
+    data = cell_data(trace)
+    assert tuple(data[0, 1]) == ("<s>", "a", "blocked") and data[1, 0, 2] == "may attend"
 
 
 def test_mask_heatmap_rectangular_memory_mask():
     memory = np.ones((3, 5)) * np.array([1, 1, 1, 0, 0])
     fig = mask_heatmap_fig(memory, ["<s>", "x", "y"], list("abcde"), "memory")
     assert np.asarray(fig.data[0].z).shape == (3, 5)
-    assert list(fig.data[0].x) == list("abcde")
+    assert tick_texts(fig.layout.xaxis) == list("abcde")
 
 
 @pytest.mark.parametrize("rows, cols, message", [
@@ -60,10 +67,10 @@ def test_batch_mask_fig_cells_show_tokens():
                          "Padding mask (B, 1, 1, N) = (2, 1, 1, 4)")
     (trace,) = fig.data
     np.testing.assert_array_equal(np.asarray(trace.z), mask)
-    assert list(trace.y) == ["row 0", "row 1"]
-    assert list(trace.x) == ["0", "1", "2", "3"]
+    assert list(trace.y) == [0, 1] and tick_texts(fig.layout.yaxis) == ["row 0", "row 1"]
+    assert list(trace.x) == [0, 1, 2, 3]
     assert trace.text[0][3] == "&lt;pad&gt;" and trace.text[1][2] == "z"
-    assert trace.customdata[0][3][0] == "0" and trace.customdata[0][3][1] == "blocked (padding)"
+    assert tuple(cell_data(trace)[0, 3]) == ("0", "blocked (padding)", "row 0")
 
 
 def test_batch_mask_fig_names_both_sizes():
@@ -86,13 +93,15 @@ def test_masking_row_fig_three_panels():
         "1. Raw scores QKᵀ/√d_k (before masking)",
         "2. Scores after masking (blocked keys get −1e9: weight 0)",
         "3. Softmax weights (the model's attention row)"]
-    labels = axis_labels(KEYS)
     for name in ("raw score", "masked score", "softmax weight"):
-        assert list(by_name(fig, name).x) == labels
-    assert labels[3] == "5 ·2"  # the repeated "5" stays its own column
+        assert list(by_name(fig, name).x) == [0, 1, 2, 3, 4, 5]
+    # The repeated "5" is its own column, at position 3, with the same tick text.
+    assert ticks(fig.layout.xaxis3) == list(enumerate(KEYS))
     np.testing.assert_array_equal(by_name(fig, "raw score").y, SCORES)
     for name in ("raw score", "masked score", "softmax weight"):
-        assert ".4f" in by_name(fig, name).hovertemplate
+        trace = by_name(fig, name)
+        assert ".4f" in trace.hovertemplate and "key %{x:d} (%{customdata})" in trace.hovertemplate
+        assert trace.customdata[3] == "5" and trace.customdata[0] == "&lt;s&gt;"
 
 
 def test_masking_row_fig_draws_blocked_keys_apart():
@@ -100,7 +109,8 @@ def test_masking_row_fig_draws_blocked_keys_apart():
     masked = by_name(fig, "masked score").y
     assert masked[:5] == tuple(SCORES[:5]) and masked[5] is None  # a gap, not a tiny number
     blocked = by_name(fig, "blocked")
-    assert list(blocked.x) == ["&lt;pad&gt;"] and list(blocked.text) == ["blocked"]
+    assert list(blocked.x) == [5] and list(blocked.customdata) == ["&lt;pad&gt;"]
+    assert list(blocked.text) == ["blocked"] and "(−1e9)" in blocked.hovertemplate
     shaded = [(s.x0, s.x1) for s in fig.layout.shapes]
     assert shaded and set(shaded) == {(4.5, 5.5)}
 
@@ -137,9 +147,26 @@ def test_masked_softmax():
         masked_softmax(SCORES, MASK[:5])
 
 
+def test_the_blocked_score_is_received_not_hard_coded():
+    with pytest.raises(TypeError, match="blocked_score"):
+        masks.masked_softmax(SCORES, MASK)
+    with pytest.raises(TypeError, match="blocked_score"):
+        masks.masking_row_fig(SCORES, MASK, SCORES, KEYS)
+    fig = masks.masking_row_fig(SCORES, MASK, SCORES, KEYS, blocked_score=-1e4)
+    assert "blocked keys get −10000: weight 0" in fig.layout.annotations[1].text
+    assert "(−10000)" in by_name(fig, "blocked").hovertemplate
+    # The model's rule with a mild blocked score: the blocked key keeps exactly 0, the others
+    # share what exp(-1e4) leaves (nothing, in float64).
+    np.testing.assert_allclose(masks.masked_softmax(SCORES, MASK, blocked_score=-1e4),
+                               masked_softmax(SCORES, MASK), atol=0)
+    # A blocked score that does not swamp the scores shows: the softmax is the model's rule.
+    mild = masks.masked_softmax([0.0, 0.0], [1, 0], blocked_score=-1.0)
+    np.testing.assert_allclose(mild, [1.0 / (1.0 + np.exp(-1.0)), 0.0])
+
+
 def test_masked_softmax_equals_the_models_attention():
     tf = pytest.importorskip("tensorflow")
-    from transformer.attention import scaled_dot_product_attention
+    from transformer.attention import BLOCKED_SCORE, scaled_dot_product_attention
     from transformer.masks import decoder_mask
 
     rng = np.random.default_rng(0)
@@ -147,5 +174,6 @@ def test_masked_softmax_equals_the_models_attention():
     mask = decoder_mask(np.array([[1, 5, 6, 0, 0], [1, 5, 6, 7, 8]]))  # (2, 1, 5, 5)
     _, weights, scores = scaled_dot_product_attention(tf.constant(q), tf.constant(k),
                                                       tf.constant(v), mask)
-    expected = masked_softmax(scores.numpy(), np.broadcast_to(mask.numpy(), scores.shape))
+    expected = masks.masked_softmax(scores.numpy(), np.broadcast_to(mask.numpy(), scores.shape),
+                                    blocked_score=BLOCKED_SCORE)
     np.testing.assert_allclose(weights.numpy(), expected, atol=1e-6)

@@ -1,10 +1,9 @@
 """figures.positional: pure figure functions, checked against transformer.positional_encoding."""
 
-import html
-
 import numpy as np
 import pytest
 
+from figure_ticks import cell_data, tick_texts, ticks
 from figures.positional import (dot_similarity, encoder_input_fig, positional_heatmap_fig,
                                 similarity_fig, sinusoids_fig)
 from transformer import positional_encoding
@@ -61,10 +60,18 @@ def test_similarity_fig_labels_both_axes_with_the_tokens():
     heatmap = fig.data[0]
     assert heatmap.type == "heatmap"
     np.testing.assert_array_equal(np.asarray(heatmap.z), matrix)
-    expected = ["<s>", "▁march", "0", "0 ·2", "</s>"]
-    assert [html.unescape(x) for x in heatmap.x] == expected
-    assert [html.unescape(y) for y in heatmap.y] == expected
+    assert list(heatmap.x) == list(heatmap.y) == [0, 1, 2, 3, 4]
+    assert ticks(fig.layout.xaxis) == ticks(fig.layout.yaxis) == list(enumerate(TOKENS))
     assert ":.4f" in heatmap.hovertemplate
+    assert "position %{y:d} (%{customdata[0]}) · position %{x:d} (%{customdata[1]})" in (
+        heatmap.hovertemplate)
+    assert tuple(cell_data(heatmap)[2, 3]) == ("0", "0")  # the same token at two positions
+
+
+def test_similarity_fig_of_positions_says_each_position_once():
+    fig = similarity_fig(np.eye(3), ["0", "1", "2"])
+    assert fig.data[0].hovertemplate.startswith("position %{y:d} · position %{x:d}<br>")
+    assert tick_texts(fig.layout.xaxis) == ["0", "1", "2"]
 
 
 def test_similarity_fig_rejects_a_mismatch_naming_both_sizes():
@@ -88,8 +95,10 @@ def test_encoder_input_fig_three_heatmaps_of_the_parts(shared):
     assert [t.type for t in fig.data] == ["heatmap"] * 3
     for trace, part in zip(fig.data, (token_part, position_part, total)):
         np.testing.assert_array_equal(np.asarray(trace.z), part)
-        assert [html.unescape(y) for y in trace.y] == ["<s>", "▁march", "0", "0 ·2", "</s>"]
-        assert ":.4f" in trace.hovertemplate
+        assert list(trace.y) == [0, 1, 2, 3, 4]
+        assert "token %{y:d} (%{customdata})" in trace.hovertemplate
+        assert cell_data(trace)[3, 0] == "0" and ":.4f" in trace.hovertemplate
+    assert ticks(fig.layout.yaxis) == list(enumerate(TOKENS))
     assert [t.xaxis for t in fig.data] == ["x", "x2", "x3"]
     assert (fig.layout.coloraxis.colorscale is not None) == shared
 

@@ -6,8 +6,9 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from figures.tokens import (PIECE, SPECIAL, UNKNOWN, axis_labels, pad_sequences, padded_batch_fig,
-                            piece_kinds, piece_spans_fig, pieces_fig, plotly_text, round_trip_fig,
+from figure_ticks import tick_texts, ticks
+from figures.tokens import (PIECE, SPECIAL, UNKNOWN, pad_sequences, padded_batch_fig, piece_kinds,
+                            piece_spans_fig, pieces_fig, plotly_text, round_trip_fig,
                             text_differences)
 
 PIECES = ["<s>", "▁friday", ",", "▁", "5", ",", "ü", "</s>"]
@@ -25,8 +26,6 @@ def test_plotly_text_escapes_markup_and_round_trips():
         assert html.unescape(plotly_text(label)) == label
     for plain in ("▁friday", "2021", "-"):
         assert plotly_text(plain) == plain
-    tokens = ["<s>", "0", "0", "</s>", "<pad>"]
-    assert [html.unescape(t) for t in axis_labels(tokens)] == ["<s>", "0", "0 ·2", "</s>", "<pad>"]
 
 
 def test_piece_kinds():
@@ -40,22 +39,20 @@ def test_pieces_fig_one_cell_per_piece_with_its_id():
     heatmap = fig.data[0]
     assert heatmap.type == "heatmap"
     assert np.asarray(heatmap.z).shape == (1, len(PIECES))
-    assert [html.unescape(x) for x in heatmap.x] == axis_labels_unescaped(PIECES)
+    assert list(heatmap.x) == list(range(len(PIECES)))
+    assert tick_texts(fig.layout.xaxis) == PIECES
     assert np.asarray(heatmap.customdata)[0].tolist() == IDS
+    assert html.unescape(heatmap.hovertext[0][0]) == "piece 0 (<s>)<br>id 2<br>special token"
     assert np.asarray(heatmap.z)[0].tolist() == piece_kinds(IDS, SPECIALS, UNK).tolist()
     assert [t.endswith(f"<br>{i}") for t, i in zip(heatmap.text[0], IDS)] == [True] * len(IDS)
     assert "<unk>" not in heatmap.text[0][6] and "ü" in heatmap.text[0][6]  # keeps its characters
 
 
-def axis_labels_unescaped(tokens):
-    """What the tick labels must read as in the browser: the tokens, repeats made distinct."""
-    return [html.unescape(t) for t in axis_labels(tokens)]
-
-
-def test_pieces_fig_repeated_pieces_stay_distinct_categories():
+def test_pieces_fig_repeated_pieces_are_the_same_tick_at_their_positions():
     fig = pieces_fig(PIECES, IDS, SPECIALS, UNK)
-    assert len(set(fig.data[0].x)) == len(PIECES)
-    assert html.unescape(fig.data[0].x[5]) == ", ·2"
+    assert len(set(fig.data[0].x)) == len(PIECES)  # one cell per position
+    assert (2, ",") in ticks(fig.layout.xaxis) and (5, ",") in ticks(fig.layout.xaxis)
+    assert fig.data[0].hovertext[0][5].startswith("piece 5 (,)")
 
 
 def test_pieces_fig_rejects_mismatched_lengths_naming_both():
@@ -99,7 +96,8 @@ def test_padded_batch_fig_pad_cells_are_a_separate_trace():
     assert real.shape == pad.shape == (2, 4)
     np.testing.assert_array_equal(np.isnan(pad), ids != 0)
     np.testing.assert_array_equal(np.nan_to_num(real) + np.nan_to_num(pad), ids)
-    assert list(fig.data[0].y) == ["first", "second"]
+    assert list(fig.data[0].y) == [0, 1] and tick_texts(fig.layout.yaxis) == ["first", "second"]
+    assert np.asarray(fig.data[1].customdata)[1, 3] == "second"
     assert html.unescape(fig.data[0].text[1][0]) == "<s><br>2"
 
 

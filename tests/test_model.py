@@ -32,6 +32,27 @@ def np_positional_encoding(length, d_model, base=10000.0):
     return pe
 
 
+def np_positional_encoding_concat(length, d_model, base=10000.0):
+    """The [sin | cos] layout (TF tutorial, Marian), one by one: column i < ceil(d/2) is
+    sin(pos / base^(2i/d)); column ceil(d/2) + i is cos(pos / base^(2i/d))."""
+    half = (d_model + 1) // 2
+    pe = np.zeros((length, d_model))
+    for pos in range(length):
+        for j in range(d_model):
+            i = j if j < half else j - half
+            angle = pos / base ** (2 * i / d_model)
+            pe[pos, j] = math.sin(angle) if j < half else math.cos(angle)
+    return pe
+
+
+ACTIVATIONS = {
+    "relu": lambda x: np.maximum(0.0, x),
+    "gelu": lambda x: 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0))),
+    "swish": lambda x: x / (1.0 + np.exp(-x)),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+}
+
+
 def np_layer_norm(x, gamma, beta, eps=1e-6):
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
@@ -65,7 +86,8 @@ class NumpyTransformer:
         return x @ self.w(f"{prefix}/kernel") + self.w(f"{prefix}/bias")
 
     def ln(self, x, prefix):
-        return np_layer_norm(x, self.w(f"{prefix}/gamma"), self.w(f"{prefix}/beta"))
+        return np_layer_norm(x, self.w(f"{prefix}/gamma"), self.w(f"{prefix}/beta"),
+                             self.c.layer_norm_epsilon)
 
     def token_table(self, side):
         if side == "target" and not self.c.share_embeddings:
@@ -80,13 +102,15 @@ class NumpyTransformer:
         t = ids.shape[1]
         if self.c.positional == "sinusoidal":
             pos = np_positional_encoding(t, d)
+        elif self.c.positional == "sinusoidal_concat":
+            pos = np_positional_encoding_concat(t, d)
         else:
             pos = self.w(f"{side}_embedding/position_embedding/embeddings")[:t]
         return x + pos[None]
 
     def attention(self, prefix, xq, xkv, mask, head_mask=None):
         h = self.c.num_heads
-        d_k = self.c.d_model // h
+        d_k = self.c.head_dim  # d_model // h unless the config says otherwise
 
         def split(x):
             b, t, _ = x.shape
@@ -101,12 +125,12 @@ class NumpyTransformer:
         if head_mask is not None:
             context = context * np.asarray(head_mask, np.float64)[None, :, None, None]
         b, _, t, _ = context.shape
-        merged = context.transpose(0, 2, 1, 3).reshape(b, t, self.c.d_model)
+        merged = context.transpose(0, 2, 1, 3).reshape(b, t, h * d_k)
         out = self.dense(merged, f"{prefix}/output")
         return out, {"weights": weights, "q": q, "k": k, "v": v, "scores": scores}
 
     def ffn(self, x, prefix):
-        hidden = np.maximum(0.0, self.dense(x, f"{prefix}/intermediate"))
+        hidden = ACTIVATIONS[self.c.activation](self.dense(x, f"{prefix}/intermediate"))
         return self.dense(hidden, f"{prefix}/output")
 
     def sublayer(self, x, norm, fn):
@@ -126,7 +150,12 @@ class NumpyTransformer:
         src_keep = (src != c.pad_id)[:, None, None, :]  # (B, 1, 1, N)
         t = tgt.shape[1]
         causal = np.tril(np.ones((t, t), bool))
-        tgt_keep = (tgt != c.pad_id)[:, None, None, :] & causal[None, None]  # (B, 1, T, T)
+        tgt_real = tgt != c.pad_id
+        if c.start_id == c.pad_id:  # position 0 is the start token, never padding
+            tgt_real[:, 0] = True
+        if not c.mask_padding:  # only the look-ahead mask
+            src_keep, tgt_real = np.ones_like(src_keep), np.ones_like(tgt_real)
+        tgt_keep = tgt_real[:, None, None, :] & causal[None, None]  # (B, 1, T, T)
 
         def row(kind, i):
             return None if kind not in head_mask else np.asarray(head_mask[kind])[i]
@@ -168,8 +197,12 @@ class NumpyTransformer:
 
         if c.tie_output:
             logits = y @ self.token_table("target").T
-        else:
+            if c.output_bias:
+                logits = logits + self.w("output_bias")
+        elif c.output_bias:
             logits = self.dense(y, "output_projection")
+        else:
+            logits = y @ self.w("output_projection/kernel")
 
         out = {"logits": logits,
                "encoder_hidden_states": np.stack(enc_hidden),
@@ -258,6 +291,15 @@ EXTRA = [
     dict(scale_embeddings=False, pad_id=3, start_id=0, end_id=4),
     dict(norm_first=True, scale_embeddings=False, num_heads=4, num_encoder_layers=1,
          num_decoder_layers=3),
+    # Options of imported models (issue 13): another per-head size, [sin | cos] positions,
+    # activations, LayerNorm epsilons, biases on tied and untied logits, no padding mask, and
+    # Marian's start id = pad id.
+    dict(head_dim=6, positional="sinusoidal_concat", activation="gelu", layer_norm_epsilon=1e-3,
+         tie_output=True, share_embeddings=True, output_bias=True),
+    dict(head_dim=8, activation="swish", layer_norm_epsilon=1e-5, mask_padding=False,
+         output_bias=False, positional="learned"),
+    dict(pad_id=5, start_id=5, end_id=0, activation="silu", positional="sinusoidal_concat",
+         d_model=7, num_heads=1, norm_first=True),
 ]
 CASES = PAIRWISE + EXTRA
 
@@ -536,8 +578,8 @@ def test_decoder_self_and_cross_attention_are_distinct():
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
 def test_parameter_count_matches_the_paper(case):
     config, model = cached_model(**case)
-    d, f = config.d_model, config.dff
-    mha = 4 * (d * d + d)
+    d, f, inner = config.d_model, config.dff, config.num_heads * config.head_dim
+    mha = 3 * (d * inner + inner) + inner * d + d  # q, k, v: d -> inner; output: inner -> d
     ffn = d * f + f + f * d + d
     norm = 2 * d
     expected = config.src_vocab_size * d
@@ -550,7 +592,9 @@ def test_parameter_count_matches_the_paper(case):
     if config.norm_first:
         expected += 2 * norm
     if not config.tie_output:
-        expected += d * config.tgt_vocab_size + config.tgt_vocab_size
+        expected += d * config.tgt_vocab_size
+    if config.output_bias:
+        expected += config.tgt_vocab_size
     assert model.count_params() == expected == config.parameter_count()
     assert len({id(w) for w in model.weights}) == len(model.weights)
     assert len({w.path for w in model.weights}) == len(model.weights)
