@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: install run test test-fast bench chromium clean
+.PHONY: install run lint test test-fast bench chromium clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,10 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
-test: install chromium
+lint: install
+	$(BIN)/ruff check .
+
+test: install chromium lint
 	$(BIN)/python -m pytest
 
 test-fast: install

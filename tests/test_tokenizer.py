@@ -1,4 +1,5 @@
-"""Tests for transformer.tokenizer (offline: no BPEmb download is ever needed)."""
+"""Tests for transformer.tokenizer (the interface and from_spec) and transformer.bpemb_tokenizer
+(offline: no BPEmb download is ever needed)."""
 
 import io
 import json
@@ -9,7 +10,8 @@ import pytest
 import sentencepiece as spm
 from bpemb import BPEmb
 
-from transformer.tokenizer import Tokenizer, TokenizerError, _byte_to_char_spans
+from transformer.bpemb_tokenizer import BPEmbTokenizer
+from transformer.tokenizer import KIND_CLASSES, Tokenizer, TokenizerError, byte_to_char_spans
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -177,7 +179,8 @@ def test_from_spec_truncated_bytes(trained):
 @pytest.mark.parametrize("field,value", [
     ("vocab_size", "wrong"),  # replaced by vocab_size + 1 below
     ("vocab_size", 10**6),
-    ("kind", "wordpiece"),
+    ("kind", "sentencepiece"),
+    ("kind", None),
     ("lowercase", "yes"),
     ("digits_to_zero", 1),
     ("pad_id", True),
@@ -285,5 +288,84 @@ def test_piece_spans_cover_text(which, request):
 
 def test_byte_to_char_spans():
     text = "é a€"
-    assert _byte_to_char_spans(text, [(0, 2), (2, 3), (3, 4), (4, 7)]) == \
+    assert byte_to_char_spans(text, [(0, 2), (2, 3), (3, 4), (4, 7)]) == \
         [(0, 1), (1, 2), (2, 3), (3, 4)]
+
+
+# ------------------------------------------------------------------ the interface, from_spec
+
+def test_bpemb_kinds_are_tokenizers(trained, standard):
+    for tok in (trained, standard):
+        assert isinstance(tok, BPEmbTokenizer) and isinstance(tok, Tokenizer)
+        again = Tokenizer.from_spec(tok.spec(), tok.model_bytes)
+        assert type(again) is BPEmbTokenizer
+    assert set(KIND_CLASSES) == {"bpemb", "trained", "word", "wordpiece", "marian"}
+
+
+def test_from_spec_dispatches_and_checks_the_kind_fields(trained):
+    word = Tokenizer.from_spec({"kind": "word", "standardize": None, "pad_id": 0, "unk_id": 1,
+                                "start_id": None, "end_id": None, "vocab_size": 3},
+                               b"\n[UNK]\nhello")
+    assert type(word).__name__ == "WordTokenizer" and word.encode("hello") == [2]
+    # A BPEmb spec with another kind is refused by that kind's field list.
+    with pytest.raises(TokenizerError, match="spec of kind 'word': unknown field"):
+        Tokenizer.from_spec(dict(trained.spec(), kind="word"), trained.model_bytes)
+    # A subclass's from_spec refuses another kind.
+    with pytest.raises(TokenizerError, match="not a BPEmbTokenizer"):
+        BPEmbTokenizer.from_spec(word.spec(), word.model_bytes)
+
+
+def test_encode_without_start_token_is_a_clear_error():
+    word = Tokenizer.from_spec({"kind": "word", "standardize": None, "pad_id": 0, "unk_id": 1,
+                                "start_id": None, "end_id": None, "vocab_size": 3},
+                               b"\n[UNK]\nhello")
+    with pytest.raises(TokenizerError, match="has no start token"):
+        word.encode("hello", add_start=True)
+
+
+def _new_kind_tokenizers():
+    """(source, target) pairs of the word, wordpiece and marian kinds, from tiny files."""
+    from transformer.marian_tokenizer import MarianTokenizer
+    from transformer.word_tokenizer import WordTokenizer
+    from transformer.wordpiece_tokenizer import WordPieceTokenizer
+
+    word_source = WordTokenizer.from_vocabulary(b"\n[UNK]\nthe\nblack\ncat")
+    word_target = WordTokenizer.from_vocabulary(
+        "\n[UNK]\n[start]\n[end]\nle\nchat\nnoir".encode(), standardize="keras_seq2seq",
+        start_token="[start]", end_token="[end]")
+    pieces = "[PAD] [UNK] [START] [END] the black cat le chat noir ##s".split()
+    wordpiece = WordPieceTokenizer(pieces)
+    writer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["the black cat", "le chat noir"] * 5), model_writer=writer,
+        vocab_size=20, hard_vocab_limit=False, num_threads=1, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_proto=writer.getvalue())
+    vocab = {"</s>": 0, "<unk>": 1}
+    for i in range(sp.get_piece_size()):
+        vocab.setdefault(sp.id_to_piece(i), len(vocab))
+    vocab["<pad>"] = len(vocab)
+    marian = [MarianTokenizer.from_files(writer.getvalue(), json.dumps(vocab).encode(), side)
+              for side in ("source", "target")]
+    return {"word": (word_source, word_target), "wordpiece": (wordpiece, wordpiece),
+            "marian": tuple(marian)}
+
+
+@pytest.mark.parametrize("kind", ["word", "wordpiece", "marian"])
+def test_every_kind_goes_through_a_checkpoint(kind):
+    import keras
+
+    from transformer import Transformer, TransformerConfig
+    from transformer.checkpoint import checkpoint_bytes, load_checkpoint
+
+    source, target = _new_kind_tokenizers()[kind]
+    config = TransformerConfig(
+        src_vocab_size=source.vocab_size, tgt_vocab_size=target.vocab_size, d_model=8,
+        num_heads=2, dff=16, num_encoder_layers=1, num_decoder_layers=1, max_len=16,
+        pad_id=target.pad_id, start_id=target.start_id, end_id=target.end_id)
+    keras.utils.set_random_seed(0)
+    model = Transformer(config).build_weights()
+    ckpt = load_checkpoint(checkpoint_bytes(model, source, target, {"name": kind}))
+    for ours, loaded in ((source, ckpt.source_tokenizer), (target, ckpt.target_tokenizer)):
+        assert type(loaded) is type(ours) and loaded.spec() == ours.spec()
+        assert loaded.model_bytes == ours.model_bytes
+        assert loaded.encode("The black cat") == ours.encode("The black cat")

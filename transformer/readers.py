@@ -88,6 +88,9 @@ def read_weights(files, name: str | None = None) -> dict[str, np.ndarray]:
 
 
 # ------------------------------------------------------------------ Keras 3 .weights.h5
+TRAINING_STATE = ("optimizer", "metrics")  # top-level groups that are not the model's weights
+
+
 def read_keras_h5(source, name: str | None = None) -> dict[str, np.ndarray]:
     """Every float dataset of an HDF5 weights file, keyed by its path ("layers/dense/vars/0")."""
     import h5py
@@ -105,6 +108,8 @@ def read_keras_h5(source, name: str | None = None) -> dict[str, np.ndarray]:
                 prefix, group = stack.pop()
                 for key in sorted(group.keys(), key=natural_key):
                     path = prefix + key
+                    if not prefix and key in TRAINING_STATE:
+                        continue  # a model saved after fit() also holds its optimizer's state
                     link = group.get(key, getlink=True)
                     if not isinstance(link, h5py.HardLink):  # soft and external links point elsewhere
                         raise CheckpointError(
