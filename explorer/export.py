@@ -9,7 +9,7 @@ import io
 
 import numpy as np
 
-KINDS = ("encoder", "decoder", "cross")
+from transformer.kinds import KINDS
 
 
 def matrix_csv(matrix, row_labels, col_labels, corner: str = "query \\\\ key") -> bytes:
@@ -30,10 +30,10 @@ def attention_npz(maps: dict) -> bytes:
     """Every attention map, mask and token list of one sentence in one .npz (no pickles:
     tokens are stored as unicode arrays, loadable with allow_pickle=False)."""
     arrays = {}
-    for kind in KINDS:
-        arrays[kind] = np.asarray(maps[kind], np.float32)  # (layers, heads, q, k)
-        if f"{kind}_mask" in maps:
-            arrays[f"{kind}_mask"] = np.asarray(maps[f"{kind}_mask"], bool)
+    for name, kind in KINDS.items():
+        arrays[name] = np.asarray(maps[name], np.float32)  # (layers, heads, q, k)
+        if kind.mask in maps:
+            arrays[kind.mask] = np.asarray(maps[kind.mask], bool)
     for name in ("source_tokens", "target_tokens", "output_tokens"):
         if name in maps:
             arrays[name] = np.asarray(maps[name], dtype=str)

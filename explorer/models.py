@@ -1,8 +1,7 @@
-"""Loading checkpoints and computing results, cached across reruns and sessions.
+"""The models a session can pick: bundled checkpoints and its uploads, loaded once and cached.
 
-Models are cached with st.cache_resource keyed by the file's sha256 (bounded), results with
-st.cache_data keyed by (model hash, inputs): changing a layer or head re-slices cached arrays and
-never re-runs the model. Cached models are shared by every session and never mutated.
+Models are cached with st.cache_resource keyed by the file's sha256 (bounded) and shared by every
+session, so they are never mutated. What they compute is cached in explorer.results.
 """
 
 from __future__ import annotations
@@ -15,12 +14,12 @@ import streamlit as st
 
 from transformer import Checkpoint, CheckpointError, load_checkpoint
 from transformer.checkpoint import ASSETS, DEFAULT_CHECKPOINT
+from transformer.data import date_pairs
 
 from . import state
 
 MAX_MODELS = 6  # checkpoints held in memory at once, over all sessions
 MAX_UPLOADS_PER_SESSION = 3  # uploaded files a session keeps (the oldest is forgotten first)
-MAX_RESULTS = 256
 
 
 def bundled_checkpoints() -> dict[str, Path]:
@@ -54,15 +53,11 @@ def training_run(file_names, name: str) -> list[tuple[int | None, str]]:
     return epochs + ([(None, final)] if final in names else [])
 
 
-def default_model_choice() -> str:
-    return "bundled:" + DEFAULT_CHECKPOINT.name
-
-
 def model_choices() -> dict[str, str]:
     """{choice id: label} for the model picker: bundled checkpoints, then this session's uploads."""
-    choices = {"bundled:" + p.name: label for label, p in bundled_checkpoints().items()}
-    for digest, (name, _) in st.session_state.get(state.UPLOADS, {}).items():
-        choices["upload:" + digest] = f"{name} (uploaded, {digest[:8]})"
+    choices = {f"{state.BUNDLED}:{p.name}": label for label, p in bundled_checkpoints().items()}
+    for digest, (name, _) in state.uploads().items():
+        choices[f"{state.UPLOADED}:{digest}"] = f"{name} (uploaded, {digest[:8]})"
     return choices
 
 
@@ -77,8 +72,8 @@ def _bundled_bytes(path: str, mtime: float) -> bytes:
 
 
 def checkpoint_for(choice: str) -> Checkpoint:
-    kind, _, name = choice.partition(":")
-    if kind == "upload":
+    origin, _, name = choice.partition(":")
+    if origin == state.UPLOADED:
         filename, data = st.session_state[state.UPLOADS][name]
         return _load(name, data)
     path = ASSETS / Path(name).name
@@ -88,9 +83,9 @@ def checkpoint_for(choice: str) -> Checkpoint:
 
 def active_checkpoint() -> Checkpoint:
     """The session's active model; falls back to the bundled default if its choice vanished."""
-    choice = st.session_state.get(state.MODEL, default_model_choice())
+    choice = state.model_choice()
     if choice not in model_choices():
-        choice = st.session_state[state.MODEL] = default_model_choice()
+        choice = st.session_state[state.MODEL] = state.default_model_choice()
     return checkpoint_for(choice)
 
 
@@ -112,7 +107,7 @@ def accept_upload() -> None:
     uploads[digest] = (uploaded.name, data)  # newest last
     while len(uploads) > MAX_UPLOADS_PER_SESSION:
         uploads.pop(next(iter(uploads)))
-    st.session_state[state.MODEL] = "upload:" + digest
+    st.session_state[state.MODEL] = f"{state.UPLOADED}:{digest}"
     st.session_state[state.UPLOAD_MESSAGE] = ("success", f"Loaded {uploaded.name} ({ckpt.name}).")
 
 
@@ -122,38 +117,23 @@ def examples(ckpt: Checkpoint) -> list[str]:
     if isinstance(recorded, list) and all(isinstance(x, str) for x in recorded):
         return recorded
     if ckpt.metadata.get("task") == "dates":
-        from transformer.data import date_pairs
-
-        seed = ckpt.metadata.get("seed", 0)
-        return [s for s, _ in date_pairs(8, seed=seed if isinstance(seed, int) else 0, split="test")]
+        return held_out_dates(ckpt, 8)
     return []
 
 
-@st.cache_data(max_entries=MAX_RESULTS, show_spinner="Running the model…")
-def attention_maps(model_hash: str, source: str, target: str | None, _ckpt: Checkpoint,
-                   details: bool = False) -> dict:
-    """Checkpoint.attention, cached by (model hash, source, target, details)."""
-    return _ckpt.attention(source, target, details=details)
+def held_out_dates(ckpt: Checkpoint, n: int) -> list[str]:
+    """The first n sources of the dates task's held-out split, drawn with the training seed."""
+    seed = ckpt.metadata.get("seed", 0)
+    return [s for s, _ in date_pairs(int(n), seed=seed if isinstance(seed, int) else 0,
+                                     split="test")]
 
 
-@st.cache_data(max_entries=MAX_RESULTS, show_spinner="Translating…")
-def translation(model_hash: str, source: str, _ckpt: Checkpoint):
-    """Checkpoint.translate (greedy, every step's attention), cached by (model hash, source)."""
-    return _ckpt.translate(source)
-
-
-def current_attention(details: bool = False) -> dict:
-    """Attention maps for the sidebar's model, source and target (see Checkpoint.attention)."""
-    ckpt = active_checkpoint()
-    return attention_maps(ckpt.content_hash, current_source(), current_target(), ckpt, details)
-
-
-def current_source() -> str:
-    return st.session_state.get(state.SOURCE, state.DEFAULT_SOURCE)
-
-
-def current_target() -> str | None:
-    """The typed target in teacher-forcing mode, else None (the model's own translation)."""
-    if st.session_state.get(state.TARGET_MODE) == state.TARGET_TYPED:
-        return st.session_state.get(state.TARGET, "")
-    return None
+def training_checkpoints(choice: str) -> dict[str, str]:
+    """{"epoch 1": choice id, ..., "final": choice id}: the bundled training run that the model
+    choice `choice` belongs to, in training order; {} for an upload or a run without epochs."""
+    origin, _, name = choice.partition(":")
+    if origin != state.BUNDLED:
+        return {}
+    names = [path.name for path in bundled_checkpoints().values()]
+    return {("final" if epoch is None else f"epoch {epoch}"): f"{state.BUNDLED}:{file_name}"
+            for epoch, file_name in training_run(names, name)}

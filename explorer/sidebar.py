@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from . import models, state
+from . import models, results, state
 
 
 def render() -> None:
@@ -27,12 +27,11 @@ def render() -> None:
             st.selectbox("Examples", [""] + example_list, key=state.EXAMPLE,
                          format_func=lambda s: s or "Pick an example…", on_change=_use_example)
         st.text_input("Source sentence", key=state.SOURCE)
-        _warn_if_cut(ckpt, models.current_source(), "source")
+        _warn_if_cut(ckpt, state.current_source(), "source")
         st.radio("Target", [state.TARGET_MODEL, state.TARGET_TYPED], key=state.TARGET_MODE)
         if st.session_state[state.TARGET_MODE] == state.TARGET_TYPED:
             st.text_input("Target sentence", key=state.TARGET,
-                          placeholder=models.translation(
-                              ckpt.content_hash, models.current_source(), ckpt).text)
+                          placeholder=results.translation(ckpt, state.current_source()).text)
             _warn_if_cut(ckpt, st.session_state[state.TARGET], "target")
 
 

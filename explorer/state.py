@@ -1,6 +1,10 @@
-"""Every session-state key, in one place, with its default."""
+"""Every session-state key, in one place, with its default, and the accessors pages read them by.
+
+Imports nothing else from explorer: the other modules import this one."""
 
 import streamlit as st
+
+from transformer.checkpoint import DEFAULT_CHECKPOINT
 
 MODEL = "model_choice"  # "bundled:<file name>" or "upload:<sha256>"
 UPLOADS = "uploaded_checkpoints"  # {sha256: (file name, bytes)}: this session's uploads
@@ -13,14 +17,40 @@ TARGET = "target_sentence"
 
 TARGET_MODEL, TARGET_TYPED = "The model's translation", "A target I type (teacher forcing)"
 DEFAULT_SOURCE = "Friday, March 5, 2021"
+BUNDLED, UPLOADED = "bundled", "upload"  # the two origins of a model choice
+
+
+def default_model_choice() -> str:
+    """The model picker's choice of the bundled default checkpoint."""
+    return f"{BUNDLED}:{DEFAULT_CHECKPOINT.name}"
 
 
 def init() -> None:
     """Set defaults for keys this session has not set yet."""
-    from .models import default_model_choice  # late: models imports this module
-
     st.session_state.setdefault(MODEL, default_model_choice())
     st.session_state.setdefault(UPLOADS, {})
     st.session_state.setdefault(SOURCE, DEFAULT_SOURCE)
     st.session_state.setdefault(TARGET_MODE, TARGET_MODEL)
     st.session_state.setdefault(TARGET, "")
+
+
+def model_choice() -> str:
+    """The session's model choice as picked ("bundled:<file>" or "upload:<sha256>"); whether it
+    still exists is explorer.models' business (active_checkpoint)."""
+    return st.session_state.get(MODEL, default_model_choice())
+
+
+def uploads() -> dict:
+    """{sha256: (file name, bytes)}: this session's uploads, oldest first."""
+    return st.session_state.get(UPLOADS, {})
+
+
+def current_source() -> str:
+    return st.session_state.get(SOURCE, DEFAULT_SOURCE)
+
+
+def current_target() -> str | None:
+    """The typed target in teacher-forcing mode, else None (the model's own translation)."""
+    if st.session_state.get(TARGET_MODE) == TARGET_TYPED:
+        return st.session_state.get(TARGET, "")
+    return None

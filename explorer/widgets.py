@@ -6,8 +6,9 @@ import re
 
 import streamlit as st
 
-from . import export
+from transformer.kinds import KIND_NAMES, KINDS, Kind, kind_by_label
 
+from . import export
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>$])")
 
@@ -17,12 +18,18 @@ def plain(text: str) -> str:
     return _MARKDOWN.sub(r"\\\1", text)
 
 
+def quoted(text: str) -> str:
+    """`text` as inline code (its repr), safe from Markdown and LaTeX."""
+    return "`" + repr(text).replace("`", "ˋ") + "`"
+
+
 def export_buttons(matrix, row_labels, col_labels, name: str, maps: dict, key: str,
                    corner: str = "query \\ key") -> None:
     """CSV of the matrix shown and NPZ of every map of the sentence (PNG: Plotly's camera)."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "attention"
     left, right = st.columns(2)
-    left.download_button("CSV of this matrix", export.matrix_csv(matrix, row_labels, col_labels, corner),
+    left.download_button("CSV of this matrix",
+                         export.matrix_csv(matrix, row_labels, col_labels, corner),
                          file_name=f"{slug}.csv", mime="text/csv", key=f"{key}_csv")
     right.download_button("NPZ of every attention map", export.attention_npz(maps),
                           file_name="attention_maps.npz", mime="application/octet-stream",
@@ -30,11 +37,12 @@ def export_buttons(matrix, row_labels, col_labels, name: str, maps: dict, key: s
     st.caption("PNG: the camera button in the figure's toolbar.")
 
 
-def keep_in_range(key: str, size: int) -> None:
-    """Reset a keyed choice to 0 when a new sentence, kind or model no longer has that many
-    (rows, layers, heads, tokens), before the widget is drawn."""
-    if st.session_state.get(key, 0) >= size:
-        st.session_state[key] = 0
+def kind_picker(key: str, container=st, label: str = "Attention", kinds=KIND_NAMES,
+                **kwargs) -> Kind:
+    """The attention-kind picker of every page: a horizontal radio of the kinds' labels
+    ("Cross-attention"), in `kinds` order; returns the Kind picked."""
+    labels = [KINDS[name].label for name in kinds]
+    return kind_by_label(container.radio(label, labels, horizontal=True, key=key, **kwargs))
 
 
 def simplify_toggles(container, key_prefix: str) -> tuple[bool, bool]:

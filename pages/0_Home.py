@@ -1,6 +1,6 @@
 import streamlit as st
 
-from explorer import models
+from explorer import models, results, state
 from explorer.widgets import plain
 
 ckpt = models.active_checkpoint()
@@ -11,12 +11,12 @@ st.markdown(
     "self-attention, decoder self-attention, cross-attention) and how greedy decoding picks each "
     "token. Type a sentence in the sidebar; every page follows it."
 )
-result = models.translation(ckpt.content_hash, models.current_source(), ckpt)
+result = results.translation(ckpt, state.current_source())
 st.subheader("The active model")
 left, right = st.columns(2)
 left.metric("Model", ckpt.name)
 right.metric("Translation of the sentence", plain(result.text) if result.text else "(empty)")
-st.caption(f"Source: {models.current_source()!r}")
+st.caption(f"Source: {state.current_source()!r}")
 st.page_link("pages/1_Model.py", label="What the model is made of", icon=":material/account_tree:")
 st.page_link("pages/2_Tokenization.py", label="How the sentence is tokenized",
              icon=":material/text_fields:")

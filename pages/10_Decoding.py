@@ -1,45 +1,17 @@
 """Step-by-step decoding: what the model saw and chose at every step, its beam, head ablations."""
 
 import inspect
-import time
 
 import numpy as np
 import streamlit as st
 
-from explorer import models
+from explorer import heads, models, player, results, state
+from explorer.choices import clamp_choice, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
 from transformer.decoding import beam_search, length_normalised
 
-PLAY_DELAY = 0.6  # seconds each step stays on screen while playing
-PLAYING, NEXT_STEP = "dec_playing", "dec_play_next"  # NEXT_STEP: applied before the slider exists
 LENGTH_PENALTY = inspect.signature(beam_search).parameters["length_penalty"].default
-
-
-@st.cache_data(max_entries=64, show_spinner="Decoding…")
-def decode(model_hash, source, max_len, stop, beam_width, ablation, _ckpt):
-    """Checkpoint.translate once per (model, sentence, options); ablation: silenced head labels."""
-    c = _ckpt.config
-    mask = figs.head_mask_from_labels(ablation, c.num_encoder_layers, c.num_decoder_layers,
-                                      c.num_heads) if ablation else None
-    return _ckpt.translate(source, max_len=max_len, head_mask=mask, beam_width=beam_width,
-                           stop_at_end=stop)
-
-
-def keep_in_range(key, high, default=0):
-    """Clamp a keyed choice to [0, high]: another model or decode may have fewer of them."""
-    st.session_state[key] = min(max(st.session_state.get(key, default), 0), high)
-
-
-def move(delta, last):
-    st.session_state["dec_step"] = min(max(st.session_state["dec_step"] + delta, 0), last)
-
-
-def toggle_play(last):
-    st.session_state[PLAYING] = not st.session_state.get(PLAYING, False)
-    st.session_state.pop(NEXT_STEP, None)  # Stop: stay on the step shown
-    if st.session_state[PLAYING] and st.session_state["dec_step"] >= last:
-        st.session_state["dec_step"] = 0  # play again from the start
 
 
 def show_text(column, title, run, other=None):  # tokens that differ from `other` in orange
@@ -50,17 +22,16 @@ def show_text(column, title, run, other=None):  # tokens that differ from `other
 
 
 ckpt = models.active_checkpoint()
-cfg, source = ckpt.config, models.current_source()
+cfg, source = ckpt.config, state.current_source()
 st.title("Step-by-step decoding")
 st.markdown("The decoder writes one token per step: it reads the prefix so far, attends to the "
             "source and scores every next token. Pick a step to see what it saw and chose.")
-head_options = figs.ablation_labels(cfg.num_encoder_layers, cfg.num_decoder_layers, cfg.num_heads)
-st.session_state["dec_ablate"] = [x for x in st.session_state.get("dec_ablate", [])
-                                  if x in head_options]
+head_options = heads.labels_of_model(cfg)
+keep_offered("dec_ablate", head_options)
 limits = {"dec_max_len": (cfg.max_len, cfg.max_len), "dec_head": (cfg.num_heads - 1, 0),
           "dec_layer": (cfg.num_decoder_layers - 1, 0)}  # key: (highest, default)
 for key, (high, default) in limits.items():
-    keep_in_range(key, high, default)
+    clamp_choice(key, high, default)
 with st.expander("Decoding options", expanded=True):
     c1, c2, c3 = st.columns(3)
     max_len = c1.slider("Max length (tokens)", 1, cfg.max_len, key="dec_max_len")
@@ -69,9 +40,9 @@ with st.expander("Decoding options", expanded=True):
                        help="Unticked, greedy decoding runs to the max length. (Beam: always.)")
     ablate = st.multiselect("Silence heads (ablation)", head_options, key="dec_ablate")
 options = (max_len, stop or beam > 1, beam)
-result = decode(ckpt.content_hash, source, *options, tuple(sorted(ablate)), ckpt)
+result = results.decode(ckpt, source, *options, silenced=tuple(ablate))
 if ablate:
-    normal = decode(ckpt.content_hash, source, *options, (), ckpt)
+    normal = results.decode(ckpt, source, *options)
     left, right = st.columns(2)
     show_text(left, "With the silenced heads (used below)", result, normal)
     show_text(right, "Normal: no head silenced", normal, result)
@@ -80,17 +51,17 @@ else:
 
 source_tokens = ckpt.source_tokenizer.ids_to_pieces(ckpt.encode_source(source))
 steps, last = result.steps, len(result.steps) - 1
-if NEXT_STEP in st.session_state:
-    st.session_state["dec_step"] = st.session_state.pop(NEXT_STEP)
-keep_in_range("dec_step", last)
+player.apply_next_step()
+clamp_choice(player.STEP, last)
 st.subheader("One step")
 c0, c1, c2, c3 = st.columns([6, 1, 1, 1], vertical_alignment="bottom")
-t = c0.select_slider("Step", list(range(len(steps))), key="dec_step",
+t = c0.select_slider("Step", list(range(len(steps))), key=player.STEP,
                      format_func=lambda i: f"{i}: {result.tokens[i]}")
-c1.button("◀ Previous", key="dec_prev", on_click=move, args=(-1, last), disabled=t == 0)
-c2.button("Next ▶", key="dec_next", on_click=move, args=(1, last), disabled=t == last)
-playing = st.session_state.get(PLAYING, False) and t < last
-c3.button("⏸ Stop" if playing else "▶ Play", key="dec_play", on_click=toggle_play, args=(last,))
+c1.button("◀ Previous", key="dec_prev", on_click=player.move, args=(-1, last), disabled=t == 0)
+c2.button("Next ▶", key="dec_next", on_click=player.move, args=(1, last), disabled=t == last)
+playing = player.is_playing(t, last)
+c3.button("⏸ Stop" if playing else "▶ Play", key="dec_play", on_click=player.toggle_play,
+          args=(last,))
 step, chosen_p = steps[t], float(np.exp(steps[t].log_prob))
 prefix = ckpt.target_tokenizer.ids_to_pieces([cfg.start_id] + result.token_ids[:t])
 st.markdown(figs.tokens_html(prefix + [step.token], [len(prefix)]), unsafe_allow_html=True)
@@ -134,11 +105,6 @@ which = f"layer {layer}, " + ("mean of heads" if average else f"head {head}")
 st.plotly_chart(figs.alignment_fig(matrix, result.tokens, source_tokens, f"Alignment, {which}"),
                 key="dec_alignment")
 export_buttons(matrix, result.tokens, source_tokens, f"alignment {which}",
-               models.attention_maps(ckpt.content_hash, source, None, ckpt), key="dec_export")
+               results.attention(ckpt, source), key="dec_export")
 st.caption("NPZ: every map of the teacher-forced pass on the unablated greedy translation.")
-
-if playing:  # last, so the step stays on screen while we wait
-    time.sleep(PLAY_DELAY)
-    st.session_state[NEXT_STEP] = t + 1
-    st.rerun()
-st.session_state[PLAYING] = playing
+player.advance(t, playing)  # last, so the step stays on screen while it waits

@@ -4,46 +4,26 @@ from itertools import combinations
 
 import streamlit as st
 
-from explorer import models, state
+from explorer import models, results, state
+from explorer.choices import forget_if_not_offered
+from explorer.heads import head_map, labels_of_maps
 from figures.attention import attention_heatmap_fig
-from explorer.models import training_run
-from figures.compare import difference_fig, head_labels, parse_head_label, side_by_side_fig
+from figures.compare import difference_fig, side_by_side_fig
 from transformer.head_stats import cosine_similarity, head_divergence
-
-SIDES = {"encoder": ("source_tokens", "source_tokens"),  # kind: (query tokens, key tokens)
-         "decoder": ("target_tokens", "target_tokens"),
-         "cross": ("target_tokens", "source_tokens")}
-
-
-def head_map(maps, label):
-    """(weights (q, k), query tokens, key tokens) of the head a label names."""
-    kind, layer, head = parse_head_label(label)
-    return maps[kind][layer, head], list(maps[SIDES[kind][0]]), list(maps[SIDES[kind][1]])
-
-
-def labels_of(maps) -> list[str]:
-    return head_labels({kind: maps[kind].shape[:2] for kind in SIDES})
-
-
-def keep_valid(key: str, options: list) -> None:
-    """Back to the default when the current model no longer offers a choice (fewer heads)."""
-    value = st.session_state.get(key)
-    values = value if isinstance(value, list) else [value]
-    if value is not None and any(v not in options for v in values):
-        del st.session_state[key]
+from transformer.kinds import KINDS, parse_head_label
 
 
 def first_index(options: list, wanted: str) -> int:
     return options.index(wanted) if wanted in options else 0
 
 
-source, target = models.current_source(), models.current_target()
-maps = models.current_attention()
-labels = labels_of(maps)
+source, target = state.current_source(), state.current_target()
+maps = results.current_attention()
+labels = labels_of_maps(maps)
 st.title("Compare heads")
 
 st.header("Side by side")
-keep_valid("cmp_heads", labels)
+forget_if_not_offered("cmp_heads", labels)
 chosen = st.multiselect("Heads (kind, layer L, head H)", labels, key="cmp_heads",
                         default=[x for x in ("cross L0 H0", "cross L0 H1") if x in labels])
 parts = [head_map(maps, label) for label in chosen]
@@ -72,21 +52,18 @@ else:
 
 st.header("The same head in two checkpoints")
 choices = models.model_choices()
-bundled = [p.name for p in models.bundled_checkpoints().values()]
-run = training_run(bundled, models.default_model_choice().partition(":")[2])
+run = list(models.training_checkpoints(state.default_model_choice()).values())
 ids = list(choices)
 c1, c2 = st.columns(2)
 choice_a = c1.selectbox("Checkpoint A", ids, format_func=choices.get, key="cmp_ckpt_a",
-                        index=first_index(ids, "bundled:" + run[0][1]) if run else 0)
+                        index=first_index(ids, run[0]) if run else 0)
 choice_b = c2.selectbox("Checkpoint B", ids, format_func=choices.get, key="cmp_ckpt_b",
-                        index=first_index(ids, models.default_model_choice()))
+                        index=first_index(ids, state.default_model_choice()))
 ckpt_a, ckpt_b = models.checkpoint_for(choice_a), models.checkpoint_for(choice_b)
-text = target if target is not None else models.translation(
-    ckpt_a.content_hash, source, ckpt_a).text
-maps_a = models.attention_maps(ckpt_a.content_hash, source, text, ckpt_a)
-maps_b = models.attention_maps(ckpt_b.content_hash, source, text, ckpt_b)
-common = [label for label in labels_of(maps_a) if label in set(labels_of(maps_b))]
-keep_valid("cmp_ckpt_head", common)
+text = target if target is not None else results.translation(ckpt_a, source).text
+maps_a, maps_b = results.attention(ckpt_a, source, text), results.attention(ckpt_b, source, text)
+common = [label for label in labels_of_maps(maps_a) if label in set(labels_of_maps(maps_b))]
+forget_if_not_offered("cmp_ckpt_head", common)
 pair_label = st.selectbox("Head", common, key="cmp_ckpt_head",
                           index=first_index(common, "cross L0 H0"))
 st.caption(f"Both checkpoints are teacher-forced on the same target text: `{text}`.")
@@ -102,25 +79,22 @@ else:
                "shown side by side without a difference map.")
 
 st.header("Attention over training")
-active = st.session_state.get(state.MODEL, models.default_model_choice())
-origin, _, name = active.partition(":")
-run = training_run(bundled, name) if origin == "bundled" else []
-if not run:
+steps = models.training_checkpoints(state.model_choice())
+if not steps:
     st.info("The active model has no bundled per-epoch checkpoints (files named "
             "`<name>.epochNN.ckpt` next to it), so there is no training to follow.")
 else:
-    steps = {("final" if epoch is None else f"epoch {epoch}"): n for epoch, n in run}
-    keep_valid("cmp_epoch", list(steps))
+    forget_if_not_offered("cmp_epoch", list(steps))
     epoch = st.select_slider("Checkpoint during training", list(steps), key="cmp_epoch")
-    ckpt_e = models.checkpoint_for("bundled:" + steps[epoch])
-    maps_e = models.attention_maps(ckpt_e.content_hash, source, target, ckpt_e)
-    epoch_labels = labels_of(maps_e)
-    keep_valid("cmp_train_head", epoch_labels)
+    ckpt_e = models.checkpoint_for(steps[epoch])
+    maps_e = results.attention(ckpt_e, source, target)
+    epoch_labels = labels_of_maps(maps_e)
+    forget_if_not_offered("cmp_train_head", epoch_labels)
     train_label = st.selectbox("Head", epoch_labels, key="cmp_train_head",
                                index=first_index(epoch_labels, "cross L0 H0"))
-    translated = models.translation(ckpt_e.content_hash, source, ckpt_e).text
+    translated = results.translation(ckpt_e, source).text
     st.markdown(f"At **{epoch}** the model translates the sentence as **`{translated or ' '}`**.")
     weights, q, k = head_map(maps_e, train_label)
     st.plotly_chart(attention_heatmap_fig(
         weights, q, k, title=f"{train_label} at {epoch}",
-        blocked=~maps_e[f"{parse_head_label(train_label)[0]}_mask"]), key="cmp_train_map")
+        blocked=~maps_e[KINDS[parse_head_label(train_label)[0]].mask]), key="cmp_train_map")

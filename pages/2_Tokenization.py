@@ -1,24 +1,14 @@
 import pandas as pd
 import streamlit as st
 
-from explorer import models
+from explorer import models, results, state
+from explorer.tokens import text_pieces
+from explorer.widgets import quoted
 from figures.tokens import (PIECE, SPECIAL, UNKNOWN, pad_sequences, padded_batch_fig,
                             piece_kinds, piece_spans_fig, pieces_fig, round_trip_fig,
                             text_differences)
 
 KIND_NOTES = {PIECE: "", SPECIAL: "special", UNKNOWN: "unknown"}
-
-
-def quoted(text):
-    """`text` as inline code (its repr), safe from Markdown and LaTeX."""
-    return "`" + repr(text).replace("`", "ˋ") + "`"
-
-
-def text_pieces(tok, ids, text):
-    """The piece of each id: cut from `text` where the ids encode it, else the vocabulary's."""
-    cut = iter(tok.pieces(text)) if text is not None else iter(())
-    specials = (tok.start_id, tok.end_id, tok.pad_id)
-    return [tok.id_to_piece(i) if i in specials or text is None else next(cut) for i in ids]
 
 
 def show_ids(name, tok, ids, text, key):
@@ -54,7 +44,7 @@ def show_round_trip(tok, text, key):
 
 ckpt = models.active_checkpoint()
 config, src, tgt = ckpt.config, ckpt.source_tokenizer, ckpt.target_tokenizer
-source = models.current_source()
+source = state.current_source()
 st.title("Tokenization")
 
 cols = st.columns(4)
@@ -88,9 +78,9 @@ show_ids("Source", src, source_ids, source, "source")
 show_round_trip(src, source, "source")
 
 st.header("Target")
-typed = models.current_target()
+typed = state.current_target()
 if typed is None:
-    result = models.translation(ckpt.content_hash, source, ckpt)
+    result = results.translation(ckpt, source)
     target, output_ids = result.text, list(result.token_ids)
     st.caption(f"The model's own translation, {quoted(target)}: its ids as generated, "
                "`<s>` first.")

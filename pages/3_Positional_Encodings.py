@@ -1,33 +1,12 @@
 import numpy as np
 import streamlit as st
 
-from explorer import models
+from explorer import choices, models, results, state
 from figures.positional import (dot_similarity, encoder_input_fig, positional_heatmap_fig,
                                 similarity_fig, sinusoids_fig)
 from transformer import positional_encoding
 
 BASE = 10000.0  # the paper's base, the one the model's layers use
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def model_codes(model_hash, _ckpt):
-    """The encoder's (max_len, d_model) position codes: its learned matrix or its sinusoids."""
-    layer = _ckpt.model.source_embedding
-    if layer.position_embedding is not None:
-        return layer.position_embedding.embeddings.numpy()
-    return layer.sinusoids.numpy()
-
-
-@st.cache_data(max_entries=256, show_spinner="Embedding the sentence…")
-def encoder_input(model_hash, source, _ckpt):
-    """The source embedding layer on the sentence's ids, and the two parts it adds."""
-    layer, ids = _ckpt.model.source_embedding, np.asarray([_ckpt.encode_source(source)])
-    token_part = layer.token_embedding(ids)[0].numpy()
-    if layer.scale_embeddings:
-        token_part = token_part * np.sqrt(np.float32(layer.d_model))
-    return {"tokens": _ckpt.source_tokenizer.ids_to_pieces(ids[0]), "token_part": token_part,
-            "position_part": layer.position_codes(ids.shape[1]).numpy(),
-            "total": layer(ids)[0].numpy()}
 
 
 def use_model_settings():
@@ -56,13 +35,13 @@ st.caption("PE(pos, 2i) = sin(pos / base^(2i/d_model)), "
            "PE(pos, 2i+1) = cos(pos / base^(2i/d_model)): "
            "each pair of dimensions turns at its own rate, fast on the left, slow on the right.")
 if not learned and d_model == config.d_model and length <= config.max_len and base == BASE:
-    gap = np.abs(pe - model_codes(ckpt.content_hash, ckpt)[:length]).max(initial=0.0)
+    gap = np.abs(pe - results.position_codes(ckpt)[:length]).max(initial=0.0)
     st.caption(f"These are the model's own codes (max |difference| from its layer: {gap:.2g}).")
 
 st.subheader("Dimensions as waves")
 default_dims = sorted({d for d in (0, 1, 2 * (d_model // 8), d_model - 2) if 0 <= d < d_model})
-chosen = [d for d in st.session_state.get("pe_dims", default_dims) if d < d_model]
-st.session_state.pe_dims = chosen
+st.session_state.setdefault("pe_dims", default_dims)
+choices.keep_offered("pe_dims", range(d_model))
 dims = st.multiselect("Dimensions", list(range(d_model)), key="pe_dims")
 st.plotly_chart(sinusoids_fig(pe, dims), key="pe_sinusoids")
 
@@ -75,7 +54,7 @@ st.caption("PE(p) · PE(q) = Σ cos((p − q) ω_i) depends only on the offset p
 st.header("Learned position embeddings")
 sinusoidal = positional_encoding(config.max_len, config.d_model)
 if learned:
-    codes = model_codes(ckpt.content_hash, ckpt)
+    codes = results.position_codes(ckpt)
     st.plotly_chart(positional_heatmap_fig(codes, "The model's learned position embeddings"),
                     key="pe_learned")
     left, right = st.columns(2)
@@ -90,7 +69,7 @@ else:
             "its matrix and its similarities here, beside the sinusoidal ones.")
 
 st.header("Encoder input for the sentence")
-parts = encoder_input(ckpt.content_hash, models.current_source(), ckpt)
+parts = results.encoder_input(ckpt, state.current_source())
 scale = f"× √{config.d_model} " if config.scale_embeddings else ""
 st.markdown(f"Token embedding {scale}+ position code = what the first encoder layer reads, from "
             "the model's own `source_embedding` layer.")

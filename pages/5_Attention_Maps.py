@@ -2,15 +2,11 @@
 
 import streamlit as st
 
-from explorer import models
-from explorer.widgets import export_buttons, keep_in_range
+from explorer import results
+from explorer.choices import reset_if_out_of_range
+from explorer.widgets import export_buttons, kind_picker
 from figures.attention import attention_heatmap_fig, model_view_cell, model_view_fig
 
-KINDS = {  # label: (map name, query side, key side)
-    "Encoder self-attention": ("encoder", "source", "source"),
-    "Decoder self-attention": ("decoder", "target", "target"),
-    "Cross-attention": ("cross", "target", "source"),
-}
 ROWS = {"Decoder inputs": "target_tokens", "Predicted outputs": "output_tokens"}
 SCALES = {"Fixed 0 to 1": "fixed", "Fitted to this map": "fit"}
 
@@ -23,7 +19,7 @@ def open_clicked_head() -> None:
         st.session_state["attn_layer"], st.session_state["attn_head"] = cell
 
 
-maps = models.current_attention()
+maps = results.current_attention()
 st.title("Attention maps")
 st.markdown(
     "Each row is a **query** token, each column a **key** token; a cell is the weight the query "
@@ -31,16 +27,15 @@ st.markdown(
     "mask (weight exactly 0), which is not the same as a small weight.")
 
 c1, c2 = st.columns([3, 2])
-kind_label = c1.radio("Attention", list(KINDS), horizontal=True, key="attn_kind")
-kind, query_side, key_side = KINDS[kind_label]
-decoder_side = query_side == "target"
+kind = kind_picker("attn_kind", c1)
+decoder_side = kind.query_side == "target"
 rows_label = c2.radio("Row labels (decoder kinds)", list(ROWS), horizontal=True, key="attn_rows",
                       disabled=not decoder_side,
                       help="Row t is fed the decoder input t and predicts output t.")
-weights = maps[kind]  # (layers, heads, q, k)
+weights = maps[kind.name]  # (layers, heads, q, k)
 layers, heads = weights.shape[:2]
-keep_in_range("attn_layer", layers)
-keep_in_range("attn_head", heads)
+reset_if_out_of_range("attn_layer", layers)
+reset_if_out_of_range("attn_head", heads)
 
 c1, c2, c3 = st.columns(3)
 layer = c1.selectbox("Layer", range(layers), key="attn_layer")
@@ -48,14 +43,14 @@ head = c2.selectbox("Head", range(heads), key="attn_head")
 scale_label = c3.radio("Colour scale", list(SCALES), horizontal=True, key="attn_scale")
 
 query_tokens = maps[ROWS[rows_label]] if decoder_side else maps["source_tokens"]
-key_tokens = maps[f"{key_side}_tokens"]
+key_tokens = maps[kind.key_tokens]
 matrix = weights[layer, head]
-title = f"{kind_label}, layer {layer}, head {head}"
+title = f"{kind.label}, layer {layer}, head {head}"
 st.plotly_chart(attention_heatmap_fig(
     matrix, query_tokens, key_tokens, title=title, colour_scale=SCALES[scale_label],
-    blocked=~maps[f"{kind}_mask"], query_title=f"{query_side} query",
-    key_title=f"{key_side} key"), key="attn_heatmap")
-export_buttons(matrix, query_tokens, key_tokens, f"{kind}_layer{layer}_head{head}", maps,
+    blocked=~maps[kind.mask], query_title=f"{kind.query_side} query",
+    key_title=f"{kind.key_side} key"), key="attn_heatmap")
+export_buttons(matrix, query_tokens, key_tokens, f"{kind.name}_layer{layer}_head{head}", maps,
                key="attn_export")
 
 st.subheader("Model view: every layer and head")
@@ -63,5 +58,5 @@ st.caption("Click a thumbnail to open that head above (or use the Layer and Head
            "The red outline marks the head shown.")
 st.plotly_chart(
     model_view_fig(weights, query_tokens, key_tokens, selected=(layer, head),
-                   title=f"{kind_label}: {layers} layers × {heads} heads"),
+                   title=f"{kind.label}: {layers} layers × {heads} heads"),
     key="attn_model_view", on_select=open_clicked_head, selection_mode="points")

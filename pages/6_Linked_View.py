@@ -3,19 +3,14 @@ highlighted in the decoder and cross panels."""
 
 import streamlit as st
 
-from explorer import models
-from explorer.widgets import export_buttons, keep_in_range
+from explorer import results
+from explorer.choices import reset_if_out_of_range
+from explorer.widgets import export_buttons, kind_picker
 from figures.attention import linked_view_fig, top_keys
-from figures.common import plotly_text, unique_labels
+from figures.common import plotly_text
+from transformer.kinds import KINDS
 
-PANELS = {  # label: (map name, query side, key side)
-    "Encoder self-attention": ("encoder", "source", "source"),
-    "Decoder self-attention": ("decoder", "target", "target"),
-    "Cross-attention": ("cross", "target", "source"),
-}
-
-
-maps = models.current_attention()
+maps = results.current_attention()
 st.title("Linked view")
 st.markdown(
     "The three attentions of one head side by side. Pick a target position: its row is outlined "
@@ -28,23 +23,22 @@ source_tokens, target_tokens = maps["source_tokens"], maps["target_tokens"]
 output_tokens = maps["output_tokens"]
 for key, size in (("link_layer", dec_layers), ("link_head", heads),
                   ("link_target", len(output_tokens))):
-    keep_in_range(key, size)
+    reset_if_out_of_range(key, size)
 
 c1, c2 = st.columns(2)
 layer = c1.selectbox("Layer", range(dec_layers), key="link_layer",
                      help="The decoder's layer; the encoder panel shows the same layer number, "
                           "or the encoder's last layer when it has fewer.")
 head = c2.selectbox("Head", range(heads), key="link_head")
-outputs = unique_labels(output_tokens)  # distinct names for repeated tokens
 target = st.selectbox("Target token (the row that predicts it)", range(len(output_tokens)),
-                      key="link_target", format_func=lambda t: f"{t}: {outputs[t]}")
+                      key="link_target", format_func=lambda t: f"{t}: {output_tokens[t]}")
 
 enc_layer = min(layer, enc_layers - 1)
-panels = [maps["encoder"][enc_layer, head], maps["decoder"][layer, head],
-          maps["cross"][layer, head]]
-blocked = {kind: ~maps[f"{kind}_mask"] for kind in ("encoder", "decoder", "cross")}
+layers = {name: enc_layer if kind.stack == "encoder" else layer for name, kind in KINDS.items()}
+panels = {name: maps[name][layers[name], head] for name in KINDS}  # (q, k) each
+blocked = {name: ~maps[kind.mask] for name, kind in KINDS.items()}
 st.plotly_chart(linked_view_fig(
-    *panels, source_tokens, target_tokens, selected_target=target, blocked=blocked,
+    *panels.values(), source_tokens, target_tokens, selected_target=target, blocked=blocked,
     panel_titles=[f"Encoder self, layer {enc_layer}", f"Decoder self, layer {layer}",
                   f"Cross, layer {layer}"],
     title=f"Head {head}: target row {target} (input {plotly_text(target_tokens[target])} → "
@@ -52,14 +46,12 @@ st.plotly_chart(linked_view_fig(
 
 st.markdown(f"**Row {target}** (fed `{target_tokens[target]}`, predicts "
             f"`{output_tokens[target]}`) attends most, in cross-attention, to:")
-top = top_keys(panels[2][target], source_tokens, k=3, blocked=blocked["cross"][target])
+top = top_keys(panels["cross"][target], source_tokens, k=3, blocked=blocked["cross"][target])
 st.markdown("\n".join(f"{rank}. `{token}` (source position {pos}): weight **{weight:.3f}**"
                       for rank, (pos, token, weight) in enumerate(top, start=1)))
 
 st.subheader("Export")
-panel = st.radio("Matrix to export as CSV", list(PANELS), horizontal=True, key="link_export")
-kind, query_side, key_side = PANELS[panel]
-matrix = panels[list(PANELS).index(panel)]
-export_buttons(matrix, maps[f"{query_side}_tokens"], maps[f"{key_side}_tokens"],
-               f"{kind}_layer{enc_layer if kind == 'encoder' else layer}_head{head}", maps,
+kind = kind_picker("link_export", label="Matrix to export as CSV")
+export_buttons(panels[kind.name], maps[kind.query_tokens], maps[kind.key_tokens],
+               f"{kind.name}_layer{layers[kind.name]}_head{head}", maps,
                key="link_export_buttons")

@@ -2,17 +2,15 @@
 
 import streamlit as st
 
-from explorer import models
-from explorer.widgets import export_buttons, simplify_toggles
+from explorer import results
+from explorer.choices import clamp_choice
+from explorer.widgets import export_buttons, kind_picker, simplify_toggles
 from figures.aggregate import layer_grid_fig, stacked_table
 from transformer.analysis import (attention_rollout, head_max, head_mean, simplify_tokens,
                                   source_to_target_flow)
+from transformer.kinds import KINDS
 
-KINDS = {  # label: (attention kind, query tokens, key tokens)
-    "Encoder self-attention": ("encoder", "source_tokens", "source_tokens"),
-    "Decoder self-attention": ("decoder", "target_tokens", "target_tokens"),
-    "Cross-attention": ("cross", "target_tokens", "source_tokens"),
-}
+SELF_ATTENTION = [name for name, k in KINDS.items() if k.query_side == k.key_side]  # square maps
 REDUCE = {"mean": head_mean, "max": head_max}
 REDUCE_LABELS = {"mean": "Mean over heads", "max": "Max over heads"}
 
@@ -30,7 +28,7 @@ def show(maps, query_tokens, key_tokens, titles, name, key, renormalise=True, **
     export_buttons(table, labels, cols, name, attention, key=key)
 
 
-attention = models.current_attention()
+attention = results.current_attention()
 st.title("Aggregations and rollout")
 st.markdown(
     "A model with several layers and heads has many attention maps. These views boil them down: "
@@ -45,17 +43,16 @@ residual = c2.toggle("Count the residual connection", value=True, key="agg_resid
 hide_special, merge_words = simplify_toggles(c3, "agg")
 
 st.header("Heads aggregated, one map per layer")
-kind_label = st.radio("Attention", list(KINDS), key="agg_kind", horizontal=True)
-kind, query_side, key_side = KINDS[kind_label]
+kind = kind_picker("agg_kind")
 st.markdown(
     "**Mean** over heads is the layer's average head: rows still sum to 1. **Max** takes, per "
     "cell, the strongest head, so a key that any single head focuses on stands out; its rows no "
     "longer sum to 1 (hiding special tokens then only removes them, without rescaling).")
-per_layer = REDUCE[reduce](attention[kind])  # (L, q, k)
+per_layer = REDUCE[reduce](attention[kind.name])  # (L, q, k)
 layer_titles = [f"layer {layer}" for layer in range(len(per_layer))]
-show(per_layer, attention[query_side], attention[key_side], layer_titles,
-     f"{kind}_{reduce}_over_heads", "agg_heads", renormalise=reduce == "mean",
-     title=f"{kind_label}: {REDUCE_LABELS[reduce].lower()}")
+show(per_layer, attention[kind.query_tokens], attention[kind.key_tokens], layer_titles,
+     f"{kind.name}_{reduce}_over_heads", "agg_heads", renormalise=reduce == "mean",
+     title=f"{kind.label}: {REDUCE_LABELS[reduce].lower()}")
 
 st.header("Attention rollout")
 st.markdown(
@@ -65,14 +62,12 @@ st.markdown(
     "multiplied, later ones on the left: R = A'ₗ ⋯ A'₀. Panel *l* shows the rollout up to layer "
     "*l*; the last one is the full rollout: how much each token's final representation draws "
     "on each input token. In the decoder the rollout stays causal (nothing above the diagonal).")
-rollout_label = st.radio("Self-attention stack", list(KINDS)[:2], key="agg_rollout_kind",
-                         horizontal=True)
-rollout_kind, rollout_side, _ = KINDS[rollout_label]
-rollout = attention_rollout(attention[rollout_kind], residual=residual, head_reduce=reduce)
+stack = kind_picker("agg_rollout_kind", label="Self-attention stack", kinds=SELF_ATTENTION)
+rollout = attention_rollout(attention[stack.name], residual=residual, head_reduce=reduce)
 rollout_titles = [f"layers 0–{n}" if n else "layer 0" for n in range(len(rollout))]
-show(rollout, attention[rollout_side], attention[rollout_side], rollout_titles,
-     f"{rollout_kind}_rollout", "agg_rollout",
-     title=f"{rollout_label}: rollout ({'with' if residual else 'without'} residual, "
+show(rollout, attention[stack.query_tokens], attention[stack.key_tokens], rollout_titles,
+     f"{stack.name}_rollout", "agg_rollout",
+     title=f"{stack.label}: rollout ({'with' if residual else 'without'} residual, "
            f"{reduce} over heads)")
 
 st.header("Source-to-target flow")
@@ -83,8 +78,7 @@ st.markdown(
     "token; every row sums to 1. It is an approximation: it follows a single cross-attention "
     "layer and ignores how the decoder's own self-attention mixes target positions.")
 n_decoder = len(attention["cross"])
-if st.session_state.setdefault("agg_flow_layer", n_decoder - 1) >= n_decoder:  # fewer layers
-    st.session_state["agg_flow_layer"] = n_decoder - 1
+clamp_choice("agg_flow_layer", n_decoder - 1, default=n_decoder - 1)  # the last layer at first
 flow_layer = st.selectbox("Decoder layer of the cross-attention", range(n_decoder),
                           key="agg_flow_layer")
 flow = source_to_target_flow(attention["encoder"], attention["cross"], layer=flow_layer,

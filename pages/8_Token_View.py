@@ -2,28 +2,13 @@
 
 import streamlit as st
 
-from explorer import models
-from explorer.widgets import export_buttons, simplify_toggles
+from explorer import results
+from explorer.choices import forget_if_not_offered, keep_offered, reset_if_out_of_range
+from explorer.widgets import export_buttons, kind_picker, simplify_toggles
 from figures.token_view import drawn_lines, head_colour, lines_summary, token_view_fig
 from transformer.analysis import simplify_tokens
 
-KINDS = {  # label: (kind, query tokens, key tokens)
-    "Encoder self-attention": ("encoder", "source_tokens", "source_tokens"),
-    "Decoder self-attention": ("decoder", "target_tokens", "target_tokens"),
-    "Cross-attention": ("cross", "target_tokens", "source_tokens"),
-}
 CHART = "tv_chart"
-
-
-def keep_valid(layers: int, heads: int, queries: int) -> None:
-    """Drop choices the new sentence, kind or model no longer has."""
-    if st.session_state.get("tv_layer", 0) >= layers:
-        st.session_state["tv_layer"] = 0
-    chosen = st.session_state.setdefault("tv_heads", list(range(heads)))  # all heads at first
-    if any(h >= heads for h in chosen):
-        st.session_state["tv_heads"] = [h for h in chosen if h < heads] or list(range(heads))
-    if st.session_state.get("tv_query", "all") not in ["all", *range(queries)]:
-        st.session_state["tv_query"] = "all"
 
 
 def pick_clicked_query() -> None:
@@ -39,16 +24,18 @@ st.markdown(
     "Queries on the left, keys on the right: each line is one attention weight of one head, its "
     "opacity and width growing with the weight. Hover a query token for its strongest keys; "
     "choose (or click) one to see only its lines.")
-maps = models.current_attention()
-label = st.radio("Attention", list(KINDS), horizontal=True, key="tv_kind")
-kind, query_side, key_side = KINDS[label]
-n_layers, n_heads = maps[kind].shape[:2]
+maps = results.current_attention()
+kind = kind_picker("tv_kind")
+n_layers, n_heads = maps[kind.name].shape[:2]
 c1, c2, c3 = st.columns([1, 2, 2])
 hide_special, merge_words = simplify_toggles(c3, "tv")
 weights, query_tokens, key_tokens = simplify_tokens(
-    maps[kind], maps[query_side], maps[key_side], hide_special=hide_special,
+    maps[kind.name], maps[kind.query_tokens], maps[kind.key_tokens], hide_special=hide_special,
     merge_words=merge_words)  # (L, H, q, k)
-keep_valid(n_layers, n_heads, len(query_tokens))
+reset_if_out_of_range("tv_layer", n_layers)  # what the new sentence, kind or model has
+st.session_state.setdefault("tv_heads", list(range(n_heads)))  # all heads at first
+keep_offered("tv_heads", range(n_heads), default=range(n_heads))
+forget_if_not_offered("tv_query", ["all", *range(len(query_tokens))])
 layer = c1.selectbox("Layer", range(n_layers), key="tv_layer")
 heads = c2.multiselect("Heads", range(n_heads), key="tv_heads", format_func=lambda h: f"head {h}")
 query = c1.selectbox("Query token", ["all", *range(len(query_tokens))], key="tv_query",
@@ -67,10 +54,10 @@ else:
         shown, query_tokens, key_tokens, head_labels=[f"head {h}" for h in heads],
         colours=[head_colour(h) for h in heads],
         query_index=None if query == "all" else query, min_weight=min_weight,
-        title=f"{label}, layer {layer}")
+        title=f"{kind.label}, layer {layer}")
     st.plotly_chart(fig, key=CHART, on_select=pick_clicked_query, selection_mode="points")
     st.caption(lines_summary(len(drawn_lines(fig)), len(heads), min_weight))
     export_buttons(shown[0], query_tokens, key_tokens,
-                   f"{kind}_layer{layer}_head{heads[0]}", maps, key="tv_export")
+                   f"{kind.name}_layer{layer}_head{heads[0]}", maps, key="tv_export")
     st.caption(f"The CSV holds head {heads[0]} (the first chosen), as shown: "
                f"{len(query_tokens)} queries × {len(key_tokens)} keys.")

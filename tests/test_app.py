@@ -1,4 +1,6 @@
-"""The Streamlit app through AppTest: every page runs, the sidebar drives them, uploads work."""
+"""The app shell through AppTest: navigation (every page runs and follows the sentence), the
+shared sidebar (examples, models) and uploads. Each page's own behaviour:
+tests/test_page_<page>.py; bad input: tests/test_hardening.py."""
 
 import pytest
 
@@ -51,16 +53,6 @@ def test_example_picker_sets_the_sentence(app):
     app.selectbox(key=state.EXAMPLE).set_value(examples[2]).run()
     assert not app.exception, app.exception
     assert app.text_input(key=state.SOURCE).value == examples[2]
-
-
-def test_typed_target_is_used_for_teacher_forcing(app):
-    app.radio(key=state.TARGET_MODE).set_value(state.TARGET_TYPED).run()
-    app.text_input(key=state.TARGET).set_value("1999-12-31").run()
-    assert not app.exception, app.exception
-    at = _page(app, "pages/2_Tokenization.py")
-    shown = " ".join(str(x.value) for x in at.markdown) + " ".join(
-        str(d.value.to_dict()) for d in at.dataframe)
-    assert "1999" in shown.replace("▁", "") or "9" in shown
 
 
 def test_bundled_epoch_checkpoints_are_listed(app):

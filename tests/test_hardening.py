@@ -7,7 +7,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, open_page, set_widget
 from explorer import state
 from test_app import PAGES
 
@@ -55,6 +55,39 @@ def test_strange_typed_target_on_every_page(app):
     for path in PAGES:
         app.switch_page(path).run()
         assert not app.exception, (path, app.exception)
+
+
+BAD_INPUTS = [  # (widget, key, value), set one after the other on the same page
+    ("text_input", state.SOURCE, ""),
+    ("text_input", state.SOURCE, "Monday " * 80),  # cut to max_len
+    ("text_input", state.SOURCE, "a long sentence " * 40),
+    ("radio", state.TARGET_MODE, state.TARGET_TYPED),
+    ("text_input", state.TARGET, ""),  # the decoder sees <s> only
+    ("text_input", state.TARGET, "x" * 300),
+    ("text_input", state.TARGET, "1999-12-31"),
+    ("text_input", state.SOURCE, state.DEFAULT_SOURCE),
+]
+KIND_PICKERS = {"pages/5_Attention_Maps.py": "attn_kind", "pages/8_Token_View.py": "tv_kind",
+                "pages/9_Head_Arithmetic.py": "arith_kind"}
+TOKEN_VIEW = "pages/8_Token_View.py"
+
+
+@pytest.mark.parametrize("path", [
+    "pages/5_Attention_Maps.py", "pages/6_Linked_View.py", TOKEN_VIEW,
+    "pages/9_Head_Arithmetic.py", "pages/11_Compare_Heads.py", "pages/13_Ablation.py"])
+def test_pages_survive_bad_input(app, path):
+    """Empty, over-long and typed sentences on both sides: the page still draws after each."""
+    at = open_page(app, path)
+    if path in KIND_PICKERS:  # the decoder's own kind: its queries and keys are the target
+        set_widget(at, "radio", KIND_PICKERS[path], "Decoder self-attention")
+    for widget, key, value in BAD_INPUTS:
+        set_widget(at, widget, key, value)
+        assert at.get("plotly_chart"), (path, key, value)
+    if path == TOKEN_VIEW:  # the empty sentence is only special tokens: nothing left to draw
+        set_widget(at, "radio", "tv_kind", "Encoder self-attention")
+        set_widget(at, "text_input", state.SOURCE, "")
+        set_widget(at, "toggle", "tv_hide_special", True)
+        assert at.info and not at.get("plotly_chart")
 
 
 class TouchOnUnpickle:

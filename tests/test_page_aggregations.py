@@ -1,4 +1,4 @@
-"""The "Aggregations and rollout" page through AppTest, and figures.aggregate it draws with.
+"""pages/7_Aggregations.py ("Aggregations and rollout") through AppTest.
 
 The plotted numbers are checked against transformer.analysis applied to Checkpoint.attention,
 computed here independently of the app."""
@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from explorer import state
-from figures.aggregate import layer_grid_fig, stacked_table
 
 PAGE = "pages/7_Aggregations.py"
 CHARTS = ("agg_heads_fig", "agg_rollout_fig", "agg_flow_fig")
@@ -40,7 +39,8 @@ def heatmaps(figure) -> list[np.ndarray]:
 
 
 def ticks(figure) -> list[str]:
-    return list(figure["data"][0]["x"])
+    """The key tokens of the first map, as its x axis shows them (cells sit at positions)."""
+    return list(figure["layout"]["xaxis"]["ticktext"])
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def test_page_plots_the_true_aggregations(page, expected):
     flow = source_to_target_flow(expected["encoder"], expected["cross"])
     np.testing.assert_allclose(heatmaps(shown["agg_flow_fig"])[0], flow, atol=1e-6)
     trace = shown["agg_rollout_fig"]["data"][0]
-    assert "query %{y}" in trace["hovertemplate"] and "%{z:.4f}" in trace["hovertemplate"]
+    assert "query %{y" in trace["hovertemplate"] and "%{z:.4f}" in trace["hovertemplate"]
     assert ticks(shown["agg_rollout_fig"])[0] == "&lt;s&gt;"
     assert len(page.get("download_button")) == 6  # CSV + NPZ under each view
 
@@ -124,24 +124,3 @@ def test_bad_input_never_crashes(page):
     assert not page.exception, page.exception
     for z in heatmaps(charts(page)["agg_rollout_fig"]):
         assert np.all(np.triu(z, k=1) == 0.0)  # the decoder's rollout stays causal
-
-
-def test_layer_grid_fig_shares_one_colour_axis_and_checks_shapes():
-    maps = np.array([[[0.25, 0.75], [1.0, 0.0]], [[0.5, 0.5], [0.125, 0.875]]])
-    fig = layer_grid_fig(maps, ["<s>", "a"], ["a", "a"], ["layer 0", "layer 1"])
-    assert [t.coloraxis for t in fig.data] == ["coloraxis", "coloraxis"]
-    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1.0
-    np.testing.assert_array_equal(np.asarray(fig.data[1].z), maps[1])
-    assert list(fig.data[0].y) == ["&lt;s&gt;", "a"] and list(fig.data[0].x) == ["a", "a ·2"]
-    assert layer_grid_fig(maps, "ab", "ab", ["x", "y"], zmax=0.5).layout.coloraxis.cmax == 0.5
-    with pytest.raises(ValueError, match="2 rows but 3 row labels"):
-        layer_grid_fig(maps, "abc", "ab", ["x", "y"])
-    with pytest.raises(ValueError, match="2 maps but 1 titles"):
-        layer_grid_fig(maps, "ab", "ab", ["x"])
-
-
-def test_stacked_table_labels_rows_by_map_and_token():
-    maps = np.arange(8.0).reshape(2, 2, 2)
-    table, labels = stacked_table(maps, ["<s>", "a"], ["layer 0", "layer 1"])
-    np.testing.assert_array_equal(table, [[0, 1], [2, 3], [4, 5], [6, 7]])
-    assert labels == ["layer 0 | <s>", "layer 0 | a", "layer 1 | <s>", "layer 1 | a"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from explorer import state
-from figures.common import axis_labels
+from figures.common import tick_text
 from conftest import open_page
 
 PAGE = "pages/10_Decoding.py"
@@ -68,8 +68,14 @@ def _array(value):
     return np.asarray(value)
 
 
+def axis(at, key, name="xaxis") -> dict:
+    """One axis of the plotly chart with this key (its ticks: positions and token labels)."""
+    (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-" + key)]
+    return json.loads(found.proto.spec)["layout"][name]
+
+
 def source_labels(ckpt, source=state.DEFAULT_SOURCE):
-    return axis_labels(ckpt.source_tokenizer.ids_to_pieces(ckpt.encode_source(source)))
+    return tick_text(ckpt.source_tokenizer.ids_to_pieces(ckpt.encode_source(source)))
 
 
 def test_page_runs_and_shows_the_translation(page, ckpt):
@@ -91,7 +97,8 @@ def test_every_step_shows_the_decodes_own_numbers(page, ckpt):
     for t, step in enumerate(reference.steps):
         run(page.select_slider(key="dec_step").set_value(t))
         (bar,) = chart(page, "dec_cross")
-        assert list(bar["x"]) == sources
+        assert list(bar["x"]) == list(range(len(sources)))  # at positions, ticked with tokens
+        assert axis(page, "dec_cross")["ticktext"] == sources
         np.testing.assert_allclose(bar["y"], step.cross[1, 2], atol=1e-6)
         (row,) = chart(page, "dec_self")
         np.testing.assert_allclose(row["z"], step.self[1, 2][None], atol=1e-6)
@@ -108,7 +115,10 @@ def test_every_step_shows_the_decodes_own_numbers(page, ckpt):
     alignment = reference.cross_attention()  # (L, H, T, N)
     (heat,) = chart(page, "dec_alignment")
     np.testing.assert_allclose(heat["z"], alignment[1, 2], atol=1e-6)
-    assert list(heat["x"]) == sources and list(heat["y"]) == axis_labels(reference.tokens)
+    assert list(heat["x"]) == list(range(len(sources)))
+    assert list(heat["y"]) == list(range(len(reference.tokens)))
+    assert axis(page, "dec_alignment")["ticktext"] == sources
+    assert axis(page, "dec_alignment", "yaxis")["ticktext"] == tick_text(reference.tokens)
     run(page.toggle(key="dec_alignment_avg").set_value(True))
     (heat,) = chart(page, "dec_alignment")
     np.testing.assert_allclose(heat["z"], alignment[1].mean(axis=0), atol=1e-6)
@@ -192,11 +202,11 @@ def test_empty_and_very_long_sentences(page, source):
 def test_choices_outside_a_smaller_uploaded_model_are_clamped(page, tiny_checkpoint_bytes):
     page.selectbox(key="dec_layer").set_value(1)
     page.selectbox(key="dec_head").set_value(3)
-    page.multiselect(key="dec_ablate").set_value(["cross L1 H3", "enc L0 H0"])
+    page.multiselect(key="dec_ablate").set_value(["cross L1 H3", "encoder L0 H0"])
     run(page.select_slider(key="dec_step").set_value(11))
     at = run(page.file_uploader(key=state.UPLOADER).upload("tiny.ckpt", tiny_checkpoint_bytes))
     assert at.session_state[state.MODEL].startswith("upload:")  # 1 layer, 2 heads, max_len 40
     assert at.selectbox(key="dec_layer").value == 0 and at.selectbox(key="dec_head").value == 1
     assert at.slider(key="dec_max_len").value == 40
-    assert at.multiselect(key="dec_ablate").value == ["enc L0 H0"]
+    assert at.multiselect(key="dec_ablate").value == ["encoder L0 H0"]
     assert chart(at, "dec_cross") and chart(at, "dec_alignment")

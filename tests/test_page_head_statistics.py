@@ -1,4 +1,4 @@
-"""The "Head statistics" page through AppTest, and figures.head_stats it draws with.
+"""pages/12_Head_Statistics.py ("Head statistics") through AppTest.
 
 The numbers shown are checked against transformer.head_stats applied to attention computed here,
 independently of the app (its own checkpoint object, no Streamlit cache)."""
@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from explorer import state
-from figures.head_stats import similarity_matrix_fig, stat_heatmap_fig
 from transformer.head_stats import (KINDS, STATISTICS, batch_statistics, cluster_order,
                                     head_similarity_matrix)
 
@@ -143,14 +142,14 @@ def test_changing_statistic_or_kind_reslices_without_rerunning_the_model(page, c
     assert not page.exception, page.exception
     assert calls["attention_batch"] == 1
     before, counted = charts(page), dict(calls)
-    for key, value in [("stats_stat", "diagonal"), ("stats_kind", "cross"),
-                       ("stats_stat", "alignment"), ("stats_kind", "decoder")]:
+    for key, value in [("stats_stat", "diagonal"), ("stats_kind", "Cross-attention"),
+                       ("stats_stat", "alignment"), ("stats_kind", "Decoder self-attention")]:
         widget = page.selectbox if key == "stats_stat" else page.radio
         widget(key=key).set_value(value).run()
         assert not page.exception, page.exception
         assert calls == counted, key
     assert page.info and "cross-attention only" in page.info[0].value  # alignment of decoder
-    page.radio(key="stats_kind").set_value("cross").run()
+    page.radio(key="stats_kind").set_value("Cross-attention").run()
     after = charts(page)
     assert before["stats_heatmap"] != after["stats_heatmap"]
     assert before["stats_similarity"] != after["stats_similarity"]
@@ -202,34 +201,3 @@ def test_switching_model_keeps_the_page_working(page, tiny_checkpoint_bytes):
     page.file_uploader(key=state.UPLOADER).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     assert not page.exception, page.exception
     assert len(stats_table(page)) == 3 * 1 * 2  # the tiny model: 1 layer, 2 heads per kind
-
-
-# ---------------------------------------------------------------- figures.head_stats
-def test_stat_heatmap_fig_layers_down_heads_across():
-    values = np.array([[0.1, 0.2, 0.3], [0.4, 0.5, np.nan]])
-    fig = stat_heatmap_fig(values, "Entropy <nats>", zmin=0.0, zmax=1.0)
-    trace = fig.data[0]
-    np.testing.assert_array_equal(np.asarray(trace.z), values)
-    assert list(trace.x) == ["head 0", "head 1", "head 2"]
-    assert list(trace.y) == ["layer 0", "layer 1"]
-    assert trace.hovertemplate == "%{y}, %{x}: %{z:.3f}<extra></extra>"  # "layer 1, head 0: .."
-    assert trace.texttemplate == "%{z:.3f}" and (trace.zmin, trace.zmax) == (0.0, 1.0)
-    assert fig.layout.title.text == "Entropy &lt;nats&gt;"
-    with pytest.raises(ValueError, match="2-D"):
-        stat_heatmap_fig(np.zeros(3), "x")
-
-
-def test_similarity_matrix_fig_puts_heads_in_the_given_order():
-    matrix = np.array([[0.0, 0.9, 0.1], [0.9, 0.0, 0.8], [0.1, 0.8, 0.0]])
-    labels = ["L0 H0", "L0 H1", "L1 H0"]
-    fig = similarity_matrix_fig(matrix, labels, [0, 2, 1])
-    trace = fig.data[0]
-    assert list(trace.x) == ["L0 H0", "L1 H0", "L0 H1"] == list(trace.y)
-    np.testing.assert_array_equal(np.asarray(trace.z),
-                                  [[0.0, 0.1, 0.9], [0.1, 0.0, 0.8], [0.9, 0.8, 0.0]])
-    assert trace.zmin == 0.0 and trace.zmax == 0.9 and "%{z:.3f}" in trace.hovertemplate
-    assert list(similarity_matrix_fig(matrix, labels).data[0].x) == labels
-    with pytest.raises(ValueError, match="every index"):
-        similarity_matrix_fig(matrix, labels, [0, 0, 1])
-    with pytest.raises(ValueError, match="3 rows but 2 row labels"):
-        similarity_matrix_fig(matrix, labels[:2])

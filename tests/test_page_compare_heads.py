@@ -1,5 +1,6 @@
-"""The Compare heads and Head ablation pages through AppTest: they draw the model's true numbers
-(maps, differences, epoch checkpoints), and ablation changes the translation when it should."""
+"""pages/11_Compare_Heads.py through AppTest: it draws the model's true numbers (maps,
+differences, the same head in two checkpoints and over training). Bad input:
+tests/test_hardening.py."""
 
 import json
 
@@ -9,7 +10,7 @@ import pytest
 from explorer import state
 from conftest import open_page as _page, plotly_array as array, set_widget as _set
 
-COMPARE, ABLATION = "pages/11_Compare_Heads.py", "pages/13_Ablation.py"
+COMPARE = "pages/11_Compare_Heads.py"
 
 
 @pytest.fixture(scope="module")
@@ -104,40 +105,3 @@ def test_two_checkpoints_and_training_slider_show_their_own_maps(app, true_maps,
     assert not np.allclose(first, last)
     np.testing.assert_allclose(last, true_maps["cross"][1, 1], rtol=0, atol=1e-6)
     assert chart(at, "cmp_train_map")["layout"]["title"]["text"] == "cross L1 H1 at final"
-
-
-def test_ablation_page_no_head_silenced_then_every_cross_head(app):
-    at = _page(app, ABLATION)
-    original, silenced, delta = (m.value for m in at.metric)
-    assert original == silenced == "2021-03-05"
-    assert delta == "+0.0000"  # self-check: silencing nothing changes nothing
-    at.button(key="abl_all_cross").click().run()
-    assert not at.exception, at.exception
-    assert all(label.startswith("cross ") for label in at.multiselect(key="abl_heads").value)
-    original, silenced, delta = (m.value for m in at.metric)
-    assert original == "2021-03-05" and silenced != original
-    assert float(delta) < 0
-    tokens = chart(at, "abl_tokens")
-    assert [t["name"] for t in tokens["data"]] == ["original model", "heads silenced"]
-
-
-def test_ablation_page_per_head_importance(app):
-    at = _page(app, ABLATION)
-    assert not [c for c in at.get("plotly_chart") if c.proto.id.endswith("abl_importance")]
-    at.button(key="abl_run_importance").click().run()
-    assert not at.exception, at.exception
-    spec = chart(at, "abl_importance")
-    assert sum(len(t["y"]) for t in spec["data"]) == 24  # 3 kinds x 2 layers x 4 heads
-    assert {t["name"] for t in spec["data"]} == {"encoder", "decoder", "cross"}
-
-
-def test_pages_survive_bad_input(app):
-    at = app
-    for kind, key, value in [("text_input", state.SOURCE, ""),
-                             ("radio", state.TARGET_MODE, state.TARGET_TYPED),
-                             ("text_input", state.TARGET, ""),
-                             ("text_input", state.TARGET, "1999-12-31")]:
-        _set(at, kind, key, value)
-        for path in (COMPARE, ABLATION):
-            at = _page(at, path)
-            assert at.get("plotly_chart"), (path, key, value)

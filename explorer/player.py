@@ -1,0 +1,50 @@
+"""The step player of the decoding page: previous, next, and play through a decode's steps.
+
+Playing shows a step, waits, and reruns the script for the next one. The next step is carried
+across the rerun in NEXT_STEP and applied before the step slider is drawn again (a widget's
+value cannot change once it is drawn in a run).
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+STEP = "dec_step"  # the step slider
+PLAYING, NEXT_STEP = "dec_playing", "dec_play_next"
+PLAY_DELAY = 0.6  # seconds each step stays on screen while playing
+
+
+def apply_next_step() -> None:
+    """Before the step slider: move it to the step a playing rerun asked for."""
+    if NEXT_STEP in st.session_state:
+        st.session_state[STEP] = st.session_state.pop(NEXT_STEP)
+
+
+def move(delta: int, last: int) -> None:
+    """Previous / Next buttons' callback."""
+    st.session_state[STEP] = min(max(st.session_state[STEP] + delta, 0), last)
+
+
+def toggle_play(last: int) -> None:
+    """Play / Stop button's callback."""
+    st.session_state[PLAYING] = not st.session_state.get(PLAYING, False)
+    st.session_state.pop(NEXT_STEP, None)  # Stop: stay on the step shown
+    if st.session_state[PLAYING] and st.session_state[STEP] >= last:
+        st.session_state[STEP] = 0  # play again from the start
+
+
+def is_playing(step: int, last: int) -> bool:
+    """Whether the player goes on after `step` (it stops at the last one)."""
+    return st.session_state.get(PLAYING, False) and step < last
+
+
+def advance(step: int, playing: bool) -> None:
+    """At the end of the page: while playing, wait with the step on screen, then rerun for the
+    next one; else remember that the player stopped."""
+    if playing:
+        time.sleep(PLAY_DELAY)
+        st.session_state[NEXT_STEP] = step + 1
+        st.rerun()
+    st.session_state[PLAYING] = playing

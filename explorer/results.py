@@ -1,0 +1,208 @@
+"""What a checkpoint computes for the pages, cached across reruns and sessions.
+
+Each public helper takes the checkpoint and derives the cache key itself: the inner
+st.cache_data function is keyed by (the checkpoint's content hash, the inputs) and receives the
+checkpoint as an unhashed `_ckpt`. So changing a layer, head or kind re-slices cached arrays and
+never re-runs the model, and no page handles hashes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from transformer import Checkpoint, batch
+from transformer.ablation import ablate, head_importance
+from transformer.head_stats import batch_statistics, head_similarity_matrix
+from transformer.kinds import KIND_NAMES, head_masks, parse_head_label
+from transformer.masks import decoder_mask, look_ahead_mask, padding_mask
+
+from . import models, state
+
+MAX_RESULTS = 256
+
+
+# ------------------------------------------------------------------ one sentence
+def attention(ckpt: Checkpoint, source: str, target: str | None = None,
+              details: bool = False) -> dict:
+    """Checkpoint.attention (every map of one teacher-forced pass), cached."""
+    return _attention(ckpt.content_hash, source, target, details, ckpt)
+
+
+@st.cache_data(max_entries=MAX_RESULTS, show_spinner="Running the model…")
+def _attention(content_hash: str, source: str, target: str | None, details: bool,
+               _ckpt: Checkpoint) -> dict:
+    return _ckpt.attention(source, target, details=details)
+
+
+def current_attention(details: bool = False) -> dict:
+    """Attention maps for the sidebar's model, source and target (see Checkpoint.attention)."""
+    return attention(models.active_checkpoint(), state.current_source(), state.current_target(),
+                     details)
+
+
+def translation(ckpt: Checkpoint, source: str):
+    """Checkpoint.translate (greedy, every step's attention), cached."""
+    return _translation(ckpt.content_hash, source, ckpt)
+
+
+@st.cache_data(max_entries=MAX_RESULTS, show_spinner="Translating…")
+def _translation(content_hash: str, source: str, _ckpt: Checkpoint):
+    return _ckpt.translate(source)
+
+
+def decode(ckpt: Checkpoint, source: str, max_len: int, stop: bool, beam_width: int,
+           silenced: tuple[str, ...] = ()):
+    """Checkpoint.translate with these options and the heads labelled in `silenced` silenced
+    (head labels such as "decoder L0 H1"), cached."""
+    return _decode(ckpt.content_hash, source, max_len, stop, beam_width,
+                   tuple(sorted(silenced)), ckpt)
+
+
+@st.cache_data(max_entries=64, show_spinner="Decoding…")
+def _decode(content_hash: str, source: str, max_len: int, stop: bool, beam_width: int,
+            silenced: tuple, _ckpt: Checkpoint):
+    mask = head_masks(_ckpt.config, silenced) if silenced else None
+    return _ckpt.translate(source, max_len=max_len, head_mask=mask, beam_width=beam_width,
+                           stop_at_end=stop)
+
+
+# ------------------------------------------------------------------ positions
+def position_codes(ckpt: Checkpoint) -> np.ndarray:
+    """The encoder's (max_len, d_model) position codes: its learned matrix or its sinusoids."""
+    return _position_codes(ckpt.content_hash, ckpt)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _position_codes(content_hash: str, _ckpt: Checkpoint) -> np.ndarray:
+    layer = _ckpt.model.source_embedding
+    if layer.position_embedding is not None:
+        return layer.position_embedding.embeddings.numpy()
+    return layer.sinusoids.numpy()
+
+
+def encoder_input(ckpt: Checkpoint, source: str) -> dict:
+    """The source embedding layer on the sentence's ids, and the two parts it adds:
+    "tokens", "token_part", "position_part", "total" (each (N, d_model))."""
+    return _encoder_input(ckpt.content_hash, source, ckpt)
+
+
+@st.cache_data(max_entries=256, show_spinner="Embedding the sentence…")
+def _encoder_input(content_hash: str, source: str, _ckpt: Checkpoint) -> dict:
+    layer, ids = _ckpt.model.source_embedding, np.asarray([_ckpt.encode_source(source)])
+    token_part = layer.token_embedding(ids)[0].numpy()
+    if layer.scale_embeddings:
+        token_part = token_part * np.sqrt(np.float32(layer.d_model))
+    return {"tokens": _ckpt.source_tokenizer.ids_to_pieces(ids[0]), "token_part": token_part,
+            "position_part": layer.position_codes(ids.shape[1]).numpy(),
+            "total": layer(ids)[0].numpy()}
+
+
+# ------------------------------------------------------------------ batches
+def mask_batch(ckpt: Checkpoint, sources, translations) -> dict:
+    """One padded batch (sources, and <s> + each translation as targets): its ids and tokens
+    per side, its masks from transformer.masks and one forward pass's scores and weights."""
+    return _mask_batch(ckpt.content_hash, tuple(sources), tuple(translations), ckpt)
+
+
+@st.cache_data(max_entries=64, show_spinner="Running the model on the batch…")
+def _mask_batch(content_hash: str, sources: tuple, translations: tuple, _ckpt: Checkpoint
+                ) -> dict:
+    cfg = _ckpt.config
+    rows = {"source": [_ckpt.encode_source(s) for s in sources],
+            "target": [[cfg.start_id] + _ckpt.target_tokenizer.encode(t, max_len=cfg.max_len - 1)
+                       for t in translations]}
+    out = {}
+    for side, tokenizer in (("source", _ckpt.source_tokenizer), ("target", _ckpt.target_tokenizer)):
+        width = max(map(len, rows[side]))
+        ids = np.array([r + [cfg.pad_id] * (width - len(r)) for r in rows[side]], np.int32)
+        out[f"{side}_ids"], out[f"{side}_tokens"] = ids, [tokenizer.ids_to_pieces(r) for r in ids]
+    out["padding"] = np.asarray(padding_mask(out["source_ids"], cfg.pad_id))  # (B, 1, 1, N)
+    out["target_padding"] = np.asarray(padding_mask(out["target_ids"], cfg.pad_id))  # (B, 1, 1, T)
+    out["look_ahead"] = np.asarray(look_ahead_mask(out["target_ids"].shape[1]))  # (T, T)
+    out["decoder"] = np.asarray(decoder_mask(out["target_ids"], cfg.pad_id))  # (B, 1, T, T)
+    result = _ckpt.model((out["source_ids"], out["target_ids"]), return_qkv=True)
+    for kind in KIND_NAMES:  # (L, B, H, Tq, Tk) each
+        out[f"{kind}_scores"] = np.asarray(result[f"{kind}_scores"])
+        out[f"{kind}_attention"] = np.asarray(result[f"{kind}_attention"])
+    return out
+
+
+def batch_attention(ckpt: Checkpoint, sources) -> list[dict]:
+    """transformer.batch.attention_batch (each source with the model's own translation),
+    cached; a progress bar shows only while it computes."""
+    return _batch_attention(ckpt.content_hash, tuple(sources), ckpt)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _batch_attention(content_hash: str, sources: tuple, _ckpt: Checkpoint) -> list[dict]:
+    bar = st.progress(0.0, text=f"Running the model on {len(sources)} sentences…")
+    maps = batch.attention_batch(_ckpt, list(sources), batch_size=16, on_progress=lambda done,
+                                 total: bar.progress(done / total, text=f"{done} of {total}"))
+    bar.empty()
+    return maps
+
+
+def sentence_maps(ckpt: Checkpoint, sentences, target: str | None = None,
+                  batched: bool = False) -> list[dict]:
+    """The maps of each sentence: run as one batch (each with its own translation), or one by
+    one with `target` (None: the model's translation)."""
+    if batched:
+        return batch_attention(ckpt, sentences)
+    return [attention(ckpt, sentence, target) for sentence in sentences]
+
+
+def statistics(ckpt: Checkpoint, sentences, target: str | None = None,
+               batched: bool = False) -> dict:
+    """{kind: batch_statistics} of the maps sentence_maps gives, cached."""
+    return _statistics(ckpt.content_hash, tuple(sentences), target, batched, ckpt)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _statistics(content_hash: str, sentences: tuple, target, batched: bool, _ckpt: Checkpoint
+                ) -> dict:
+    maps_list = sentence_maps(_ckpt, sentences, target, batched)
+    return {kind: batch_statistics(maps_list, kind) for kind in KIND_NAMES}
+
+
+def similarity(ckpt: Checkpoint, sentences, kind: str, target: str | None = None,
+               batched: bool = False) -> np.ndarray:
+    """head_similarity_matrix of one kind over the maps sentence_maps gives, cached."""
+    return _similarity(ckpt.content_hash, tuple(sentences), target, batched, kind, ckpt)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _similarity(content_hash: str, sentences: tuple, target, batched: bool, kind: str,
+                _ckpt: Checkpoint) -> np.ndarray:
+    return head_similarity_matrix(sentence_maps(_ckpt, sentences, target, batched), kind)
+
+
+# ------------------------------------------------------------------ ablation
+def ablation(ckpt: Checkpoint, source: str, target_ids, silenced) -> dict:
+    """transformer.ablation.ablate with the heads labelled in `silenced`, scoring `target_ids`
+    (None: the model's own translation), cached."""
+    heads = tuple(parse_head_label(label) for label in silenced)
+    return _ablation(ckpt.content_hash, source, _ids(target_ids), heads, ckpt)
+
+
+@st.cache_data(max_entries=64, show_spinner="Running the model with those heads silenced…")
+def _ablation(content_hash: str, source: str, target_ids, silenced: tuple, _ckpt: Checkpoint
+              ) -> dict:
+    return ablate(_ckpt, source, list(silenced), target_ids=target_ids)
+
+
+def importance(ckpt: Checkpoint, source: str, target_ids, on_progress=None) -> list:
+    """transformer.ablation.head_importance (each head silenced alone), cached;
+    on_progress(done, total) is called only while it computes."""
+    return _importance(ckpt.content_hash, source, _ids(target_ids), ckpt, on_progress)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _importance(content_hash: str, source: str, target_ids, _ckpt: Checkpoint,
+                _on_progress=None) -> list:
+    return head_importance(_ckpt, source, on_progress=_on_progress, target_ids=target_ids)
+
+
+def _ids(target_ids):
+    """Hashable output ids (a tuple), or None."""
+    return None if target_ids is None else tuple(int(i) for i in target_ids)
