@@ -18,6 +18,7 @@ from typing import Iterable
 import sentencepiece as spm
 from bpemb import BPEmb
 
+from .sentencepiece_model import check_sentencepiece_model
 from .tokenizer import (Tokenizer, TokenizerError, check_bool, check_matches, check_spec_ids,
                         check_text, is_int, sentencepiece_spans)
 
@@ -43,7 +44,8 @@ class BPEmbTokenizer(Tokenizer):
     )
 
     def __init__(self, bpemb: BPEmb, model_bytes: bytes, *, kind: str, lang: str | None,
-                 vs: int | None, lowercase: bool, digits_to_zero: bool):
+                 vs: int | None, lowercase: bool, digits_to_zero: bool,
+                 name: str = "SentencePiece model"):
         if kind not in KINDS:
             raise TokenizerError(f"kind: must be one of {KINDS}, got {kind!r}")
         sp = bpemb.spm
@@ -68,23 +70,24 @@ class BPEmbTokenizer(Tokenizer):
             raise TokenizerError(f"SentencePiece model has no {', '.join(missing)}")
         if len({self.pad_id, self.unk_id, self.start_id, self.end_id}) != 4:
             raise TokenizerError("SentencePiece model's pad/start/end/unk ids are not distinct")
+        self.probe(name)
 
     # ----------------------------------------------------------------- text -> ids
 
-    def preprocess(self, text: str) -> str:
+    def _preprocess(self, text: str) -> str:
         """Apply the recorded lowercase / digits_to_zero options (as BPEmb.preprocess does)."""
-        return _preprocess(text, self.lowercase, self.digits_to_zero)
+        return _bpemb_preprocess(text, self.lowercase, self.digits_to_zero)
 
-    def pieces(self, text: str) -> list[str]:
+    def _pieces(self, text: str) -> list[str]:
         """Subword pieces of the preprocessed text, without specials."""
-        return list(self.bpemb.encode(self.preprocess(text)))
+        return list(self.bpemb.encode(self._preprocess(text)))
 
     def _piece_ids(self, text: str) -> list[int]:
-        return list(self.bpemb.spm.encode_as_ids(self.preprocess(text)))
+        return list(self.bpemb.spm.encode_as_ids(self._preprocess(text)))
 
-    def piece_spans(self, text: str) -> list[tuple[int, int]]:
+    def _piece_spans(self, text: str) -> list[tuple[int, int]]:
         """Character ``(begin, end)`` of each piece in ``preprocess(text)``."""
-        return sentencepiece_spans(self.bpemb.spm, self.preprocess(text))
+        return sentencepiece_spans(self.bpemb.spm, self._preprocess(text))
 
     # ----------------------------------------------------------------- ids -> text
 
@@ -114,9 +117,10 @@ class BPEmbTokenizer(Tokenizer):
     @classmethod
     def _from_valid_spec(cls, spec: dict, model_bytes: bytes) -> "BPEmbTokenizer":
         _validate_spec(spec)
-        tok = cls(_bpemb_from_bytes(model_bytes), model_bytes, kind=spec["kind"],
+        name = "model_bytes (the SentencePiece model)"
+        tok = cls(_bpemb_from_bytes(model_bytes, name), model_bytes, kind=spec["kind"],
                   lang=spec["lang"], vs=spec["vs"], lowercase=spec["lowercase"],
-                  digits_to_zero=spec["digits_to_zero"])
+                  digits_to_zero=spec["digits_to_zero"], name=name)
         check_matches(spec, tok.spec(), ("vocab_size", "pad_id", "start_id", "end_id", "unk_id"),
                       "SentencePiece model")
         return tok
@@ -153,8 +157,10 @@ class BPEmbTokenizer(Tokenizer):
                 f"Connect to the network once, or copy the file there.") from None
         except RuntimeError as e:  # sentencepiece's "could not parse ModelProto"
             raise TokenizerError(f"cannot load BPEmb model {model_path}: {e}") from None
-        return cls(bpemb, Path(bpemb.model_file).read_bytes(), kind="bpemb", lang=lang, vs=vs,
-                   lowercase=lowercase, digits_to_zero=digits_to_zero)
+        model_bytes = Path(bpemb.model_file).read_bytes()
+        check_sentencepiece_model(model_bytes, f"BPEmb model {model_path}")
+        return cls(bpemb, model_bytes, kind="bpemb", lang=lang, vs=vs, lowercase=lowercase,
+                   digits_to_zero=digits_to_zero, name=f"BPEmb model {model_path}")
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int, *, lowercase: bool = True,
@@ -173,7 +179,7 @@ class BPEmbTokenizer(Tokenizer):
             nonlocal count
             for t in texts:
                 count += 1
-                yield _preprocess(t, lowercase, digits_to_zero)
+                yield _bpemb_preprocess(t, lowercase, digits_to_zero)
 
         writer = io.BytesIO()
         # This sentencepiece has no random_seed training flag; the global seed is its knob.
@@ -191,11 +197,12 @@ class BPEmbTokenizer(Tokenizer):
                 raise TokenizerError("texts: the training corpus is empty") from None
             raise TokenizerError(f"SentencePiece training failed: {e}") from None
         model_bytes = writer.getvalue()
-        return cls(_bpemb_from_bytes(model_bytes), model_bytes, kind="trained", lang=None,
-                   vs=None, lowercase=lowercase, digits_to_zero=digits_to_zero)
+        name = "the SentencePiece model just trained"
+        return cls(_bpemb_from_bytes(model_bytes, name), model_bytes, kind="trained", lang=None,
+                   vs=None, lowercase=lowercase, digits_to_zero=digits_to_zero, name=name)
 
 
-def _preprocess(text: str, lowercase: bool, digits_to_zero: bool) -> str:
+def _bpemb_preprocess(text: str, lowercase: bool, digits_to_zero: bool) -> str:
     check_text(text)
     if lowercase:
         text = text.lower()
@@ -204,8 +211,9 @@ def _preprocess(text: str, lowercase: bool, digits_to_zero: bool) -> str:
     return text
 
 
-def _bpemb_from_bytes(model_bytes: bytes) -> BPEmb:
-    """Load SentencePiece model bytes through BPEmb(model_file=...) via a temporary file."""
+def _bpemb_from_bytes(model_bytes: bytes, name: str) -> BPEmb:
+    """Load SentencePiece model bytes through BPEmb(model_file=...) via a temporary file, after
+    checking them as data (check_sentencepiece_model)."""
     if not model_bytes:
         raise TokenizerError("model_bytes: empty SentencePiece model")
     with tempfile.TemporaryDirectory(prefix="tokenizer-") as tmp:
@@ -214,10 +222,13 @@ def _bpemb_from_bytes(model_bytes: bytes) -> BPEmb:
         try:
             # BPEmb 0.3.6 asserts emb_file is not None whenever lang is None, even with
             # segmentation_only=True (which never reads it), so pass the model path again.
-            return BPEmb(model_file=path, emb_file=path, segmentation_only=True,
-                         preprocess=False)
+            bpemb = BPEmb(model_file=path, emb_file=path, segmentation_only=True,
+                          preprocess=False)
         except (RuntimeError, OSError):  # the library's message names our temporary file
             raise TokenizerError("model_bytes: not a valid SentencePiece model") from None
+    # Loading runs no rule; the check comes before the first sentence (the probe) does.
+    check_sentencepiece_model(model_bytes, name)
+    return bpemb
 
 
 def _validate_spec(spec: dict) -> None:

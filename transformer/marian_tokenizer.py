@@ -33,8 +33,9 @@ from collections import Counter
 
 import sentencepiece as spm
 
-from .tokenizer import (Tokenizer, TokenizerError, check_matches, check_spec_ids, check_text,
-                        is_int, sentencepiece_spans)
+from .sentencepiece_model import check_sentencepiece_model
+from .tokenizer import (Tokenizer, TokenizerError, check_matches, check_spec_ids,
+                        check_text, is_int, is_text, sentencepiece_spans)
 
 __all__ = ["MarianTokenizer", "SIDES", "MAX_SPM_BYTES", "MAX_VOCAB_JSON_BYTES",
            "MAX_VOCAB_ENTRIES", "PAD_TOKEN", "UNK_TOKEN", "END_TOKEN"]
@@ -79,6 +80,7 @@ class MarianTokenizer(Tokenizer):
         self.vocab_size = len(self.vocab)
         self._specials = {self.pad_id, self.unk_id, self.end_id}
         self.model_bytes = _pack(bytes(spm_bytes), _vocab_json(self.vocab))
+        self.probe(f"the {side} tokenizer ({spm_name} with {vocab_name})")
 
     @classmethod
     def from_files(cls, spm_bytes: bytes, vocab_json_bytes: bytes, side: str, *,
@@ -98,22 +100,22 @@ class MarianTokenizer(Tokenizer):
 
     # ----------------------------------------------------------------- text -> ids
 
-    def preprocess(self, text: str) -> str:
+    def _preprocess(self, text: str) -> str:
         """The text (SentencePiece normalizes inside the model; spans index into the text)."""
         return check_text(text)
 
-    def pieces(self, text: str) -> list[str]:
+    def _pieces(self, text: str) -> list[str]:
         code, rest = _split_language_code(check_text(text))
         return code + self.sp.encode(rest, out_type=str)
 
-    def piece_spans(self, text: str) -> list[tuple[int, int]]:
+    def _piece_spans(self, text: str) -> list[tuple[int, int]]:
         code, rest = _split_language_code(check_text(text))
         shift = len(code[0]) if code else 0
         spans = [(b + shift, e + shift) for b, e in sentencepiece_spans(self.sp, rest)]
         return [(0, shift)] * len(code) + spans
 
     def _piece_ids(self, text: str) -> list[int]:
-        return [self.vocab.get(piece, self.unk_id) for piece in self.pieces(text)]
+        return [self.vocab.get(piece, self.unk_id) for piece in self._pieces(text)]
 
     # ----------------------------------------------------------------- ids -> text
 
@@ -200,6 +202,9 @@ def check_vocab(vocab: dict, name: str = "vocab.json") -> None:
     n = len(vocab)
     seen = {}
     for piece, i in vocab.items():
+        if not is_text(piece):  # JSON can spell one: "\ud800"
+            raise TokenizerError(f"{name}: the piece of id {i} ({piece!r}) holds a lone "
+                                 f"surrogate, which is not valid UTF-8 text")
         if not 0 <= i < n:
             raise TokenizerError(f"{name}: the ids must be 0 .. {n - 1} (one per piece), but "
                                  f"{piece!r} has id {i}")
@@ -230,6 +235,8 @@ def _load_sentencepiece(spm_bytes, name: str) -> spm.SentencePieceProcessor:
         raise TokenizerError(f"{name}: not a SentencePiece model") from None
     if sp.get_piece_size() <= 0:
         raise TokenizerError(f"{name}: the SentencePiece model has no pieces")
+    # Loading runs no rule; the check comes before the first sentence (the probe) does.
+    check_sentencepiece_model(spm_bytes, name)
     return sp
 
 

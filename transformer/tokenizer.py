@@ -6,6 +6,13 @@ decoding and the checkpoint use only this): ``pieces``, ``encode``, ``piece_span
 (what a checkpoint stores: a JSON-able spec and the model data), ``vocab_size``, ``pad_id``,
 ``start_id``, ``end_id``, ``unk_id``, ``kind``, ``lowercase`` and ``digits_to_zero``.
 
+Text enters a tokenizer in one place: ``preprocess``, ``pieces``, ``piece_spans`` and ``encode``
+first pass it through :func:`transformer.text.clean_text` (lone surrogates, which no UTF-8 library
+can take, become U+FFFD one for one, so offsets are kept; :meth:`Tokenizer.text_notes` says what
+was changed). Every tokenizer built from data is probed before it is handed out
+(:meth:`Tokenizer.probe`): the piece of every id, and a few texts through every method; whatever
+fails is a TokenizerError naming the file, at load, never on a user's first sentence.
+
 The kinds (``spec()["kind"]``) and their classes:
 
 =============  ===========================================  ===========================
@@ -29,7 +36,9 @@ from typing import Iterable
 
 import numpy as np
 
-__all__ = ["Tokenizer", "TokenizerError", "KIND_CLASSES"]
+from .text import check_str, clean_text, text_notes
+
+__all__ = ["Tokenizer", "TokenizerError", "KIND_CLASSES", "PROBE_TEXTS"]
 
 # kind -> (module in this package, class): imported only when a tokenizer of that kind is built.
 KIND_CLASSES = {
@@ -41,6 +50,15 @@ KIND_CLASSES = {
 }
 
 
+# What every tokenizer must get through at load (Tokenizer.probe): scripts, accents, digits,
+# punctuation, spacing, characters that normalization expands, emoji, the replacement character.
+PROBE_TEXTS = (
+    "", "Hello, world!", "Friday, March 5, 2021 at 10:45", "Café déjà vu, naïve señor, Zürich",
+    "東京は2021年3月5日", "Привет, мир", "0123456789", "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~¿¡«»—…",
+    "  two  spaces\tand a tab\n", "ß İ ﬁ Ａ ½ Å", "😀 👍🏽", "\ufffd",
+)
+
+
 class TokenizerError(ValueError):
     """A tokenizer model or spec cannot be built, loaded or validated."""
 
@@ -50,8 +68,9 @@ class Tokenizer:
 
     Subclasses set ``kind``, ``vocab_size``, ``pad_id``, ``unk_id``, ``start_id``, ``end_id``
     (``start_id``/``end_id`` may be None when the vocabulary has no such token) and
-    ``model_bytes``, and implement ``preprocess``, ``pieces``, ``_piece_ids``, ``piece_spans``,
-    ``id_to_piece``, ``_decode_kept``, ``spec`` and ``_from_valid_spec``.
+    ``model_bytes``, and implement ``_preprocess``, ``_pieces``, ``_piece_ids``,
+    ``_piece_spans`` (each given the cleaned text), ``id_to_piece``, ``_decode_kept``, ``spec``
+    and ``_from_valid_spec``; their constructors end with ``self.probe(name of the data)``.
     """
 
     kind: str
@@ -70,21 +89,42 @@ class Tokenizer:
         return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in s.items()) + ")"
 
     # ----------------------------------------------------------------- text -> ids
+    # The public methods clean the text (transformer.text.clean_text), then call the kind's own.
+
+    @staticmethod
+    def text_notes(text: str) -> list[str]:
+        """What the tokenizers change in ``text`` before reading it, one sentence each ([] when
+        nothing): lone surrogates replaced with U+FFFD, a text cut to MAX_TEXT_CHARS."""
+        return text_notes(text)
 
     def preprocess(self, text: str) -> str:
-        """The text as the tokenizer splits it (``piece_spans`` index into this)."""
-        raise NotImplementedError
+        """The text as the tokenizer splits it (``piece_spans`` index into this): the cleaned
+        text after the kind's own preprocessing (lowercasing, ...)."""
+        return self._preprocess(clean_text(text)[0])
 
     def pieces(self, text: str) -> list[str]:
         """Pieces of the text, without specials: one per id of ``encode(text)``."""
-        raise NotImplementedError
+        return self._pieces(clean_text(text)[0])
 
     def piece_spans(self, text: str) -> list[tuple[int, int]]:
-        """Character ``(begin, end)`` of each piece in ``preprocess(text)``."""
+        """Character ``(begin, end)`` of each piece in ``preprocess(text)``.
+
+        Cleaning replaces one character by one, so for a text of at most MAX_TEXT_CHARS
+        characters these are offsets into the text as typed wherever the kind's preprocessing
+        keeps lengths (it does except where lowercasing or case folding changes a length)."""
+        return self._piece_spans(clean_text(text)[0])
+
+    def _preprocess(self, text: str) -> str:
+        raise NotImplementedError
+
+    def _pieces(self, text: str) -> list[str]:
+        raise NotImplementedError
+
+    def _piece_spans(self, text: str) -> list[tuple[int, int]]:
         raise NotImplementedError
 
     def _piece_ids(self, text: str) -> list[int]:
-        """Ids of ``pieces(text)``."""
+        """Ids of ``_pieces(text)`` (text already cleaned)."""
         raise NotImplementedError
 
     def encode(self, text: str, *, add_start: bool = False, add_end: bool = False,
@@ -94,7 +134,7 @@ class Tokenizer:
             if flag and getattr(self, f"{name}_id") is None:
                 raise TokenizerError(f"this {self.kind} tokenizer has no {name} token, so it "
                                      f"cannot add one (encode with add_{name}=False)")
-        ids = self._piece_ids(text)
+        ids = self._piece_ids(clean_text(text)[0])
         n_special = int(bool(add_start)) + int(bool(add_end))
         if max_len is not None:
             max_len = operator.index(max_len)
@@ -139,6 +179,50 @@ class Tokenizer:
         if not 0 <= i < self.vocab_size:
             raise ValueError(f"token id {i} out of range [0, {self.vocab_size})")
         return i
+
+    # ----------------------------------------------------------------- probing at load
+
+    def probe(self, name: str) -> None:
+        """Run the tokenizer as the pages will, so a broken model fails at load.
+
+        The piece of every id must be text that can be encoded as UTF-8, the decoding of every
+        id too; every text of PROBE_TEXTS must go through ``preprocess``, ``pieces``,
+        ``piece_spans``, ``encode`` and ``decode`` with one piece, span and id each and spans
+        inside the text. Anything else is a TokenizerError naming ``name`` (the file) and what
+        failed.
+        """
+        what = "reading the piece of every id"
+        try:
+            all_ids = np.arange(self.vocab_size)
+            for i, piece in enumerate(self.ids_to_pieces(all_ids)):
+                if not is_text(piece):
+                    raise TokenizerError(f"the piece of id {i} ({piece!r:.40}) is not valid "
+                                         f"UTF-8 text")
+            what = "decoding every id"
+            if not is_text(self.decode(all_ids[all_ids != self.end_id])):
+                raise TokenizerError("the text is not valid UTF-8")
+            for text in PROBE_TEXTS:
+                what = f"tokenizing the probe text {text!r}"
+                self._probe_text(text)
+        except Exception as err:  # whatever a broken model raises, it is refused here
+            detail = " ".join(str(err).split())[:200]  # one line, a bounded length
+            if not isinstance(err, TokenizerError):
+                detail = f"{detail} [{type(err).__name__}]"
+            raise TokenizerError(f"{name}: {what} fails ({detail})") from None
+
+    def _probe_text(self, text: str) -> None:
+        pre = self.preprocess(text)
+        pieces, spans, ids = self.pieces(text), self.piece_spans(text), self.encode(text)
+        if not (len(pieces) == len(spans) == len(ids)):
+            raise TokenizerError(f"{len(pieces)} pieces, {len(spans)} spans and {len(ids)} ids")
+        if not all(is_text(p) for p in pieces):
+            raise TokenizerError("a piece is not valid UTF-8 text")
+        if not all(0 <= b <= e <= len(pre) for b, e in spans):
+            raise TokenizerError(f"spans {spans} fall outside the {len(pre)} characters")
+        if not all(is_int(i) and 0 <= i < self.vocab_size for i in ids):
+            raise TokenizerError(f"ids {ids} fall outside [0, {self.vocab_size})")
+        if not is_text(self.decode(ids)):
+            raise TokenizerError("decoding its ids does not give valid UTF-8 text")
 
     # ----------------------------------------------------------------- spec / loading
 
@@ -267,6 +351,16 @@ def byte_to_char_spans(text: str, spans) -> list[tuple[int, int]]:
 
 
 def check_text(text) -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
-    return text
+    """``text`` itself, or a TypeError when it is not a str (cleaning is done by the caller)."""
+    return check_str(text)
+
+
+def is_text(value) -> bool:
+    """A str that can be encoded as UTF-8 (no lone surrogates)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -83,6 +83,7 @@ class WordTokenizer(Tokenizer):
         if self.start_id is not None and self.start_id == self.end_id:
             raise TokenizerError(f"the start and end tokens must differ, both are {start_token!r}")
         self.model_bytes = vocab_text(self.tokens)
+        self.probe(name)
 
     def _special_id(self, token, what, name):
         if token is None:
@@ -111,7 +112,7 @@ class WordTokenizer(Tokenizer):
 
     # ----------------------------------------------------------------- text -> ids
 
-    def preprocess(self, text: str) -> str:
+    def _preprocess(self, text: str) -> str:
         """The standardized text, as TextVectorization standardizes it."""
         check_text(text)
         if self.lowercase:
@@ -120,15 +121,15 @@ class WordTokenizer(Tokenizer):
             text = text.translate(self._strip)
         return text
 
-    def pieces(self, text: str) -> list[str]:
+    def _pieces(self, text: str) -> list[str]:
         """The words of the standardized text."""
-        return _WORD.findall(self.preprocess(text))
+        return _WORD.findall(self._preprocess(text))
 
-    def piece_spans(self, text: str) -> list[tuple[int, int]]:
-        return [m.span() for m in _WORD.finditer(self.preprocess(text))]
+    def _piece_spans(self, text: str) -> list[tuple[int, int]]:
+        return [m.span() for m in _WORD.finditer(self._preprocess(text))]
 
     def _piece_ids(self, text: str) -> list[int]:
-        return [self.index.get(word, self.unk_id) for word in self.pieces(text)]
+        return [self.index.get(word, self.unk_id) for word in self._pieces(text)]
 
     # ----------------------------------------------------------------- ids -> text
 

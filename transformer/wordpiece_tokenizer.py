@@ -99,6 +99,7 @@ class WordPieceTokenizer(Tokenizer):
             pre_tokenizers.Split(Regex(_KEPT_DELIMITERS), behavior="isolated"),
         ])
         self._decoder = decoders.WordPiece(prefix=SUFFIX_INDICATOR, cleanup=False)
+        self.probe(name)
 
     @classmethod
     def from_vocabulary(cls, data: bytes, *, lower_case: bool = True, pad_token: str = "[PAD]",
@@ -113,7 +114,7 @@ class WordPieceTokenizer(Tokenizer):
 
     # ----------------------------------------------------------------- text -> ids
 
-    def preprocess(self, text: str) -> str:
+    def _preprocess(self, text: str) -> str:
         """The text after steps 1-2 (case folding, accents and control characters)."""
         check_text(text)
         if self.lowercase:
@@ -126,7 +127,7 @@ class WordPieceTokenizer(Tokenizer):
     def _wordpieces(self, text: str) -> list[tuple[int, str, tuple[int, int]]]:
         """(id, piece, span in preprocess(text)) of every word piece."""
         out = []
-        for word, (begin, _) in self._pre_tokenizer.pre_tokenize_str(self.preprocess(text)):
+        for word, (begin, _) in self._pre_tokenizer.pre_tokenize_str(self._preprocess(text)):
             if len(word.encode("utf-8")) > MAX_BYTES_PER_WORD:
                 out.append((self.unk_id, self.tokens[self.unk_id], (begin, begin + len(word))))
                 continue
@@ -136,11 +137,11 @@ class WordPieceTokenizer(Tokenizer):
             out.extend((t.id, t.value, (begin + b, begin + e)) for t, (b, e) in zip(tokens, spans))
         return out
 
-    def pieces(self, text: str) -> list[str]:
+    def _pieces(self, text: str) -> list[str]:
         """Word pieces ("##" marks a piece that continues a word; [UNK] a whole unknown word)."""
         return [piece for _, piece, _ in self._wordpieces(text)]
 
-    def piece_spans(self, text: str) -> list[tuple[int, int]]:
+    def _piece_spans(self, text: str) -> list[tuple[int, int]]:
         return [span for _, _, span in self._wordpieces(text)]
 
     def _piece_ids(self, text: str) -> list[int]:
