@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8501
 
-.PHONY: install run lint test test-fast bench chromium clean
+.PHONY: install run lint test test-fast bench chromium clean fuzz
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -40,3 +40,7 @@ bench: install chromium
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache
+
+# Issue 15: many more hostile checkpoint files than `make test` loads (FUZZ_CASES, FUZZ_SEED).
+fuzz: install
+	FUZZ_CASES=$${FUZZ_CASES:-600} $(BIN)/python tests/fuzz_cases.py

@@ -17,12 +17,15 @@ import json
 import pathlib
 import pickle
 import struct
+import tracemalloc
 import warnings
 import zipfile
 
+import fuzz_cases
 import keras
 import numpy as np
 import pytest
+from fuzz_cases import Entry, entry, npy_raw, write_zip, zeros_deflated
 
 from transformer import (
     Checkpoint,
@@ -30,12 +33,14 @@ from transformer import (
     Tokenizer,
     Transformer,
     TransformerConfig,
+    limits,
     load_checkpoint,
     save_checkpoint,
 )
 from transformer import checkpoint as checkpoint_module
 from transformer.checkpoint import MEMBERS, checkpoint_bytes, weight_arrays
 from transformer.data import date_pairs
+from transformer.metadata import clean_metadata
 
 PAIRS = date_pairs(48, seed=7)
 SOURCES = [s for s, _ in PAIRS[:5]]
@@ -714,3 +719,327 @@ def test_pickle_prepended_to_a_valid_archive_never_runs(valid, tmp_path):
     else:
         assert checkpoint.content_hash == hashlib.sha256(polyglot).hexdigest()
     assert not marker.exists()
+
+
+# ============================================================================= issue 15: bounded reading
+# Files written byte by byte (tests/fuzz_cases.py's ZIP writer sets every header field), each
+# loaded in this process; tests/test_fuzz.py loads many more in child processes under limits.
+
+
+def entries_of(data: bytes, method: int = 8) -> list[Entry]:
+    return [entry(name, content, method) for name, content in members_of(data).items()]
+
+
+def npz_entries(data: bytes) -> list[Entry]:
+    with zipfile.ZipFile(io.BytesIO(members_of(data)["weights.npz"])) as npz:
+        return [entry(name, npz.read(name), 0, version=45) for name in npz.namelist()]
+
+
+def with_npz_entries(data: bytes, entries: list[Entry]) -> bytes:
+    return rebuilt(data, replace={"weights.npz": write_zip(entries)})
+
+
+def test_limits_are_stated_once_and_importable_from_checkpoint():
+    for name in ("MAX_FILE_BYTES", "MAX_MEMBER_BYTES", "MAX_TOTAL_BYTES", "MAX_JSON_BYTES",
+                 "MAX_COMPRESSION_RATIO", "MAX_LAYERS", "MAX_POSITIONS"):
+        assert getattr(checkpoint_module, name) == getattr(limits, name), name
+    assert limits.load_budget(0) == limits.LOAD_BUDGET_FLOOR
+    assert limits.load_budget(10 * 2**20) == limits.LOAD_BUDGET_FLOOR + 30 * 2**20
+    assert limits.load_budget(10**12) == limits.MAX_TOTAL_BYTES
+    assert limits.MIN_POSITIONS <= limits.PROBE_LENGTH <= limits.MAX_POSITIONS
+    assert limits.MAX_DECODE_STEPS > 0 and limits.MAX_DECODE_SECONDS > 0
+
+
+# ----------------------------------------------------------------------------- archive level
+def test_member_whose_header_lies_about_its_size_is_never_unpacked_past_it(valid):
+    entries = entries_of(valid)
+    declared = entries[-1].size  # weights.npz: its true size, ~60 KB
+    entries[-1].payload = zeros_deflated(64)  # but 64 MB of zeros follow
+    bomb = write_zip(entries)
+    tracemalloc.start()
+    try:
+        assert_refused(bomb, "'weights.npz'", f"more than the {declared:,} bytes",
+                       "decompression bomb")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20, peak  # zipfile's read(limit + 1) made 64 MB here
+
+
+@pytest.mark.parametrize("method, version", [(zipfile.ZIP_BZIP2, "4.6"), (zipfile.ZIP_LZMA, "6.3")])
+def test_bzip2_and_lzma_members_are_refused_before_unpacking(valid, method, version):
+    bad = rebuilt(valid, compression=method)
+    assert_refused(bad, "needs ZIP version", version, "stored or deflated")
+    entries = entries_of(valid)
+    entries[0].method, entries[0].version = method, 20  # the method alone, version claims 2.0
+    assert_refused(write_zip(entries), "format.json", "only stored and deflated")
+
+
+def test_unsupported_version_needed_to_extract(valid):
+    entries = entries_of(valid)
+    entries[1].version = 99
+    assert_refused(write_zip(entries), "version 9.9", "'config.json'")
+
+
+def test_member_name_that_is_not_utf8(valid):
+    entries = entries_of(valid)
+    entries[3].name = entries[3].local_name = b"source\xff\xfe.json"
+    entries[3].flags = 0x800
+    assert_refused(write_zip(entries), "not valid UTF-8")
+
+
+def test_zip64_records_and_absurd_offsets_are_refused(valid):
+    (_, data, _), = fuzz_cases.generate(0, only="zip64_absurd_offsets", base=valid)
+    assert_refused(data, "zip64")
+    entries = entries_of(valid)
+    entries[-1].size = entries[-1].csize = 0xFFFFFFFF
+    entries[-1].extra = struct.pack("<HHQQ", 1, 16, 2**62, 2**61)
+    assert_refused(write_zip(entries), "zip64", "weights.npz")
+    entries = entries_of(valid)
+    assert_refused(write_zip(entries, end_patch=dict(cd_offset=2**31)), "damaged",
+                   "ZIP directory")
+
+
+def test_member_count_and_directory_size_are_capped(valid, monkeypatch):
+    many = dict(members_of(valid), **{f"x{i}.json": b"{}" for i in range(limits.MAX_MEMBERS)})
+    assert_refused(make_archive(many), f"at most {limits.MAX_MEMBERS}")
+    big = fuzz_cases.huge_directory(valid, 60_000, 60_001)  # 60,001 entries, within zip's count
+    assert_refused(big, "60,001 files")
+    monkeypatch.setattr(limits, "MAX_MEMBERS", 10**6)
+    assert_refused(big, "ZIP directory of", f"at most {limits.MAX_DIRECTORY_BYTES:,}")
+
+
+def test_overlapping_members_are_refused(valid):
+    entries = entries_of(valid, method=0)
+    entries[0].csize = entries[0].local_csize = len(entries[0].payload) + 40  # runs into the next
+    entries[0].size = entries[0].local_size = entries[0].csize
+    assert_refused(write_zip(entries), "overlapping files", "decompression bomb")
+
+
+def test_encrypted_member_checksum_and_declared_sizes(valid):
+    entries = entries_of(valid)
+    entries[1].flags = 1
+    assert_refused(write_zip(entries), "encrypted", "'config.json'")
+    entries = entries_of(valid)
+    entries[1].crc ^= 1
+    assert_refused(write_zip(entries), "'config.json'", "checksum")
+    entries = entries_of(valid)
+    entries[-1].size = entries[-1].local_size = entries[-1].size + 10
+    assert_refused(write_zip(entries), "'weights.npz'", "truncated")
+    entries = entries_of(valid)
+    entries[-1].local_size = 5
+    assert_refused(write_zip(entries), "local header of 'weights.npz'")
+
+
+def test_data_before_the_archive_is_refused(valid):
+    assert_refused(b"#!/bin/sh\n" + valid, "not where its end record says")
+
+
+def test_stored_members_and_data_descriptors_load(valid, valid_model):
+    model, source_tokenizer, target_tokenizer, _ = valid_model
+    expected = logits_of(model, source_tokenizer, target_tokenizer)
+    stored = write_zip(entries_of(valid, method=0))
+    described = write_zip([entry(n, c, flags=0x8, local_size=0, local_csize=0)
+                           for n, c in members_of(valid).items()])
+    for data in (stored, described):
+        ckpt = load_checkpoint(data)
+        got = logits_of(ckpt.model, ckpt.source_tokenizer, ckpt.target_tokenizer)
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+
+def test_load_budget_caps_what_a_small_file_may_unpack(valid, monkeypatch):
+    load_checkpoint(valid)
+    monkeypatch.setattr(limits, "LOAD_BUDGET_FLOOR", 0)
+    monkeypatch.setattr(limits, "LOAD_BUDGET_PER_FILE_BYTE", 1)  # members unpack to > the file
+    assert_refused(valid, "may unpack to", "decompression bomb")
+
+
+# ----------------------------------------------------------------------------- NPZ level
+def test_unknown_weight_is_refused_from_the_directory_before_its_data(valid):
+    entries = npz_entries(valid)
+    # Its data is a lying deflate bomb: reading it would say "unpacks to more than ...".
+    entries.append(Entry(b"zz_unknown.npy", zeros_deflated(16), 8, 0, 1000, version=45))
+    message = assert_refused(with_npz_entries(valid, entries), "'zz_unknown'",
+                             "this model does not have")
+    assert "unpacks" not in message
+
+
+@pytest.mark.parametrize("name, content, words", [
+    ("folder/", b"", ["folder", "only .npy arrays"]),
+    ("notes.txt", b"hello", ["'notes.txt'", "not a NumPy .npy"]),
+    ("output_projection/bias.npy", b"PK\x03\x04 nested archive" + bytes(200),
+     ["'output_projection/bias'", "not a valid NumPy .npy"]),
+    ("output_projection/bias.npy", np.random.default_rng(2).bytes(500),
+     ["'output_projection/bias'", "not a valid NumPy .npy"]),
+], ids=["directory", "not_npy", "nested_zip", "random_bytes"])
+def test_npz_member_that_is_not_an_npy_array(valid, name, content, words):
+    entries = [e for e in npz_entries(valid) if e.name != name.encode()]
+    entries.append(entry(name, content, 0, version=45))
+    assert_refused(with_npz_entries(valid, entries), *words)
+
+
+BIAS = "output_projection/bias"
+
+
+@pytest.mark.parametrize("header, data, version, words", [
+    ({"descr": ">f4", "fortran_order": False, "shape": None}, None, (1, 0), [">f4", "float32"]),
+    ({"descr": "<f4", "fortran_order": False, "shape": None}, None, (3, 0), ["version 3.0"]),
+    ({"descr": "<f4", "fortran_order": False, "shape": (-1,)}, b"", (1, 0), ["invalid .npy"]),
+    ({"descr": "<f4", "fortran_order": 1, "shape": None}, None, (1, 0), ["not a valid"]),
+    ({"descr": "<f4", "fortran_order": False, "shape": (2**40,)}, None, (1, 0),
+     ["has shape (1099511627776,)", "in the model its config"]),
+    ({"descr": "<f4", "fortran_order": False, "shape": None}, b"\x00" * 4, (1, 0),
+     ["bytes of data", "float32 values"]),
+    ("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'x': __import__('os')}", b"",
+     (1, 0), ["not a valid"]),
+], ids=["big_endian", "version_3", "negative_dim", "order_not_bool", "huge_shape", "short_data",
+        "code_in_header"])
+def test_npy_header_checked_before_its_data(valid, header, data, version, words):
+    weights = weights_of(valid)
+    if isinstance(header, dict) and header["shape"] is None:
+        header["shape"] = weights[BIAS].shape
+    if data is None:
+        data = weights[BIAS].astype("<f4").tobytes()
+    entries = [e for e in npz_entries(valid) if e.name != f"{BIAS}.npy".encode()]
+    entries.append(entry(f"{BIAS}.npy", npy_raw(header, data, version), 0, version=45))
+    assert_refused(with_npz_entries(valid, entries), *words)
+
+
+def test_compressed_and_fortran_order_npz_load_the_same_weights(valid, valid_model):
+    model = valid_model[0]
+    weights = weights_of(valid)
+    name = "encoder_layer_0/feedforward/intermediate/kernel"
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{**weights, name: np.asfortranarray(weights[name])})
+    ckpt = load_checkpoint(rebuilt(valid, replace={"weights.npz": buf.getvalue()}))
+    before, after = weight_arrays(model), weight_arrays(ckpt.model)
+    for key in before:
+        np.testing.assert_array_equal(after[key], before[key], err_msg=key)
+
+
+def test_deflated_weight_declaring_gigabytes_is_refused_without_allocating(valid):
+    entries = []
+    with zipfile.ZipFile(io.BytesIO(members_of(valid)["weights.npz"])) as npz:
+        for name in npz.namelist():
+            entries.append(entry(name, npz.read(name), 8, version=45))
+    entries[0].size = entries[0].local_size = 3 * 2**29
+    tracemalloc.start()
+    try:
+        assert_refused(with_npz_entries(valid, entries), "1536.0 MB", "decompression bomb")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, peak
+
+
+# ----------------------------------------------------------------------------- JSON level
+@pytest.mark.parametrize("member", ["format.json", "config.json", "metadata.json",
+                                    "source_tokenizer.json", "target_tokenizer.json"])
+def test_5000_digit_integer_in_any_json_member(valid, member):
+    text = members_of(valid)[member].decode()
+    text = text[:text.rindex("}")] + ', "zz": ' + "9" * 5000 + "}"
+    message = assert_refused(rebuilt(valid, replace={member: text.encode()}), repr(member),
+                             "20 digits")
+    assert "model settings are invalid" not in message  # said once, not wrapped twice
+
+
+def test_json_nesting_depth_is_capped(valid):
+    def nested(depth):
+        return json.dumps({"deep": json.loads("[" * (depth - 1) + "]" * (depth - 1))}).encode()
+    load_checkpoint(rebuilt(valid, replace={"metadata.json": nested(limits.MAX_JSON_DEPTH)}))
+    assert_refused(rebuilt(valid, replace={"metadata.json": nested(limits.MAX_JSON_DEPTH + 1)}),
+                   "'metadata.json'", f"more than {limits.MAX_JSON_DEPTH} levels")
+
+
+def test_lone_surrogates_in_settings_never_leave_the_loader(valid):
+    bad = with_json(valid, "config.json", lambda c: c.update(positional="\ud800"))
+    message = assert_refused(bad, "positional")
+    message.encode("utf-8")  # printable anywhere: the surrogate was replaced
+
+
+# ----------------------------------------------------------------------------- metadata schema
+GOOD_METADATA = {
+    "name": "dates", "task": "dates", "seed": 3, "epochs": 2, "command": "python -m x",
+    "held_out": {"exact_match": 0.5, "token_accuracy": 1, "num_examples": 10},
+    "history": {"loss": [2.0, 1.0]}, "examples": ["5 march 2021"], "lr_scale": 0.4,
+    "source": {"model": "Helsinki-NLP/opus-mt-en-de"}, "recipe": "convert", "unknown": [1, {}],
+}
+
+
+def test_good_metadata_is_kept_exactly():
+    cleaned, warnings = clean_metadata(json.loads(json.dumps(GOOD_METADATA)))
+    assert cleaned == GOOD_METADATA and warnings == []
+
+
+@pytest.mark.parametrize("field, value", [
+    ("held_out", [1, 2]), ("held_out", {"exact_match": "all"}), ("held_out", {"exact_match": 2}),
+    ("held_out", {"num_examples": -1}), ("seed", -1), ("seed", 2**64), ("seed", 1.5),
+    ("seed", "zero"), ("seed", True), ("name", ["a"]), ("task", {"t": 1}), ("command", 42),
+    ("history", [1, 2]), ("history", {"loss": "falling"}), ("history", {"loss": [1, "x"]}),
+    ("examples", [1, 2]), ("examples", "one"), ("examples", ["x" * 5000]),
+    ("examples", ["x"] * 1000), ("epochs", -2), ("lr_scale", -0.1), ("batch_size", 0),
+    ("epoch_metrics", {"loss": "x"}), ("source", 7), ("recipe", [1]),
+])
+def test_wrong_known_field_is_dropped_with_a_warning(field, value):
+    cleaned, warnings = clean_metadata({**GOOD_METADATA, field: value})
+    assert field not in cleaned
+    assert {k: v for k, v in GOOD_METADATA.items() if k != field} == cleaned
+    assert len(warnings) == 1 and repr(field) in warnings[0] and "dropped" in warnings[0]
+    assert_sentence(warnings[0])
+
+
+def test_surrogates_and_non_finite_numbers_are_repaired_with_a_warning():
+    cleaned, warnings = clean_metadata({"name": "a\ud800b", "\udfff": {"x": "\ud83d"},
+                                        "history": {"loss": [1.0, float("nan"), float("inf")]}})
+    assert cleaned["name"] == "a\ufffdb"
+    assert cleaned["\ufffd"] == {"x": "\ufffd"}
+    assert cleaned["history"] == {"loss": [1.0, None, None]}
+    json.dumps(cleaned, ensure_ascii=False).encode("utf-8")  # Streamlit can send it
+    assert len(warnings) == 3 and all("\ufffd" in w or "NaN" in w for w in warnings)
+
+
+def test_bad_metadata_loads_with_warnings_on_the_checkpoint(valid):
+    metadata = {"name": "x\ud800", "seed": -1, "held_out": [1], "history": {"loss": "x"},
+                "task": "dates"}
+    ckpt = load_checkpoint(rebuilt(valid, replace={
+        "metadata.json": json.dumps(metadata).encode()}))
+    assert ckpt.metadata == {"name": "x\ufffd", "task": "dates"}
+    assert ckpt.name == "x\ufffd"
+    assert len(ckpt.metadata_warnings) == 4
+    assert any("'seed'" in w for w in ckpt.metadata_warnings)
+    assert load_checkpoint(valid).metadata_warnings == []
+
+
+# ----------------------------------------------------------------------------- config at load
+def test_config_too_small_to_run_or_with_too_many_heads(valid):
+    for max_len in (1, 2, limits.MIN_POSITIONS - 1):
+        assert_refused(with_config(valid, max_len=max_len), "max_len")
+    ckpt = load_checkpoint(with_config(valid, max_len=limits.MIN_POSITIONS))
+    assert ckpt.translate(SOURCES[0]).token_ids  # the smallest max_len runs
+    ckpt.attention(SOURCES[0], details=True)
+    assert_refused(with_config(valid, num_heads=limits.MAX_HEADS * 2, d_model=16),
+                   "num_heads")
+
+
+def test_weights_that_overflow_on_real_tokens_are_refused_at_load(valid):
+    def overflow(weights):  # finite, but x sqrt(d_model) overflows: only for this token
+        weights["source_embedding/source_token_embedding/embeddings"][-1] = 3e38
+    # The old probe ran <s> </s> only, which never reads the last row.
+    assert_refused(with_weights(valid, overflow), "NaN or infinite", "probe")
+
+
+def test_probe_is_sentence_length_and_reaches_every_token(valid_model, monkeypatch):
+    model = valid_model[0]
+    seen = []
+    original = type(model).__call__
+
+    def spy(self, inputs, *args, **kwargs):
+        seen.append(tuple(np.asarray(x).shape for x in inputs) + (np.asarray(inputs[0]),))
+        return original(self, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(type(model), "__call__", spy)
+    checkpoint_module._check_finite(model)
+    (src_shape, tgt_shape, src), = seen
+    n = min(model.config.max_len, limits.PROBE_LENGTH)
+    assert src_shape == tgt_shape == (limits.PROBE_ROWS, n)
+    assert src[0].max() == model.config.src_vocab_size - 1  # the last id of the vocabulary

@@ -22,29 +22,36 @@ import hashlib
 import io
 import json
 import zipfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import archive as bounded_zip
+from . import limits
 from .config import TransformerConfig
 from .decoding import Decoding, beam_search, greedy_decode, log_softmax
-from .masks import decoder_mask, padding_mask
+
+# Every limit lives in transformer/limits.py, with its reason; the MAX_* names stay importable
+# from here, and the reading code reads them from this module (tests patch them).
+from .limits import (
+    MAX_COMPRESSION_RATIO,
+    MAX_FILE_BYTES,
+    MAX_JSON_BYTES,
+    MAX_LAYERS,
+    MAX_MEMBER_BYTES,
+    MAX_POSITIONS,
+    MAX_TOKENIZER_BYTES,
+    MAX_TOTAL_BYTES,
+)
+from .maps import attention_maps
+from .metadata import clean_metadata, clean_value
 from .model import Transformer
 from .tokenizer import Tokenizer, TokenizerError
 
 FORMAT_NAME = "attention-explorer-checkpoint"
 FORMAT_VERSION = 1
-MAX_FILE_BYTES = 400 * 2**20  # the archive as uploaded (= server.maxUploadSize in MB)
-MAX_MEMBER_BYTES = 1 * 2**30  # one member, uncompressed
-MAX_TOTAL_BYTES = 2 * 2**30  # all members, uncompressed
-MAX_JSON_BYTES = 1 * 2**20
-MAX_COMPRESSION_RATIO = 200  # weights compress ~1.1x; a larger ratio on a big member is a bomb
-# Bounds on what a config may ask us to build before its weights prove it is that large.
-MAX_LAYERS = 64
-MAX_POSITIONS = 16384  # the sinusoid table is max_len x d_model floats that no weight accounts for
 MEMBERS = (
     "format.json", "config.json", "metadata.json",
     "source_tokenizer.json", "source_tokenizer.model",
@@ -68,23 +75,35 @@ class Checkpoint:
     target_tokenizer: Tokenizer
     metadata: dict[str, Any] = field(default_factory=dict)
     content_hash: str = ""  # sha256 of the file's bytes: the cache key for everything derived
+    metadata_warnings: list[str] = field(default_factory=list)  # what the metadata schema dropped
 
     @property
     def name(self) -> str:
         return str(self.metadata.get("name") or self.metadata.get("task") or "checkpoint")
 
+    @property
+    def source_len(self) -> int:
+        """The most ids a source may have: max_len, or the fixed length a model is fed."""
+        return self.config.pad_source_to or self.config.max_len
+
     def pieces_cut(self, text: str, side: str = "source") -> int:
         """How many pieces of `text` do not fit the model's max_len (and are cut on encoding)."""
-        if side == "source":  # <s> pieces </s>
-            return max(0, len(self.source_tokenizer.pieces(text)) + 2 - self.config.max_len)
+        c = self.config
+        if side == "source":  # [<s>] pieces [</s>]
+            specials = int(c.source_start) + int(c.source_end)
+            return max(0, len(self.source_tokenizer.pieces(text)) + specials - self.source_len)
         if side == "target":  # pieces </s> (the decoder's inputs are <s> pieces)
-            return max(0, len(self.target_tokenizer.pieces(text)) + 1 - self.config.max_len)
+            return max(0, len(self.target_tokenizer.pieces(text)) + 1 - c.max_len)
         raise ValueError(f"side must be 'source' or 'target', got {side!r}")
 
     def encode_source(self, text: str) -> list[int]:
-        """<s> pieces </s>, cut to the model's max_len (keeping both specials)."""
-        return self.source_tokenizer.encode(text, add_start=True, add_end=True,
-                                            max_len=self.config.max_len)
+        """The encoder's input ids: <s> pieces </s> (each special as the config says), cut to
+        fit (keeping the specials), then padded to pad_source_to when the model is fed a fixed
+        length."""
+        c = self.config
+        ids = self.source_tokenizer.encode(text, add_start=c.source_start, add_end=c.source_end,
+                                           max_len=self.source_len)
+        return ids + [c.pad_id] * (c.pad_source_to - len(ids))
 
     def translate(self, source: str, max_len: int | None = None, use_cache: bool = True,
                   head_mask=None, beam_width: int = 1, stop_at_end: bool = True) -> Decoding:
@@ -102,49 +121,19 @@ class Checkpoint:
 
     def attention(self, source: str, target: str | None = None, head_mask=None,
                   details: bool = False) -> dict:
-        """Every attention map of one teacher-forced pass, as float32 NumPy arrays:
-        "encoder" (L_enc, H, N, N), "decoder" (L_dec, H, T, T), "cross" (L_dec, H, T, N);
-        the masks each kind used, as bool "encoder_mask" (N, N), "decoder_mask" (T, T),
-        "cross_mask" (T, N) (True = may attend); "source_tokens" (N), "target_tokens" (T: the
-        decoder's inputs, <s> first), "output_tokens" (T: the token each row predicts, </s> last)
-        and "log_probs" (T: the log-probability the model gives each output token).
+        """Every attention map of one teacher-forced pass, as NumPy arrays (the keys are listed
+        in transformer.maps): the maps of each kind, their masks, the tokens and ids of each
+        side and the log-probability of each output token; details=True adds Q, K, V and the
+        scores before masking.
         With target=None the target is the model's own greedy translation.
-        details=True adds, per kind ("encoder", "decoder", "cross"), "<kind>_q", "<kind>_k",
-        "<kind>_v" (L, H, len, d_k) and "<kind>_scores" (L, H, T_q, T_k): QK^T / sqrt(d_k) before
-        masking.
         """
-        source_ids = self.encode_source(source)
         if target is None:
             output_ids = self.translate(source, head_mask=head_mask).token_ids
         else:
             output_ids = self.target_tokenizer.encode(target, add_end=True,
                                                       max_len=self.config.max_len)
-        target_ids = [self.config.start_id] + output_ids[:-1]  # teacher forcing: shifted right
-        src, tgt = np.asarray([source_ids], np.int32), np.asarray([target_ids], np.int32)
-        out = self.model((src, tgt), return_attention=True, return_qkv=details,
-                         head_mask=head_mask)
-        log_probs = log_softmax(out["logits"].numpy()[0])  # (T, V)
-        source_mask = np.asarray(padding_mask(src, self.config.pad_id))[0, 0, 0] > 0  # (N,)
-        result = {
-            "encoder": out["encoder_attention"].numpy()[:, 0],
-            "decoder": out["decoder_attention"].numpy()[:, 0],
-            "cross": out["cross_attention"].numpy()[:, 0],
-            "encoder_mask": np.broadcast_to(source_mask, (len(source_ids),) * 2).copy(),
-            "decoder_mask": np.asarray(decoder_mask(tgt, self.config.pad_id))[0, 0] > 0,
-            "cross_mask": np.broadcast_to(source_mask, (len(target_ids), len(source_ids))).copy(),
-            "source_tokens": self.source_tokenizer.ids_to_pieces(source_ids),
-            "target_tokens": self.target_tokenizer.ids_to_pieces(target_ids),
-            "output_tokens": self.target_tokenizer.ids_to_pieces(output_ids),
-            "source_ids": np.asarray(source_ids, np.int32),
-            "target_ids": np.asarray(target_ids, np.int32),
-            "output_ids": np.asarray(output_ids, np.int32),
-            "log_probs": log_probs[np.arange(len(output_ids)), output_ids].astype(np.float32),
-        }
-        if details:
-            for kind in ("encoder", "decoder", "cross"):
-                for name in ("q", "k", "v", "scores"):
-                    result[f"{kind}_{name}"] = out[f"{kind}_{name}"].numpy()[:, 0]
-        return result
+        return attention_maps(self, [self.encode_source(source)], [output_ids], head_mask,
+                              details)[0]
 
 
 def weight_arrays(model: Transformer) -> dict[str, np.ndarray]:
@@ -196,23 +185,28 @@ def load_checkpoint(source) -> Checkpoint:
         raise CheckpointError(
             f"This is not an Attention Explorer checkpoint of version {FORMAT_VERSION} "
             f"(format.json says {json.dumps(fmt)[:200]}).")
+    settings = _parse_json(members, "config.json")  # its own sentence if it is not JSON
     try:
-        config = TransformerConfig.from_dict(_parse_json(members, "config.json"))
+        config = TransformerConfig.from_dict(settings)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"The checkpoint's model settings are invalid: {err}.") from None
     metadata = _parse_json(members, "metadata.json")
     if not isinstance(metadata, dict):
         raise CheckpointError("The checkpoint's metadata.json must hold a JSON object.")
+    metadata, metadata_warnings = clean_metadata(metadata)
     source_tokenizer = _load_tokenizer(members, "source")
     target_tokenizer = _load_tokenizer(members, "target")
     _check_consistent(config, source_tokenizer, target_tokenizer)
-    weights = _read_weights(members["weights.npz"])
-    _check_size(config, weights)
-    model = Transformer(config).build_weights()
-    _assign_weights(model, weights)
+    raw_weights = members.pop("weights.npz")
+    directory = _weights_directory(raw_weights)  # names and sizes; no array read yet
+    _check_size(config, directory)
+    model = _build_model(config)  # as large as the weights the file holds
+    shapes = {_relative_path(model, w): tuple(w.shape) for w in model.weights}
+    _assign_weights(model, _read_weights(raw_weights, shapes, directory))
+    del raw_weights
     _check_finite(model)
     return Checkpoint(config, model, source_tokenizer, target_tokenizer, metadata,
-                      hashlib.sha256(data).hexdigest())
+                      hashlib.sha256(data).hexdigest(), metadata_warnings)
 
 
 # ------------------------------------------------------------------ reading, defensively
@@ -242,53 +236,106 @@ def _read_source(source) -> bytes:
 
 
 def _read_members(data: bytes) -> dict[str, bytes]:
+    """The eight members. The whole ZIP directory is checked first (names, methods, offsets) and
+    every declared size against the limits and the load budget; only then is anything unpacked,
+    each member through the bounded reader (never past its declared size)."""
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile:
+        entries = bounded_zip.read_directory(data, "the checkpoint", limits.MAX_MEMBERS,
+                                         limits.MAX_DIRECTORY_BYTES, locate=False)
+    except bounded_zip.ArchiveError as err:
+        if err.not_zip:
+            raise CheckpointError("This file is not a checkpoint: it is not a ZIP archive, or it "
+                                  "is truncated.") from None
+        raise CheckpointError(str(err)) from None
+    names = [entry.name for entry in entries]
+    unexpected = sorted(set(names) - set(MEMBERS))
+    if unexpected:
+        raise CheckpointError(f"The checkpoint holds an unexpected file {unexpected[0][:80]!r}.")
+    missing = [name for name in MEMBERS if name not in names]
+    if missing:
+        raise CheckpointError(f"The checkpoint is missing {missing[0]!r}.")
+    total = sum(entry.size for entry in entries)
+    if total > MAX_TOTAL_BYTES:
         raise CheckpointError(
-            "This file is not a checkpoint: it is not a ZIP archive, or it is truncated.") from None
-    with archive:
-        infos = archive.infolist()
-        names = [info.filename for info in infos]
-        unexpected = sorted(set(names) - set(MEMBERS))
-        if unexpected:
-            raise CheckpointError(f"The checkpoint holds an unexpected file {unexpected[0]!r}.")
-        if len(names) != len(set(names)):
-            raise CheckpointError("The checkpoint holds the same file twice.")
-        missing = [name for name in MEMBERS if name not in names]
-        if missing:
-            raise CheckpointError(f"The checkpoint is missing {missing[0]!r}.")
-        total = sum(info.file_size for info in infos)
-        if total > MAX_TOTAL_BYTES:
+            f"The checkpoint unpacks to {total / 2**20:.0f} MB; the limit is "
+            f"{MAX_TOTAL_BYTES / 2**20:.0f} MB.")
+    for entry in entries:
+        limit = _member_limit(entry.name)
+        ratio = entry.size / max(entry.compressed_size, 1)
+        if entry.size > limit or (entry.size > limits.RATIO_CHECKED_ABOVE
+                                  and ratio > MAX_COMPRESSION_RATIO):
             raise CheckpointError(
-                f"The checkpoint unpacks to {total / 2**20:.0f} MB; the limit is "
-                f"{MAX_TOTAL_BYTES / 2**20:.0f} MB.")
-        members = {}
-        for info in infos:
-            limit = MAX_JSON_BYTES if info.filename.endswith(".json") else MAX_MEMBER_BYTES
-            ratio = info.file_size / max(info.compress_size, 1)
-            if info.file_size > limit or (info.file_size > 2**20 and ratio > MAX_COMPRESSION_RATIO):
-                raise CheckpointError(
-                    f"{info.filename!r} in the checkpoint unpacks to {info.file_size / 2**20:.1f} MB "
-                    "from a far smaller size: refused as a possible decompression bomb.")
-            try:
-                with archive.open(info) as member:
-                    content = member.read(limit + 1)  # never trust the declared size alone
-            except (zipfile.BadZipFile, zlib.error, EOFError, OSError, RuntimeError, ValueError,
-                    NotImplementedError):
-                raise CheckpointError(
-                    f"{info.filename!r} in the checkpoint is damaged or truncated.") from None
-            if len(content) > limit:
-                raise CheckpointError(f"{info.filename!r} in the checkpoint is too large.")
-            members[info.filename] = content
+                f"{entry.name!r} in the checkpoint unpacks to {entry.size / 2**20:.1f} MB from "
+                f"{entry.compressed_size / 2**20:.1f} MB (at most {limit / 2**20:.1f} MB, packed "
+                f"at most {MAX_COMPRESSION_RATIO} to 1): refused as a possible decompression bomb.")
+    budget = limits.load_budget(len(data))
+    if total > budget:
+        raise CheckpointError(
+            f"The checkpoint unpacks to {total / 2**20:.1f} MB from a file of "
+            f"{len(data) / 2**20:.1f} MB; a file of that size may unpack to "
+            f"{budget / 2**20:.1f} MB at most ({limits.LOAD_BUDGET_FLOOR // 2**20} MB plus "
+            f"{limits.LOAD_BUDGET_PER_FILE_BYTE} times the file): refused as a possible "
+            "decompression bomb.")
+    members = {}
+    try:
+        for entry in bounded_zip.locate_members(data, entries, "the checkpoint"):
+            content = bounded_zip.read_member(data, entry, "the checkpoint")
+            # weights.npz stays a buffer (a view when stored): its arrays are read in place
+            members[entry.name] = content if entry.name == "weights.npz" else bytes(content)
+    except bounded_zip.ArchiveError as err:
+        raise CheckpointError(str(err)) from None
     return members
 
 
+def _member_limit(name: str) -> int:
+    if name.endswith(".json"):
+        return MAX_JSON_BYTES
+    if name.endswith(".model"):
+        return min(MAX_TOKENIZER_BYTES, MAX_MEMBER_BYTES)
+    return MAX_MEMBER_BYTES
+
+
+class _LongNumber(Exception):
+    pass
+
+
+def _json_int(text: str) -> int:
+    """JSON integers are read only up to 20 digits: no setting needs more, and Python refuses
+    to convert over 4,300 (with a ValueError) only after the work."""
+    if len(text.lstrip("-")) > 20:
+        raise _LongNumber
+    return int(text)
+
+
 def _parse_json(members, name):
+    """The member parsed as UTF-8 JSON, at most MAX_JSON_DEPTH deep, integers of at most 20
+    digits. Text is repaired (lone surrogates become U+FFFD) and NaN/infinity become null in every
+    member but metadata.json, which clean_metadata repairs with a warning for each change."""
     try:
-        return json.loads(members[name].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        value = json.loads(bytes(members[name]).decode("utf-8"), parse_int=_json_int)
+    except _LongNumber:
+        raise CheckpointError(f"{name!r} in the checkpoint holds a number of more than 20 "
+                              "digits, which no setting needs.") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: JSONDecodeError
         raise CheckpointError(f"{name!r} in the checkpoint is not valid JSON.") from None
+    if _json_depth(value) > limits.MAX_JSON_DEPTH:
+        raise CheckpointError(f"{name!r} in the checkpoint is nested more than "
+                              f"{limits.MAX_JSON_DEPTH} levels deep; checkpoints never are.")
+    return value if name == "metadata.json" else clean_value(value, set())
+
+
+def _json_depth(value) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, depth)
+            if depth > limits.MAX_JSON_DEPTH:
+                return depth
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _load_tokenizer(members, side) -> Tokenizer:
@@ -299,34 +346,89 @@ def _load_tokenizer(members, side) -> Tokenizer:
         raise CheckpointError(f"The checkpoint's {side} tokenizer is invalid: {err}") from None
 
 
-def _read_weights(raw: bytes) -> dict[str, np.ndarray]:
+def _weights_directory(raw) -> dict[str, bounded_zip.Member]:
+    """{weight name: its .npy member} from weights.npz's own ZIP directory; reads no array."""
     try:
-        npz = np.load(io.BytesIO(raw), allow_pickle=False)
-    except Exception:  # NumPy raises many types on garbage; none of them may escape
-        npz = None
-    if not isinstance(npz, np.lib.npyio.NpzFile):  # a bare .npy loads as one array
-        raise CheckpointError("The checkpoint's weights are not a NumPy .npz archive.")
-    with npz:
-        total = sum(info.file_size for info in npz.zip.infolist())
-        if total > MAX_MEMBER_BYTES:
-            raise CheckpointError("The checkpoint's weights unpack to more than the size limit.")
-        weights = {}
-        for name in npz.files:
-            try:
-                array = npz[name]
-            except ValueError as err:
-                if "allow_pickle" in str(err):  # an object array: it would need unpickling
-                    raise CheckpointError(
-                        f"The checkpoint's weight {name!r} is stored as Python objects (a "
-                        "pickle), which are never loaded.") from None
-                raise CheckpointError(f"The checkpoint's weight {name!r} is damaged.") from None
-            except Exception:
-                raise CheckpointError(f"The checkpoint's weight {name!r} is damaged.") from None
-            if array.dtype != np.float32:
+        directory = bounded_zip.npz_directory(raw, "the checkpoint's weights.npz")
+    except bounded_zip.ArchiveError as err:
+        if err.not_zip:
+            raise CheckpointError(
+                "The checkpoint's weights are not a NumPy .npz archive.") from None
+        raise CheckpointError(str(err)) from None
+    # Arrays deflated inside the .npz (np.savez_compressed) unpack again: the same rules.
+    total = sum(member.size for member in directory.values())
+    budget = limits.load_budget(len(raw))
+    for name, member in directory.items():
+        ratio = member.size / max(member.compressed_size, 1)
+        if member.size > MAX_MEMBER_BYTES or (member.size > limits.RATIO_CHECKED_ABOVE
+                                              and ratio > MAX_COMPRESSION_RATIO):
+            raise CheckpointError(
+                f"The weight {_quoted(name)} in the checkpoint unpacks to "
+                f"{member.size / 2**20:.1f} MB from {member.compressed_size / 2**20:.1f} MB: "
+                "refused as a possible decompression bomb.")
+    if total > budget:
+        raise CheckpointError(
+            f"The checkpoint's weights unpack to {total / 2**20:.1f} MB from "
+            f"{len(raw) / 2**20:.1f} MB, more than the {budget / 2**20:.1f} MB allowed: refused "
+            "as a possible decompression bomb.")
+    return directory
+
+
+def _read_weights(raw, expected: dict[str, tuple] | None = None,
+                  directory: dict[str, bounded_zip.Member] | None = None) -> dict[str, np.ndarray]:
+    """{weight name: float32 array} from weights.npz (bytes or a buffer).
+
+    expected ({name: shape} of the model the config describes): a name the model lacks, or
+    lacking, is refused from the directory before any array is read. Every .npy header (magic,
+    version, dtype float32 little-endian, shape, order, length) is checked before its data, and
+    the data is read with the bounded reader; stored arrays are views of `raw` (no copy)."""
+    directory = _weights_directory(raw) if directory is None else directory
+    if expected is not None:
+        unexpected = sorted(set(directory) - set(expected))
+        if unexpected:
+            raise CheckpointError(f"The checkpoint has a weight {_quoted(unexpected[0])} that "
+                                  "this model does not have.")
+        missing = sorted(set(expected) - set(directory))
+        if missing:
+            raise CheckpointError(f"The checkpoint has no value for the weight {missing[0]!r}.")
+    where = "the checkpoint's weights.npz"
+    headers = {}
+    try:
+        for name, member in directory.items():
+            header = bounded_zip.npy_header(raw, member, where)
+            if header.dtype.hasobject:
                 raise CheckpointError(
-                    f"The checkpoint's weight {name!r} has dtype {array.dtype}; expected float32.")
+                    f"The checkpoint's weight {_quoted(name)} is stored as Python objects (a "
+                    "pickle), which are never loaded.")
+            if header.dtype != np.dtype("<f4"):
+                raise CheckpointError(
+                    f"The checkpoint's weight {_quoted(name)} has dtype "
+                    f"{str(header.dtype)[:40]}; expected float32 (little-endian).")
+            if expected is not None and tuple(header.shape) != tuple(expected[name]):
+                raise CheckpointError(
+                    f"The weight {name!r} has shape {str(tuple(header.shape))[:80]} in the "
+                    f"checkpoint but {tuple(expected[name])} in the model its config describes.")
+            headers[name] = header
+        weights = {}
+        for name, member in directory.items():
+            array = bounded_zip.npy_array(raw, member, headers[name], where)
+            if not _all_finite(array):
+                raise CheckpointError(f"The checkpoint's weight {_quoted(name)} holds NaN or "
+                                      "infinite values (training diverged?).")
             weights[name] = array
+    except bounded_zip.ArchiveError as err:
+        raise CheckpointError(str(err)) from None
     return weights
+
+
+def _all_finite(array: np.ndarray, chunk: int = 2**20) -> bool:
+    """np.isfinite(array).all(), a million values at a time (no full-size boolean copy)."""
+    flat = array.reshape(-1) if array.flags.c_contiguous else array.ravel(order="K")
+    return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
+
+
+def _quoted(name: str) -> str:
+    return repr(name if len(name) <= 80 else name[:77] + "...")
 
 
 def _assign_weights(model: Transformer, weights: dict[str, np.ndarray]) -> None:
@@ -347,9 +449,10 @@ def _assign_weights(model: Transformer, weights: dict[str, np.ndarray]) -> None:
         variable.assign(weights[name])
 
 
-def _check_size(config: TransformerConfig, weights: dict[str, np.ndarray]) -> None:
-    """Before building anything: the config must describe the weights the file really holds, so
-    a small file cannot make us allocate a huge model."""
+def _check_size(config: TransformerConfig, weights) -> None:
+    """Before building anything: every config value must be one the model can run and the pages
+    can show, and the config must describe the weights the file really holds, so a small file
+    cannot make us allocate a huge model. weights: {name: array} or {name: bounded_zip.Member}."""
     for name in ("num_encoder_layers", "num_decoder_layers"):
         if getattr(config, name) > MAX_LAYERS:
             raise CheckpointError(f"The checkpoint's {name} is {getattr(config, name)}; the "
@@ -357,8 +460,15 @@ def _check_size(config: TransformerConfig, weights: dict[str, np.ndarray]) -> No
     if config.max_len > MAX_POSITIONS:
         raise CheckpointError(f"The checkpoint's max_len is {config.max_len}; the limit is "
                               f"{MAX_POSITIONS}.")
+    if config.max_len < limits.MIN_POSITIONS:
+        raise CheckpointError(
+            f"The checkpoint's max_len is {config.max_len}; at least {limits.MIN_POSITIONS} "
+            "positions are needed (<s>, a piece and </s>, and a decoding step).")
+    if config.num_heads > limits.MAX_HEADS:  # heads cost no weights (d_model heads of 1)
+        raise CheckpointError(f"The checkpoint's num_heads is {config.num_heads:,}; the limit "
+                              f"is {limits.MAX_HEADS}.")
     expected = config.parameter_count()
-    held = sum(int(w.size) for w in weights.values())
+    held = sum(int(w.size) if isinstance(w, np.ndarray) else w.size // 4 for w in weights.values())
     # Small differences (a weight missing or extra) get a precise message once the model is
     # built; a config far larger than its weights is refused before anything is allocated.
     if expected > 2 * held + 2**20:
@@ -367,19 +477,45 @@ def _check_size(config: TransformerConfig, weights: dict[str, np.ndarray]) -> No
             f"holds {held:,}: its settings and weights do not belong together.")
 
 
+def _build_model(config: TransformerConfig) -> Transformer:
+    """The model the (size-checked) config describes, freshly initialised; a config that passes
+    validation but that TensorFlow cannot build is refused like any other bad setting."""
+    try:
+        return Transformer(config).build_weights()
+    except Exception as err:  # noqa: BLE001 - whatever TF raises, the file is at fault
+        raise CheckpointError(f"The checkpoint's model settings cannot be built "
+                              f"({type(err).__name__}).") from None
+
+
 def _check_finite(model: Transformer) -> None:
-    """Refuse weights that are, or compute, NaN or infinity: every view would be meaningless."""
-    for weight in model.weights:
-        if not np.isfinite(weight.numpy()).all():
-            raise CheckpointError(
-                f"The checkpoint's weight {_relative_path(model, weight)!r} holds NaN or infinite "
-                "values (training diverged?).")
+    """Refuse a model that computes NaN or infinity (weights that overflow float32 on real
+    tokens): every view would be meaningless. The weights themselves were checked as they were
+    read. The probe is a batch of sentence-length rows: min(max_len, PROBE_LENGTH) ids spread
+    over each vocabulary (the first and last ids included), and a short row padded to that
+    length, through the full teacher-forced pass with every attention map."""
     c = model.config
-    probe = np.array([[c.start_id, c.end_id]], np.int32)  # a real two-token pass
-    out = model((probe, probe), return_attention=True)
-    if not all(np.isfinite(np.asarray(v)).all() for v in out.values()):
+    n = min(c.max_len, limits.PROBE_LENGTH)
+
+    def rows(vocab: int, start: int) -> np.ndarray:
+        spread = np.linspace(0, vocab - 1, n).round().astype(np.int32)  # (n,)
+        short = np.full(n, c.pad_id, np.int32)
+        short[:min(n, 4)] = spread[-min(n, 4):]
+        for row in (spread, short):
+            row[0] = start
+        return np.stack([spread, short][:limits.PROBE_ROWS])  # (rows, n)
+
+    src = rows(c.src_vocab_size, c.start_id)
+    tgt = rows(c.tgt_vocab_size, c.start_id)
+    try:
+        out = model((src, tgt), return_attention=True)
+        finite = all(np.isfinite(np.asarray(v)).all() for v in out.values())
+    except Exception as err:  # noqa: BLE001 - a model that cannot run is refused, whatever TF says
+        raise CheckpointError(f"The checkpoint's model fails on a probe sentence "
+                              f"({type(err).__name__}).") from None
+    if not finite:
         raise CheckpointError(
-            "The checkpoint's weights compute NaN or infinite values (they overflow float32).")
+            "The checkpoint's weights compute NaN or infinite values on a probe sentence (they "
+            "overflow float32).")
 
 
 def _check_consistent(config: TransformerConfig, source: Tokenizer, target: Tokenizer) -> None:

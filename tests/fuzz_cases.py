@@ -1,0 +1,1322 @@
+"""Hostile checkpoint files, made from the bundled one, and a runner that loads each in a child
+process under a memory limit and a timeout (issue 15).
+
+Every case must end one of two ways in the child: refused with a CheckpointError sentence, or
+loaded as a model that works on every entry point the pages use (encode_source, pieces_cut,
+translate, attention with details) with finite numbers. Anything else fails: another exception,
+a child killed by the memory limit, a load past the time limit.
+
+The cases:
+  CRAFTED     one file per known escape (archive, NPZ, JSON, metadata, config, weights): always run.
+  MUTATORS    seeded random mutations of the same levels plus raw byte flips, truncations and
+              splices: case i of seed s is always the same file.
+  OTHER_FORMAT_GENERATORS  the hook for the other formats the uploader accepts (Keras
+              .weights.h5 and .keras, TensorFlow checkpoints, safetensors), which other
+              helpers are writing now: append (name, generator, loader) there; see its comment.
+
+Run from the repository root:
+  python tests/fuzz_cases.py --cases 600 --jobs 2          (make fuzz; FUZZ_CASES sets --cases)
+  python tests/fuzz_cases.py --only zip_version_needed_99 --write /tmp/cases   (one case's file)
+The report prints the cases tried, refused, accepted-and-working, the slowest refusal and the
+largest memory growth of one load (peak RSS of a child that loads the case minus the peak RSS of
+a child that only imports), measured again alone for the worst cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = ROOT / "assets" / "checkpoints" / "dates.ckpt"
+LOADER = "transformer.checkpoint:load_checkpoint"
+MEMORY_HEADROOM = 3 * 2**30  # address space a child may add after its imports, plus 3x the file
+CASE_SECONDS = 20.0  # one load, accepted or refused (issue 15 asks for 10 s on a server)
+EXERCISE_SECONDS = 120.0  # every entry point of an accepted model (generous: 2 busy cores)
+START_SECONDS = 120.0  # a child's imports (TensorFlow) on a busy 2-core machine
+DECODE_STEPS = 128  # the child decodes at most this many tokens per sentence (the app bounds more)
+SENTENCES = ("friday, march 5, 2021", "", "the 12th of never " * 30)
+
+Case = tuple  # (name, bytes, loader)
+
+
+# ============================================================================= ZIP writing
+@dataclasses.dataclass
+class Entry:
+    """One member as written: every field a hostile writer could set, defaulting to the truth."""
+    name: bytes
+    payload: bytes  # the bytes stored in the archive (compressed when method 8)
+    method: int = 8
+    crc: int = 0
+    size: int = 0  # declared uncompressed size (central directory)
+    csize: int | None = None  # declared compressed size (default: len(payload))
+    version: int = 20
+    flags: int = 0
+    local_size: int | None = None
+    local_csize: int | None = None
+    local_name: bytes | None = None
+    local_extra: bytes = b""
+    extra: bytes = b""
+    offset: int | None = None  # central directory's header offset (default: where it is)
+
+
+_DEFLATED: dict[tuple, bytes] = {}  # the same member content is deflated once per run
+_MEMBERS: dict[tuple, dict] = {}
+
+
+def deflate(data: bytes, level: int = 1) -> bytes:
+    key = (len(data), zlib.crc32(data), level)
+    if key not in _DEFLATED:
+        c = zlib.compressobj(level, zlib.DEFLATED, -15)
+        if len(_DEFLATED) > 64:
+            _DEFLATED.clear()
+        _DEFLATED[key] = c.compress(data) + c.flush()
+    return _DEFLATED[key]
+
+
+def entry(name: str | bytes, content: bytes, method: int = 8, **fields) -> Entry:
+    name = name.encode() if isinstance(name, str) else name
+    payload = deflate(content) if method == 8 else content
+    return Entry(name, payload, method, zlib.crc32(content), len(content), **fields)
+
+
+def write_zip(entries: list[Entry], comment: bytes = b"", end_patch: dict | None = None) -> bytes:
+    out = bytearray()
+    offsets = []
+    for e in entries:
+        offsets.append(len(out))
+        csize = len(e.payload) if e.csize is None else e.csize
+        local_csize = csize if e.local_csize is None else e.local_csize
+        local_size = e.size if e.local_size is None else e.local_size
+        name = e.name if e.local_name is None else e.local_name
+        out += struct.pack("<4s2B4HL2L2H", b"PK\x03\x04", e.version, 0, e.flags, e.method, 0,
+                           0x21, e.crc, local_csize & 0xFFFFFFFF, local_size & 0xFFFFFFFF,
+                           len(name), len(e.local_extra))
+        out += name + e.local_extra + e.payload
+    start = len(out)
+    for e, offset in zip(entries, offsets):
+        csize = len(e.payload) if e.csize is None else e.csize
+        out += struct.pack("<4s4B4HL2L5H2L", b"PK\x01\x02", 20, 3, e.version, 0, e.flags,
+                           e.method, 0, 0x21, e.crc, csize & 0xFFFFFFFF, e.size & 0xFFFFFFFF,
+                           len(e.name), len(e.extra), 0, 0, 0, 0,
+                           (offset if e.offset is None else e.offset) & 0xFFFFFFFF)
+        out += e.name + e.extra
+    fields = dict(disk=0, cd_disk=0, count_disk=len(entries), count=len(entries),
+                  cd_size=len(out) - start, cd_offset=start)
+    fields.update(end_patch or {})
+    out += struct.pack("<4s4H2LH", b"PK\x05\x06", fields["disk"], fields["cd_disk"],
+                       fields["count_disk"] & 0xFFFF, fields["count"] & 0xFFFF,
+                       fields["cd_size"] & 0xFFFFFFFF, fields["cd_offset"] & 0xFFFFFFFF,
+                       len(comment))
+    return bytes(out + comment)
+
+
+def members_of(data: bytes) -> dict[str, bytes]:
+    """A fresh dict of the members (the archive is read once per distinct file)."""
+    key = (len(data), zlib.crc32(data))
+    if key not in _MEMBERS:
+        if len(_MEMBERS) > 8:
+            _MEMBERS.clear()
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            _MEMBERS[key] = {name: archive.read(name) for name in archive.namelist()}
+    return dict(_MEMBERS[key])
+
+
+def pack(members: dict[str, bytes], method: int = 8, **fields) -> bytes:
+    return write_zip([entry(name, content, method, **fields) for name, content in members.items()])
+
+
+def replaced(base: bytes, **members) -> bytes:
+    """The base checkpoint with some members replaced (keyword: member name with . -> _)."""
+    new = dict(members_of(base))
+    for key, value in members.items():
+        new[key.replace("__", ".")] = value
+    return pack(new)
+
+
+def with_json(base: bytes, member: str, change: Callable) -> bytes:
+    value = json.loads(members_of(base)[member])
+    result = change(value)
+    text = json.dumps(value if result is None else result, ensure_ascii=True)
+    return replaced(base, **{member.replace(".", "__"): text.encode()})
+
+
+def npz_members(base: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(members_of(base)["weights.npz"])) as npz:
+        return {name: npz.read(name) for name in npz.namelist()}
+
+
+def with_npz(base: bytes, change: Callable, method: int = 0) -> bytes:
+    """Rebuild weights.npz from its .npy members after change(dict) (stored, like np.savez)."""
+    inner = npz_members(base)
+    change(inner)
+    return replaced(base, weights__npz=pack(inner, method=method, version=45))
+
+
+def npy(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=isinstance(array, np.ndarray) and array.dtype.hasobject)
+    return buf.getvalue()
+
+
+def npy_raw(header: dict | str, data: bytes = b"", version: tuple = (1, 0)) -> bytes:
+    text = header if isinstance(header, str) else repr(header)
+    text = text + " " * ((64 - (len(text) + 11) % 64) % 64) + "\n"
+    length = struct.pack("<H" if version[0] == 1 else "<I", len(text))
+    return b"\x93NUMPY" + bytes(version) + length + text.encode("latin1") + data
+
+
+def weights_of(base: bytes) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(members_of(base)["weights.npz"]), allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def with_weights(base: bytes, change: Callable) -> bytes:
+    weights = weights_of(base)
+    change(weights)
+    buf = io.BytesIO()
+    np.savez(buf, **weights)
+    return replaced(base, weights__npz=buf.getvalue())
+
+
+def zeros_deflated(megabytes: int) -> bytes:
+    """A deflate stream of `megabytes` MB of zeros, built from one repeated 1 MB block (~1 KB)."""
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = c.compress(bytes(2**20)) + c.flush(zlib.Z_FULL_FLUSH)
+    return block * megabytes + c.flush()
+
+
+def bomb_megabytes() -> int:
+    return int(os.environ.get("FUZZ_BOMB_MB", "256"))
+
+
+# ============================================================================= crafted cases
+CRAFTED: list[tuple[str, Callable[[bytes], bytes]]] = []
+
+
+def crafted(function):
+    CRAFTED.append((function.__name__, function))
+    return function
+
+
+# ---------------------------------------------------------------- archive level
+@crafted
+def zip_lying_size_bomb(base):
+    """weights.npz declares its real size but unpacks to FUZZ_BOMB_MB of zeros (~2 GB seen)."""
+    members = members_of(base)
+    entries = [entry(n, c) for n, c in members.items()]
+    bomb = entries[-1]
+    bomb.payload = zeros_deflated(bomb_megabytes())
+    return write_zip(entries)
+
+
+@crafted
+def zip_lying_size_small_json(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[2].payload = zeros_deflated(64)  # metadata.json: declares ~2 KB
+    return write_zip(entries)
+
+
+@crafted
+def zip_bzip2_member(base):
+    return _one_member_compressed(base, zipfile.ZIP_BZIP2)
+
+
+def _one_member_compressed(base: bytes, method: int, member: str = "metadata.json") -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in members_of(base).items():
+            archive.writestr(name, content, compress_type=method if name == member else None)
+    return out.getvalue()
+
+
+@crafted
+def zip_lzma_member(base):
+    return _one_member_compressed(base, zipfile.ZIP_LZMA)
+
+
+@crafted
+def zip_lzma_damaged(base):
+    data = bytearray(zip_lzma_member(base))
+    at = data.find(b"metadata.json") + 13 + 40
+    data[at:at + 64] = bytes(64)
+    return bytes(data)
+
+
+@crafted
+def zip_bzip2_bomb(base):
+    """metadata.json declares 2 bytes; its bzip2 stream unpacks to FUZZ_BOMB_MB / 4."""
+    import bz2
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[2] = Entry(b"metadata.json", bz2.compress(bytes(bomb_megabytes() // 4 * 2**20), 1),
+                       12, zlib.crc32(b"{}"), 2, version=46)
+    return write_zip(entries)
+
+
+@crafted
+def zip_method_unknown(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[0].method = 99
+    return write_zip(entries)
+
+
+@crafted
+def zip_version_needed_99(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[1].version = 99
+    return write_zip(entries)
+
+
+@crafted
+def zip_version_needed_63(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    for e in entries:
+        e.version = 63
+    return write_zip(entries)
+
+
+@crafted
+def zip_name_not_utf8(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[3].name = entries[3].local_name = b"source_tokenizer\xff\xfe.json"
+    entries[3].flags = 0x800
+    return write_zip(entries)
+
+
+@crafted
+def zip_name_cp437(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[3].name = b"source_tokenizer\x81.json"  # cp437 u-umlaut, no UTF-8 flag
+    return write_zip(entries)
+
+
+@crafted
+def zip64_absurd_offsets(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    data = bytearray(write_zip(entries, end_patch=dict(cd_offset=0xFFFFFFFF, cd_size=0xFFFFFFFF,
+                                                       count=0xFFFF, count_disk=0xFFFF)))
+    end = data.rfind(b"PK\x05\x06")
+    record = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, 2**62, 2**62, 2**62,
+                         2**62)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, end, 1)
+    return bytes(data[:end] + record + locator + data[end:])
+
+
+@crafted
+def zip64_sizes_in_directory(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    e = entries[-1]
+    e.extra = struct.pack("<HHQQ", 1, 16, 2**62, 2**61)
+    e.size, e.csize = 0xFFFFFFFF, 0xFFFFFFFF
+    return write_zip(entries)
+
+
+def huge_directory(base: bytes, n: int, count: int) -> bytes:
+    """n directory entries after the first, all pointing at format.json; the end record says
+    count (at most 65,535 without zip64)."""
+    body = write_zip([entry("format.json", members_of(base)["format.json"])])
+    start = body.rfind(b"PK\x01\x02")
+    one = body[start:body.rfind(b"PK\x05\x06")]
+    directory = one + b"".join(one.replace(b"format.json", b"%011d" % i, 1) for i in range(n))
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, count, count, len(directory), start, 0)
+    return body[:start] + directory + end
+
+
+@crafted
+def zip_huge_central_directory(base):
+    """FUZZ_CD_ENTRIES directory entries (a zip64-sized count), all pointing at one member."""
+    return huge_directory(base, int(os.environ.get("FUZZ_CD_ENTRIES", "200000")), 0xFFFF)
+
+
+@crafted
+def zip_central_directory_65k(base):
+    return huge_directory(base, 65_534, 65_535)
+
+
+@crafted
+def zip_many_members(base):
+    members = members_of(base)
+    members.update({f"extra{i}.json": b"{}" for i in range(100)})
+    return pack(members)
+
+
+@crafted
+def zip_overlapping_members(base):
+    """Every member's directory entry points at the same compressed weights."""
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    weights_at = sum(30 + len(e.name) + len(e.payload) for e in entries[:-1])
+    for e in entries:
+        e.offset = weights_at
+    return write_zip(entries)
+
+
+@crafted
+def zip_encrypted_flag(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[1].flags = 1
+    return write_zip(entries)
+
+
+@crafted
+def zip_data_descriptor_valid(base):
+    """A valid archive whose members say "sizes follow the data" (bit 3): fine to accept."""
+    entries = [entry(n, c, flags=0x8, local_size=0, local_csize=0)
+               for n, c in members_of(base).items()]
+    return write_zip(entries)
+
+
+@crafted
+def zip_all_stored_valid(base):
+    return pack(members_of(base), method=0, version=10)
+
+
+@crafted
+def zip_stored_size_lie(base):
+    entries = [entry(n, c, method=0, version=10) for n, c in members_of(base).items()]
+    entries[-1].size += 10**6
+    return write_zip(entries)
+
+
+@crafted
+def zip_local_header_disagrees(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[-1].local_size = 10**9
+    return write_zip(entries)
+
+
+@crafted
+def zip_local_name_disagrees(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[1].local_name = b"config.jsom"
+    return write_zip(entries)
+
+
+@crafted
+def zip_bad_crc(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[1].crc ^= 0xDEADBEEF
+    return write_zip(entries)
+
+
+@crafted
+def zip_size_declared_short(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[-1].size -= 1000  # unpacks to more than declared
+    entries[-1].local_size = entries[-1].size
+    return write_zip(entries)
+
+
+@crafted
+def zip_size_declared_long(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries[-1].size += 1000  # unpacks to fewer bytes than declared
+    entries[-1].local_size = entries[-1].size
+    return write_zip(entries)
+
+
+@crafted
+def zip_multi_disk(base):
+    return write_zip([entry(n, c) for n, c in members_of(base).items()], end_patch=dict(disk=1))
+
+
+@crafted
+def zip_directory_offset_past_end(base):
+    return write_zip([entry(n, c) for n, c in members_of(base).items()],
+                     end_patch=dict(cd_offset=2**31))
+
+
+@crafted
+def zip_count_larger_than_directory(base):
+    return write_zip([entry(n, c) for n, c in members_of(base).items()],
+                     end_patch=dict(count=9, count_disk=9))
+
+
+@crafted
+def zip_prepended_and_appended(base):
+    return b"MZ" + bytes(4000) + base + b"trailing"
+
+
+@crafted
+def zip_comment(base):
+    return write_zip([entry(n, c) for n, c in members_of(base).items()], comment=b"PK\x05\x06hi")
+
+
+@crafted
+def zip_empty_archive(base):
+    return write_zip([])
+
+
+@crafted
+def zip_directory_entry(base):
+    members = members_of(base)
+    members["weights/"] = b""
+    return pack(members)
+
+
+@crafted
+def zip_member_named_twice(base):
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    return write_zip(entries + [entry("config.json", b"{}")])
+
+
+@crafted
+def zip_path_traversal_name(base):
+    members = members_of(base)
+    members["../../etc/passwd"] = b"root"
+    return pack(members)
+
+
+# ---------------------------------------------------------------- npz level
+@crafted
+def npz_nested_archive(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy": base[:5000]}))
+
+
+@crafted
+def npz_directory_entry(base):
+    return with_npz(base, lambda m: m.update({"folder/": b""}))
+
+
+@crafted
+def npz_not_npy_name(base):
+    return with_npz(base, lambda m: m.update({"readme.txt": b"hello"}))
+
+
+@crafted
+def npz_random_bytes_member(base):
+    rng = np.random.default_rng(1)
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy": rng.bytes(2000)}))
+
+
+@crafted
+def npz_unknown_weight_huge(base):
+    """An unknown weight that deflates to FUZZ_BOMB_MB: refused before it is read."""
+    inner = npz_members(base)
+    entries = [entry(n, c, method=0, version=45) for n, c in inner.items()]
+    megabytes = bomb_megabytes()
+    header = npy_raw({"descr": "<f4", "fortran_order": False, "shape": (megabytes * 2**18,)})
+    stream = zlib.compressobj(9, zlib.DEFLATED, -15)
+    head = stream.compress(header) + stream.flush(zlib.Z_FULL_FLUSH)
+    block = stream.compress(bytes(2**20)) + stream.flush(zlib.Z_FULL_FLUSH)
+    payload = head + block * megabytes + stream.flush()
+    entries.append(Entry(b"zz_unknown.npy", payload, 8, 0, len(header) + megabytes * 2**20,
+                         version=45))
+    return replaced(base, weights__npz=write_zip(entries))
+
+
+@crafted
+def npz_known_weight_declares_huge(base):
+    """A real weight's member declares 1.5 GB (deflated, lying): shapes prove otherwise."""
+    inner = npz_members(base)
+    entries = [entry(n, c, method=8, version=45) for n, c in inner.items()]
+    entries[0].size = 3 * 2**29
+    entries[0].local_size = entries[0].size
+    return replaced(base, weights__npz=write_zip(entries))
+
+
+@crafted
+def npz_deflated_valid(base):
+    """np.savez_compressed: members deflated inside; fine to accept."""
+    weights = weights_of(base)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **weights)
+    return replaced(base, weights__npz=buf.getvalue())
+
+
+@crafted
+def npz_fortran_order_valid(base):
+    weights = weights_of(base)
+    name = "encoder_layer_0/self_attention/query/kernel"
+
+    def change(m):
+        m[name + ".npy"] = npy(np.asfortranarray(weights[name]))
+    return with_npz(base, change)
+
+
+@crafted
+def npz_bad_magic(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy": b"\x93NUMPZ" +
+                                              m["output_projection/bias.npy"][6:]}))
+
+
+@crafted
+def npz_npy_version_3(base):
+    def change(m):
+        m["output_projection/bias.npy"] = npy_raw(
+            {"descr": "<f4", "fortran_order": False, "shape": (16,)}, bytes(64), (3, 0))
+    return with_npz(base, change)
+
+
+@crafted
+def npz_npy_header_length_4gb(base):
+    def change(m):
+        m["output_projection/bias.npy"] = b"\x93NUMPY\x02\x00" + struct.pack("<I", 0xFFFFFFF0) + \
+            b"{'descr': '<f4'"
+    return with_npz(base, change)
+
+
+@crafted
+def npz_npy_header_not_a_dict(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy": npy_raw(
+        "__import__('os').system('touch PWNED')", bytes(64))}))
+
+
+@crafted
+def npz_npy_big_endian(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy": npy(
+        np.zeros(16, ">f4"))}))
+
+
+@crafted
+def npz_npy_structured_dtype(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy": npy_raw(
+        {"descr": [("a", "<f4"), ("b", "<f4")], "fortran_order": False, "shape": (8,)},
+        bytes(64))}))
+
+
+@crafted
+def npz_npy_object_pickle(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy": npy(
+        np.array([{"a": 1}] * 16, dtype=object))}))
+
+
+@crafted
+def npz_npy_negative_shape(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy": npy_raw(
+        {"descr": "<f4", "fortran_order": False, "shape": (-16,)}, bytes(64))}))
+
+
+@crafted
+def npz_npy_huge_shape(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy": npy_raw(
+        {"descr": "<f4", "fortran_order": False, "shape": (2**40, 2**40)}, bytes(64))}))
+
+
+@crafted
+def npz_npy_truncated_data(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy":
+                                              m["output_projection/bias.npy"][:-8]}))
+
+
+@crafted
+def npz_npy_extra_data(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy":
+                                              m["output_projection/bias.npy"] + bytes(8)}))
+
+
+@crafted
+def npz_npy_fortran_not_bool(base):
+    return with_npz(base, lambda m: m.update({"output_projection/bias.npy": npy_raw(
+        {"descr": "<f4", "fortran_order": 1, "shape": (16,)}, bytes(64))}))
+
+
+@crafted
+def npz_weight_twice(base):
+    inner = npz_members(base)
+    entries = [entry(n, c, method=0, version=45) for n, c in inner.items()]
+    entries.append(entries[0])
+    return replaced(base, weights__npz=write_zip(entries))
+
+
+@crafted
+def npz_empty(base):
+    return replaced(base, weights__npz=write_zip([]))
+
+
+@crafted
+def npz_is_bare_npy(base):
+    return replaced(base, weights__npz=npy(np.zeros(16, np.float32)))
+
+
+# ---------------------------------------------------------------- JSON level
+def long_integer(base: bytes, member: str) -> bytes:
+    text = members_of(base)[member].decode()
+    brace = text.rindex("}")
+    return replaced(base, **{member.replace(".", "__"):
+                             (text[:brace] + ', "zz": ' + "9" * 5000 + "}").encode()})
+
+
+for _member in ("format.json", "config.json", "metadata.json", "source_tokenizer.json",
+                "target_tokenizer.json"):
+    CRAFTED.append((f"json_5000_digits_{_member.split('.')[0]}",
+                    lambda base, m=_member: long_integer(base, m)))
+
+
+@crafted
+def json_deep_nesting_200k(base):
+    return replaced(base, metadata__json=b"[" * 200_000 + b"]" * 200_000)
+
+
+@crafted
+def json_deep_nesting_900(base):
+    return replaced(base, metadata__json=b'{"a": ' + b"[" * 900 + b"]" * 900 + b"}")
+
+
+@crafted
+def json_nan_in_config(base):
+    text = members_of(base)["config.json"].decode().replace('"dropout_rate": 0.1',
+                                                              '"dropout_rate": NaN')
+    return replaced(base, config__json=text.encode())
+
+
+@crafted
+def json_bom(base):
+    return replaced(base, config__json=b"\xef\xbb\xbf" + members_of(base)["config.json"])
+
+
+@crafted
+def json_not_utf8(base):
+    return replaced(base, metadata__json=b'{"name": "\xff\xfe"}')
+
+
+@crafted
+def json_lone_surrogate_in_config(base):
+    text = members_of(base)["config.json"].decode().replace('"sinusoidal"', '"\\ud800"')
+    return replaced(base, config__json=text.encode())
+
+
+@crafted
+def json_duplicate_keys(base):
+    text = members_of(base)["config.json"].decode()
+    return replaced(base, config__json=text.replace("{", '{"max_len": 2, ', 1).encode())
+
+
+# ---------------------------------------------------------------- metadata (kept, cleaned)
+METADATA_CASES = {
+    "held_out_list": {"held_out": [1, 2]},
+    "held_out_strings": {"held_out": {"exact_match": "all", "token_accuracy": 2}},
+    "seed_negative": {"seed": -1},
+    "seed_huge": {"seed": 2**64 + 5},
+    "seed_float": {"seed": 1.5},
+    "seed_string": {"seed": "zero"},
+    "name_lone_surrogate": {"name": "dates \ud800 model", "task": "\udfff"},
+    "name_list": {"name": ["a", "b"]},
+    "task_dict": {"task": {"dates": True}},
+    "history_strings": {"history": {"loss": "falling", "acc": [1, "x"]}},
+    "history_list": {"history": [1, 2, 3]},
+    "history_nan": {"history": {"loss": [1.0, float("nan"), float("inf")]}},
+    "examples_numbers": {"examples": [1, 2, 3]},
+    "examples_huge": {"examples": ["x" * 5000] * 100},
+    "examples_dict": {"examples": {"a": "b"}},
+    "command_number": {"command": 42},
+    "command_control_chars": {"command": "rm -rf /\x00\x1b[31m\r\n"},
+    "source_number": {"source": 7, "recipe": [1]},
+    "epoch_metrics_bad": {"epoch_metrics": {"loss": "x"}},
+    "deep_unknown_field": {"zz": [[[[[[[[[[1]]]]]]]]]]},
+    "keys_surrogates": {"\ud83d": {"\udc00": "\ud800"}},
+}
+
+
+def metadata_case(base: bytes, values: dict) -> bytes:
+    metadata = json.loads(members_of(base)["metadata.json"])
+    metadata.update(values)
+    return replaced(base, metadata__json=json.dumps(metadata).encode())
+
+
+for _label, _values in METADATA_CASES.items():
+    CRAFTED.append((f"metadata_{_label}", lambda base, v=_values: metadata_case(base, v)))
+
+
+@crafted
+def metadata_not_an_object(base):
+    return replaced(base, metadata__json=b"[1, 2]")
+
+
+# ---------------------------------------------------------------- config at load
+CONFIG_CASES = {
+    "max_len_0": {"max_len": 0}, "max_len_1": {"max_len": 1}, "max_len_2": {"max_len": 2},
+    "max_len_3": {"max_len": 3}, "max_len_4": {"max_len": 4}, "max_len_16384": {"max_len": 16384},
+    "max_len_huge": {"max_len": 10**15}, "layers_100": {"num_encoder_layers": 100},
+    "layers_0": {"num_decoder_layers": 0}, "heads_4096": {"num_heads": 4096, "d_model": 4096},
+    "heads_128": {"num_heads": 128}, "d_model_odd": {"d_model": 127, "num_heads": 1},
+    "dff_huge": {"dff": 10**9}, "vocab_huge": {"src_vocab_size": 10**9},
+    "ids_equal": {"start_id": 3}, "pad_out_of_range": {"pad_id": 10**6},
+    "dropout_one": {"dropout_rate": 1.0}, "dropout_nan_string": {"dropout_rate": "nan"},
+    "positional_learned": {"positional": "learned"}, "positional_other": {"positional": "rope"},
+    "share_embeddings": {"share_embeddings": True}, "tie_output": {"tie_output": True},
+    "norm_first": {"norm_first": True}, "scale_off_valid": {"scale_embeddings": False},
+    "bool_as_int": {"norm_first": 0}, "unknown_field": {"backdoor": "os.system"},
+    "config_list": None,
+}
+
+
+def config_case(base: bytes, values: dict | None) -> bytes:
+    if values is None:
+        return replaced(base, config__json=b"[128, 4]")
+    return with_json(base, "config.json", lambda c: c.update(values))
+
+
+for _label, _values in CONFIG_CASES.items():
+    CRAFTED.append((f"config_{_label}", lambda base, v=_values: config_case(base, v)))
+
+
+# ---------------------------------------------------------------- weights
+def weights_case(kind: str):
+    def make(base):
+        def change(weights):
+            name = "encoder_layer_0/self_attention/query/kernel"
+            if kind == "nan":
+                weights[name][0, 0] = np.nan
+            elif kind == "inf":
+                weights[name][1, 1] = np.inf
+            elif kind == "overflow":  # finite, but overflows float32 on real tokens
+                weights["source_embedding/source_token_embedding/embeddings"][:] = 3e38
+            elif kind == "overflow_ffn":
+                weights["encoder_layer_0/feedforward/intermediate/kernel"][:] = 1e30
+            elif kind == "zeros_valid":
+                for w in weights.values():
+                    w[:] = 0
+            elif kind == "float64":
+                weights[name] = weights[name].astype(np.float64)
+            elif kind == "transposed":
+                weights["encoder_layer_0/feedforward/intermediate/kernel"] = \
+                    weights["encoder_layer_0/feedforward/intermediate/kernel"].T.copy()
+            elif kind == "missing":
+                weights.pop("decoder_layer_1/cross_attention/value/bias")
+            elif kind == "extra":
+                weights["encoder_layer_9/backdoor/kernel"] = np.zeros((4, 4), np.float32)
+            elif kind == "scaled_valid":
+                for w in weights.values():
+                    w *= 3.0
+        return with_weights(base, change)
+    return make
+
+
+for _kind in ("nan", "inf", "overflow", "overflow_ffn", "zeros_valid", "float64", "transposed",
+              "missing", "extra", "scaled_valid"):
+    CRAFTED.append((f"weights_{_kind}", weights_case(_kind)))
+
+
+# ---------------------------------------------------------------- tokenizer members
+@crafted
+def tokenizer_models_swapped(base):
+    m = members_of(base)
+    return replaced(base, source_tokenizer__model=m["target_tokenizer.model"],
+                    target_tokenizer__model=m["source_tokenizer.model"])
+
+
+@crafted
+def tokenizer_model_truncated(base):
+    m = members_of(base)
+    return replaced(base, source_tokenizer__model=m["source_tokenizer.model"][:1000])
+
+
+@crafted
+def tokenizer_spec_lowercase_flipped(base):
+    return with_json(base, "source_tokenizer.json",
+                     lambda s: s.update(lowercase=not s.get("lowercase", False)))
+
+
+# ============================================================================= random mutators
+MUTATORS: list[tuple[str, Callable[[np.random.Generator, bytes], bytes]]] = []
+
+
+def mutator(function):
+    MUTATORS.append((function.__name__, function))
+    return function
+
+
+@mutator
+def flip_bytes(rng, base):
+    data = bytearray(base)
+    for at in rng.integers(0, len(data), int(rng.integers(1, 16))):
+        data[at] = int(rng.integers(256))
+    return bytes(data)
+
+
+@mutator
+def flip_bytes_in_tail(rng, base):
+    """Flip bytes in the ZIP directory and end record (the last few kilobytes)."""
+    data = bytearray(base)
+    for at in rng.integers(max(0, len(data) - 2000), len(data), int(rng.integers(1, 8))):
+        data[at] = int(rng.integers(256))
+    return bytes(data)
+
+
+@mutator
+def truncate(rng, base):
+    return base[:int(rng.integers(0, len(base)))]
+
+
+@mutator
+def truncate_tail(rng, base):
+    return base[:len(base) - int(rng.integers(1, 3000))]
+
+
+@mutator
+def splice(rng, base):
+    a, b = sorted(rng.integers(0, len(base), 2))
+    at = int(rng.integers(0, len(base)))
+    return base[:at] + base[a:b] + base[at:]
+
+
+@mutator
+def duplicate_tail(rng, base):
+    k = int(rng.integers(1, 4000))
+    return base + base[-k:]
+
+
+def _member_mutation(rng, content: bytes) -> bytes:
+    if not content:
+        return bytes(rng.integers(0, 256, int(rng.integers(1, 64)), dtype=np.uint8))
+    data = bytearray(content)
+    how = int(rng.integers(4))
+    if how == 0:
+        for at in rng.integers(0, len(data), int(rng.integers(1, 8))):
+            data[at] = int(rng.integers(256))
+    elif how == 1:
+        data = data[:int(rng.integers(0, len(data)))]
+    elif how == 2:
+        a, b = sorted(rng.integers(0, len(data), 2))
+        at = int(rng.integers(0, len(data)))
+        data = data[:at] + data[a:b] + data[at:]
+    else:
+        at = int(rng.integers(0, len(data)))
+        data[at:at] = bytes(rng.integers(0, 256, int(rng.integers(1, 64)), dtype=np.uint8))
+    return bytes(data)
+
+
+@mutator
+def mutate_member(rng, base):
+    """Damage one member's content, then re-zip it validly (checksums right)."""
+    members = members_of(base)
+    names = sorted(members)
+    name = names[int(rng.integers(len(names)))]
+    members[name] = _member_mutation(rng, members[name])
+    return pack(members)
+
+
+@mutator
+def mutate_json_member(rng, base):
+    members = members_of(base)
+    name = [n for n in sorted(members) if n.endswith(".json")][int(rng.integers(5))]
+    members[name] = _member_mutation(rng, members[name])
+    return pack(members)
+
+
+JSON_VALUES = (0, 1, 2, 3, -1, 4, 16, 63, 64, 65, 128, 2**31, 10**18, 1.5, -0.0, 1e308, True,
+               False, None, "", "x", "\ud800", [], {}, [1], {"a": 1}, "sinusoidal", "learned")
+
+
+@mutator
+def mutate_json_value(rng, base):
+    """Set one field of one JSON member (or a new one) to an odd value."""
+    members = members_of(base)
+    name = ["config.json", "metadata.json", "source_tokenizer.json", "target_tokenizer.json",
+            "format.json"][int(rng.integers(5))]
+    value = json.loads(members[name])
+    keys = sorted(value) + ["zz_new"]
+    key = keys[int(rng.integers(len(keys)))]
+    value[key] = JSON_VALUES[int(rng.integers(len(JSON_VALUES)))]
+    members[name] = json.dumps(value).encode()
+    return pack(members)
+
+
+@mutator
+def mutate_npz_member(rng, base):
+    """Damage one .npy inside weights.npz (re-zipped validly)."""
+    inner = npz_members(base)
+    names = sorted(inner)
+    name = names[int(rng.integers(len(names)))]
+    inner[name] = _member_mutation(rng, inner[name])
+    return replaced(base, weights__npz=pack(inner, method=0, version=45))
+
+
+@mutator
+def mutate_npz_raw(rng, base):
+    members = members_of(base)
+    members["weights.npz"] = _member_mutation(rng, members["weights.npz"])
+    return pack(members)
+
+
+@mutator
+def mutate_weight_values(rng, base):
+    weights = weights_of(base)
+    names = sorted(weights)
+    name = names[int(rng.integers(len(names)))]
+    how = int(rng.integers(4))
+    w = weights[name].reshape(-1)
+    picks = rng.integers(0, w.size, max(1, int(rng.integers(1, 8))))
+    w[picks] = [np.nan, np.inf, 3e38, -1e20][how]
+    buf = io.BytesIO()
+    np.savez(buf, **weights)
+    return replaced(base, weights__npz=buf.getvalue())
+
+
+@mutator
+def mutate_zip_field(rng, base):
+    """Rewrite one ZIP header field of one member to an odd number."""
+    entries = [entry(n, c) for n, c in members_of(base).items()]
+    e = entries[int(rng.integers(len(entries)))]
+    field = ["version", "flags", "method", "size", "csize", "crc", "offset", "local_size",
+             "local_csize"][int(rng.integers(9))]
+    odd = [0, 1, 8, 12, 14, 20, 45, 46, 63, 99, 0xFFFF, 0xFFFFFFFF, 2**31, e.size - 1,
+           e.size + 1][int(rng.integers(15))]
+    if field in ("version", "flags", "method"):
+        odd &= 0xFFFF if field != "version" else 0xFF
+    setattr(e, field, odd)
+    return write_zip(entries)
+
+
+# ============================================================================= other formats
+# The hook for the other formats the uploader accepts. Each item is (name, generator, loader):
+# generator(rng: np.random.Generator, index: int) -> bytes makes one hostile file (mutations of a
+# valid file of that format); loader is "module:function", the function the uploader calls for
+# that format, which must return a Checkpoint or raise CheckpointError. Every case then runs
+# through the same child, limits and checks as the checkpoint cases. Empty until the Keras
+# (.weights.h5, .keras), TensorFlow-checkpoint and safetensors importers land.
+OTHER_FORMAT_GENERATORS: list[tuple[str, Callable[[np.random.Generator, int], bytes], str]] = []
+
+
+# ============================================================================= the cases
+def generate(random: int, seed: int = 0, base: bytes | None = None, only: str | None = None,
+             crafted: bool = True):
+    """Yield (name, bytes, loader): every crafted case (unless crafted=False), then `random`
+    seeded mutations (the mutators and the other formats in turn): "<mutator>-s<seed>-<i>"."""
+    base = BASE.read_bytes() if base is None else base
+    for name, make in CRAFTED if crafted else ():
+        if only in (None, name):
+            yield name, make(base), LOADER
+    makers = [(n, lambda rng, i, f=f: f(rng, base), LOADER) for n, f in MUTATORS] + \
+        list(OTHER_FORMAT_GENERATORS)
+    for i in range(random):
+        rng = np.random.default_rng([seed, i])
+        name, make, loader = makers[int(rng.integers(len(makers)))]
+        label = f"{name}-s{seed}-{i}"
+        if only in (None, label):
+            yield label, make(rng, i), loader
+
+
+# ============================================================================= the child
+def _status() -> dict[str, int]:
+    text = Path("/proc/self/status").read_text()
+    return {k: int(v) * 1024 for k, v in re.findall(r"^(Vm\w+):\s+(\d+) kB", text, re.M)}
+
+
+def _finite(value) -> bool:
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        return bool(np.isfinite(value).all())
+    return True
+
+
+def exercise(ckpt) -> str:
+    """Every entry point the pages use, on a few sentences; returns a summary or raises."""
+    steps = min(ckpt.config.max_len, DECODE_STEPS)
+    texts = []
+    for number, sentence in enumerate(SENTENCES):
+        ids = ckpt.encode_source(sentence)
+        assert all(0 <= i < ckpt.config.src_vocab_size for i in ids), "source ids out of range"
+        for side in ("source", "target"):
+            assert ckpt.pieces_cut(sentence, side) >= 0
+        decoding = ckpt.translate(sentence, max_len=steps)
+        assert isinstance(decoding.text, str)
+        texts.append(decoding.text)
+        targets = [decoding.text] + ([sentence] if number == 0 else [])  # and a typed target
+        if number == 0 and ckpt.config.max_len <= DECODE_STEPS:
+            targets.append(None)  # None: attention decodes its own translation
+        for target in targets:
+            maps = ckpt.attention(sentence, target=target, details=True)
+            bad = [k for k, v in maps.items() if not _finite(v)]
+            assert not bad, f"not finite: {bad}"
+    return " | ".join(texts)
+
+
+def child_main() -> None:
+    """Load cases named on stdin, one JSON line out per case (see run_cases)."""
+    import importlib
+    import resource
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    sys.path.insert(0, str(ROOT))
+    import keras
+
+    from transformer.checkpoint import CheckpointError
+
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)  # our lines only: fd 1 now goes to stderr
+    os.dup2(2, 1)
+    loaders = {}
+    limit = None
+    print(json.dumps({"ready": True, "status": _status()}), file=protocol, flush=True)
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        request = json.loads(line)
+        path, loader_name = request["path"], request["loader"]
+        if limit is None:  # after the imports: bounds what loading can add
+            limit = _status()["VmSize"] + MEMORY_HEADROOM + 3 * request["max_file_bytes"]
+            resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY))
+        if loader_name not in loaders:
+            module, function = loader_name.split(":")
+            loaders[loader_name] = getattr(importlib.import_module(module), function)
+        Path("/proc/self/clear_refs").write_text("5")  # resets the peak RSS (VmHWM)
+        before = _status()["VmRSS"]
+        started = time.perf_counter()
+        result = {"name": request["name"]}
+        try:
+            ckpt = loaders[loader_name](path)
+            result["load_s"] = time.perf_counter() - started
+            result["grew"] = _status()["VmHWM"] - before
+            result["outcome"] = "accepted"
+            print(json.dumps({"loaded": True, **result}), file=protocol, flush=True)
+            result["detail"] = exercise(ckpt)[:80]
+            del ckpt
+            keras.utils.clear_session(free_memory=True)
+        except CheckpointError as err:
+            result.setdefault("load_s", time.perf_counter() - started)
+            result.setdefault("grew", _status()["VmHWM"] - before)
+            result["outcome"] = "refused" if result.get("outcome") != "accepted" else "broken"
+            result["detail"] = str(err)
+        except BaseException as err:  # noqa: BLE001 - every other exception is the failure
+            import traceback
+            result.setdefault("load_s", time.perf_counter() - started)
+            result.setdefault("grew", _status()["VmHWM"] - before)
+            result["outcome"] = "broken" if result.get("outcome") == "accepted" else "crashed"
+            result["detail"] = f"{type(err).__name__}: {str(err)[:300]}"
+            result["trace"] = traceback.format_exc()[-1500:]
+        result["total_s"] = time.perf_counter() - started
+        print(json.dumps(result), file=protocol, flush=True)
+
+
+# ============================================================================= the parent
+@dataclasses.dataclass
+class Result:
+    name: str
+    # refused, accepted; failures: crashed (another exception), broken (accepted, then an entry
+    # point failed), hung (load past CASE_SECONDS), slow (entry points past EXERCISE_SECONDS),
+    # died (killed: the memory limit, or a crash in C)
+    outcome: str
+    detail: str = ""
+    load_s: float = 0.0
+    total_s: float = 0.0
+    grew: int = 0  # peak RSS during the case minus RSS before it (bytes)
+    size: int = 0
+    path: str = ""
+    trace: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "accepted" or (self.outcome == "refused"
+                                              and is_sentence(self.detail))
+
+
+def is_sentence(message: str) -> bool:
+    """A refusal a person can read: one line, starts like a sentence, no traceback noise."""
+    return (10 < len(message) < 1000 and "\n" not in message
+            and (message[0].isupper() or message[0] == "'")
+            and not any(noise in message for noise in ("Traceback", 'File "', "<class",
+                                                        "object at 0x")))
+
+
+def child_env() -> dict:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=path,
+               TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1", OMP_NUM_THREADS="1",
+               MALLOC_MMAP_THRESHOLD_="131072", MALLOC_ARENA_MAX="2", CUDA_VISIBLE_DEVICES="")
+    return env
+
+
+class Child:
+    def __init__(self):
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--child"], cwd=ROOT,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=child_env(), text=True, bufsize=1)
+        line = self._line(START_SECONDS)
+        if line is None or not json.loads(line).get("ready"):
+            self.kill()
+            raise RuntimeError("the fuzz child did not start")
+        self.baseline = json.loads(line)["status"]
+        self.loaded: Result | None = None  # the case loaded, its entry points still running
+
+    def _line(self, seconds: float) -> str | None:
+        """The child's next line, or None if none comes within `seconds` (or it died)."""
+        ready, _, _ = select.select([self.process.stdout], [], [], seconds)
+        if not ready:
+            return None
+        return self.process.stdout.readline() or None
+
+    def run(self, name, path, loader, max_file_bytes) -> Result | None:
+        """The case's result; None when the child hung or died (it is then gone)."""
+        try:
+            self.process.stdin.write(json.dumps(dict(name=name, path=str(path), loader=loader,
+                                                     max_file_bytes=max_file_bytes)) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            return None
+        line = self._line(CASE_SECONDS)
+        if line is None:
+            return None
+        fields = json.loads(line)
+        if fields.pop("loaded", False):  # accepted: now every entry point, with more time
+            fields.pop("outcome")
+            self.loaded = Result(fields.pop("name"), "slow", **fields)
+            line = self._line(EXERCISE_SECONDS)
+            if line is None:
+                return None
+            fields = json.loads(line)
+        self.loaded = None
+        return Result(fields.pop("name"), fields.pop("outcome"), **fields)
+
+    def kill(self):
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def run_cases(cases, jobs: int = 2, workdir: Path | None = None, log=None) -> list[Result]:
+    """Load every case in child processes (`jobs` at a time, each running cases in turn; a child
+    that hangs past CASE_SECONDS or dies is replaced). Case files are written to workdir."""
+    import threading
+
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="fuzz-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    queue = []
+    for i, (name, data, loader) in enumerate(cases):
+        path = workdir / f"{i:05d}-{name[:60]}.bin"
+        path.write_bytes(data)
+        queue.append((name, path, loader, len(data)))
+    max_file_bytes = max((q[3] for q in queue), default=0)
+    results: dict[int, Result] = {}
+    lock = threading.Lock()
+    position = iter(range(len(queue)))
+
+    def worker():
+        child = None
+        while True:
+            with lock:
+                index = next(position, None)
+            if index is None:
+                break
+            name, path, loader, size = queue[index]
+            if child is None:
+                child = Child()
+            started = time.perf_counter()
+            result = child.run(name, path, loader, max_file_bytes)
+            if result is None:
+                dead = child.process.poll() is not None
+                loaded = child.loaded
+                child.kill()
+                child = None
+                stage = "its entry points" if loaded else "loading"
+                result = loaded or Result(name, "hung")
+                result.outcome = "died" if dead else ("slow" if loaded else "hung")
+                result.detail = (f"the child {'died' if dead else 'ran past the time limit'} "
+                                 f"in {stage} after {time.perf_counter() - started:.1f} s")
+                result.total_s = time.perf_counter() - started
+            result.size, result.path = size, str(path)
+            with lock:
+                results[index] = result
+                if log:
+                    log(result)
+        if child is not None:
+            child.kill()
+
+    threads = [threading.Thread(target=worker) for _ in range(max(1, jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [results[i] for i in range(len(queue))]
+
+
+def isolated_peak(path: str | None, loader: str = LOADER) -> int:
+    """Peak RSS (bytes) of a fresh child that loads `path` (None: only imports)."""
+    code = ("import sys, re, pathlib; sys.path.insert(0, %r)\n"
+            "import transformer.checkpoint\n"
+            "from importlib import import_module\n"
+            "path, loader = %r, %r\n"
+            "if path:\n"
+            "    m, f = loader.split(':')\n"
+            "    try: getattr(import_module(m), f)(path)\n"
+            "    except Exception: pass\n"
+            "text = pathlib.Path('/proc/self/status').read_text()\n"
+            "print(int(re.search(r'VmHWM:\\s+(\\d+)', text).group(1)) * 1024)\n"
+            % (str(ROOT), path, loader))
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=child_env(),
+                         capture_output=True, text=True, timeout=START_SECONDS + CASE_SECONDS)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def summary(results: list[Result]) -> dict:
+    refused = [r for r in results if r.outcome == "refused"]
+    accepted = [r for r in results if r.outcome == "accepted"]
+    failed = [r for r in results if not r.ok]
+    slowest = max(refused, key=lambda r: r.load_s, default=None)
+    hungriest = max(results, key=lambda r: r.grew, default=None)
+    return {"tried": len(results), "refused": len(refused), "accepted_working": len(accepted),
+            "failed": len(failed),
+            "slowest_refusal": (slowest.name, round(slowest.load_s, 3)) if slowest else None,
+            "largest_growth_in_child": (hungriest.name, round(hungriest.grew / 2**20, 1),
+                                        hungriest.size) if hungriest else None}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=int(os.environ.get("FUZZ_CASES", "600")))
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("FUZZ_SEED", "0")))
+    parser.add_argument("--jobs", type=int, default=int(os.environ.get("FUZZ_JOBS", "2")))
+    parser.add_argument("--only", help="one case by name (crafted name or mutator-sSEED-I)")
+    parser.add_argument("--write", help="write the case files here and stop")
+    parser.add_argument("--isolate", type=int, default=3,
+                        help="re-measure this many of the hungriest cases alone")
+    parser.add_argument("--loader", default=LOADER,
+                        help="module:function that loads a checkpoint case (to compare loaders)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        child_main()
+        return 0
+    started = time.perf_counter()
+    random = max(0, args.cases - len(CRAFTED))  # --cases counts the crafted ones too
+    cases = [(name, data, args.loader if loader == LOADER else loader)
+             for name, data, loader in generate(random, args.seed, only=args.only)]
+    if args.write:
+        out = Path(args.write)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data, _ in cases:
+            (out / f"{name}.ckpt").write_bytes(data)
+        print(f"wrote {len(cases)} files to {out}")
+        return 0
+    print(f"{len(cases)} cases generated in {time.perf_counter() - started:.1f} s "
+          f"(seed {args.seed}); loading them in {args.jobs} child processes", flush=True)
+
+    def log(result: Result):
+        mark = "ok  " if result.ok else "FAIL"
+        print(f"{mark} {result.outcome:8s} {result.load_s:6.2f} s {result.grew / 2**20:7.1f} MB "
+              f"{result.name}: {result.detail[:110]}", flush=True)
+
+    results = run_cases(cases, args.jobs, log=log)
+    report = summary(results)
+    if args.isolate:
+        baseline = isolated_peak(None)
+        worst = sorted(results, key=lambda r: r.grew, reverse=True)[:args.isolate]
+        report["isolated_growth_mb"] = {
+            r.name: round((isolated_peak(r.path) - baseline) / 2**20, 1) for r in worst}
+        report["import_only_peak_mb"] = round(baseline / 2**20, 1)
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    print(json.dumps(report, indent=2))
+    for r in results:
+        if not r.ok:
+            print(f"FAILED {r.name} ({r.path}): {r.outcome}: {r.detail}\n{r.trace}")
+    return 0 if report["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
