@@ -432,12 +432,12 @@ def test_metadata_not_an_object(valid, metadata):
 
 
 @pytest.mark.parametrize("changes, fragments", [
-    ({"activation": "gelu"}, ["unknown config field", "'activation'"]),
+    ({"activaton": "gelu"}, ["unknown config field", "'activaton'"]),
     ({"d_model": "16"}, ["d_model", "int", "str"]),
     ({"num_heads": 2.0}, ["num_heads", "int", "float"]),
     ({"num_heads": True}, ["num_heads", "int", "bool"]),
     ({"tie_output": "yes"}, ["tie_output", "bool"]),
-    ({"num_heads": 3}, ["d_model (16) must be divisible by num_heads (3)"]),
+    ({"num_heads": 3, "head_dim": None}, ["d_model (16) must be divisible by num_heads (3)"]),
     ({"dff": -32}, ["dff must be positive"]),
     ({"dropout_rate": 1.5}, ["dropout_rate"]),
     ({"positional": "rotary"}, ["positional must be one of"]),

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from transformer import Transformer, TransformerConfig, positional_encoding
+from transformer.model import weight_shapes
 
 ATOL = 1e-5
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -716,3 +717,10 @@ def test_import_does_not_pull_in_streamlit_or_plotly():
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+def test_weight_shapes_from_the_config_equal_the_built_model(case):
+    config, model = cached_model(**case)
+    built = {w.path.removeprefix("transformer/"): tuple(w.shape) for w in model.weights}
+    assert weight_shapes(config) == built

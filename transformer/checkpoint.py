@@ -47,7 +47,7 @@ from .limits import (
 )
 from .maps import attention_maps
 from .metadata import clean_metadata, clean_value
-from .model import Transformer
+from .model import Transformer, weight_shapes
 from .tokenizer import Tokenizer, TokenizerError
 
 FORMAT_NAME = "attention-explorer-checkpoint"
@@ -200,10 +200,13 @@ def load_checkpoint(source) -> Checkpoint:
     raw_weights = members.pop("weights.npz")
     directory = _weights_directory(raw_weights)  # names and sizes; no array read yet
     _check_size(config, directory)
-    model = _build_model(config)  # as large as the weights the file holds
-    shapes = {_relative_path(model, w): tuple(w.shape) for w in model.weights}
-    _assign_weights(model, _read_weights(raw_weights, shapes, directory))
+    # Names, shapes and values are checked against what the config describes before anything
+    # is built: most bad files are refused without allocating a model.
+    weights = _read_weights(raw_weights, weight_shapes(config), directory)
     del raw_weights
+    model = _build_model(config)  # as large as the weights the file holds
+    _assign_weights(model, weights)
+    del weights
     _check_finite(model)
     return Checkpoint(config, model, source_tokenizer, target_tokenizer, metadata,
                       hashlib.sha256(data).hexdigest(), metadata_warnings)

@@ -263,6 +263,60 @@ class Transformer(keras.Model):
         return cls(TransformerConfig.from_dict(config["config"]), name=config.get("name"))
 
 
+def weight_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
+    """{weight path relative to the model: shape} of every weight a Transformer(config) has,
+    computed from the config alone (nothing is built or allocated): a checkpoint's weights are
+    checked against it before the model is built. Equal to the built model's weights (tested)."""
+    c = config
+    d, inner = c.d_model, c.num_heads * c.head_dim
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def dense(prefix, n_in, n_out, bias=True):
+        shapes[f"{prefix}/kernel"] = (n_in, n_out)
+        if bias:
+            shapes[f"{prefix}/bias"] = (n_out,)
+
+    def norm(prefix):
+        shapes[f"{prefix}/gamma"] = (d,)
+        shapes[f"{prefix}/beta"] = (d,)
+
+    def attention(prefix):
+        for part in ("query", "key", "value"):
+            dense(f"{prefix}/{part}", d, inner)
+        dense(f"{prefix}/output", inner, d)
+
+    shapes["source_embedding/source_token_embedding/embeddings"] = (c.src_vocab_size, d)
+    if c.positional == "learned":
+        shapes["source_embedding/position_embedding/embeddings"] = (c.max_len, d)
+    if not c.share_embeddings:
+        shapes["target_embedding/target_token_embedding/embeddings"] = (c.tgt_vocab_size, d)
+    if c.positional == "learned":
+        shapes["target_embedding/position_embedding/embeddings"] = (c.max_len, d)
+    for i in range(c.num_encoder_layers):
+        p = f"encoder_layer_{i}"
+        attention(f"{p}/self_attention")
+        norm(f"{p}/self_attention_layer_norm")
+        dense(f"{p}/feedforward/intermediate", d, c.dff)
+        dense(f"{p}/feedforward/output", c.dff, d)
+        norm(f"{p}/feedforward_layer_norm")
+    for i in range(c.num_decoder_layers):
+        p = f"decoder_layer_{i}"
+        for sublayer in ("self_attention", "cross_attention"):
+            attention(f"{p}/{sublayer}")
+            norm(f"{p}/{sublayer}_layer_norm")
+        dense(f"{p}/feedforward/intermediate", d, c.dff)
+        dense(f"{p}/feedforward/output", c.dff, d)
+        norm(f"{p}/feedforward_layer_norm")
+    if c.norm_first:
+        norm("encoder_norm")
+        norm("decoder_norm")
+    if not c.tie_output:
+        dense("output_projection", d, c.tgt_vocab_size, bias=c.output_bias)
+    elif c.output_bias:
+        shapes["output_bias"] = (c.tgt_vocab_size,)
+    return shapes
+
+
 def _row(head_mask, layer):
     """Row `layer` of an optional (layers, heads) head mask."""
     if head_mask is None:
