@@ -47,8 +47,8 @@ os.environ.setdefault("STREAMLIT_LOGGER_LEVEL", "error")  # no "No runtime found
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from playwright.async_api import TimeoutError as PlaywrightTimeout
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
 ARTIFACTS = ROOT / "test-artifacts"
 LOG = ARTIFACTS / "bench-load-streamlit.log"

@@ -2,11 +2,18 @@
 
 Models are cached with st.cache_resource keyed by the file's sha256 (bounded) and shared by every
 session, so they are never mutated. What they compute is cached in explorer.results.
+
+Uploads: a .ckpt is loaded as it is; other files (a weights file and two vocabularies, a Marian
+model's files, or one .zip of either) are read by explorer.uploads, completed by a short form and
+converted in memory, then cached and kept like a .ckpt upload (their checkpoint bytes, keyed by
+the files' digest plus the form's choices). Every failure is a sentence, and the session keeps
+its model, sentence and uploads.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from pathlib import Path
 
@@ -16,10 +23,12 @@ from transformer import Checkpoint, CheckpointError, load_checkpoint
 from transformer.checkpoint import ASSETS, DEFAULT_CHECKPOINT
 from transformer.data import date_pairs
 
-from . import state
+from . import state, uploads
+from .widgets import plain
 
+logger = logging.getLogger(__name__)
 MAX_MODELS = 6  # checkpoints held in memory at once, over all sessions
-MAX_UPLOADS_PER_SESSION = 3  # uploaded files a session keeps (the oldest is forgotten first)
+MAX_UPLOADS_PER_SESSION = 3  # uploaded models a session keeps (the oldest is forgotten first)
 
 
 def bundled_checkpoints() -> dict[str, Path]:
@@ -89,26 +98,164 @@ def active_checkpoint() -> Checkpoint:
     return checkpoint_for(choice)
 
 
+# ------------------------------------------------------------------ uploads
+KEEP = "The model in use did not change."
+
+
+def _message(kind: str, text: str) -> None:
+    st.session_state[state.UPLOAD_MESSAGE] = (kind, text)
+
+
+def _unexpected(what: str, err: Exception) -> str:
+    """The sentence for an exception that is no CheckpointError (logged with its traceback)."""
+    logger.error("%s failed", what, exc_info=err)
+    return (f"Could not open {what}: the reader stopped with an unexpected "
+            f"{type(err).__name__}, so the files are probably not what the recipe expects.")
+
+
+def _keep(key: str, name: str, data: bytes) -> None:
+    """Add an upload to the session's list (newest last, at most MAX_UPLOADS_PER_SESSION) and
+    make it the active model."""
+    kept = st.session_state[state.UPLOADS]
+    kept.pop(key, None)
+    kept[key] = (name, data)
+    while len(kept) > MAX_UPLOADS_PER_SESSION:
+        kept.pop(next(iter(kept)))
+    st.session_state[state.MODEL] = f"{state.UPLOADED}:{key}"
+
+
 def accept_upload() -> None:
-    """file_uploader callback: load the upload; on success make it active, else keep the model."""
-    uploaded = st.session_state.get(state.UPLOADER)
-    if uploaded is None:
+    """file_uploader callback: a .ckpt is loaded now (on success it becomes active, else the
+    model stays); other files are read (unzipped, recipe detected) and wait for the import form
+    (Marian's files, which tell everything, are converted in this run)."""
+    files = st.session_state.get(state.UPLOADER) or []
+    files = files if isinstance(files, list) else [files]
+    for key in (state.IMPORT, state.IMPORT_REQUESTED, state.IMPORT_RECIPE, state.IMPORT_HEADS,
+                state.IMPORT_VOCABS):
+        st.session_state.pop(key, None)
+    if not files:
         return
+    checkpoints = [f for f in files if f.name.lower().endswith(".ckpt")]
+    if checkpoints and len(files) > 1:
+        _message("error", f"Upload a .ckpt alone: {checkpoints[0].name} came with "
+                          f"{len(files) - 1} other file(s). {KEEP}")
+        return
+    if checkpoints:
+        _accept_checkpoint(checkpoints[0])
+        return
+    names = ", ".join(f.name for f in files)
+    try:
+        upload = uploads.read_upload({f.name: f.getvalue() for f in files})
+    except CheckpointError as err:
+        _message("error", f"Could not open {names}: {err} {KEEP}")
+        return
+    except Exception as err:  # noqa: BLE001 - the upload boundary: a sentence, never a traceback
+        _message("error", f"{_unexpected(names, err)} {KEEP}")
+        return
+    st.session_state[state.IMPORT] = upload
+    if not upload.asks:
+        st.session_state[state.IMPORT_REQUESTED] = True
+
+
+def _accept_checkpoint(uploaded) -> None:
     data = uploaded.getvalue()
     digest = hashlib.sha256(data).hexdigest()
     try:
         ckpt = _load(digest, data)
     except CheckpointError as err:
-        st.session_state[state.UPLOAD_MESSAGE] = (
-            "error", f"Could not load {uploaded.name}: {err} The model in use did not change.")
+        _message("error", f"Could not load {uploaded.name}: {err} {KEEP}")
         return
-    uploads = st.session_state[state.UPLOADS]
-    uploads.pop(digest, None)
-    uploads[digest] = (uploaded.name, data)  # newest last
-    while len(uploads) > MAX_UPLOADS_PER_SESSION:
-        uploads.pop(next(iter(uploads)))
-    st.session_state[state.MODEL] = f"{state.UPLOADED}:{digest}"
-    st.session_state[state.UPLOAD_MESSAGE] = ("success", f"Loaded {uploaded.name} ({ckpt.name}).")
+    except Exception as err:  # noqa: BLE001 - the upload boundary
+        _message("error", f"{_unexpected(uploaded.name, err)} {KEEP}")
+        return
+    _keep(digest, uploaded.name, data)
+    _message("success", f"Loaded {uploaded.name} ({ckpt.name}).")
+
+
+def import_choices(upload: uploads.Upload) -> uploads.Choices:
+    """The import form's answers (its defaults where it was not shown)."""
+    recipe = upload.recipe or st.session_state.get(state.IMPORT_RECIPE) or uploads.WEIGHT_RECIPES[0]
+    if recipe == "marian":
+        return uploads.Choices("marian")
+    source, target = upload.vocabularies
+    if st.session_state.get(state.IMPORT_VOCABS, 0) == 1:
+        source, target = target, source
+    heads = st.session_state.get(state.IMPORT_HEADS)
+    return uploads.Choices(recipe, int(heads) if heads else None, source, target)
+
+
+def import_form() -> None:
+    """The short form for what the uploaded files cannot tell: which recipe (when the weight
+    names show none), the number of heads (when the weights do not hold it), which vocabulary
+    is the source."""
+    upload = st.session_state.get(state.IMPORT)
+    if upload is None or not upload.asks:
+        return
+    with st.form("import_form"):
+        st.markdown(f"**Open {plain(upload.label)} as a model**")
+        if upload.recipe:
+            st.caption(f"Recipe: {uploads.RECIPE_LABELS[upload.recipe]} (from the weight names).")
+        else:
+            st.selectbox("Recipe", uploads.WEIGHT_RECIPES, key=state.IMPORT_RECIPE,
+                          format_func=uploads.RECIPE_LABELS.get,
+                          help="The weight names show neither recipe: pick the code that "
+                               "trained the model.")
+        if upload.needs_heads:
+            st.number_input("Number of heads", min_value=1, max_value=256, step=1, value=None,
+                            key=state.IMPORT_HEADS,
+                            help="The weights do not hold it (the hand-written attention "
+                                 "splits d_model into heads): give num_heads of the model.")
+        source, target = upload.vocabularies
+        st.radio("Vocabularies", [0, 1], key=state.IMPORT_VOCABS,
+                 format_func=lambda i: (f"source: {source}, target: {target}" if i == 0
+                                        else f"source: {target}, target: {source}"),
+                 help="Which vocabulary file the encoder reads and which the decoder writes.")
+        if upload.ignored:
+            st.caption(f"Not read: {', '.join(upload.ignored)}.")
+        st.form_submit_button("Convert and open", on_click=_request_import, type="primary",
+                              key=state.IMPORT_SUBMIT)
+
+
+def _request_import() -> None:
+    st.session_state[state.IMPORT_REQUESTED] = True
+
+
+def run_requested_import() -> None:
+    """Convert the pending import if the form (or a Marian upload) asked for it, with a progress
+    indicator: on success the model is cached like any upload, kept in the session's list as
+    checkpoint bytes and made active; on failure a sentence, and nothing else changes. Call
+    before the model picker is drawn (it sets the model choice)."""
+    if not st.session_state.pop(state.IMPORT_REQUESTED, False):
+        return
+    upload = st.session_state.get(state.IMPORT)
+    if upload is None:
+        return
+    choices = import_choices(upload)
+    recipe = uploads.RECIPE_LABELS.get(choices.recipe, choices.recipe)
+    key = uploads.import_key(upload, choices)
+    with st.status(f"Opening {upload.label} ({recipe})…", expanded=True) as status:
+        try:
+            status.write(f"Reading {len(upload.files)} files "
+                         f"({sum(map(len, upload.files.values())) / 2**20:.1f} MB).")
+            uploads.check_choices(upload, choices)
+            status.write(f"Converting with the {recipe} recipe…")
+            kept = st.session_state[state.UPLOADS].get(key)  # the same files and answers
+            data = kept[1] if kept else uploads.convert(upload, choices)
+            status.write("Checking: loading the converted checkpoint as any upload is loaded…")
+            ckpt = _load(key, data)
+        except CheckpointError as err:
+            status.update(label=f"Could not open {upload.label}.", state="error")
+            _message("error", f"Could not open {upload.label} as a {recipe} model: {err} {KEEP}")
+            return
+        except Exception as err:  # noqa: BLE001 - the upload boundary: a sentence, never a traceback
+            status.update(label=f"Could not open {upload.label}.", state="error")
+            _message("error", f"{_unexpected(upload.label, err)} {KEEP}")
+            return
+        status.update(label=f"Opened {ckpt.name} ({recipe}).", state="complete", expanded=False)
+    _keep(key, f"{ckpt.name} ({recipe})", data)
+    st.session_state.pop(state.IMPORT, None)
+    _message("success", f"Converted {upload.label} with the {recipe} recipe and opened it "
+                        f"({ckpt.name}).")
 
 
 def examples(ckpt: Checkpoint) -> list[str]:

@@ -4,21 +4,33 @@ import streamlit as st
 
 from . import models, results, state
 
+UPLOAD_HELP = (
+    "A .ckpt written by `python -m transformer.train` or `python -m transformer.convert`; or a "
+    "model trained elsewhere, converted here in memory: the Keras seq2seq example's or the TF "
+    "tutorial's weights file (.weights.h5, .keras, or a TF checkpoint's .index and "
+    ".data-00000-of-00001) with its two vocabulary files, or a Marian (opus-mt) model's "
+    "config.json, model.safetensors, source.spm, target.spm and vocab.json. Several files at "
+    "once, or one .zip of them. Everything is read as data.")
+EMPTY_TARGET = ("The target is empty: every page shows the decoder with its start token <s> "
+                "alone (one row), and ablation scores only the end token </s>. Type a target, or "
+                "pick \"{model}\".")
+
 
 def render() -> None:
     state.init()
-    choices = models.model_choices()
     with st.sidebar:
         st.header("Model")
-        st.selectbox("Active model", list(choices), format_func=choices.get, key=state.MODEL)
-        st.file_uploader(
-            "Upload a checkpoint (.ckpt)", type=["ckpt"], key=state.UPLOADER,
-            on_change=models.accept_upload,
-            help="A file written by `python -m transformer.train`. It is read as data only.")
+        picker = st.container()  # drawn last: an import below may change the model choice
+        st.file_uploader("Upload a model", accept_multiple_files=True, key=state.UPLOADER,
+                         on_change=models.accept_upload, help=UPLOAD_HELP)
+        models.run_requested_import()
         message = st.session_state.pop(state.UPLOAD_MESSAGE, None)
         if message:
             kind, text = message
             (st.error if kind == "error" else st.success)(text)
+        models.import_form()
+        choices = models.model_choices()
+        picker.selectbox("Active model", list(choices), format_func=choices.get, key=state.MODEL)
         ckpt = models.active_checkpoint()
 
         st.header("Sentence")
@@ -30,9 +42,26 @@ def render() -> None:
         _warn_if_cut(ckpt, state.current_source(), "source")
         st.radio("Target", [state.TARGET_MODEL, state.TARGET_TYPED], key=state.TARGET_MODE)
         if st.session_state[state.TARGET_MODE] == state.TARGET_TYPED:
+            _start_typed_target(ckpt)
             st.text_input("Target sentence", key=state.TARGET,
-                          placeholder=results.translation(ckpt, state.current_source()).text)
-            _warn_if_cut(ckpt, st.session_state[state.TARGET], "target")
+                          help="Teacher forcing: the decoder reads this target instead of its "
+                               "own translation.")
+            target = st.session_state[state.TARGET]
+            if not ckpt.target_tokenizer.pieces(target):
+                st.info(EMPTY_TARGET.format(model=state.TARGET_MODEL))
+            _warn_if_cut(ckpt, target, "target")
+        else:
+            st.session_state[state.TARGET_STARTED] = False
+
+
+def _start_typed_target(ckpt) -> None:
+    """The typed-target box starts with the model's translation as its value (not a placeholder:
+    no page runs on an empty target by surprise); once, so the user may empty it."""
+    if st.session_state.get(state.TARGET_STARTED):
+        return
+    st.session_state[state.TARGET_STARTED] = True
+    if not st.session_state.get(state.TARGET):
+        st.session_state[state.TARGET] = results.translation(ckpt, state.current_source()).text
 
 
 def _use_example() -> None:

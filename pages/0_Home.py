@@ -1,7 +1,7 @@
 import streamlit as st
 
-from explorer import models, results, state
-from explorer.widgets import plain
+from explorer import about, models, results, state
+from explorer.widgets import plain, quoted
 
 ckpt = models.active_checkpoint()
 st.title("Attention Explorer")
@@ -11,12 +11,20 @@ st.markdown(
     "self-attention, decoder self-attention, cross-attention) and how greedy decoding picks each "
     "token. Type a sentence in the sidebar; every page follows it."
 )
-result = results.translation(ckpt, state.current_source())
+source = state.current_source()
+result = results.translation(ckpt, source)
+described = about.about_checkpoint(ckpt, models.examples(ckpt))
 st.subheader("The active model")
 left, right = st.columns(2)
 left.metric("Model", ckpt.name)
 right.metric("Translation of the sentence", plain(result.text) if result.text else "(empty)")
-st.caption(f"Source: {state.current_source()!r}")
+st.caption(f"Source: {source!r}")
+for warning in about.input_warnings(ckpt, source):
+    st.warning(warning, icon=":material/warning:")
+st.markdown(f"**What it does.** {plain(described.does)}")
+st.markdown(f"**What it expects.** {plain(described.inputs)}")
+if described.examples:
+    st.markdown("For example: " + ", ".join(quoted(e) for e in described.examples))
 st.page_link("pages/1_Model.py", label="What the model is made of", icon=":material/account_tree:")
 st.page_link("pages/2_Tokenization.py", label="How the sentence is tokenized",
              icon=":material/text_fields:")

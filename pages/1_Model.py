@@ -1,12 +1,15 @@
 import pandas as pd
 import streamlit as st
 
-from explorer import models
+from explorer import about, models
+from explorer.widgets import plain, quoted
 from figures.model import architecture_fig, history_fig
 from transformer.summary import parameter_counts
 
 ckpt = models.active_checkpoint()
 config, meta = ckpt.config, ckpt.metadata
+described = about.about_checkpoint(ckpt, models.examples(ckpt))
+came_from = about.origin(meta)
 st.title(f"Model: {ckpt.name}")
 
 held_out = meta.get("held_out") or {}
@@ -18,6 +21,27 @@ if isinstance(held_out.get("exact_match"), (int, float)):
     cols[2].metric("Held-out exact match", f"{held_out['exact_match']:.2%}")
 if isinstance(held_out.get("token_accuracy"), (int, float)):
     cols[3].metric("Held-out token accuracy", f"{held_out['token_accuracy']:.2%}")
+
+for warning in getattr(ckpt, "metadata_warnings", None) or []:
+    st.warning(warning, icon=":material/warning:")
+
+what, where = st.columns(2)
+with what:
+    st.subheader("What it does")
+    lines = [("Task", described.does), ("Languages", described.languages),
+             ("Training data", described.training), ("Inputs it expects", described.inputs)]
+    st.markdown("\n".join(f"- **{name}:** {plain(text)}" for name, text in lines if text))
+    if described.examples:
+        st.markdown("Examples: " + ", ".join(quoted(e) for e in described.examples))
+with where:
+    st.subheader("Where it came from")
+    st.markdown(plain(came_from.how))
+    if came_from.files:
+        st.dataframe(pd.DataFrame(came_from.files), hide_index=True, key="model_source_files")
+    if came_from.command:
+        if came_from.files:
+            st.caption("The same conversion on the command line:")
+        st.code(came_from.command, language="sh", wrap_lines=True)
 
 st.plotly_chart(architecture_fig(config.to_dict()), key="model_architecture")
 
@@ -37,10 +61,8 @@ st.dataframe(pd.DataFrame({"source": ckpt.source_tokenizer.spec(),
                            "target": ckpt.target_tokenizer.spec()}).astype(str),
              key="model_tokenizers")
 
-st.subheader("Training")
-if meta.get("command"):
-    st.code(meta["command"], language="sh")
 if isinstance(meta.get("history"), dict):
+    st.subheader("Training")
     st.plotly_chart(history_fig({k: v for k, v in meta["history"].items()
                                  if isinstance(v, list)}), key="model_history")
 with st.expander("All metadata"):

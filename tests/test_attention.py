@@ -191,7 +191,8 @@ def test_rows_sum_to_one_and_blocked_keys_exactly_zero(layers):
     ours, _ = layers
     query, value = random_inputs(3, 4, 6, seed=6)
     keep = key_padding([6, 3, 1], 6)
-    weights = np.asarray(ours(query, value, attention_mask=keep[:, None, None, :].astype(np.float32))["weights"])
+    mask = keep[:, None, None, :].astype(np.float32)
+    weights = np.asarray(ours(query, value, attention_mask=mask)["weights"])
     np.testing.assert_allclose(weights.sum(-1), np.ones((3, HEADS, 4)), atol=1e-6)
     blocked = np.broadcast_to(~keep[:, None, None, :], weights.shape)
     assert blocked.any()

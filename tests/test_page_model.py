@@ -1,11 +1,12 @@
-"""pages/1_Model.py through AppTest: the checkpoint's own configuration, parameter counts,
-tokenizers and training record. (Uploading another model: tests/test_app.py.)"""
+"""pages/1_Model.py through AppTest: what the model does and where it came from, the
+checkpoint's own configuration, parameter counts, tokenizers and training record, and its
+metadata warnings. (Uploading another model, and the provenance of a converted one:
+tests/test_app.py.)"""
 
 import json
 
 import pandas as pd
 import pytest
-
 from conftest import open_page
 
 MODEL = "pages/1_Model.py"
@@ -46,3 +47,47 @@ def test_model_page_shows_the_checkpoints_own_numbers(app, ckpt):
     assert [t["name"] for t in charts["model_history"]["data"]] == [
         name for name, values in ckpt.metadata["history"].items() if isinstance(values, list)]
     assert [c.value for c in at.code] == [ckpt.metadata["command"]]
+
+
+def test_model_page_says_what_the_model_does_and_where_it_came_from(app, ckpt):
+    at = open_page(app, MODEL)
+    text = " ".join(m.value for m in at.markdown)
+    assert "turns dates written by people into ISO dates" in text
+    assert "16,000 generated date pairs of the dates task" in text  # the training data
+    assert "One date in English" in text  # the inputs it expects
+    assert "Trained by this project" in text
+    assert [c.value for c in at.code] == [ckpt.metadata["command"]]  # the training command
+    assert not at.warning  # the bundled metadata is clean
+
+
+def _with_metadata(data: bytes, metadata: dict) -> bytes:
+    """The checkpoint file with its metadata.json replaced."""
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w") as target:
+        for item in source.infolist():
+            content = json.dumps(metadata).encode() if item.filename == "metadata.json" \
+                else source.read(item)
+            target.writestr(item.filename, content)
+    return out.getvalue()
+
+
+def test_model_page_shows_the_metadata_warnings(app, tiny_checkpoint_bytes):
+    from explorer import state
+
+    data = _with_metadata(tiny_checkpoint_bytes, {"name": "odd-metadata", "seed": -5,
+                                                  "held_out": "perfect"})
+    at = open_page(app, MODEL)
+    at.file_uploader(key=state.UPLOADER).upload("odd.ckpt", data).run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "Model: odd-metadata"
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == 2, warnings
+    assert all(w.startswith("Metadata field") for w in warnings)
+    assert any("'seed' was dropped" in w for w in warnings)
+    assert any("'held_out' was dropped" in w for w in warnings)
+    text = " ".join(m.value for m in at.markdown)
+    assert "does not say what it was trained to do" in text
+    assert "does not record how it was made" in text

@@ -68,7 +68,7 @@ def test_attention_rows_sum_to_one_with_zeros_where_blocked(model_index, src, tg
     batch = min(len(src), len(tgt))
     src, tgt = src[:batch], tgt[:batch]
     out = model((src, tgt), return_attention=True)
-    for kind, queries, keys, causal in (("encoder_attention", src, src, False),
+    for kind, _queries, keys, causal in (("encoder_attention", src, src, False),
                                         ("decoder_attention", tgt, tgt, True),
                                         ("cross_attention", tgt, src, False)):
         weights = np.asarray(out[kind])  # (L, B, H, q, k)

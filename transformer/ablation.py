@@ -113,10 +113,10 @@ def head_importance(ckpt, source: str, kinds: Sequence[str] = ATTENTION_KINDS,
     source_ids, scored = ckpt.encode_source(source), _scored_ids(ckpt, source, target_ids)
     baseline = _sum(output_log_probs(ckpt, source_ids, scored, head_masks(ckpt.config)))
     results = []
-    for done, (kind, layer, head) in enumerate(heads, start=1):
-        mask = head_masks(ckpt.config, [(kind, layer, head)])
+    for done, (name, layer, head) in enumerate(heads, start=1):
+        mask = head_masks(ckpt.config, [(name, layer, head)])
         delta = _sum(output_log_probs(ckpt, source_ids, scored, mask)) - baseline
-        results.append({"kind": kind, "layer": layer, "head": head, "delta_log_prob": delta})
+        results.append({"kind": name, "layer": layer, "head": head, "delta_log_prob": delta})
         if on_progress is not None:
             on_progress(done, len(heads))
     return results

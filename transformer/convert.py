@@ -41,7 +41,8 @@ from .checkpoint import Checkpoint, CheckpointError, checkpoint_bytes, load_chec
 from .readers import natural_key, read_weights
 
 __all__ = ["convert_keras_seq2seq", "convert_tf_tutorial", "infer_keras_seq2seq",
-           "infer_tf_tutorial", "RECIPES", "main"]
+           "infer_tf_tutorial", "detect_recipe", "recipe_of_weights", "is_weights_file",
+           "RECIPES", "main"]
 
 RECIPES = ("keras-seq2seq", "tf-tutorial", "marian")
 KERAS_LAYER_NORM_EPSILON = 1e-3  # keras.layers.LayerNormalization's default
@@ -651,6 +652,50 @@ def convert_tf_tutorial(weights, source_vocab, target_vocab, num_heads: int | No
     return _convert("tf-tutorial", weights, source_vocab, target_vocab, num_heads,
                     tf_tutorial_tokenizers, infer_tf_tutorial,
                     {"max_len": max_len, "mask_padding": mask_padding}, command, metadata)
+
+
+# ------------------------------------------------------------------ which recipe
+WEIGHT_SUFFIXES = (".h5", ".hdf5", ".keras", ".index")  # a Keras weights file, a TF checkpoint
+MARIAN_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
+
+
+def is_weights_file(name: str) -> bool:
+    """Whether a file name is a weights file of the Keras/TF recipes (.weights.h5, .h5, .keras, a
+    TF checkpoint's .index or .data-NNNNN-of-NNNNN)."""
+    name = Path(str(name)).name.lower()
+    return name.endswith(WEIGHT_SUFFIXES) or ".data-" in name and "-of-" in name
+
+
+def recipe_of_weights(arrays) -> tuple[str | None, str | None]:
+    """(recipe, form) the weight names show: ("keras-seq2seq", "keras-mha" | "handwritten-mha"),
+    ("tf-tutorial", "keras-mha"), or (None, None) when they show neither. Only the names are
+    read (arrays: {name: array} or the names)."""
+    nodes = list(_tree({name: None for name in arrays}, "").walk())
+    if any(n.child("causal_self_attention") for n in nodes):
+        return "tf-tutorial", "keras-mha"
+    if any(n.child("dense_proj") and (n.child("attention") or n.child("attention_1"))
+           for n in nodes):
+        handwritten = any(_is_handwritten_mha(n) for n in nodes)
+        return "keras-seq2seq", "handwritten-mha" if handwritten else "keras-mha"
+    return None, None
+
+
+def detect_recipe(files) -> str | None:
+    """The recipe a set of files is for ({file name: bytes}): "marian" when a Marian model's
+    files are among them (config.json, model.safetensors, *.spm, vocab.json); "keras-seq2seq" or
+    "tf-tutorial" when a weights file's names show it; None when nothing tells (or the weights
+    cannot be read: converting them says why)."""
+    names = {Path(str(n)).name for n in files}
+    if names & set(MARIAN_FILES):
+        return "marian"
+    weights = {n: v for n, v in files.items() if is_weights_file(n)}
+    if not weights:
+        return None
+    try:
+        arrays = read_weights(weights)
+    except CheckpointError:
+        return None
+    return recipe_of_weights(arrays)[0]
 
 
 # ------------------------------------------------------------------ CLI

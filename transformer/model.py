@@ -129,7 +129,8 @@ class Transformer(keras.Model):
                cross_head_mask=None, return_hidden_states=False, return_qkv=False):
         """target_ids (B, T), memory (B, N, d_model), memory_mask (B, 1, 1, N) -> dict:
         "logits" (B, T, tgt_vocab), "self_attention" (L_dec, B, H, T, T),
-        "cross_attention" (L_dec, B, H, T, N), "mask" (B, 1, T, T) (the self-attention mask); optional "hidden_states" (L_dec + 1, B, T, d_model),
+        "cross_attention" (L_dec, B, H, T, N), "mask" (B, 1, T, T) (the self-attention mask);
+        optional "hidden_states" (L_dec + 1, B, T, d_model),
         "self_q"/"self_k"/"self_v"/"self_scores", "cross_q"/"cross_k"/"cross_v"/"cross_scores".
         """
         target_ids = tf.convert_to_tensor(target_ids)
@@ -218,7 +219,8 @@ class Transformer(keras.Model):
         Returns logits (B, T, tgt_vocab), or with any return_* flag a dict with "logits",
         "encoder_attention" (L_enc, B, H, N, N), "decoder_attention" (L_dec, B, H, T, T),
         "cross_attention" (L_dec, B, H, T, N), the masks they used, "source_mask" (B, 1, 1, N)
-        (encoder and cross keys) and "target_mask" (B, 1, T, T), and the requested extras, prefixed "encoder_",
+        (encoder and cross keys) and "target_mask" (B, 1, T, T), and the requested extras, prefixed
+        "encoder_",
         "decoder_" (self-attention) and "cross_".
         head_mask: {"encoder": (L_enc, H), "decoder": (L_dec, H), "cross": (L_dec, H)}, any subset;
         0 silences a head's output.

@@ -1,0 +1,183 @@
+"""What a model does and what it expects, from its metadata; and whether a sentence is far from
+what it was trained on (then its output may be nonsense). No Streamlit: Home and Model pages
+show what these return."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+UNKNOWN_SHARE = 1 / 3  # more unknown source pieces than this: far from the training data
+LANGUAGES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
+             "en": "English", "es": "Spanish", "fi": "Finnish", "fr": "French", "hi": "Hindi",
+             "hu": "Hungarian", "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch",
+             "no": "Norwegian", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian",
+             "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
+             "zh": "Chinese", "eng": "English", "spa": "Spanish", "fra": "French",
+             "deu": "German", "por": "Portuguese", "ita": "Italian"}
+RECIPES = {
+    "keras-seq2seq": ("the Keras example \"English-to-Spanish translation with a "
+                      "sequence-to-sequence Transformer\"", "English", "Spanish"),
+    "tf-tutorial": ("the TensorFlow tutorial \"Neural machine translation with a Transformer "
+                    "and Keras\"", "Portuguese", "English"),
+    "marian": ("Hugging Face's MarianMT (an opus-mt model)", None, None),
+}
+DATES_TASK = "dates"
+_MONTH_WORDS = ("january", "february", "march", "april", "may", "june", "july", "august",
+                "september", "october", "november", "december")
+_DATE_WORD = re.compile(r"\b(" + "|".join(m[:3] for m in _MONTH_WORDS) + r")[a-z]*\b")
+_NUMERIC_DATE = re.compile(r"\d{1,4}\s*[./-]\s*\d{1,2}\s*[./-]\s*\d{1,4}")
+
+
+@dataclass
+class About:
+    """What the pages say about a model."""
+    does: str  # one sentence: what the model does
+    languages: str | None = None  # "English → French"
+    training: str | None = None  # what it was trained on
+    inputs: str = ""  # what inputs it expects
+    examples: list[str] = field(default_factory=list)  # a few inputs it expects
+
+
+def language(code) -> str | None:
+    if not isinstance(code, str) or not code.strip():
+        return None
+    return LANGUAGES.get(code.strip().lower(), code.strip())
+
+
+def describe(metadata: dict, source_spec: dict | None = None, target_spec: dict | None = None,
+             examples=()) -> About:
+    """About a model from its metadata (task, corpus, provenance of a converted model) and its
+    tokenizers' specs (BPEmb's language)."""
+    examples = [e for e in examples if isinstance(e, str)][:4]
+    shown = ", ".join(f'"{e}"' for e in examples[:3])
+    provenance = metadata.get("source") if isinstance(metadata.get("source"), dict) else {}
+    if metadata.get("task") == DATES_TASK:
+        return About(
+            does="It turns dates written by people into ISO dates: \"Friday, March 5, 2021\", "
+                 "\"5th of march 2021\" or \"05.03.2021\" all become 2021-03-05.",
+            languages="English dates → ISO 8601 (YYYY-MM-DD)",
+            training=_count(metadata.get("train_examples"), "generated date pairs")
+            + " of the dates task: days from 1900 to 2099 in 10 formats, lower, title and upper "
+              "case; the held-out days were never seen in training.",
+            inputs="One date in English with its day, month and year, written as in the "
+                   "examples; anything else is far from what it was trained on.",
+            examples=examples)
+    source_lang = language(provenance.get("source_lang")) or language(
+        (source_spec or {}).get("lang"))
+    target_lang = language(provenance.get("target_lang")) or language(
+        (target_spec or {}).get("lang"))
+    recipe = provenance.get("recipe") or metadata.get("recipe")
+    if isinstance(recipe, str) and recipe in RECIPES:
+        what, usual_source, usual_target = RECIPES[recipe]
+        pair = f"{source_lang} → {target_lang}" if source_lang and target_lang else None
+        does = (f"It translates {source_lang} into {target_lang}." if pair else
+                "It is a translator converted from a model trained with " + what + ".")
+        if not pair and usual_source:
+            does += (f" That recipe translates {usual_source} into {usual_target}; yours may have "
+                     "been trained on anything: the checkpoint does not record it.")
+        model = provenance.get("model")
+        training = ("Not recorded in the files: whatever it was trained on with " + what
+                    + (f" ({model})." if isinstance(model, str) and model else "."))
+        inputs = ("Sentences like those it was trained on"
+                  + (f", in {source_lang}" if source_lang else "") + ".")
+        return About(does, pair, training, inputs, examples)
+    if isinstance(metadata.get("corpus"), str) and metadata["corpus"]:
+        pair = f"{source_lang} → {target_lang}" if source_lang and target_lang else None
+        corpus = metadata["corpus"]
+        return About(
+            does=(f"It translates {source_lang} into {target_lang}" if pair
+                  else "It translates the source side of a parallel corpus into its target side")
+            + f", trained on {corpus}.",
+            languages=pair,
+            training=_count(metadata.get("train_examples"), "sentence pairs") + f" of {corpus}.",
+            inputs="Sentences like those of the corpus" + (f" ({shown})." if shown else "."),
+            examples=examples)
+    return About(does="The checkpoint does not say what it was trained to do (no task, corpus "
+                      "or recipe in its metadata).",
+                 inputs="Unknown: try sentences like its examples." if shown else "Unknown.",
+                 examples=examples)
+
+
+def about_checkpoint(ckpt, examples=()) -> About:
+    """describe() for a checkpoint: its metadata and both tokenizers' specs."""
+    return describe(ckpt.metadata, ckpt.source_tokenizer.spec(), ckpt.target_tokenizer.spec(),
+                    examples)
+
+
+def _count(value, what: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return f"{value:,} {what}"
+    return what[0].upper() + what[1:]
+
+
+def has_date_part(text: str) -> bool:
+    """A month's name (or its first three letters) or a numeric date such as 05.03.2021."""
+    lowered = text.lower()
+    return bool(_DATE_WORD.search(lowered) or _NUMERIC_DATE.search(lowered))
+
+
+def input_warnings(ckpt, text: str) -> list[str]:
+    """Why `text` is far from what the model was trained on, one sentence each ([] when it is
+    not): for the dates task, no digit or no date part; for any model, more than a third of
+    the source pieces unknown to its vocabulary."""
+    warnings = []
+    if not text.strip():
+        return warnings
+    if ckpt.metadata.get("task") == DATES_TASK:
+        if not any(c.isdigit() for c in text):
+            warnings.append("The sentence has no digit, but the dates model was trained only on "
+                            "dates with a day and a year in digits: its output may be nonsense.")
+        elif not has_date_part(text):
+            warnings.append("The sentence has no month name and no date in digits (such as "
+                            "05.03.2021), which every date the model was trained on has: its "
+                            "output may be nonsense.")
+    tokenizer = ckpt.source_tokenizer
+    ids = tokenizer.encode(text)
+    unknown = sum(1 for i in ids if i == tokenizer.unk_id)
+    if ids and unknown > UNKNOWN_SHARE * len(ids):
+        warnings.append(f"{unknown} of the {len(ids)} source pieces are unknown to the model's "
+                        f"vocabulary ({tokenizer.id_to_piece(tokenizer.unk_id)}): the sentence "
+                        "is far from what it was trained on, and its output may be nonsense.")
+    return warnings
+
+
+@dataclass
+class Origin:
+    """Where a model came from: converted from someone else's files, or trained here."""
+    how: str  # one sentence
+    command: str = ""  # the command that reproduces it (conversion or training)
+    files: list[dict] = field(default_factory=list)  # [{"file", "role", "sha256"}] converted from
+
+
+RECIPE_NAMES = {"keras-seq2seq": "the Keras seq2seq example", "tf-tutorial": "the TF tutorial",
+                "marian": "Marian (opus-mt)"}
+
+
+def origin(metadata: dict) -> Origin:
+    """The provenance a checkpoint records: metadata["source"] of a converted model (recipe,
+    files with their sha256, the convert command), or the training command of our own."""
+    source = metadata.get("source")
+    if isinstance(source, dict):
+        recipe = source.get("recipe")
+        name = RECIPE_NAMES.get(recipe, str(recipe or "an unknown recipe"))
+        form = {"handwritten-mha": " (the hand-written attention form)",
+                "keras-mha": ""}.get(source.get("form"), "")
+        files = []
+        for item in source.get("files") or []:
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                digest = item.get("sha256")
+                files.append({"file": item["name"], "role": str(item.get("role") or ""),
+                              "sha256": digest[:16] if isinstance(digest, str) else ""})
+        model = source.get("model")
+        how = (f"Converted from a model trained with {name}{form}"
+               + (f" ({model})" if isinstance(model, str) and model else "")
+               + ": its weights and vocabularies were read as data and mapped onto this "
+                 "project's Transformer.")
+        command = source.get("command") if isinstance(source.get("command"), str) else ""
+        return Origin(how, command, files)
+    command = metadata.get("command")
+    if isinstance(command, str) and command:
+        return Origin("Trained by this project (python -m transformer.train) with this command:",
+                      command)
+    return Origin("The checkpoint does not record how it was made.")

@@ -1,0 +1,261 @@
+"""Models uploaded as the files other programs wrote: what the files are, which recipe they are
+for, and their conversion into our checkpoint, all in memory (nothing is written anywhere).
+
+The sidebar's uploader takes a .ckpt (explorer.models loads it), or these:
+
+    Keras seq2seq example   a weights file (.weights.h5, .keras, or a TF checkpoint's .index and
+                            .data-00000-of-00001) and two vocabulary files (.txt)
+    TF tutorial             the same files
+    Marian (opus-mt)        config.json, model.safetensors, source.spm, target.spm, vocab.json
+
+either as several files at once or as one .zip holding them. The recipe is read from the files
+(transformer.convert.detect_recipe); what they cannot tell is asked in a short form (Choices).
+No Streamlit here: explorer.models runs this in the sidebar.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from transformer import archive, limits
+from transformer.checkpoint import CheckpointError
+from transformer.convert import MARIAN_FILES, is_weights_file, recipe_of_weights
+from transformer.readers import read_weights
+
+RECIPE_LABELS = {"keras-seq2seq": "Keras seq2seq example", "tf-tutorial": "TF tutorial",
+                 "marian": "Marian (opus-mt)"}
+WEIGHT_RECIPES = ("keras-seq2seq", "tf-tutorial")  # the recipes of a weights file + vocabularies
+VOCABULARY_SUFFIXES = ("", ".txt", ".vocab")  # a vocabulary file: one token per line
+NOT_VOCABULARIES = {"readme", "license", "licence", "notice", "copying"}  # stems of other files
+MARIAN_READ = MARIAN_FILES + ("tokenizer_config.json",)  # what read_marian reads of a folder
+MAX_ZIP_MEMBERS = 256
+# Words in a vocabulary file's name that tell its side (the Keras example's eng/spa, the
+# tutorial's pt/en); anything else keeps the order of the names, and the user may swap.
+SOURCE_WORDS = {"source", "src", "input", "inputs", "inp", "encoder", "eng", "pt"}
+TARGET_WORDS = {"target", "tgt", "output", "outputs", "decoder", "spa", "en"}
+
+
+@dataclass
+class Upload:
+    """The uploaded files after unpacking a .zip, and what they were found to be."""
+    files: dict[str, bytes]  # file name -> bytes: only the files the recipe reads
+    label: str  # how sentences name them: "the files a, b and c" or "the archive 'x.zip'"
+    recipe: str | None  # detected; None when the weight names show neither recipe
+    form: str | None = None  # "keras-mha" | "handwritten-mha" (keras-seq2seq)
+    weights: list[str] = field(default_factory=list)  # the weights file(s)
+    vocabularies: tuple[str, ...] = ()  # (source, target) as guessed from the names
+    ignored: list[str] = field(default_factory=list)  # files no recipe reads
+    digest: str = ""  # sha256 over the sorted (name, sha256 of bytes) of `files`
+    archive_name: str | None = None  # the .zip's name when the files came in one
+
+    @property
+    def needs_heads(self) -> bool:
+        """The weights do not tell the number of heads (the hand-written attention), or the
+        recipe is unknown."""
+        return self.form == "handwritten-mha" or self.recipe is None
+
+    @property
+    def asks(self) -> bool:
+        """Whether the form has anything to ask (Marian's files tell everything)."""
+        return self.recipe != "marian"
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What the form adds to the files."""
+    recipe: str
+    num_heads: int | None = None
+    source_vocab: str | None = None
+    target_vocab: str | None = None
+
+
+def read_upload(named: dict[str, bytes]) -> Upload:
+    """What the files are: {file name: bytes} as uploaded (one .zip, or several files; never a
+    .ckpt, which explorer.models loads itself). Raises CheckpointError sentences."""
+    if not named:
+        raise CheckpointError("No file was uploaded.")
+    zips = [n for n in named if n.lower().endswith(".zip")]
+    archive_name = None
+    if zips:
+        if len(named) > 1:
+            raise CheckpointError(
+                f"Give either one .zip or the model's files, not both ({zips[0]!r} came with "
+                f"{_join(sorted(n for n in named if n != zips[0]))}).")
+        archive_name = zips[0]
+        named = unzip(named[archive_name], f"the archive {archive_name!r}")
+    label = f"the archive {archive_name!r}" if archive_name else f"the files {_join(sorted(named))}"
+    names = {PurePosixPath(n).name for n in named}
+    if names & set(MARIAN_FILES):
+        files = {n: v for n, v in named.items() if PurePosixPath(n).name in MARIAN_READ}
+        return _finish(Upload(files, label, "marian", archive_name=archive_name,
+                              ignored=sorted(set(named) - set(files))))
+    weights = sorted(n for n in named if is_weights_file(n))
+    vocabularies = [n for n in sorted(named) if n not in weights and _is_vocabulary(n)]
+    ignored = sorted(set(named) - set(weights) - set(vocabularies))
+    if not weights:
+        raise CheckpointError(
+            f"None of {label} is a model: give a .ckpt; or a weights file (.weights.h5, .keras, "
+            "or a TF checkpoint's .index and .data-00000-of-00001) with its two vocabulary "
+            "files; or a Marian model's config.json, model.safetensors, source.spm, target.spm "
+            "and vocab.json (or one .zip of them).")
+    if len(vocabularies) != 2:
+        found = f": {_join(vocabularies)}" if vocabularies else ""
+        raise CheckpointError(
+            f"The weights {_join(weights)} need two vocabulary files (.txt, one token per line), "
+            f"the source's and the target's; {label.removeprefix('the ')} "
+            f"{'hold' if archive_name is None else 'holds'} {len(vocabularies)}{found}.")
+    arrays = read_weights({n: named[n] for n in weights})  # CheckpointError names the file
+    recipe, form = recipe_of_weights(arrays)
+    files = {n: named[n] for n in weights + vocabularies}
+    return _finish(Upload(files, label, recipe, form, weights, vocabulary_roles(vocabularies),
+                          ignored, archive_name=archive_name))
+
+
+def _finish(upload: Upload) -> Upload:
+    digest = hashlib.sha256()
+    for name in sorted(upload.files):
+        digest.update(name.encode("utf-8") + b"\0")
+        digest.update(hashlib.sha256(upload.files[name]).digest())
+    upload.digest = digest.hexdigest()
+    return upload
+
+
+def _suffix(name: str) -> str:
+    return PurePosixPath(name).suffix.lower()
+
+
+def _is_vocabulary(name: str) -> bool:
+    path = PurePosixPath(name)
+    return (path.suffix.lower() in VOCABULARY_SUFFIXES and not path.name.startswith(".")
+            and path.stem.lower() not in NOT_VOCABULARIES)
+
+
+def vocabulary_roles(names) -> tuple[str, str]:
+    """(source, target) among two vocabulary file names, by the words in them ("source", "src",
+    "eng", "pt" / "target", "tgt", "spa", "en"); otherwise in the order of the names."""
+    first, second = sorted(names)
+
+    def side(name: str) -> int:  # +1 source, -1 target, 0 cannot tell
+        words = set("".join(c if c.isalnum() else " " for c in Path(name).stem.lower()).split())
+        return (1 if words & SOURCE_WORDS else 0) - (1 if words & TARGET_WORDS else 0)
+
+    if side(first) < side(second):
+        return second, first
+    return first, second
+
+
+def unzip(data: bytes, where: str) -> dict[str, bytes]:
+    """{file name: bytes} of a .zip's files that a recipe may read (folders, macOS's extras and
+    files of other kinds skipped), each within the limits a checkpoint's members have."""
+    try:
+        entries = archive.read_directory(data, where, MAX_ZIP_MEMBERS, limits.MAX_DIRECTORY_BYTES)
+    except archive.ArchiveError as err:
+        raise CheckpointError(str(err)) from None
+    wanted = []
+    for entry in entries:
+        name = PurePosixPath(entry.name).name
+        if entry.name.endswith("/") or name.startswith(".") or "__MACOSX/" in entry.name:
+            continue
+        if name in MARIAN_READ or is_weights_file(name) or _is_vocabulary(name):
+            wanted.append((name, entry))
+    if any(name in MARIAN_FILES for name, _ in wanted):  # a Marian folder: only its files
+        wanted = [(name, entry) for name, entry in wanted if name in MARIAN_READ]
+    files, total = {}, 0
+    for name, entry in wanted:
+        if name in files:
+            raise CheckpointError(f"{where[0].upper() + where[1:]} holds two files named "
+                                  f"{name!r}; give one model per archive.")
+        ratio = entry.size / max(entry.compressed_size, 1)
+        total += entry.size
+        if entry.size > limits.MAX_MEMBER_BYTES or total > limits.MAX_TOTAL_BYTES or (
+                entry.size > limits.RATIO_CHECKED_ABOVE and ratio > limits.MAX_COMPRESSION_RATIO):
+            raise CheckpointError(
+                f"{name} in {where} unpacks to {entry.size / 2**20:.1f} MB from "
+                f"{entry.compressed_size / 2**20:.1f} MB (at most "
+                f"{limits.MAX_MEMBER_BYTES / 2**20:.0f} MB a file, packed at most "
+                f"{limits.MAX_COMPRESSION_RATIO} to 1): refused.")
+        try:
+            files[name] = bytes(archive.read_member(data, entry, where))
+        except archive.ArchiveError as err:
+            raise CheckpointError(str(err)) from None
+    if not files:
+        raise CheckpointError(f"{where[0].upper() + where[1:]} holds no model file (a weights "
+                              "file and vocabularies, or a Marian model's files).")
+    return files
+
+
+def import_key(upload: Upload, choices: Choices) -> str:
+    """The cache key of a conversion: the files' digest plus the form's choices."""
+    blob = json.dumps([upload.digest, choices.recipe, choices.num_heads, choices.source_vocab,
+                       choices.target_vocab])
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def command(upload: Upload, choices: Choices) -> str:
+    """The command line that converts the same files the same way."""
+    if choices.recipe == "marian":
+        folder = Path(upload.archive_name).stem if upload.archive_name else "MODEL_DIR"
+        return shlex.join(["python", "-m", "transformer.convert", "marian", "--model-dir",
+                           folder, "--out", f"{folder.lower()}.ckpt"])
+    weights = next((n for n in upload.weights if n.endswith(".index")), upload.weights[0])
+    out = Path(weights).name.split(".")[0] or "model"
+    argv = ["python", "-m", "transformer.convert", choices.recipe, "--weights", weights,
+            "--source-vocab", choices.source_vocab, "--target-vocab", choices.target_vocab]
+    if choices.num_heads is not None:
+        argv += ["--num-heads", str(choices.num_heads)]
+    return shlex.join(argv + ["--out", f"{out}.ckpt"])
+
+
+def check_choices(upload: Upload, choices: Choices) -> None:
+    """A CheckpointError sentence when the form's answers cannot work."""
+    if choices.recipe not in RECIPE_LABELS:
+        raise CheckpointError(f"Unknown recipe {choices.recipe!r}; pick one of "
+                              f"{_join(RECIPE_LABELS.values())}.")
+    if (choices.recipe == "marian") != (upload.recipe == "marian"):
+        raise CheckpointError(
+            f"{upload.label[0].upper() + upload.label[1:]} "
+            + ("is a Marian model." if upload.recipe == "marian" else "is no Marian model."))
+    if choices.recipe == "marian":
+        return
+    if {choices.source_vocab, choices.target_vocab} != set(upload.vocabularies):
+        raise CheckpointError(f"Pick which of {_join(upload.vocabularies)} is the source "
+                              "vocabulary and which the target's.")
+    if upload.form == "handwritten-mha" and choices.recipe == "keras-seq2seq" and (
+            choices.num_heads is None or choices.num_heads < 1):
+        raise CheckpointError(
+            f"The weights {_join(upload.weights)} are the Keras example with a hand-written "
+            "attention (q_linear, k_linear, v_linear, concat_linear), which does not tell how "
+            "many heads it has: give the number of heads the model was built with.")
+
+
+def convert(upload: Upload, choices: Choices) -> bytes:
+    """The checkpoint file (bytes) of the uploaded model, built in memory; loads exactly as an
+    uploaded .ckpt does. Raises CheckpointError sentences that name the file and the weight."""
+    from transformer.checkpoint import checkpoint_bytes
+    from transformer.convert import convert_keras_seq2seq, convert_tf_tutorial
+
+    check_choices(upload, choices)
+    line = command(upload, choices)
+    if choices.recipe == "marian":
+        from transformer.marian import marian_checkpoint_bytes
+
+        return marian_checkpoint_bytes(upload.files, command=line)
+    convert_with = convert_keras_seq2seq if choices.recipe == "keras-seq2seq" \
+        else convert_tf_tutorial
+    ckpt = convert_with({n: upload.files[n] for n in upload.weights},
+                        {choices.source_vocab: upload.files[choices.source_vocab]},
+                        {choices.target_vocab: upload.files[choices.target_vocab]},
+                        choices.num_heads, command=line)
+    return checkpoint_bytes(ckpt.model, ckpt.source_tokenizer, ckpt.target_tokenizer,
+                            ckpt.metadata)
+
+
+def _join(names) -> str:
+    names = [str(n) for n in names]
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]

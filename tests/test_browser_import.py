@@ -1,0 +1,65 @@
+"""A model trained by the TF tutorial's own code (tests/fixtures/tutorial_dates/), uploaded
+through the real sidebar uploader in headless Chromium (Debian's), converted by the app after
+its short form: the translations the app shows equal the tutorial Translator's own output.
+
+The screenshot lands in test-artifacts/screenshots/ for a person to look at.
+"""
+
+import json
+
+import pytest
+from conftest import ARTIFACTS, ROOT
+from test_browser import browser, server, wait_for_app  # noqa: F401 - pytest fixtures
+
+pytestmark = pytest.mark.browser
+
+FIXTURE = ROOT / "tests" / "fixtures" / "tutorial_dates"
+FILES = ("model.weights.h5", "source_vocab.txt", "target_vocab.txt")
+RECORDED = json.loads((FIXTURE / "translations.json").read_text(encoding="utf-8"))
+
+
+def _translation_shown(page) -> str:
+    metric = page.locator('[data-testid="stMetric"]').filter(has_text="Translation of the sentence")
+    return metric.locator('[data-testid="stMetricValue"]').inner_text().strip()
+
+
+def _set_sentence(page, sentence: str) -> None:
+    box = page.get_by_label("Source sentence")
+    box.fill(sentence)
+    box.press("Enter")
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+
+
+def test_upload_the_tutorials_files_and_translate_as_the_tutorial(server, browser):  # noqa: F811
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/")
+    wait_for_app(page)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.locator('input[type="file"]').set_input_files([str(FIXTURE / f) for f in FILES])
+    # The short form: the recipe read from the weight names, the vocabularies by their names.
+    sidebar.get_by_text("TF tutorial (from the weight names)").wait_for(timeout=120_000)
+    sidebar.get_by_text("source: source_vocab.txt, target: target_vocab.txt").wait_for()
+    wait_for_app(page)
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    sidebar.get_by_role("button", name="Convert and open").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "Import-form.png"), full_page=True)
+    sidebar.get_by_role("button", name="Convert and open").click()
+    sidebar.get_by_text("with the TF tutorial recipe and opened it").wait_for(timeout=300_000)
+    wait_for_app(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    for record in RECORDED["translations"]:
+        _set_sentence(page, record["source"])
+        assert _translation_shown(page) == record["text"], record["source"]
+    page.screenshot(path=str(shots / "Import-tutorial-dates.png"), full_page=True)
+    # Where it came from, on the Model page of the same session.
+    page.locator('[data-testid="stSidebarNav"]').get_by_text("Model", exact=True).click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    page.get_by_text("python -m transformer.convert tf-tutorial", exact=False).first.wait_for()
+    page.screenshot(path=str(shots / "Import-model-page.png"), full_page=True)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert not errors, errors
