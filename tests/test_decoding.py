@@ -9,11 +9,21 @@ import time
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from transformer import (DEFAULT_CHECKPOINT, BeamDecoding, CheckpointError, Decoding, Transformer,
-                         TransformerConfig, beam_search, greedy_decode, greedy_decode_batch,
-                         load_checkpoint)
-from transformer import decoding
+from transformer import (
+    DEFAULT_CHECKPOINT,
+    BeamDecoding,
+    CheckpointError,
+    Decoding,
+    Transformer,
+    TransformerConfig,
+    beam_search,
+    decoding,
+    greedy_decode,
+    greedy_decode_batch,
+    load_checkpoint,
+)
 from transformer.decoding import length_normalised
 
 ATOL = 1e-5
@@ -600,3 +610,105 @@ def test_bad_sources():
         greedy_decode(model, [], max_len=4)
     with pytest.raises(ValueError, match="beam_width"):
         beam_search(model, [4, 5], beam_width=0, max_len=4)
+
+
+# ============================================================================= 9. one compiled loop
+def test_bucket_sizes():
+    assert [decoding.bucket(n, 256) for n in (1, 16, 17, 32, 33, 100, 256)] == \
+        [16, 16, 32, 32, 64, 128, 256]
+    assert decoding.bucket(20, 24) == 24  # never more than the cap ...
+    assert decoding.bucket(30, 24) == 30  # ... nor less than the length
+
+
+def test_sources_and_cache_are_bucketed_unless_padding_is_unmasked():
+    source = np.full((2, 5), 4, np.int32)
+    padded, cache_len = decoding._bucketed(build(tiny_config(max_len=40), seed=1), source, 20)
+    assert padded.shape == (2, 16) and cache_len == 32
+    np.testing.assert_array_equal(padded[:, :5], source)
+    assert (padded[:, 5:] == 0).all()
+    unmasked = build(tiny_config(max_len=40, mask_padding=False), seed=1)
+    same, cache_len = decoding._bucketed(unmasked, source, 20)
+    assert same.shape == (2, 5) and cache_len == 32
+
+
+def test_one_compiled_call_per_decode_and_early_exit():
+    """The host calls the compiled loop once per batch; with stop_at_end the loop runs exactly
+    as many steps as the longest decoding, not max_len."""
+    model = tiny()
+    early, _ = early_end_source(model)
+    real, calls = decoding._compiled_step(model), []
+
+    def counted(*args):
+        calls.append(args)
+        return real(*args)
+    model._cached_step_fn = counted
+    try:
+        results = greedy_decode_batch(model, [early, early], max_len=MAX_LEN)
+        assert len(calls) == 1
+        longest = max(len(r.token_ids) for r in results)
+        assert longest < MAX_LEN
+        out = decoding._cached_greedy(model, np.stack([early, early]),
+                                      decoding._head_masks(model, None), MAX_LEN, True, True)
+        assert len(calls) == 2 and out["tokens"].shape == (longest, 2)
+        unstopped = decoding._cached_greedy(model, np.stack([early]),
+                                            decoding._head_masks(model, None), MAX_LEN, False, True)
+        assert unstopped["tokens"].shape == (MAX_LEN, 1)
+        assert unstopped["self"].shape == (MAX_LEN, 2, 1, 4, MAX_LEN)  # (T, L, B, H, cache_len)
+    finally:
+        model._cached_step_fn = real
+
+
+@pytest.mark.parametrize("overrides", [dict(mask_padding=False), dict(start_id=0)],
+                         ids=["padding_unmasked", "start_is_pad"])
+def test_cached_equals_naive_for_imported_model_options(overrides):
+    """A model that does not mask padding (its sources are not bucketed) and one whose start id
+    is its pad id (both are never chosen)."""
+    model = build(tiny_config(**overrides), seed=11)
+    c = model.config
+    srcs = sources(c, BATCH_LENGTHS, seed=31)
+    cached = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False)
+    naive = greedy_decode_batch(model, srcs, max_len=MAX_LEN, stop_at_end=False, use_cache=False)
+    for a, b in zip(cached, naive):
+        assert_same(a, b)
+        assert not {c.pad_id, c.start_id} & set(a.token_ids)
+    for src, got in zip(srcs, cached):
+        alone = greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False)
+        assert_same(alone, greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False,
+                                         use_cache=False))
+        if c.mask_padding:  # unmasked padding is attended: a padded batch differs from one by one
+            assert_same(got, alone)
+
+
+@pytest.mark.parametrize("name", ["post_ln_sinusoidal", "tied_shared_pre_ln"])
+def test_beam_cached_equals_naive_with_head_mask(name):
+    model = tiny(name)
+    head_mask = random_head_mask(model.config, seed=8)
+    for src in (padded_source(model.config, seed=29), sources(model.config, [6], seed=30)[0]):
+        for width in (2, 3):
+            cached = beam_search(model, src, beam_width=width, max_len=MAX_LEN,
+                                 head_mask=head_mask)
+            naive = beam_search(model, src, beam_width=width, max_len=MAX_LEN,
+                                head_mask=head_mask, use_cache=False)
+            assert_beam_equal(cached, naive)
+            for h in cached.hypotheses:
+                assert_faithful(model, src, h, head_mask=head_mask, atol=1e-4)
+
+
+def test_beam_loop_traces_once_for_widths_and_lengths(fresh_model):
+    c = fresh_model.config
+    for width, length in ((2, 5), (3, 7), (2, 4)):
+        beam_search(fresh_model, sources(c, [length], seed=width)[0], beam_width=width,
+                    max_len=MAX_LEN)
+    assert fresh_model._cached_beam_fn.experimental_get_tracing_count() == 1
+
+
+@pytest.mark.xfail(raises=tf.errors.InvalidArgumentError, strict=False,
+                   reason="XLA cannot compile attention._write (tf.pad at a loop-dependent index)")
+def test_xla_loop_equals_graph_loop(monkeypatch):
+    model = tiny()
+    src = padded_source(model.config)
+    plain = greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False)
+    plain_beam = beam_search(model, src, beam_width=3, max_len=MAX_LEN)
+    monkeypatch.setattr(decoding, "JIT_COMPILE", True)
+    assert_same(greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False), plain)
+    assert_beam_equal(beam_search(model, src, beam_width=3, max_len=MAX_LEN), plain_beam)

@@ -1,10 +1,20 @@
-"""Greedy decoding, one token at a time, capturing each step's attention.
+"""Greedy decoding and beam search, capturing each step's attention.
 
 Two paths give identical tokens and attention:
-- cached (default): the encoder runs once, each layer's cross-attention keys and values are computed
-  once, and decoder self-attention keys/values live in a fixed-size cache written one slot per step,
-  so the compiled step function never retraces and each step costs the same;
-- naive (use_cache=False): the reference, re-running the decoder on the whole prefix every step.
+- cached (default): the whole decode of a batch is ONE compiled call: a `tf.while_loop` runs the
+  encoder once, computes each layer's cross-attention keys and values once, keeps the decoder's
+  self-attention keys/values in a fixed-size cache written one slot per step, picks each step's
+  token on the device and writes the step's token, log-probabilities and attention rows into
+  preallocated arrays, and stops when every sequence has ended. The host is called once per
+  batch, not once per token;
+- naive (use_cache=False): the reference, re-running the decoder on the whole prefix every step
+  from a Python loop.
+
+Sources are padded to a bucket of lengths (16, 32, 64, ...) and the cache to the bucket that
+holds max_len, so that XLA (JIT_COMPILE) compiles once per bucket and a new sentence length does
+not recompile; padded source keys are masked, so padding changes no number. A model that does not
+mask padding (config.mask_padding False) gets its sources unpadded (padding would change its
+numbers); only the cache is bucketed then.
 """
 
 from __future__ import annotations
@@ -17,8 +27,12 @@ import tensorflow as tf
 from .kinds import head_masks
 from .masks import pad_ids
 
-
 TOP_K = 5
+SMALLEST_BUCKET = 16  # source and cache lengths are padded to 16, 32, 64, ... (at most the model's)
+# XLA compiles the decode loop when True. Off by default: attention._write pads the new key/value
+# row with tf.pad at a loop-dependent index, which XLA cannot compile (paddings must be constant),
+# and on this 2-core CPU a compile costs seconds per bucket (see bench/decode.py and the report).
+JIT_COMPILE = False
 
 
 @dataclass
@@ -67,45 +81,36 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
                         on_step=None) -> list[Decoding]:
     """Decode many sources at once. Each stops on its own end token; results equal decoding them
     one by one. sources: a list of 1-D id sequences (padded here) or a (B, N) padded array.
-    capture=False skips keeping attention (corpus-level use); on_step(t) is called after each step
-    (progress bars, benchmarks)."""
+    capture=False skips keeping attention (corpus-level use); on_step(t) is called for each step
+    taken (progress bars): at once after the compiled loop returns on the cached path, after each
+    step on the naive one."""
     config = model.config
     source_ids = (np.asarray(sources, np.int32) if isinstance(sources, np.ndarray) and
                   sources.ndim == 2 else pad_ids(sources, config.pad_id))
-    if not 1 <= max_len <= config.max_len:
-        raise ValueError(f"max_len must be in [1, {config.max_len}] (the model's max_len), got {max_len}")
-    head_mask = _head_masks(model, head_mask)
-    batch = source_ids.shape[0]
-    lengths = (source_ids != config.pad_id).sum(axis=1)
-    run = _CachedRun(model, source_ids, head_mask, max_len) if use_cache else \
-        _NaiveRun(model, source_ids, head_mask)
-    prefix = np.full((batch, 1), config.start_id, np.int32)
-    finished = np.zeros(batch, bool)
-    done_at = np.full(batch, max_len)
-    steps: list[list[DecodeStep]] = [[] for _ in range(batch)]
-    for t in range(max_len):
-        logits, self_weights, cross_weights = run.step(prefix, t)
-        # (B, V), (L, B, H, t + 1), (L, B, H, N)
-        log_probs = log_softmax(logits)
-        choosable = log_probs.copy()
-        choosable[:, [config.pad_id, config.start_id]] = -np.inf  # never emit padding or <start>
-        next_ids = choosable.argmax(axis=-1).astype(np.int32)
-        for b in np.flatnonzero(~finished):
-            steps[b].append(_step(next_ids[b], log_probs[b], self_weights[:, b], cross_weights[:, b],
-                                  lengths[b], tokenizer, capture))
-        prefix = np.concatenate([prefix, next_ids[:, None]], axis=1)
-        if on_step is not None:
+    _check_max_len(config, max_len)
+    masks = _head_masks(model, head_mask)
+    if use_cache:
+        out = _cached_greedy(model, source_ids, masks, max_len, stop_at_end, capture)
+    else:
+        out = _naive_greedy(model, source_ids, masks, max_len, stop_at_end, on_step)
+    steps_taken = len(out["tokens"])
+    if use_cache and on_step is not None:
+        for t in range(steps_taken):
             on_step(t)
-        if stop_at_end:
-            newly = ~finished & (next_ids == config.end_id)
-            done_at[newly] = t + 1
-            finished |= newly
-            if finished.all():
-                break
+    tokens = out["tokens"]  # (T, B)
+    lengths = (source_ids != config.pad_id).sum(axis=1)
+    names = _Names(tokenizer, tokens, out["top_ids"])
     results = []
-    for b in range(batch):
-        ids = prefix[b, 1:done_at[b] + 1].tolist() if stop_at_end else prefix[b, 1:].tolist()
-        results.append(Decoding(ids, _names(ids, tokenizer), _text(ids, tokenizer), steps[b]))
+    for b in range(source_ids.shape[0]):
+        ended = np.flatnonzero(tokens[:, b] == config.end_id)
+        done = int(ended[0]) + 1 if stop_at_end and ended.size else steps_taken
+        ids = [int(i) for i in tokens[:done, b]]
+        steps = [_make_step(names, ids[t], out["log_prob"][t, b], out["top_ids"][t, b],
+                            out["top_log_probs"][t, b],
+                            out["self"][t][:, b, :, : t + 1] if capture else None,
+                            out["cross"][t][:, b, :, : lengths[b]] if capture else None)
+                 for t in range(done)]
+        results.append(Decoding(ids, names(ids), _text(ids, tokenizer), steps))
     return results
 
 
@@ -132,109 +137,355 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
     beam_width best candidates; one that ends with the end token is finished. Search stops when
     beam_width hypotheses are finished or at max_len; the best finished one by length-normalised
     score wins. beam_width=1 is greedy decoding.
+
+    The cached path runs the whole search in one compiled loop (selection and cache reordering
+    on the device) and replays its choices here; the naive path selects on the host each step.
     """
     config = model.config
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
-    if not 1 <= max_len <= config.max_len:
-        raise ValueError(f"max_len must be in [1, {config.max_len}] (the model's max_len), got {max_len}")
+    _check_max_len(config, max_len)
     source_ids = np.asarray(source_ids, np.int32).reshape(-1)
     # Every slot of the fixed-size beam decodes the same source: tile it.
     sources = np.repeat(source_ids[None], beam_width, axis=0)
     masks = _head_masks(model, head_mask)
-    run = _CachedRun(model, sources, masks, max_len) if use_cache else \
-        _NaiveRun(model, sources, masks)
     source_len = int((source_ids != config.pad_id).sum())
-    # A hypothesis: (log_prob, ids, steps). Slot 0 starts alive; the others are placeholders.
-    live = [(0.0, [], [])]
-    finished: list[tuple[float, float, list[int], list[DecodeStep]]] = []
-    beam_steps = []
-    for t in range(max_len):
-        slots = live + [live[0]] * (beam_width - len(live))
-        prefix = np.array([[config.start_id] + ids for _, ids, _ in slots], np.int32)
-        logits, self_weights, cross_weights = run.step(prefix, t)
-        log_probs = log_softmax(logits)
-        choosable = log_probs.copy()
-        choosable[:, [config.pad_id, config.start_id]] = -np.inf
-        candidates = []
-        for slot, (score, ids, steps) in enumerate(live):
-            for token in np.argsort(-choosable[slot], kind="stable")[:beam_width]:
-                candidates.append((score + choosable[slot, token], slot, int(token)))
-        candidates.sort(key=lambda c: -c[0])  # stable: ties keep slot order, then token order
+    if use_cache:
+        out = _cached_beam(model, sources, masks, max_len)
+        names = _Names(tokenizer, out["token"], out["top_ids"])
+        book = _Beam(beam_width, config.end_id, names)
+        for t in range(len(out["token"])):
+            candidate = {(int(slot), int(token)): i
+                         for i, (slot, token) in enumerate(zip(out["slot"][t], out["token"][t]))}
+
+            def make_step(slot, token, t=t, candidate=candidate):
+                return _make_step(names, token, out["log_prob"][t, candidate[slot, token]],
+                                  out["top_ids"][t, slot],
+                                  out["top_log_probs"][t, slot],
+                                  out["self"][t][:, slot, :, : t + 1],
+                                  out["cross"][t][:, slot, :, :source_len])
+            chosen = zip(out["score"][t], out["slot"][t], out["token"][t])
+            parents = book.advance([(s, int(slot), int(tok)) for s, slot, tok in chosen],
+                                   make_step)
+            if parents is None and t != len(out["token"]) - 1:
+                raise AssertionError(f"the device's beam went on after step {t}, the host's ended")
+    else:
+        names = _Names(tokenizer)
+        book = _Beam(beam_width, config.end_id, names)
+        run = _NaiveRun(model, sources, masks)
+        for t in range(max_len):
+            slots = book.live + [book.live[0]] * (beam_width - len(book.live))
+            prefix = np.array([[config.start_id] + ids for _, ids, _ in slots], np.int32)
+            log_probs, self_weights, cross_weights = run.step(prefix)
+            choosable = _choosable(log_probs, config)
+            candidates = []
+            for slot, (score, _, _) in enumerate(book.live):
+                for token in np.argsort(-choosable[slot], kind="stable")[:beam_width]:
+                    candidates.append((score + choosable[slot, token], slot, int(token)))
+            candidates.sort(key=lambda c: -c[0])  # stable: ties keep slot order, then token order
+
+            def make_step(slot, token):
+                top = _top(log_probs[slot])
+                return _make_step(names, token, log_probs[slot, token], top, log_probs[slot, top],
+                                  self_weights[:, slot], cross_weights[:, slot, :, :source_len])
+            parents = book.advance(candidates[:beam_width], make_step)
+            if parents is None or t == max_len - 1:
+                break
+            run.reorder(parents)
+    return book.result(length_penalty, tokenizer)
+
+
+class _Beam:
+    """The beam's bookkeeping, shared by both paths: live hypotheses (log_prob, ids, steps) in
+    slot order, finished ones, and what was alive after each step."""
+
+    def __init__(self, beam_width, end_id, names):
+        self.beam_width, self.end_id, self.names = beam_width, end_id, names
+        self.live = [(0.0, [], [])]  # slot 0 starts alive; the others are placeholders
+        self.finished: list[tuple[float, list[int], list[DecodeStep]]] = []
+        self.beam_steps = []
+
+    def advance(self, chosen, make_step):
+        """chosen: the beam_width best (score, slot, token) candidates, best first;
+        make_step(slot, token) -> DecodeStep. Returns the parent slot of every slot for the next
+        step, or None when the search is over."""
         new_live, parents = [], []
-        for score, slot, token in candidates[:beam_width]:
-            _, ids, steps = live[slot]
-            step = _step(token, log_probs[slot], self_weights[:, slot], cross_weights[:, slot],
-                         source_len, tokenizer, True)
-            hypothesis = (float(score), ids + [token], steps + [step])
-            if token == config.end_id:
-                finished.append((length_normalised(score, len(ids) + 1, length_penalty),) +
-                                hypothesis)
+        for score, slot, token in chosen:
+            _, ids, steps = self.live[slot]
+            hypothesis = (float(score), ids + [token], steps + [make_step(slot, token)])
+            if token == self.end_id:
+                self.finished.append(hypothesis)
             else:
                 new_live.append(hypothesis)
                 parents.append(slot)
-        beam_steps.append([(_names(ids, tokenizer), score) for score, ids, _ in new_live])
-        if len(finished) >= beam_width or not new_live:
-            break
-        run.reorder(parents + [parents[0]] * (beam_width - len(parents)))
-        live = new_live
-    if not finished:  # nothing ended within max_len: rank what is alive
-        finished = [(length_normalised(score, len(ids), length_penalty), score, ids, steps)
-                    for score, ids, steps in live]
-    finished.sort(key=lambda f: -f[0])
-    hypotheses = [Decoding(ids, _names(ids, tokenizer), _text(ids, tokenizer), steps)
-                  for _, _, ids, steps in finished]
-    best = hypotheses[0]
-    return BeamDecoding(best.token_ids, best.tokens, best.text, best.steps, score=finished[0][0],
-                        hypotheses=hypotheses, beam_steps=beam_steps)
+        self.beam_steps.append([(self.names(ids), score) for score, ids, _ in new_live])
+        if len(self.finished) >= self.beam_width or not new_live:
+            return None
+        self.live = new_live
+        return parents + [parents[0]] * (self.beam_width - len(parents))
+
+    def result(self, length_penalty, tokenizer) -> BeamDecoding:
+        ranked = self.finished or self.live  # nothing ended within max_len: rank what is alive
+        ranked = sorted(((length_normalised(score, len(ids), length_penalty), ids, steps)
+                         for score, ids, steps in ranked), key=lambda f: -f[0])
+        hypotheses = [Decoding(ids, self.names(ids), _text(ids, tokenizer), steps)
+                      for _, ids, steps in ranked]
+        best = hypotheses[0]
+        return BeamDecoding(best.token_ids, best.tokens, best.text, best.steps,
+                            score=ranked[0][0], hypotheses=hypotheses, beam_steps=self.beam_steps)
 
 
-class _CachedRun:
-    """Encoder once, cross K/V once (a static cache), self K/V in a cache written one slot per
-    step; one compiled step for every position."""
-
-    def __init__(self, model, source_ids, head_mask, max_len):
-        enc = model.encode(source_ids, head_mask=head_mask["encoder"])
-        self.memory_mask = enc["mask"]
-        self.cache = model.init_cache(enc["memory"], max_len)
-        self.self_head_mask = head_mask["decoder"]
-        self.cross_head_mask = head_mask["cross"]
-        self.step_fn = _compiled_step(model)
-
-    def reorder(self, parents):
-        """Beam search: slot i continues the hypothesis that was in slot parents[i]."""
-        self.cache["self"] = [(tf.gather(k, parents), tf.gather(v, parents))
-                              for k, v in self.cache["self"]]
-
-    def step(self, prefix, t):
-        logits, self.cache, self_weights, cross_weights = self.step_fn(
-            tf.constant(prefix[:, -1:]), tf.constant(t, tf.int32), self.cache,
-            self.memory_mask, self.self_head_mask, self.cross_head_mask)
-        return logits.numpy(), self_weights.numpy()[..., : t + 1], cross_weights.numpy()
+# ================================================================================ cached path
+def bucket(length: int, cap: int) -> int:
+    """The padded length for `length`: the smallest of 16, 32, 64, ... that holds it, at most
+    cap (but never less than length)."""
+    size = SMALLEST_BUCKET
+    while size < length:
+        size *= 2
+    return max(length, min(size, cap))
 
 
-def _compiled_step(model):
-    """One tf.function per model (its traces are reused by every decode of that model)."""
-    fn = getattr(model, "_cached_step_fn", None)
+def _bucketed(model, source_ids, max_len):
+    """(source_ids padded to their bucket, the cache length)."""
+    c = model.config
+    batch, n = source_ids.shape
+    cache_len = bucket(max_len, c.max_len)
+    if not c.mask_padding:  # padding keys are not masked: more of them would change the numbers
+        return source_ids, cache_len
+    width = bucket(n, max(c.pad_source_to or c.max_len, n))
+    padded = np.full((batch, width), c.pad_id, np.int32)
+    padded[:, :n] = source_ids
+    return padded, cache_len
+
+
+def _loop_args(model, source_ids, head_mask, max_len):
+    sources, cache_len = _bucketed(model, source_ids, max_len)
+    return (tf.constant(sources), tf.constant(cache_len, tf.int32), tf.constant(max_len, tf.int32),
+            head_mask["encoder"], head_mask["decoder"], head_mask["cross"])
+
+
+def _cached_greedy(model, source_ids, head_mask, max_len, stop_at_end, capture):
+    """Every step's token, log-probabilities and (with capture) attention rows, as NumPy arrays
+    with the step first: tokens (T, B), log_prob (T, B), top_ids/top_log_probs (T, B, k),
+    self (T, L, B, H, cache_len), cross (T, L, B, H, N_bucket)."""
+    fn = _compiled_step(model, capture)
+    args = _loop_args(model, source_ids, head_mask, max_len)
+    return _fetch(fn(*args[:3], tf.constant(bool(stop_at_end)), *args[3:]))
+
+
+def _cached_beam(model, sources, head_mask, max_len):
+    """Per step: the beam_width chosen candidates (slot, token, score, log_prob) best first, and
+    every slot's top_ids/top_log_probs (T, W, k), self (T, L, W, H, S), cross (T, L, W, H, N)."""
+    fn = _compiled_beam(model)
+    return _fetch(fn(*_loop_args(model, sources, head_mask, max_len)))
+
+
+def _fetch(out):
+    """The loop's outputs as NumPy arrays of the steps taken."""
+    steps = int(out.pop("steps"))
+    return {name: value.numpy()[:steps] for name, value in out.items()}
+
+
+def _compiled_step(model, capture=True):
+    """The whole greedy decode of a batch as one compiled function, one per model (and capture
+    mode), whose trace is reused by every decode of that model. (The name is the old step
+    function's: it is still the one compiled function of cached greedy decoding.)"""
+    attribute = ("_cached_step_fn" + ("" if capture else "_no_capture") +
+                 ("_xla" if JIT_COMPILE else ""))
+    fn = getattr(model, attribute, None)
     if fn is None:
-        # Batch, source length and cache length are left open: one trace serves every decode.
-        c = model.config
-        kv = tf.TensorSpec([None, c.num_heads, None, c.head_dim], tf.float32)
-        head_mask = tf.TensorSpec([c.num_decoder_layers, c.num_heads], tf.float32)
-        caches = {"self": [(kv, kv)] * c.num_decoder_layers,
-                  "cross": [(kv, kv)] * c.num_decoder_layers}
-        signature = [tf.TensorSpec([None, 1], tf.int32), tf.TensorSpec([], tf.int32), caches,
-                     tf.TensorSpec([None, 1, 1, None], tf.float32), head_mask, head_mask]
-
-        @tf.function(input_signature=signature)
-        def fn(token_ids, position, cache, memory_mask, self_head_mask, cross_head_mask):
-            # token_ids (B, 1) -> logits (B, V), self (L, B, H, max_len), cross (L, B, H, N)
-            out = model.decode_step(token_ids, position, cache, memory_mask, self_head_mask,
-                                    cross_head_mask)
-            return (out["logits"][:, 0], out["cache"], out["self_attention"][:, :, :, 0],
-                    out["cross_attention"][:, :, :, 0])
-        model._cached_step_fn = fn  # a compiled function, not per-user state
+        fn = _compile(model, _greedy_loop(model, capture, JIT_COMPILE), JIT_COMPILE, greedy=True)
+        setattr(model, attribute, fn)  # a compiled function, not per-user state
     return fn
+
+
+def _compiled_beam(model):
+    attribute = "_cached_beam_fn" + ("_xla" if JIT_COMPILE else "")
+    fn = getattr(model, attribute, None)
+    if fn is None:
+        fn = _compile(model, _beam_loop(model, JIT_COMPILE), JIT_COMPILE, greedy=False)
+        setattr(model, attribute, fn)
+    return fn
+
+
+def _compile(model, loop, xla, greedy):
+    """tf.function of loop(source_ids, cache_len, max_steps, [stop_at_end,] three head masks).
+    Without XLA one trace serves every batch, source and cache length (the dimensions are left
+    open); with XLA each bucket compiles once."""
+    c = model.config
+    mask = lambda layers: tf.TensorSpec([layers, c.num_heads], tf.float32)  # noqa: E731
+    signature = ([tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
+                  tf.TensorSpec([], tf.int32)] + ([tf.TensorSpec([], tf.bool)] if greedy else []) +
+                 [mask(c.num_encoder_layers), mask(c.num_decoder_layers),
+                  mask(c.num_decoder_layers)])
+    # autograph=False: the loop is an explicit tf.while_loop and the model's Python loops run
+    # over its layers at trace time; no source conversion makes the trace quicker.
+    return tf.function(loop, input_signature=signature, jit_compile=xla or None, autograph=False)
+
+
+def _step_log_probs(model, tokens, t, cache, memory_mask, self_mask, cross_mask, banned):
+    """One decoder step on the device: log-probabilities (B, V) float64 (as NumPy's log_softmax
+    of the float32 logits), choosable ones (pad and start are never chosen: -inf), the updated
+    cache, the self row (L, B, H, cache_len) and the cross row (L, B, H, N)."""
+    out = model.decode_step(tokens[:, tf.newaxis], t, cache, memory_mask, self_mask, cross_mask)
+    logits = tf.cast(out["logits"][:, 0], tf.float64)  # (B, V)
+    shifted = logits - tf.reduce_max(logits, axis=-1, keepdims=True)
+    log_probs = shifted - tf.math.log(tf.reduce_sum(tf.exp(shifted), axis=-1, keepdims=True))
+    choosable = tf.where(banned, tf.constant(-np.inf, tf.float64), log_probs)
+    return (log_probs, choosable, out["cache"], out["self_attention"][:, :, :, 0],
+            out["cross_attention"][:, :, :, 0])
+
+
+def _banned(config):
+    """(V,) True for the ids never emitted: pad and start (which may be one id)."""
+    banned = np.zeros(config.tgt_vocab_size, bool)
+    banned[[config.pad_id, config.start_id]] = True
+    return tf.constant(banned)
+
+
+def _arrays(size, specs):
+    """One preallocated TensorArray per output, a slot per step (size: the cache length, a
+    bucket, so XLA compiles once per bucket whatever max_len is)."""
+    return {name: tf.TensorArray(dtype, size=size) for name, dtype in specs}
+
+
+def _stacked(arrays, steps, xla):
+    """Each array's written steps (the first `steps`): everything under XLA, which needs static
+    shapes (the host cuts them), only those written otherwise."""
+    if xla:
+        return {name: a.stack() for name, a in arrays.items()}
+    return {name: a.gather(tf.range(steps)) for name, a in arrays.items()}
+
+
+def _greedy_loop(model, capture, xla):
+    c = model.config
+    k = min(TOP_K, c.tgt_vocab_size)
+    specs = [("tokens", tf.int32), ("log_prob", tf.float64), ("top_ids", tf.int32),
+             ("top_log_probs", tf.float64)] + ([("self", tf.float32), ("cross", tf.float32)]
+                                               if capture else [])
+
+    def loop(source_ids, cache_len, max_steps, stop_at_end, encoder_mask, self_mask, cross_mask):
+        banned = _banned(c)
+        enc = model.encode(source_ids, head_mask=encoder_mask)
+        cache = model.init_cache(enc["memory"], cache_len)
+        batch = tf.shape(source_ids)[0]
+
+        def going(t, tokens, finished, cache, arrays):
+            return (t < max_steps) & ~(stop_at_end & tf.reduce_all(finished))
+
+        def step(t, tokens, finished, cache, arrays):
+            log_probs, choosable, cache, self_row, cross_row = _step_log_probs(
+                model, tokens, t, cache, enc["mask"], self_mask, cross_mask, banned)
+            next_ids = tf.argmax(choosable, axis=-1, output_type=tf.int32)  # (B,)
+            top = tf.math.top_k(log_probs, k)  # ties: the lower id first
+            values = {"tokens": next_ids, "top_ids": top.indices, "top_log_probs": top.values,
+                      "log_prob": tf.gather(log_probs, next_ids, batch_dims=1),
+                      "self": self_row, "cross": cross_row}
+            arrays = {name: a.write(t, values[name]) for name, a in arrays.items()}
+            return t + 1, next_ids, finished | (next_ids == c.end_id), cache, arrays
+
+        start = (tf.constant(0), tf.fill([batch], c.start_id), tf.zeros([batch], tf.bool), cache,
+                 _arrays(cache_len, specs))
+        t, _, _, _, arrays = tf.while_loop(going, step, start)
+        return {"steps": t, **_stacked(arrays, t, xla)}
+
+    return loop
+
+
+def _beam_loop(model, xla):
+    c = model.config
+    k = min(TOP_K, c.tgt_vocab_size)
+    specs = [("slot", tf.int32), ("token", tf.int32), ("score", tf.float64),
+             ("log_prob", tf.float64), ("top_ids", tf.int32), ("top_log_probs", tf.float64),
+             ("self", tf.float32), ("cross", tf.float32)]
+
+    def loop(source_ids, cache_len, max_steps, encoder_mask, self_mask, cross_mask):
+        banned = _banned(c)
+        enc = model.encode(source_ids, head_mask=encoder_mask)
+        cache = model.init_cache(enc["memory"], cache_len)
+        width = tf.shape(source_ids)[0]  # the beam: one slot per row
+        slots = tf.range(width)
+
+        def going(t, tokens, scores, alive, ended, cache, arrays):
+            return (t < max_steps) & (ended < width) & (alive > 0)
+
+        def step(t, tokens, scores, alive, ended, cache, arrays):
+            log_probs, choosable, cache, self_row, cross_row = _step_log_probs(
+                model, tokens, t, cache, enc["mask"], self_mask, cross_mask, banned)
+            # each live slot's width best tokens; placeholder slots offer nothing
+            best = tf.math.top_k(choosable, tf.minimum(width, c.tgt_vocab_size))
+            # (W, W): ties give the lower id first
+            candidates = tf.where((slots < alive)[:, tf.newaxis],
+                                  scores[:, tf.newaxis] + best.values,
+                                  tf.constant(-np.inf, tf.float64))
+            chosen = tf.math.top_k(tf.reshape(candidates, [-1]), width)  # ties: slot, then rank
+            slot = chosen.indices // tf.shape(best.indices)[1]
+            token = tf.gather(tf.reshape(best.indices, [-1]), chosen.indices)
+            top = tf.math.top_k(log_probs, k)
+            values = {"slot": slot, "token": token, "score": chosen.values,
+                      "log_prob": tf.gather_nd(log_probs, tf.stack([slot, token], axis=1)),
+                      "top_ids": top.indices, "top_log_probs": top.values,
+                      "self": self_row, "cross": cross_row}
+            arrays = {name: a.write(t, values[name]) for name, a in arrays.items()}
+            # the unfinished candidates move to the front, in order; the slots left over copy
+            # the first one (as placeholders)
+            is_end = token == c.end_id
+            order = tf.argsort(tf.cast(is_end, tf.int32), stable=True)
+            alive = width - tf.reduce_sum(tf.cast(is_end, tf.int32))
+            keep = tf.where(slots < alive, order, order[0])
+            parents = tf.gather(slot, keep)
+            cache = {"self": [(tf.gather(key, parents), tf.gather(value, parents))
+                              for key, value in cache["self"]], "cross": cache["cross"]}
+            return (t + 1, tf.gather(token, keep), tf.gather(chosen.values, keep), alive,
+                    ended + width - alive, cache, arrays)
+
+        start = (tf.constant(0), tf.fill([width], c.start_id), tf.zeros([width], tf.float64),
+                 tf.constant(1), tf.constant(0), cache, _arrays(cache_len, specs))
+        t, *_, arrays = tf.while_loop(going, step, start)
+        return {"steps": t, **_stacked(arrays, t, xla)}
+
+    return loop
+
+
+# ================================================================================ naive path
+def _naive_greedy(model, source_ids, head_mask, max_len, stop_at_end, on_step):
+    """The reference loop: the decoder re-runs on the whole prefix each step; the same arrays as
+    _cached_greedy (self rows zero-padded to max_len)."""
+    config = model.config
+    batch = source_ids.shape[0]
+    run = _NaiveRun(model, source_ids, head_mask)
+    prefix = np.full((batch, 1), config.start_id, np.int32)
+    finished = np.zeros(batch, bool)
+    steps = {name: [] for name in ("tokens", "log_prob", "top_ids", "top_log_probs", "self",
+                                   "cross")}
+    for t in range(max_len):
+        log_probs, self_weights, cross_weights = run.step(prefix)
+        next_ids = _choosable(log_probs, config).argmax(axis=-1).astype(np.int32)
+        top = np.stack([_top(row) for row in log_probs])  # (B, k)
+        padded = np.zeros(self_weights.shape[:-1] + (max_len,), np.float32)
+        padded[..., : t + 1] = self_weights
+        for name, value in (("tokens", next_ids), ("log_prob", log_probs[np.arange(batch), next_ids]),
+                            ("top_ids", top), ("top_log_probs", np.take_along_axis(log_probs, top, 1)),
+                            ("self", padded), ("cross", cross_weights)):
+            steps[name].append(value)
+        prefix = np.concatenate([prefix, next_ids[:, None]], axis=1)
+        if on_step is not None:
+            on_step(t)
+        finished |= next_ids == config.end_id
+        if stop_at_end and finished.all():
+            break
+    return {name: np.stack(values) for name, values in steps.items()}
+
+
+def _choosable(log_probs, config):
+    choosable = log_probs.copy()
+    choosable[:, [config.pad_id, config.start_id]] = -np.inf  # never emit padding or <start>
+    return choosable
+
+
+def _top(log_probs):
+    """The TOP_K most probable ids, ties broken by the lower id (as tf.math.top_k)."""
+    return np.argsort(-log_probs, kind="stable")[:TOP_K]
 
 
 class _NaiveRun:
@@ -246,15 +497,18 @@ class _NaiveRun:
         self.memory, self.memory_mask = enc["memory"], enc["mask"]
         self.head_mask = head_mask
         self.step_fn = _compiled_naive_step(model)
+        self.parents = None
 
     def reorder(self, parents):
         """Nothing to reorder: the prefix is re-run from scratch every step."""
 
-    def step(self, prefix, t):
+    def step(self, prefix):
+        """prefix (B, t + 1) -> log-probabilities (B, V) float64, self (L, B, H, t + 1),
+        cross (L, B, H, N)."""
         logits, self_weights, cross_weights = self.step_fn(
             tf.constant(prefix), self.memory, self.memory_mask, self.head_mask["decoder"],
             self.head_mask["cross"])
-        return logits.numpy(), self_weights.numpy(), cross_weights.numpy()
+        return log_softmax(logits), self_weights.numpy(), cross_weights.numpy()
 
 
 def _compiled_naive_step(model):
@@ -266,7 +520,7 @@ def _compiled_naive_step(model):
                      tf.TensorSpec([None, None, c.d_model], tf.float32),
                      tf.TensorSpec([None, 1, 1, None], tf.float32), head_mask, head_mask]
 
-        @tf.function(input_signature=signature)
+        @tf.function(input_signature=signature, autograph=False)
         def fn(prefix, memory, memory_mask, self_head_mask, cross_head_mask):
             # prefix (B, t + 1) -> last row: logits (B, V), self (L, B, H, t + 1), cross (L, B, H, N)
             dec = model.decode(prefix, memory, memory_mask, self_head_mask=self_head_mask,
@@ -277,16 +531,42 @@ def _compiled_naive_step(model):
     return fn
 
 
-def _step(token_id, log_probs, self_weights, cross_weights, source_len, tokenizer, capture):
-    top = np.argsort(-log_probs)[:TOP_K]
+# ================================================================================ both
+def _make_step(names, token_id, log_prob, top_ids, top_log_probs, self_row, cross_row):
     return DecodeStep(
-        token=_names([int(token_id)], tokenizer)[0],
+        token=names([token_id])[0],
         token_id=int(token_id),
-        log_prob=float(log_probs[token_id]),
-        top_k=[(_names([int(i)], tokenizer)[0], int(i), float(np.exp(log_probs[i]))) for i in top],
-        cross=cross_weights[:, :, :source_len].astype(np.float32) if capture else None,
-        self=self_weights.astype(np.float32) if capture else None,
+        log_prob=float(log_prob),
+        top_k=[(name, int(i), float(np.exp(lp)))
+               for name, i, lp in zip(names(top_ids), top_ids, top_log_probs)],
+        cross=None if cross_row is None else np.array(cross_row, np.float32),
+        self=None if self_row is None else np.array(self_row, np.float32),
     )
+
+
+class _Names:
+    """Token names by id: the tokenizer's pieces (looked up once per id), or the ids as text."""
+
+    def __init__(self, tokenizer, *id_arrays):
+        self.tokenizer = tokenizer
+        self.pieces = {}
+        if tokenizer is not None and id_arrays:
+            ids = np.unique(np.concatenate([np.asarray(a).reshape(-1) for a in id_arrays]))
+            self.pieces = dict(zip(ids.tolist(), tokenizer.ids_to_pieces(ids.tolist())))
+
+    def __call__(self, ids):
+        ids = [int(i) for i in ids]
+        if self.tokenizer is None:
+            return [str(i) for i in ids]
+        missing = [i for i in ids if i not in self.pieces]
+        if missing:
+            self.pieces.update(zip(missing, self.tokenizer.ids_to_pieces(missing)))
+        return [self.pieces[i] for i in ids]
+
+
+def _check_max_len(config, max_len):
+    if not 1 <= max_len <= config.max_len:
+        raise ValueError(f"max_len must be in [1, {config.max_len}] (the model's max_len), got {max_len}")
 
 
 def _head_masks(model, head_mask):
@@ -302,12 +582,9 @@ def log_softmax(logits) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def _names(ids, tokenizer):
-    return tokenizer.ids_to_pieces(ids) if tokenizer is not None else [str(i) for i in ids]
-
-
 def _text(ids, tokenizer):
     return tokenizer.decode(ids) if tokenizer is not None else " ".join(str(i) for i in ids)
 
 
-__all__ = ["DecodeStep", "Decoding", "greedy_decode", "greedy_decode_batch"]
+__all__ = ["BeamDecoding", "DecodeStep", "Decoding", "beam_search", "bucket", "greedy_decode",
+           "greedy_decode_batch", "length_normalised"]
