@@ -2,6 +2,8 @@
 
 import streamlit as st
 
+from transformer.text import text_notes
+
 from . import models, results, state
 
 UPLOAD_HELP = (
@@ -39,6 +41,7 @@ def render() -> None:
             st.selectbox("Examples", [""] + example_list, key=state.EXAMPLE,
                          format_func=lambda s: s or "Pick an example…", on_change=_use_example)
         st.text_input("Source sentence", key=state.SOURCE)
+        _say_what_cleaning_changed(st.session_state[state.SOURCE])
         _warn_if_cut(ckpt, state.current_source(), "source")
         st.radio("Target", [state.TARGET_MODEL, state.TARGET_TYPED], key=state.TARGET_MODE)
         if st.session_state[state.TARGET_MODE] == state.TARGET_TYPED:
@@ -46,7 +49,8 @@ def render() -> None:
             st.text_input("Target sentence", key=state.TARGET,
                           help="Teacher forcing: the decoder reads this target instead of its "
                                "own translation.")
-            target = st.session_state[state.TARGET]
+            _say_what_cleaning_changed(st.session_state[state.TARGET])
+            target = state.current_target()
             if not ckpt.target_tokenizer.pieces(target):
                 st.info(EMPTY_TARGET.format(model=state.TARGET_MODEL))
             _warn_if_cut(ckpt, target, "target")
@@ -68,6 +72,13 @@ def _use_example() -> None:
     example = st.session_state.get(state.EXAMPLE)
     if example:
         st.session_state[state.SOURCE] = example
+
+
+def _say_what_cleaning_changed(raw: str) -> None:
+    """Text a browser can send but the tokenizers cannot read (lone surrogates, far too long)
+    is cleaned at one place (transformer.text); say what changed."""
+    for note in text_notes(raw):
+        st.info(note)
 
 
 def _warn_if_cut(ckpt, text: str, side: str) -> None:

@@ -5,6 +5,7 @@ Imports nothing else from explorer: the other modules import this one."""
 import streamlit as st
 
 from transformer.checkpoint import DEFAULT_CHECKPOINT
+from transformer.text import clean_text
 
 MODEL = "model_choice"  # "bundled:<file name>" or "upload:<sha256>"
 UPLOADS = "uploaded_checkpoints"  # {sha256: (file name, bytes)}: this session's uploads
@@ -53,11 +54,14 @@ def uploads() -> dict:
 
 
 def current_source() -> str:
-    return st.session_state.get(SOURCE, DEFAULT_SOURCE)
+    """The sidebar's sentence, cleaned as the tokenizers clean it (transformer.text), so that
+    every page shows and computes the same text; the sidebar says what cleaning changed."""
+    return clean_text(st.session_state.get(SOURCE, DEFAULT_SOURCE))[0]
 
 
 def current_target() -> str | None:
-    """The typed target in teacher-forcing mode, else None (the model's own translation)."""
+    """The typed target in teacher-forcing mode (cleaned), else None (the model's own
+    translation)."""
     if st.session_state.get(TARGET_MODE) == TARGET_TYPED:
-        return st.session_state.get(TARGET, "")
+        return clean_text(st.session_state.get(TARGET, ""))[0]
     return None

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .common import readable
 
 _COLOURS = {"attention": "#f4b183", "cross": "#c5a3d9", "ffn": "#9dc3e6", "norm": "#e2efda",
             "embed": "#ffe699", "output": "#d9d9d9"}
@@ -19,7 +23,7 @@ def architecture_fig(config: dict) -> go.Figure:
     if missing:
         raise ValueError(f"config is missing {missing}")
     d, h, dff = config["d_model"], config["num_heads"], config["dff"]
-    d_k = d // h
+    d_k = config.get("head_dim") or d // h  # imported models may use another per-head size
     pre = bool(config["norm_first"])
     fig = go.Figure()
     boxes: list[tuple[float, float, str, str]] = []  # (x, y, label, colour)
@@ -80,15 +84,46 @@ def architecture_fig(config: dict) -> go.Figure:
                       title=f"Encoder ({config['num_encoder_layers']} layers) and decoder "
                             f"({config['num_decoder_layers']} layers), "
                             f"{'pre' if pre else 'post'}-LayerNorm", plot_bgcolor="white")
-    return fig
+    return readable(fig)
 
 
-def history_fig(history: dict[str, list[float]]) -> go.Figure:
-    """Training curves recorded in a checkpoint's metadata (one line per metric, by epoch)."""
-    fig = go.Figure()
+def smoothed_loss_floor(label_smoothing: float, vocab_size: int) -> float:
+    """The lowest cross-entropy reachable against label-smoothed targets (transformer.train:
+    one-hot × (1 − ε) + ε / V): the entropy of that target distribution, in nats."""
+    eps, v = float(label_smoothing), int(vocab_size)
+    probs = np.array([1.0 - eps + eps / v] + [eps / v] * (v - 1))
+    probs = probs[probs > 0]
+    return float(-(probs * np.log(probs)).sum())
+
+
+def history_fig(history: dict[str, list[float]], label_smoothing: float | None = None,
+                vocab_size: int | None = None) -> go.Figure:
+    """Training curves recorded in a checkpoint's metadata, by epoch: the losses on the left
+    axis, the accuracies (any other metric) on the right one, 0 to 1. The subtitle says what
+    the loss is: with label_smoothing (and vocab_size) it explains why it never reaches 0 and
+    draws the lowest loss reachable (smoothed_loss_floor)."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
     for name, values in history.items():
-        fig.add_trace(go.Scatter(x=list(range(1, len(values) + 1)), y=values, name=name,
-                                 mode="lines+markers",
-                                 hovertemplate="epoch %{x}<br>%{y:.4f}<extra>" + name + "</extra>"))
-    fig.update_layout(xaxis_title="epoch", height=320, margin=dict(l=10, r=10, t=30, b=10))
-    return fig
+        is_loss = "loss" in name
+        fig.add_trace(go.Scatter(
+            x=list(range(1, len(values) + 1)), y=values, name=name, mode="lines+markers",
+            line=dict(dash="solid" if is_loss else "dot"),
+            hovertemplate="epoch %{x}<br>%{y:.4f}<extra>" + name + "</extra>"),
+            secondary_y=not is_loss)
+    if label_smoothing:
+        note = (f"Loss: cross-entropy against label-smoothed targets (ε = {label_smoothing:g}: "
+                "the right token gets 1 − ε + ε/V, every other ε/V), so it cannot reach 0.")
+        if vocab_size:
+            floor = smoothed_loss_floor(label_smoothing, vocab_size)
+            fig.add_hline(y=floor, line=dict(color="#6b7280", dash="dash", width=1),
+                          annotation_text=f"lowest reachable loss {floor:.3f}",
+                          annotation_position="top left", secondary_y=False)
+    else:
+        note = "Loss: cross-entropy of the next token (nats); accuracy: share of tokens right."
+    fig.update_xaxes(title="epoch", dtick=1)
+    fig.update_yaxes(title="loss (nats)", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title="accuracy", range=[0, 1.02], secondary_y=True, showgrid=False)
+    fig.update_layout(title=dict(text="Training curves", subtitle=dict(text=note)),
+                      height=380, margin=dict(l=10, r=10, t=80, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+    return readable(fig)
