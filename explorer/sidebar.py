@@ -43,6 +43,7 @@ def render() -> None:
         st.text_input("Source sentence", key=state.SOURCE)
         _say_what_cleaning_changed(st.session_state[state.SOURCE])
         _warn_if_cut(ckpt, state.current_source(), "source")
+        _warn_if_budget_reached(ckpt)
         st.radio("Target", [state.TARGET_MODEL, state.TARGET_TYPED], key=state.TARGET_MODE)
         if st.session_state[state.TARGET_MODE] == state.TARGET_TYPED:
             _start_typed_target(ckpt)
@@ -72,6 +73,14 @@ def _use_example() -> None:
     example = st.session_state.get(state.EXAMPLE)
     if example:
         st.session_state[state.SOURCE] = example
+
+
+def _warn_if_budget_reached(ckpt) -> None:
+    result = results.translation(ckpt, state.current_source())
+    if ckpt.stopped_by_budget(result):
+        st.warning(f"The model's translation stopped after {len(result.token_ids)} tokens without "
+                   "an end token (the step budget of one translation): every page shows those "
+                   "tokens.")
 
 
 def _say_what_cleaning_changed(raw: str) -> None:

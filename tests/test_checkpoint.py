@@ -747,7 +747,7 @@ def test_limits_are_stated_once_and_importable_from_checkpoint():
     assert limits.load_budget(10 * 2**20) == limits.LOAD_BUDGET_FLOOR + 30 * 2**20
     assert limits.load_budget(10**12) == limits.MAX_TOTAL_BYTES
     assert limits.MIN_POSITIONS <= limits.PROBE_LENGTH <= limits.MAX_POSITIONS
-    assert limits.MAX_DECODE_STEPS > 0 and limits.MAX_DECODE_SECONDS > 0
+    assert limits.MAX_DECODE_STEPS > 0
 
 
 # ----------------------------------------------------------------------------- archive level
@@ -1043,3 +1043,15 @@ def test_probe_is_sentence_length_and_reaches_every_token(valid_model, monkeypat
     n = min(model.config.max_len, limits.PROBE_LENGTH)
     assert src_shape == tgt_shape == (limits.PROBE_ROWS, n)
     assert src[0].max() == model.config.src_vocab_size - 1  # the last id of the vocabulary
+
+
+def test_a_model_that_never_ends_stops_at_the_step_budget(monkeypatch):
+    from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+    ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
+    done = ckpt.translate("Friday, March 5, 2021")
+    assert not ckpt.stopped_by_budget(done)
+    monkeypatch.setattr(limits, "MAX_DECODE_STEPS", 3)  # a budget shorter than the answer
+    cut = ckpt.translate("Friday, March 5, 2021")
+    assert len(cut.token_ids) == 3 and cut.token_ids == done.token_ids[:3]
+    assert ckpt.stopped_by_budget(cut)

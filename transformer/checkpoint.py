@@ -109,8 +109,11 @@ class Checkpoint:
                   head_mask=None, beam_width: int = 1, stop_at_end: bool = True) -> Decoding:
         """Translation with every step's attention; .text is the translation.
 
-        beam_width=1 decodes greedily; more runs beam search (a BeamDecoding, with the beam)."""
-        max_len = self.config.max_len if max_len is None else max_len
+        beam_width=1 decodes greedily; more runs beam search (a BeamDecoding, with the beam).
+        max_len: the most tokens to emit; by default the model's max_len, capped by the step
+        budget limits.MAX_DECODE_STEPS (see stopped_by_budget)."""
+        if max_len is None:
+            max_len = min(self.config.max_len, limits.MAX_DECODE_STEPS)
         if beam_width != 1:
             return beam_search(self.model, self.encode_source(source), beam_width=beam_width,
                                max_len=max_len, use_cache=use_cache, head_mask=head_mask,
@@ -118,6 +121,12 @@ class Checkpoint:
         return greedy_decode(self.model, self.encode_source(source), max_len=max_len,
                              use_cache=use_cache, stop_at_end=stop_at_end, head_mask=head_mask,
                              tokenizer=self.target_tokenizer)
+
+    def stopped_by_budget(self, result: Decoding) -> bool:
+        """True when a translation ended because it reached the step budget (or max_len)
+        without emitting the end token: the page says so."""
+        budget = min(self.config.max_len, limits.MAX_DECODE_STEPS)
+        return len(result.token_ids) >= budget and self.config.end_id not in result.token_ids
 
     def attention(self, source: str, target: str | None = None, head_mask=None,
                   details: bool = False) -> dict:
