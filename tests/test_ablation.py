@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from transformer import DEFAULT_CHECKPOINT, TransformerConfig, load_checkpoint
-from transformer.ablation import (ablate, all_heads, head_importance, output_ids_for,
-                                  output_log_probs)
+from transformer.ablation import ablate, all_heads, head_importance, output_ids_for, output_log_probs
 from transformer.kinds import head_masks
 
 SOURCE = "Friday, March 5, 2021"

@@ -2,8 +2,7 @@
 
 import pytest
 
-from explorer.choices import (clamp_choice, forget_if_not_offered, keep_offered,
-                              reset_if_out_of_range)
+from explorer.choices import clamp_choice, forget_if_not_offered, keep_offered, reset_if_out_of_range
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
 from explorer import state
 
 

@@ -4,7 +4,6 @@ greedy translation with its per-step attention, and beam search."""
 
 import numpy as np
 import pytest
-
 from fixtures.make_golden_maps import CHECKPOINTS, OUT, record
 
 

@@ -6,10 +6,10 @@ import zipfile
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, open_page, set_widget
-from explorer import state
 from test_app import PAGES
+
+from explorer import state
 
 STRANGE_INPUTS = {
     "empty": "",

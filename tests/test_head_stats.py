@@ -8,10 +8,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.head_stats import (KINDS, STATISTICS, batch_statistics, cluster_order,
-                                    cosine_similarity, head_divergence, head_labels,
-                                    head_similarity_matrix, head_statistics, js_divergence,
-                                    statistics_names, statistics_table)
+from transformer.head_stats import (
+    KINDS,
+    STATISTICS,
+    batch_statistics,
+    cluster_order,
+    cosine_similarity,
+    head_divergence,
+    head_labels,
+    head_similarity_matrix,
+    head_statistics,
+    js_divergence,
+    statistics_names,
+    statistics_table,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 EYE = np.eye(3)

@@ -6,8 +6,17 @@ import numpy as np
 import pytest
 
 from transformer.config import TransformerConfig
-from transformer.kinds import (KIND_NAMES, KINDS, head_label, head_labels, head_masks, kind,
-                               kind_by_label, layer_counts, parse_head_label)
+from transformer.kinds import (
+    KIND_NAMES,
+    KINDS,
+    head_label,
+    head_labels,
+    head_masks,
+    kind,
+    kind_by_label,
+    layer_counts,
+    parse_head_label,
+)
 
 CONFIG = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=4, dff=32,
                            num_encoder_layers=3, num_decoder_layers=2, max_len=16)

@@ -8,12 +8,15 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-
 import pytest
 import sentencepiece as spm
 
-from transformer.marian_tokenizer import (MAX_SPM_BYTES, MAX_VOCAB_JSON_BYTES, MarianTokenizer,
-                                          parse_vocab_json)
+from transformer.marian_tokenizer import (
+    MAX_SPM_BYTES,
+    MAX_VOCAB_JSON_BYTES,
+    MarianTokenizer,
+    parse_vocab_json,
+)
 from transformer.tokenizer import Tokenizer, TokenizerError
 
 SOURCE = [

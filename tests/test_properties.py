@@ -8,8 +8,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transformer import (Tokenizer, Transformer, TransformerConfig, decoder_mask, greedy_decode,
-                         look_ahead_mask, padding_mask)
+from transformer import (
+    Tokenizer,
+    Transformer,
+    TransformerConfig,
+    decoder_mask,
+    greedy_decode,
+    look_ahead_mask,
+    padding_mask,
+)
 from transformer.data import date_pairs
 
 SETTINGS = settings(max_examples=25, deadline=None,

@@ -8,8 +8,13 @@ import numpy as np
 import pytest
 
 from transformer.checkpoint import CheckpointError
-from transformer.readers import (natural_key, read_keras_archive, read_keras_h5,
-                                 read_tf_checkpoint, read_weights)
+from transformer.readers import (
+    natural_key,
+    read_keras_archive,
+    read_keras_h5,
+    read_tf_checkpoint,
+    read_weights,
+)
 
 
 def _h5(build) -> bytes:

@@ -12,8 +12,12 @@ import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
 from transformer.marian_tokenizer import MarianTokenizer
-from transformer.sentencepiece_model import (MAX_CHARSMAP_BYTES, MAX_RULES_PER_PREFIX,
-                                             check_charsmap, check_sentencepiece_model)
+from transformer.sentencepiece_model import (
+    MAX_CHARSMAP_BYTES,
+    MAX_RULES_PER_PREFIX,
+    check_charsmap,
+    check_sentencepiece_model,
+)
 from transformer.tokenizer import Tokenizer, TokenizerError
 
 CORPUS = ["the quick brown fox jumps over the lazy dog", "march 5 2021 was a friday",

@@ -17,8 +17,8 @@ WORD_START = "▁"  # SentencePiece's mark for "a space came before this piece"
 HEAD_REDUCTIONS = ("mean", "max")
 
 __all__ = ["HEAD_REDUCTIONS", "SPECIAL_TOKENS", "attention_rollout", "drop_tokens", "head_max",
-           "head_mean", "merge_subwords", "normalise_rows", "simplify_tokens",
-           "source_to_target_flow", "word_groups"]
+           "has_word_boundaries", "head_mean", "merge_subwords", "normalise_rows",
+           "simplify_tokens", "source_to_target_flow", "word_groups", "word_starts"]
 
 
 def _check_4d(weights, name="weights") -> np.ndarray:
@@ -186,46 +186,105 @@ def merge_subwords(weights, query_groups, key_groups) -> np.ndarray:
     return np.stack([summed[..., g, :].mean(axis=-2) for g in query_groups], axis=-2)
 
 
-def word_groups(pieces: Sequence[str], special: Sequence[str] = SPECIAL_TOKENS
-                ) -> tuple[list[list[int]], list[str]]:
-    """Group SentencePiece pieces into words: (groups of indices, the words' text without ▁).
+# How each tokenizer kind (Tokenizer.kind) marks words in its pieces: (mark, what it means).
+# "start": a piece beginning with the mark starts a word (SentencePiece's "▁", a space before);
+# "continue": a piece beginning with the mark continues the word before (WordPiece's "##");
+# None: every piece is a word of its own (word-level vocabularies).
+WORD_CONVENTIONS = {"bpemb": (WORD_START, "start"), "trained": (WORD_START, "start"),
+                    "marian": (WORD_START, "start"), "wordpiece": ("##", "continue"),
+                    "word": (None, None)}
 
-    A piece starting with ▁ starts a new word; other pieces continue the current word; a bare
-    ▁ joins the next piece; special tokens are words of their own (a piece after one starts a
-    new word). A bare ▁ with nothing to join (last, or before a special token) stays alone,
-    shown as ▁."""
+
+def _convention(tokenizer) -> tuple[str | None, str | None]:
+    kind = getattr(tokenizer, "kind", None)
+    if kind not in WORD_CONVENTIONS:
+        raise ValueError(f"no word convention for tokenizer kind {kind!r}: known kinds are "
+                         f"{sorted(WORD_CONVENTIONS)}")
+    return WORD_CONVENTIONS[kind]
+
+
+def word_starts(tokenizer, pieces: Sequence[str], special: Sequence[str] = SPECIAL_TOKENS
+                ) -> list[bool]:
+    """Which pieces start a word, by the tokenizer's kind (tokenizer.kind, see
+    WORD_CONVENTIONS): SentencePiece kinds (bpemb, trained, marian) start a word with "▁";
+    WordPiece continues one with "##"; a word-level vocabulary makes every piece a word. Special
+    tokens always start a word of their own. (Only `kind` is read: this could be a method of
+    the tokenizer classes.)"""
+    mark, meaning = _convention(tokenizer)
     special = set(special)
+    out = []
+    for piece in map(str, pieces):
+        if piece in special or meaning is None:
+            out.append(True)
+        elif meaning == "start":
+            out.append(piece.startswith(mark))
+        else:
+            out.append(not piece.startswith(mark))
+    return out
+
+
+def word_groups(pieces: Sequence[str], special: Sequence[str] = SPECIAL_TOKENS, *,
+                tokenizer=None) -> tuple[list[list[int]], list[str]]:
+    """Group pieces into words: (groups of indices, the words' text without the word marks).
+
+    Word starts come from word_starts(tokenizer, pieces); tokenizer None means SentencePiece's
+    convention (a piece starting with ▁ starts a word). Other pieces continue the current
+    word; special tokens are words of their own (a piece after one starts a new word); a piece
+    that is a bare word mark (▁) joins the next piece. A bare ▁ with nothing to join (last, or
+    before a special token) stays alone, shown as ▁."""
+    mark, meaning = _convention(tokenizer) if tokenizer is not None else (WORD_START, "start")
+    pieces = [str(p) for p in pieces]
+    starts = word_starts(tokenizer, pieces, special) if tokenizer is not None else [
+        p in set(special) or p.startswith(WORD_START) for p in pieces]
+    special = set(special)
+
+    def text(piece):
+        return piece.removeprefix(mark) if mark and piece not in special else piece
+
     groups: list[list[int]] = []
     words: list[str] = []
     open_word = False  # may the next plain piece continue the last group?
     for i, piece in enumerate(pieces):
-        piece = str(piece)
         if piece in special:
             groups.append([i])
             words.append(piece)
             open_word = False
-        elif piece.startswith(WORD_START) or not open_word:
-            joins_bare = open_word and words[-1] == "" and groups[-1] == [i - 1]
-            if joins_bare:  # the bare ▁ before this piece starts this word
+        elif starts[i] or not open_word:
+            bare_before = (open_word and meaning == "start" and words[-1] == ""
+                           and groups[-1] == [i - 1])
+            if bare_before:  # the bare mark before this piece starts this word
                 groups[-1].append(i)
-                words[-1] = piece.removeprefix(WORD_START)
+                words[-1] = text(piece)
             else:
                 groups.append([i])
-                words.append(piece.removeprefix(WORD_START))
+                words.append(text(piece))
             open_word = True
         else:
             groups[-1].append(i)
-            words[-1] += piece
-    return groups, [word or WORD_START for word in words]  # "": bare ▁ pieces only
+            words[-1] += text(piece)
+    return groups, [word or (mark or "") for word in words]  # "": bare mark pieces only
+
+
+def has_word_boundaries(tokenizer, pieces: Sequence[str],
+                        special: Sequence[str] = SPECIAL_TOKENS) -> bool:
+    """Whether merging these pieces into words leaves more than one word besides the special
+    tokens. A side without (the dates model's target "2021-03-05": one "▁" for the whole
+    output) would merge into one cell, so it is better kept as pieces."""
+    special_set = set(special)
+    plain = [p for p in map(str, pieces) if p not in special_set]
+    return len(word_groups(plain, special, tokenizer=tokenizer)[0]) > 1
 
 
 def simplify_tokens(weights, query_tokens: Sequence[str], key_tokens: Sequence[str], *,
-                    hide_special: bool = False, merge_words: bool = False,
-                    renormalise: bool = True, special: Sequence[str] = SPECIAL_TOKENS
+                    hide_special: bool = False, merge_words: bool | tuple[bool, bool] = False,
+                    renormalise: bool = True, special: Sequence[str] = SPECIAL_TOKENS,
+                    query_tokenizer=None, key_tokenizer=None
                     ) -> tuple[np.ndarray, list[str], list[str]]:
     """What the explorer shows: weights (..., q, k) without special tokens (drop_tokens, rows
-    renormalised if asked) and/or with pieces merged into words (merge_subwords, word_groups).
-    Returns (weights, query labels, key labels); labels are words when merged, else pieces."""
+    renormalised if asked) and/or with pieces merged into words (merge_subwords, word_groups
+    with each side's tokenizer; None: SentencePiece's ▁). merge_words: both sides, or
+    (query side, key side). Returns (weights, query labels, key labels); labels are words
+    where merged, else pieces."""
     weights = np.asarray(weights, dtype=float)
     query_tokens, key_tokens = [str(t) for t in query_tokens], [str(t) for t in key_tokens]
     if weights.ndim < 2 or weights.shape[-2:] != (len(query_tokens), len(key_tokens)):
@@ -239,8 +298,15 @@ def simplify_tokens(weights, query_tokens: Sequence[str], key_tokens: Sequence[s
                               renormalise=renormalise)
         query_tokens = [t for t, k in zip(query_tokens, query_keep) if k]
         key_tokens = [t for t, k in zip(key_tokens, key_keep) if k]
-    if merge_words:
-        query_groups, query_tokens = word_groups(query_tokens, special)
-        key_groups, key_tokens = word_groups(key_tokens, special)
+    merge_query, merge_key = (merge_words, merge_words) if isinstance(merge_words, bool) \
+        else merge_words
+    if merge_query or merge_key:
+        query_groups, key_groups = [[i] for i in range(len(query_tokens))], [
+            [j] for j in range(len(key_tokens))]
+        if merge_query:
+            query_groups, query_tokens = word_groups(query_tokens, special,
+                                                     tokenizer=query_tokenizer)
+        if merge_key:
+            key_groups, key_tokens = word_groups(key_tokens, special, tokenizer=key_tokenizer)
         weights = merge_subwords(weights, query_groups, key_groups)
     return weights, query_tokens, key_tokens

@@ -19,8 +19,16 @@ import sentencepiece as spm
 from bpemb import BPEmb
 
 from .sentencepiece_model import check_sentencepiece_model
-from .tokenizer import (Tokenizer, TokenizerError, check_bool, check_matches, check_spec_ids,
-                        check_text, is_int, sentencepiece_spans)
+from .tokenizer import (
+    Tokenizer,
+    TokenizerError,
+    check_bool,
+    check_matches,
+    check_spec_ids,
+    check_text,
+    is_int,
+    sentencepiece_spans,
+)
 
 __all__ = ["BPEmbTokenizer", "DEFAULT_CACHE_DIR"]
 

@@ -31,7 +31,7 @@ import numpy as np
 from . import archive as bounded_zip
 from . import limits
 from .config import TransformerConfig
-from .decoding import Decoding, beam_search, greedy_decode, log_softmax
+from .decoding import Decoding, beam_search, greedy_decode
 
 # Every limit lives in transformer/limits.py, with its reason; the MAX_* names stay importable
 # from here, and the reading code reads them from this module (tests patch them).

@@ -8,7 +8,6 @@ import tensorflow as tf
 
 from .attention import MultiHeadAttention
 
-
 SINUSOID_LAYOUTS = ("interleaved", "concat")
 ACTIVATIONS = ("relu", "gelu", "swish", "silu")  # swish = silu = x * sigmoid(x)
 

@@ -34,8 +34,16 @@ from collections import Counter
 import sentencepiece as spm
 
 from .sentencepiece_model import check_sentencepiece_model
-from .tokenizer import (Tokenizer, TokenizerError, check_matches, check_spec_ids,
-                        check_text, is_int, is_text, sentencepiece_spans)
+from .tokenizer import (
+    Tokenizer,
+    TokenizerError,
+    check_matches,
+    check_spec_ids,
+    check_text,
+    is_int,
+    is_text,
+    sentencepiece_spans,
+)
 
 __all__ = ["MarianTokenizer", "SIDES", "MAX_SPM_BYTES", "MAX_VOCAB_JSON_BYTES",
            "MAX_VOCAB_ENTRIES", "PAD_TOKEN", "UNK_TOKEN", "END_TOKEN"]

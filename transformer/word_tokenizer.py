@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import string
 
-from .tokenizer import (Tokenizer, TokenizerError, check_matches, check_spec_ids, check_text)
+from .tokenizer import Tokenizer, TokenizerError, check_matches, check_spec_ids, check_text
 from .vocab_file import read_vocab_lines, vocab_text
 
 __all__ = ["WordTokenizer", "STANDARDIZATIONS", "PAD_TOKEN", "UNK_TOKEN", "PAD_NAME"]

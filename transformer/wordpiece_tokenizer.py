@@ -32,8 +32,16 @@ import unicodedata
 
 from tokenizers import Regex, decoders, models, pre_tokenizers
 
-from .tokenizer import (Tokenizer, TokenizerError, as_id_list, byte_to_char_spans, check_bool,
-                        check_matches, check_spec_ids, check_text)
+from .tokenizer import (
+    Tokenizer,
+    TokenizerError,
+    as_id_list,
+    byte_to_char_spans,
+    check_bool,
+    check_matches,
+    check_spec_ids,
+    check_text,
+)
 from .vocab_file import read_vocab_lines, vocab_text
 
 __all__ = ["WordPieceTokenizer", "RESERVED_TOKENS", "MAX_BYTES_PER_WORD"]
