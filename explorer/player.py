@@ -48,3 +48,14 @@ def advance(step: int, playing: bool) -> None:
         st.session_state[NEXT_STEP] = step + 1
         st.rerun()
     st.session_state[PLAYING] = playing
+
+
+def buttons(columns, step: int, last: int, playing: bool) -> None:
+    """Previous, Next and Play / Stop, with the app's own (Material) icons."""
+    previous, following, play = columns
+    previous.button("Previous", key="dec_prev", icon=":material/skip_previous:", on_click=move,
+                    args=(-1, last), disabled=step == 0)
+    following.button("Next", key="dec_next", icon=":material/skip_next:", on_click=move,
+                     args=(1, last), disabled=step == last)
+    play.button("Stop" if playing else "Play", key="dec_play", on_click=toggle_play, args=(last,),
+                icon=":material/stop:" if playing else ":material/play_arrow:")

@@ -67,6 +67,19 @@ def _decode(content_hash: str, source: str, max_len: int, stop: bool, beam_width
                            stop_at_end=stop)
 
 
+def teacher_forced(ckpt: Checkpoint, source: str, target: str):
+    """transformer.teacher_forcing.teacher_forced (a typed target stepped through as a
+    Decoding, from one teacher-forced pass), cached."""
+    return _teacher_forced(ckpt.content_hash, source, target, ckpt)
+
+
+@st.cache_data(max_entries=64, show_spinner="Teacher-forcing the target…")
+def _teacher_forced(content_hash: str, source: str, target: str, _ckpt: Checkpoint):
+    from transformer.teacher_forcing import teacher_forced as forced
+
+    return forced(_ckpt, source, target)
+
+
 # ------------------------------------------------------------------ positions
 def position_codes(ckpt: Checkpoint) -> np.ndarray:
     """The encoder's (max_len, d_model) position codes: its learned matrix or its sinusoids."""

@@ -57,3 +57,15 @@ def simplify_toggles(container, key_prefix: str) -> tuple[bool, bool]:
         help="A word as key gets the SUM of its pieces' weights; a word as query the AVERAGE of "
              "its pieces' rows, so rows still sum to 1.")
     return hide_special, merge_words
+
+
+def scroll_into_view(container_key: str) -> None:
+    """Scroll the browser to the st.container(key=container_key) drawn earlier in this run
+    (Streamlit gives it the class "st-key-<key>"). A counter makes every call a new element,
+    so the script runs again each time."""
+    count = st.session_state.get("_scroll_count", 0) + 1
+    st.session_state["_scroll_count"] = count
+    st.html(f"<script>/* scroll {count} */ window.parent.document.querySelector("
+            f"'.st-key-{container_key}')?.scrollIntoView({{behavior: 'smooth', block: 'start'}});"
+            "</script>", unsafe_allow_javascript=True)
+

@@ -10,9 +10,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import cell_hover, cell_tokens, check_matrix, positions, token_axis
+from .common import (WEIGHT_SCALE, cell_hover, cell_tokens, check_matrix, colorbar, positions,
+                     readable, token_axis)
 
-COLOUR_SCALE = "Blues"
+COLOUR_SCALE = WEIGHT_SCALE
 
 __all__ = ["layer_grid_fig", "stacked_table"]
 
@@ -33,13 +34,13 @@ def layer_grid_fig(maps, query_tokens, key_tokens, titles, *, zmax: float | None
                    y_title: str = "query") -> go.Figure:
     """maps (L, q, k), e.g. one per layer, as L heatmaps side by side: query tokens down, key
     tokens across (cells at positions, ticked with the tokens as they are), one colour axis from
-    0 to zmax (default: the largest value of any map). Hover shows query and key (position and
-    token) and the value to 4 decimals."""
+    0 to zmax (default: the largest value of any map, at most 1: the maps are weights).
+    Hover shows query and key (position and token) and the value to 4 decimals."""
     rows, cols = [str(t) for t in query_tokens], [str(t) for t in key_tokens]
     maps = _check_maps(maps, len(rows), len(cols), titles)
     tokens = cell_tokens(rows, cols)  # (q, k, 2)
     if zmax is None:
-        zmax = float(maps.max()) if maps.size and maps.max() > 0 else 1.0
+        zmax = min(float(maps.max()), 1.0) if maps.size and maps.max() > 0 else 1.0
     fig = make_subplots(rows=1, cols=max(len(maps), 1), subplot_titles=list(titles),
                         shared_yaxes=True, horizontal_spacing=0.04)
     for i, matrix in enumerate(maps):
@@ -48,13 +49,14 @@ def layer_grid_fig(maps, query_tokens, key_tokens, titles, *, zmax: float | None
             ygap=1, name=titles[i], customdata=tokens,
             hovertemplate=f"{titles[i]}<br>{cell_hover(y_title, x_title)}<br>"
                           "value %{z:.4f}<extra></extra>"), row=1, col=i + 1)
-    fig.update_xaxes(**token_axis(cols, title=x_title, tickangle=-45))
+    fig.update_xaxes(**token_axis(cols, title=x_title))
     fig.update_yaxes(**token_axis(rows, autorange="reversed"))
     fig.update_yaxes(title=y_title, row=1, col=1)
-    fig.update_layout(title=title, coloraxis=dict(colorscale=COLOUR_SCALE, cmin=0.0, cmax=zmax),
+    fig.update_layout(title=title, coloraxis=dict(colorscale=COLOUR_SCALE, cmin=0.0, cmax=zmax,
+                                                     colorbar=colorbar("weight")),
                       height=max(360, 200 + 24 * len(rows)),
                       margin=dict(l=10, r=10, t=90 if title else 60, b=10))
-    return fig
+    return readable(fig)
 
 
 def stacked_table(maps, query_tokens, titles) -> tuple[np.ndarray, list[str]]:

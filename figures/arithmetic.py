@@ -15,11 +15,12 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import cell_tokens, number_text, positions, tick_text, token_axis
+from .common import (DIVERGING_SCALE, WEIGHT_SCALE, cell_tokens, colorbar, number_text, positions,
+                     readable, tick_text, token_axis)
 from .masks import BLOCKED_COLOR, MASK_COLORSCALE
 
 MAX_CELL_TEXT = 24  # write numbers in the cells of rows at most this long
-VALUE_SCALE, WEIGHT_SCALE = "RdBu_r", "Oranges"
+VALUE_SCALE = DIVERGING_SCALE  # q, K, V and scores: positive blue, as everywhere
 STEPS = (  # (result key, row title; {blocked} is the blocked score as written by number_text)
     ("dots", "q·Kᵀ"),
     ("scaled", "÷ √d_k"),
@@ -109,6 +110,7 @@ def _heatmap(z, x_labels, y_labels, *, colorscale, zmid=None, zmin=None, zmax=No
     return go.Heatmap(
         z=z, x=positions(x_labels), y=positions(y_labels), colorscale=colorscale, zmid=zmid,
         zmin=zmin, zmax=zmax, showscale=showscale, xgap=1, ygap=1, name=name,
+        colorbar=colorbar(name) if showscale else None,
         customdata=cell_tokens(y_labels, x_labels), hoverongaps=False,
         texttemplate=f"%{{z:{text_format}}}" if z.shape[-1] <= MAX_CELL_TEXT else None,
         hovertemplate=f"{where}<br>{name} %{{z:.6f}}<extra></extra>")
@@ -125,7 +127,7 @@ def vector_fig(values, labels, title: str, *, x_title: str = "dimension",
     fig.update_xaxes(**token_axis(labels, title=x_title))
     fig.update_yaxes(**token_axis([name]))
     fig.update_layout(title=title, height=230, margin=dict(l=10, r=10, t=60, b=10))
-    return fig
+    return readable(fig)
 
 
 def matrix_fig(matrix, row_labels, col_labels, title: str, *, x_title: str = "dimension",
@@ -142,7 +144,7 @@ def matrix_fig(matrix, row_labels, col_labels, title: str, *, x_title: str = "di
     fig.update_yaxes(**token_axis(row_labels, title=y_title, autorange="reversed"))
     fig.update_layout(title=title, height=max(260, 120 + 24 * len(row_labels)),
                       margin=dict(l=10, r=10, t=60, b=10))
-    return fig
+    return readable(fig)
 
 
 def score_steps_fig(result: dict, key_tokens, title: str | None = None) -> go.Figure:
@@ -191,11 +193,11 @@ def score_steps_fig(result: dict, key_tokens, title: str | None = None) -> go.Fi
                               f"({blocked_text}) = %{{customdata[1]:.6g}}<extra></extra>"),
                 row=row, col=1)
     fig.update_xaxes(**token_axis(keys))
-    fig.update_xaxes(title="key", tickangle=-45, row=len(STEPS), col=1)
+    fig.update_xaxes(title="key", row=len(STEPS), col=1)
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
     fig.update_layout(title=title, height=560, margin=dict(l=10, r=10, t=80 if title else 40,
                                                            b=10))
-    return fig
+    return readable(fig)
 
 
 def contributions_fig(weighted_values, context, key_tokens, title: str | None = None
@@ -229,4 +231,4 @@ def contributions_fig(weighted_values, context, key_tokens, title: str | None = 
     fig.update_yaxes(**token_axis(["context"]), row=2, col=1)
     fig.update_layout(title=title, height=max(360, 200 + 24 * len(keys)),
                       margin=dict(l=10, r=10, t=80 if title else 50, b=10))
-    return fig
+    return readable(fig)

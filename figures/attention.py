@@ -18,13 +18,15 @@ from plotly.subplots import make_subplots
 
 from transformer.kinds import KIND_NAMES, KINDS
 
-from .common import cell_hover, cell_tokens, check_matrix, positions, token_axis
+from .common import (WEIGHT_SCALE, cell_hover, cell_tokens, check_matrix, positions, readable,
+                     token_axis)
 
-COLORSCALE = "Blues"
+COLORSCALE = WEIGHT_SCALE
 BLOCKED_NAME = "blocked (masked)"
 BLOCKED_CELL, BLOCKED_MARK = "#d1d5db", "#4b5563"
 MAX_MARKED_CELLS = 60  # beyond this many rows or columns, blocked cells are grey without '×'
 HIGHLIGHT_COLOR, SELECTED_COLOR = "#dc2626", "#dc2626"
+ROW_PICKER = "pick a row"
 
 
 def _check_blocked(blocked, shape, name="blocked") -> np.ndarray:
@@ -104,12 +106,12 @@ def attention_heatmap_fig(weights, query_tokens, key_tokens, *, title=None, colo
                            key_title=key_title, zmin=zmin, zmax=zmax))
     if highlight_row is not None:
         fig.add_shape(**_row_outline(_check_row(highlight_row, len(rows)), len(cols)))
-    fig.update_xaxes(**token_axis(cols, title=key_title, tickangle=-45))
+    fig.update_xaxes(**token_axis(cols, title=key_title))
     fig.update_yaxes(**token_axis(rows, title=query_title, autorange="reversed"))
     fig.update_layout(title=title, showlegend=False,
                       height=min(900, max(360, 160 + 26 * len(rows))),
                       margin=dict(l=10, r=10, t=70 if title else 30, b=10))
-    return fig
+    return readable(fig)
 
 
 def block_max_pool(weights, max_cells: int = 64):
@@ -196,7 +198,7 @@ def model_view_fig(weights, query_tokens, key_tokens, *, layer_labels=None, sele
                                     colorbar=dict(title=dict(text="weight"), x=1.04)),
         height=90 + 150 * layers, margin=dict(l=10, r=10, t=90, b=10),
         hovermode="closest", hoverdistance=-1, clickmode="event+select", showlegend=False)
-    return fig
+    return readable(fig)
 
 
 def model_view_cell(points) -> tuple[int, int] | None:
@@ -218,7 +220,11 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
     axis (0..1); each panel's query and key sides come from transformer.kinds. selected_target
     (a target row) is outlined in the panels whose queries are target tokens (decoder, cross).
     blocked: {"encoder" | "decoder" | "cross": bool array, True = blocked}, any subset.
-    panel_titles default to the kinds' labels."""
+    panel_titles default to the kinds' labels.
+
+    In the target-query panels every cell carries an invisible marker (trace ROW_PICKER) whose
+    customdata starts with its target row, and which hovers the cell: a click on a row selects
+    it (Plotly cannot select heatmap cells; read it back with clicked_row)."""
     tokens = {"source": list(source_tokens), "target": list(target_tokens)}
     kinds = [KINDS[name] for name in KIND_NAMES]
     maps = {}
@@ -238,10 +244,15 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
         query_title, key_title = f"{kind.query_side} query", f"{kind.key_side} key"
         mask = _check_blocked(blocked.get(kind.name), maps[kind.name].shape,
                               name=f"blocked[{kind.name!r}]")
-        for trace in _cells(maps[kind.name], mask, rows, cols, query_title=query_title,
-                            key_title=key_title, coloraxis="coloraxis"):
+        traces = _cells(maps[kind.name], mask, rows, cols, query_title=query_title,
+                        key_title=key_title, coloraxis="coloraxis")
+        if kind.query_side == "target":  # the markers hover and pick the cells instead
+            for trace in traces:
+                trace.update(hoverinfo="skip", hovertemplate=None)
+            traces.append(_row_picker(maps[kind.name], mask, rows, cols, query_title, key_title))
+        for trace in traces:
             fig.add_trace(trace, row=1, col=col)
-        fig.update_xaxes(**token_axis(cols, title=key_title, tickangle=-45), row=1, col=col)
+        fig.update_xaxes(**token_axis(cols, title=key_title), row=1, col=col)
         fig.update_yaxes(**token_axis(rows, autorange="reversed"), row=1, col=col)
     if selected_target is not None:
         row = _check_row(selected_target, len(tokens["target"]), name="selected_target")
@@ -249,12 +260,42 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
             if kind.query_side == "target":
                 fig.add_shape(**_row_outline(row, len(tokens[kind.key_side])), row=1, col=col)
     fig.update_layout(
-        title=title, showlegend=False,
+        title=title, showlegend=False, hovermode="closest", hoverdistance=-1,
+        clickmode="event+select",
         coloraxis=dict(cmin=0, cmax=1, colorscale=COLORSCALE,
                        colorbar=dict(title=dict(text="weight"))),
         height=min(800, max(380, 180 + 22 * max(len(t) for t in tokens.values()))),
         margin=dict(l=10, r=10, t=90 if title else 50, b=10))
-    return fig
+    return readable(fig)
+
+
+def _row_picker(weights, blocked, rows, cols, query_title, key_title) -> go.Scatter:
+    """One invisible marker per cell of a target-query panel: its hover is the cell's, its
+    customdata [row, query token, key token, weight or "blocked"]; a click selects its row."""
+    q, k = weights.shape
+    grid_y, grid_x = np.divmod(np.arange(q * k), k)
+    names = cell_tokens(rows, cols).reshape(-1, 2)
+    values = np.where(blocked.ravel(), "blocked (masked)",
+                      np.char.mod("weight: %.3f", weights.ravel()))
+    data = [[int(r), str(a), str(b), str(v)] for r, (a, b), v in zip(grid_y, names, values)]
+    return go.Scatter(
+        x=grid_x, y=grid_y, mode="markers", name=ROW_PICKER, customdata=data, showlegend=False,
+        marker=dict(size=6, opacity=0),
+        hovertemplate=f"{query_title} %{{y:d}} (%{{customdata[1]}})<br>{key_title} %{{x:d}} "
+                      "(%{customdata[2]})<br>%{customdata[3]}<br>click to pick this row"
+                      "<extra></extra>")
+
+
+def clicked_row(points) -> int | None:
+    """The target row of the first ROW_PICKER marker among Plotly selection points, else None."""
+    for point in points or ():
+        data = point.get("customdata") if isinstance(point, dict) else None
+        if isinstance(data, (list, tuple)) and len(data) == 4:
+            try:
+                return int(data[0])
+            except (TypeError, ValueError):
+                continue
+    return None
 
 
 def top_keys(weights_row, key_tokens, k: int = 3, blocked=None) -> list[tuple[int, str, float]]:

@@ -1,27 +1,95 @@
-"""Helpers shared by the figure modules: token axes, escaped labels, matrix checks.
+"""Helpers shared by the figure modules: token axes, escaped labels, matrix checks, and the
+app's colour and text conventions.
 
-Token axes place cells by POSITION (0 .. n - 1 on a numeric axis) and write the tokens exactly as
-they are as tick labels (Plotly tickvals / ticktext): a token that occurs twice shows twice, the
-same text at two positions. Hover names the position and the token ("key 3 (2021)").
+Token axes place cells by POSITION (0 .. n - 1 on a numeric axis) and write the tokens as they
+are as tick labels (Plotly tickvals / ticktext): a token that occurs twice shows twice, the
+same text at two positions. SentencePiece's word-start mark "▁" is drawn as WORD_START_MARK,
+which a subtitle explains (readable). Hover names the position and the token ("key 3 (2021)").
+Tick labels are horizontal where they fit; Plotly rotates them only when they would overlap.
+
+Colours, one convention for the app: attention weights (0..1) on WEIGHT_SCALE; signed values
+(positional codes, q, K, V, differences of maps) on DIVERGING_SCALE centred at 0, positive blue
+like the weights and negative red. Every colour bar has a title (colorbar).
 """
 
 from __future__ import annotations
 
 import html
 import math
+import textwrap
 
 import numpy as np
 
 MAX_TICKS = 60  # a longer token axis labels every k-th position (hover still names each one)
+WEIGHT_SCALE = "Blues"  # attention weights, 0 (white) .. 1 (dark blue)
+DIVERGING_SCALE = "RdBu"  # signed values: negative red, 0 white, positive blue
+TEXT_COLOUR = "#1f2937"  # tick labels and axis titles: dark, whatever the theme's grey
+WORD_START, WORD_START_MARK = "▁", "␣"  # SentencePiece's mark, and how the figures draw it
+WORD_START_NOTE = "␣ starts a word (SentencePiece's ▁: a space came before the piece)"
+CHAR_PX = 7.5  # about how wide one character of a 12 px label is
+CHART_WIDTH = 1000  # about how wide a full-width chart is drawn (1400 px window, sidebar open)
+
+
+def colorbar(title: str, **settings) -> dict:
+    """A colour bar with its title (every colour bar of the app says what it measures)."""
+    return dict(title=dict(text=plotly_text(title)), **settings)
+
+
+def diverging(bound: float) -> dict:
+    """Heatmap settings for signed values: DIVERGING_SCALE, 0 in the middle, -bound .. bound."""
+    bound = float(bound) if bound and np.isfinite(bound) and bound > 0 else 1e-6
+    return dict(colorscale=DIVERGING_SCALE, zmid=0.0, zmin=-bound, zmax=bound)
+
+
+def readable(fig, word_start_note: bool = True):
+    """The app's finish for a figure: dark tick labels and axis titles, and a subtitle saying
+    what WORD_START_MARK means when any axis, token column or cell shows it (word_start_note
+    False: the figure draws characters, where the mark is a plain space). Returns the figure."""
+    fig.update_xaxes(tickfont=dict(color=TEXT_COLOUR), title_font=dict(color=TEXT_COLOUR))
+    fig.update_yaxes(tickfont=dict(color=TEXT_COLOUR), title_font=dict(color=TEXT_COLOUR))
+    texts = []
+    fig.for_each_xaxis(lambda axis: texts.extend(axis.ticktext or ()))
+    fig.for_each_yaxis(lambda axis: texts.extend(axis.ticktext or ()))
+    for trace in fig.data:  # token columns (token view) and cell text (a 1-D or 2-D list)
+        text = getattr(trace, "text", None)
+        if isinstance(text, (list, tuple)):
+            for item in text:
+                texts.extend(item if isinstance(item, (list, tuple)) else [item])
+    if word_start_note and any(WORD_START_MARK in str(t) for t in texts):
+        top = fig.layout.margin.t if fig.layout.margin.t is not None else 60
+        fig.update_layout(title=dict(text=fig.layout.title.text or "",
+                                     subtitle=dict(text=WORD_START_NOTE)),
+                          margin=dict(t=top + 24))
+    return fig
+
+
+def short_label(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters at a word boundary, "…" where cut (a first
+    word longer than `width` is cut inside, as nothing else fits)."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    cut = textwrap.shorten(text, width, placeholder=" …")
+    return cut if cut != "…" and cut.strip() != "…" else text[:max(width - 1, 1)] + "…"
+
+
+def fit_text(label: str, cell_px: float) -> str:
+    """A label shortened ("…") to what a cell `cell_px` wide shows, so it never spills into
+    the next cell (the hover keeps the whole label)."""
+    label = str(label)
+    room = max(1, int(cell_px // CHAR_PX))
+    return label if len(label) <= room else label[:max(room - 1, 1)] + "…"
 
 
 def plotly_text(label) -> str:
-    """A label safe for Plotly, which reads "<s>" as a strike-through tag and shows nothing."""
-    return html.escape(str(label), quote=False)
+    """A label safe for Plotly, which reads "<s>" as a strike-through tag and shows nothing;
+    SentencePiece's word-start mark ▁ drawn as WORD_START_MARK (readable's subtitle says so)."""
+    return html.escape(str(label), quote=False).replace(WORD_START, WORD_START_MARK)
 
 
 def tick_text(tokens) -> list[str]:
-    """The tokens as Plotly shows them: exactly as they are, markup escaped."""
+    """The tokens as Plotly shows them: as they are, markup escaped, the word-start mark ▁
+    drawn as WORD_START_MARK (plotly_text; readable adds the note saying so)."""
     return [plotly_text(t) for t in tokens]
 
 

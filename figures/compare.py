@@ -14,11 +14,10 @@ from plotly.subplots import make_subplots
 
 from transformer.kinds import KIND_NAMES, head_label
 
-from .common import (cell_hover, cell_tokens, check_matrix, positions, tick_text,
-                     token_axis)
+from .common import (WEIGHT_SCALE, cell_hover, cell_tokens, check_matrix, colorbar, diverging,
+                     positions, readable, tick_text, token_axis)
 
-COLOUR_SCALE = "Blues"
-DIFFERENCE_SCALE = "RdBu_r"  # red: the first map is larger, blue: the second
+COLOUR_SCALE = WEIGHT_SCALE
 KIND_COLOURS = {"encoder": "#2563eb", "decoder": "#16a34a", "cross": "#ea580c"}
 
 __all__ = ["difference_fig", "importance_fig", "side_by_side_fig", "token_log_prob_fig"]
@@ -60,7 +59,7 @@ def side_by_side_fig(maps, titles, query_tokens, key_tokens, *, zmax: float | No
             xgap=1, ygap=1, customdata=cell_tokens(q, k),
             hovertemplate=f"{titles[i]}<br>{cell_hover()}<br>weight %{{z:.3f}}<extra></extra>"),
             row=1, col=i + 1)
-        fig.update_xaxes(**token_axis(k, title="key", tickangle=-45), row=1, col=i + 1)
+        fig.update_xaxes(**token_axis(k, title="key"), row=1, col=i + 1)
         fig.update_yaxes(**token_axis(q, autorange="reversed"), row=1, col=i + 1)
     fig.update_yaxes(title="query", row=1, col=1)
     longest = max(len(q) for q in queries)
@@ -69,39 +68,39 @@ def side_by_side_fig(maps, titles, query_tokens, key_tokens, *, zmax: float | No
                                      colorbar=dict(title=dict(text="weight"))),
                       height=min(900, max(380, 200 + 24 * longest)),
                       margin=dict(l=10, r=10, t=90 if title else 60, b=10))
-    return fig
+    return readable(fig)
 
 
 def difference_fig(a, b, query_tokens, key_tokens, title: str | None = None) -> go.Figure:
-    """a - b of two (q, k) maps of the same size, on a diverging colour scale centred at 0
-    (symmetric range +-max|a - b|). Hover shows query and key (position and token), both weights
-    and the difference to 3 decimals: customdata[..., 0:2] are the query and key tokens,
-    customdata[..., 2:4] the weights a and b."""
+    """a - b of two (q, k) maps of the same size, on the app's diverging colour scale centred at
+    0 (symmetric range +-max|a - b|; blue: a is larger, red: b is). Hover shows query and
+    key (position and token), both weights and the difference to 3 decimals:
+    customdata[..., 0:2] are the query and key tokens, customdata[..., 2:4] the weights a and b."""
     rows, cols = list(query_tokens), list(key_tokens)
     a = check_matrix(a, len(rows), len(cols), name="map a")
     b = check_matrix(b, len(rows), len(cols), name="map b")
     diff = a - b
-    bound = float(np.nanmax(np.abs(diff))) if diff.size else 0.0
-    bound = bound if bound > 0 else 1e-6  # an all-zero difference still needs a range
+    bound = float(np.nanmax(np.abs(diff))) if diff.size else 0.0  # 0: diverging widens it
     data = np.concatenate([cell_tokens(rows, cols), np.stack([a, b], axis=-1).astype(object)],
                           axis=-1)  # (q, k, 4): query token, key token, a, b
     fig = go.Figure(go.Heatmap(
         z=diff, x=positions(cols), y=positions(rows), customdata=data, name="difference",
-        colorscale=DIFFERENCE_SCALE, zmid=0.0, zmin=-bound, zmax=bound, xgap=1, ygap=1,
-        colorbar=dict(title=dict(text="a − b")),
+        **diverging(bound), xgap=1, ygap=1, colorbar=colorbar("a − b"),
         hovertemplate=f"{cell_hover()}<br>a %{{customdata[2]:.3f}} − b "
                       "%{customdata[3]:.3f}<br>difference %{z:.3f}<extra></extra>"))
-    fig.update_xaxes(**token_axis(cols, title="key", tickangle=-45))
+    fig.update_xaxes(**token_axis(cols, title="key"))
     fig.update_yaxes(**token_axis(rows, title="query", autorange="reversed"))
     fig.update_layout(title=title, height=min(900, max(360, 160 + 26 * len(rows))),
                       margin=dict(l=10, r=10, t=70 if title else 30, b=10))
-    return fig
+    return readable(fig)
 
 
 def importance_fig(entries, title: str | None = None) -> go.Figure:
     """Head importance as horizontal bars, one per head, sorted by the change in
     log-probability when that head alone is silenced (most harmful first, at the top), coloured
-    by kind. entries: [{"kind", "layer", "head", "delta_log_prob"}] (transformer.ablation)."""
+    by kind, each bar labelled with its value: when one bar dwarfs the others, the small ones
+    are still read from their labels. entries: [{"kind", "layer", "head", "delta_log_prob"}]
+    (transformer.ablation)."""
     entries = sorted(entries, key=lambda e: (float(e["delta_log_prob"]),
                                              KIND_NAMES.index(e["kind"]), e["layer"], e["head"]))
     fig = go.Figure()
@@ -113,15 +112,20 @@ def importance_fig(entries, title: str | None = None) -> go.Figure:
             continue
         fig.add_trace(go.Bar(
             y=[c[0] for c in chosen], x=[c[1] for c in chosen], orientation="h", name=kind,
-            marker_color=KIND_COLOURS[kind],
+            marker_color=KIND_COLOURS[kind], text=[f"{c[1]:+.3g}" for c in chosen],
+            textposition="outside", cliponaxis=False, textfont=dict(size=11),
             hovertemplate="%{y}<br>change in log-probability %{x:.4f}<extra></extra>"))
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=labels,
                      autorange="reversed", title="head silenced alone")
-    fig.update_xaxes(title="change in log-probability of the original output", zeroline=True)
+    values = [float(e["delta_log_prob"]) for e in entries] or [0.0]
+    span = max(max(values), 0.0) - min(min(values), 0.0) or 1.0
+    fig.update_xaxes(title="change in log-probability of the original output", zeroline=True,
+                     range=[min(min(values), 0.0) - 0.25 * span,  # room for the labels
+                            max(max(values), 0.0) + 0.25 * span])
     fig.update_layout(title=title, barmode="overlay", legend=dict(title=dict(text="kind")),
                       height=max(300, 120 + 18 * len(labels)),
                       margin=dict(l=10, r=10, t=60 if title else 30, b=10))
-    return fig
+    return readable(fig)
 
 
 def token_log_prob_fig(tokens, original, ablated, title: str | None = None) -> go.Figure:
@@ -140,8 +144,8 @@ def token_log_prob_fig(tokens, original, ablated, title: str | None = None) -> g
                              customdata=tick_text(tokens),
                              hovertemplate=f"{name}<br>token %{{x:d}} (%{{customdata}})<br>"
                                            "log-probability %{y:.4f}<extra></extra>"))
-    fig.update_xaxes(**token_axis(tokens, title="output token", tickangle=-45))
+    fig.update_xaxes(**token_axis(tokens, title="output token"))
     fig.update_yaxes(title="log-probability")
     fig.update_layout(title=title, barmode="group", height=360,
                       margin=dict(l=10, r=10, t=60 if title else 30, b=10))
-    return fig
+    return readable(fig)

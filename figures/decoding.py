@@ -16,12 +16,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import cell_hover, cell_tokens, check_matrix, positions, tick_text, token_axis
+from .common import (WEIGHT_SCALE, WORD_START, WORD_START_MARK, cell_hover, cell_tokens,
+                     check_matrix, colorbar, positions, readable, tick_text, token_axis)
 
 CHOSEN_COLOR, OTHER_COLOR = "#ea580c", "#94a3b8"
 HIGHLIGHT_RGB = (37, 99, 235)  # the source highlight: rgba(..., weight / largest weight)
 HIGHLIGHT_COLOR = "rgb({}, {}, {})".format(*HIGHLIGHT_RGB)
-ATTENTION_SCALE = "Blues"
+ATTENTION_SCALE = WEIGHT_SCALE
 _MARKDOWN = "\\`*_{}[]()#+-.!|~$<>&\"'"  # shown as entities so Markdown and LaTeX leave them be
 
 
@@ -48,7 +49,7 @@ def top_k_fig(top_k, chosen_id: int, chosen=None, title: str | None = None) -> g
                       margin=_margin(title))
     fig.update_xaxes(title="probability", range=[0, 1])
     fig.update_yaxes(**token_axis(tokens, autorange="reversed"))
-    return fig
+    return readable(fig)
 
 
 def step_attention_fig(weights, source_tokens, title: str | None = None) -> go.Figure:
@@ -67,9 +68,9 @@ def step_attention_fig(weights, source_tokens, title: str | None = None) -> go.F
         fig = go.Figure(_heatmap(weights, sources, heads, "source"))
         fig.update_yaxes(type="category", autorange="reversed")
         height = 160 + 34 * len(heads)
-    fig.update_xaxes(**token_axis(sources, title="source token", tickangle=-45))
+    fig.update_xaxes(**token_axis(sources, title="source token"))
     fig.update_layout(title=title, height=height, margin=_margin(title))
-    return fig
+    return readable(fig)
 
 
 def heads_grid_fig(weights, source_tokens, title: str | None = None, columns: int = 2
@@ -87,11 +88,11 @@ def heads_grid_fig(weights, source_tokens, title: str | None = None, columns: in
     for h in range(heads):
         fig.add_trace(_bars(weights[h], sources, "source", name=f"head {h}"),
                       row=h // columns + 1, col=h % columns + 1)
-    fig.update_xaxes(**token_axis(sources, tickangle=-45))
+    fig.update_xaxes(**token_axis(sources))
     fig.update_yaxes(range=[0, max(1e-9, float(weights.max(initial=0))) * 1.1])
     fig.update_layout(title=title, height=height, showlegend=False,
                       margin=_margin(title, 80))
-    return fig
+    return readable(fig)
 
 
 def self_attention_row_fig(weights, prefix_tokens, title: str | None = None) -> go.Figure:
@@ -106,11 +107,11 @@ def self_attention_row_fig(weights, prefix_tokens, title: str | None = None) -> 
         weights = check_matrix(weights, cols=len(prefix), name="weights")
         rows = [f"head {h}" for h in range(weights.shape[0])]
     fig = go.Figure(_heatmap(weights, prefix, rows, "prefix", text=len(prefix) <= 24))
-    fig.update_xaxes(**token_axis(prefix, title="prefix token (decoder input)", tickangle=-45))
+    fig.update_xaxes(**token_axis(prefix, title="prefix token (decoder input)"))
     fig.update_yaxes(type="category", autorange="reversed")
     fig.update_layout(title=title, height=170 + 34 * len(rows),
                       margin=_margin(title))
-    return fig
+    return readable(fig)
 
 
 def alignment_fig(matrix, target_tokens, source_tokens, title: str | None = None) -> go.Figure:
@@ -121,12 +122,13 @@ def alignment_fig(matrix, target_tokens, source_tokens, title: str | None = None
     fig = go.Figure(go.Heatmap(
         z=matrix, x=positions(sources), y=positions(targets), zmin=0, zmax=1,
         colorscale=ATTENTION_SCALE, xgap=1, ygap=1, customdata=cell_tokens(targets, sources),
+        colorbar=colorbar("weight"),
         hovertemplate=f"{cell_hover('target', 'source')}<br>weight %{{z:.3f}}<extra></extra>"))
-    fig.update_xaxes(**token_axis(sources, title="source token", tickangle=-45))
+    fig.update_xaxes(**token_axis(sources, title="source token"))
     fig.update_yaxes(**token_axis(targets, title="generated token", autorange="reversed"))
     fig.update_layout(title=title, height=max(340, 160 + 26 * len(targets)),
                       margin=_margin(title))
-    return fig
+    return readable(fig)
 
 def _heatmap(z, tokens, rows, side: str, text: bool = False) -> go.Heatmap:
     """Weights with one row per entry of `rows` (category labels such as "head 0") and one
@@ -135,6 +137,7 @@ def _heatmap(z, tokens, rows, side: str, text: bool = False) -> go.Heatmap:
     names = np.broadcast_to(np.array(tick_text(tokens), dtype=object)[None, :], z.shape)
     return go.Heatmap(z=z, x=positions(tokens), y=rows, zmin=0, zmax=1,
                       colorscale=ATTENTION_SCALE, xgap=1, ygap=1, customdata=names,
+                      colorbar=colorbar("weight"),
                       texttemplate="%{z:.2f}" if text else None,
                       hovertemplate=f"{side} %{{x:d}} (%{{customdata}})<br>%{{y}}<br>"
                                     "weight %{z:.3f}<extra></extra>")
@@ -161,8 +164,10 @@ def _check_row(weights, size: int, what: str) -> None:
 # ------------------------------------------------------------------ inline HTML
 def html_token(token) -> str:
     """A token safe inside HTML rendered by Markdown: tags escaped, Markdown/LaTeX characters
-    as numeric entities ("<s>" -> "&#60;s&#62;", "$" -> "&#36;")."""
-    return "".join(f"&#{ord(ch)};" if ch in _MARKDOWN else ch for ch in str(token))
+    as numeric entities ("<s>" -> "&#60;s&#62;", "$" -> "&#36;"); the word-start mark "▁"
+    drawn as the figures draw it (WORD_START_MARK)."""
+    text = str(token).replace(WORD_START, WORD_START_MARK)
+    return "".join(f"&#{ord(ch)};" if ch in _MARKDOWN else ch for ch in text)
 
 
 def highlighted_source_html(tokens, weights, top: int = 3) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import check_matrix, plotly_text
+from .common import check_matrix, plotly_text, readable
 
 STAT_COLOUR_SCALE = "Viridis"
 DIVERGENCE_COLOUR_SCALE = "Blues_r"  # dark = similar (small divergence)
@@ -32,7 +32,7 @@ def stat_heatmap_fig(values, title: str, *, colorbar_title: str = "",
     fig.update_yaxes(type="category", autorange="reversed")
     fig.update_layout(title=plotly_text(title), height=max(260, 140 + 60 * n_layers),
                       margin=dict(l=10, r=10, t=90, b=10))
-    return fig
+    return readable(fig)
 
 
 def similarity_matrix_fig(matrix, labels, order=None, *, title: str | None = None,
@@ -54,9 +54,9 @@ def similarity_matrix_fig(matrix, labels, order=None, *, title: str | None = Non
         colorscale=DIVERGENCE_COLOUR_SCALE, xgap=1, ygap=1,
         colorbar=dict(title=plotly_text(measure)),
         hovertemplate=f"%{{y}} vs %{{x}}: {plotly_text(measure)} %{{z:.3f}}<extra></extra>"))
-    fig.update_xaxes(type="category", tickangle=-45)
+    fig.update_xaxes(type="category")
     fig.update_yaxes(type="category", autorange="reversed")
     fig.update_layout(title=plotly_text(title) if title else None,
                       height=max(360, 160 + 28 * len(labels)),
                       margin=dict(l=10, r=10, t=60 if title else 30, b=10))
-    return fig
+    return readable(fig)

@@ -12,7 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import (cell_hover, cell_tokens, check_matrix, number_text, plotly_text, positions,
+from .common import (CHAR_PX, CHART_WIDTH, WORD_START, WORD_START_MARK, cell_hover, cell_tokens,
+                     check_matrix, fit_text, number_text, plotly_text, positions, readable,
                      tick_text, token_axis)
 
 ALLOWED_COLOR, BLOCKED_COLOR = "#2563eb", "#e5e7eb"
@@ -57,14 +58,17 @@ def mask_heatmap_fig(mask, row_labels, col_labels, title: str, *, x_title: str =
                       "<extra></extra>"))
     fig.update_layout(title=title, height=max(320, 160 + 28 * len(rows)),
                       margin=dict(l=10, r=10, t=80, b=10))
-    fig.update_xaxes(**token_axis(cols, title=x_title, tickangle=-45))
+    fig.update_xaxes(**token_axis(cols, title=x_title))
     fig.update_yaxes(**token_axis(rows, title=y_title, autorange="reversed"))
-    return fig
+    return readable(fig)
 
 
-def batch_mask_fig(mask, ids, tokens, row_labels, title: str) -> go.Figure:
+def batch_mask_fig(mask, ids, tokens, row_labels, title: str, width: int = CHART_WIDTH
+                   ) -> go.Figure:
     """A (B, N) padding mask: one row per sentence, one column per padded position; each cell
-    shows its token (its id on hover). Rows at positions, ticked with row_labels as they are."""
+    shows its token, shortened ("…") to what a cell of a `width`-pixel chart holds so it never
+    spills into the next (the hover shows it whole, with its id). Rows at positions, ticked
+    with row_labels as they are."""
     rows = [str(x) for x in row_labels]
     mask = check_matrix(mask, len(rows), name="mask")
     ids = np.asarray(ids)
@@ -73,23 +77,28 @@ def batch_mask_fig(mask, ids, tokens, row_labels, title: str) -> go.Figure:
     if len(tokens) != mask.shape[0] or any(len(row) != mask.shape[1] for row in tokens):
         raise ValueError(f"tokens have row lengths {[len(row) for row in tokens]} but the mask has "
                          f"shape {mask.shape}")
-    text = [[plotly_text(t) for t in row] for row in tokens]
+    cell_px = (width - CHAR_PX * max(map(len, rows), default=0) - 60) / max(mask.shape[1], 1)
+    whole = np.array(tick_text([t for row in tokens for t in row]), dtype=object).reshape(
+        mask.shape)
+    text = [[plotly_text(fit_text(t, cell_px)).replace(WORD_START, WORD_START_MARK)
+             for t in row] for row in tokens]
     meaning = np.where(mask != 0, "may attend", "blocked (padding)")
     names = np.broadcast_to(np.array(tick_text(rows), dtype=object)[:, None], mask.shape)
     fig = go.Figure(go.Heatmap(
         z=mask, x=positions(range(mask.shape[1])), y=positions(rows), zmin=0, zmax=1,
         colorscale=MASK_COLORSCALE, showscale=False, xgap=1, ygap=1, text=text,
         texttemplate="%{text}", textfont=dict(size=12),
-        customdata=np.stack([ids.astype(str).astype(object), meaning.astype(object), names],
-                            axis=-1),
-        hovertemplate="%{customdata[2]}<br>position %{x}: %{text} (id %{customdata[0]})<br>"
+        customdata=np.stack([ids.astype(str).astype(object), meaning.astype(object), names,
+                             whole], axis=-1),
+        hovertemplate="%{customdata[2]}<br>position %{x}: %{customdata[3]} (id "
+                      "%{customdata[0]})<br>"
                       "mask %{z:.3f}: %{customdata[1]}<extra></extra>"))
     fig.update_layout(title=title, height=150 + 45 * mask.shape[0],
                       margin=dict(l=10, r=10, t=80, b=10))
     fig.update_xaxes(title="position", tickmode="linear", tick0=0, dtick=1, showgrid=False,
                      zeroline=False)
     fig.update_yaxes(**token_axis(rows, title="batch row", autorange="reversed"))
-    return fig
+    return readable(fig)
 
 
 def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None, *,
@@ -141,4 +150,4 @@ def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None,
     fig.update_yaxes(title="weight", row=3, col=1)
     fig.update_layout(title=title, height=620, showlegend=False, bargap=0.25,
                       margin=dict(l=10, r=10, t=80 if title else 40, b=10))
-    return fig
+    return readable(fig)

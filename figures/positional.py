@@ -10,7 +10,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import cell_hover, cell_tokens, check_matrix, positions, tick_text, token_axis
+from .common import (cell_hover, cell_tokens, check_matrix, colorbar, diverging, positions,
+                     readable, tick_text, token_axis)
 
 __all__ = ["dot_similarity", "encoder_input_fig", "positional_heatmap_fig", "similarity_fig",
            "sinusoids_fig"]
@@ -23,14 +24,15 @@ def positional_heatmap_fig(pe, title: str | None = None) -> go.Figure:
     pe = check_matrix(pe, name="pe")
     length, d_model = pe.shape
     fig = go.Figure(go.Heatmap(
-        z=pe, x=np.arange(d_model), y=np.arange(length), colorscale="RdBu", zmid=0,
+        z=pe, x=np.arange(d_model), y=np.arange(length), **diverging(np.abs(pe).max(initial=0)),
+        colorbar=colorbar("value"),
         hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.4f}<extra></extra>"))
     fig.update_xaxes(title="dimension")
     fig.update_yaxes(title="position", autorange="reversed")
     fig.update_layout(title=title or f"Positional encoding: {length} positions × {d_model} "
                                      "dimensions",
                       height=min(720, 260 + 4 * length), margin=_MARGIN)
-    return fig
+    return readable(fig)
 
 
 def sinusoids_fig(pe, dims, title: str | None = None) -> go.Figure:
@@ -48,7 +50,7 @@ def sinusoids_fig(pe, dims, title: str | None = None) -> go.Figure:
     fig.update_xaxes(title="position")
     fig.update_yaxes(title="value")
     fig.update_layout(title=title or "Chosen dimensions over position", height=360, margin=_MARGIN)
-    return fig
+    return readable(fig)
 
 
 def dot_similarity(codes) -> np.ndarray:
@@ -70,14 +72,15 @@ def similarity_fig(matrix, labels: list[str], title: str | None = None) -> go.Fi
     else:
         where = cell_hover("position", "position").replace("<br>", " · ")
     fig = go.Figure(go.Heatmap(
-        z=matrix, x=positions(labels), y=positions(labels), colorscale="Viridis",
+        z=matrix, x=positions(labels), y=positions(labels),
+        **diverging(np.abs(matrix).max(initial=0)), colorbar=colorbar("dot product"),
         customdata=cell_tokens(labels, labels),
         hovertemplate=f"{where}<br>%{{z:.4f}}<extra></extra>"))
     fig.update_xaxes(**token_axis(labels, title="position"))
     fig.update_yaxes(**token_axis(labels, title="position", autorange="reversed",
                                   scaleanchor="x", constrain="domain"))
     fig.update_layout(title=title or "Dot product between positions", height=460, margin=_MARGIN)
-    return fig
+    return readable(fig)
 
 
 def encoder_input_fig(token_part, position_part, total, tokens: list[str],
@@ -95,7 +98,8 @@ def encoder_input_fig(token_part, position_part, total, tokens: list[str],
                         horizontal_spacing=0.03)
     for k, (name, part) in enumerate(zip(names, (token_part, position_part, total))):
         scale = dict(coloraxis="coloraxis") if shared_scale else dict(
-            colorscale="RdBu", zmid=0, colorbar=dict(x=0.325 + 0.345 * k, thickness=8, len=0.9))
+            **diverging(np.abs(part).max(initial=0)),
+            colorbar=colorbar("value", x=0.325 + 0.345 * k, thickness=8, len=0.9))
         fig.add_trace(go.Heatmap(
             z=part, x=np.arange(d_model), y=positions(tokens), name=name, customdata=rows,
             **scale, hovertemplate=f"{name}<br>token %{{y:d}} (%{{customdata}}), dimension %{{x}}"
@@ -103,7 +107,11 @@ def encoder_input_fig(token_part, position_part, total, tokens: list[str],
             row=1, col=k + 1)
         fig.update_xaxes(title="dimension", row=1, col=k + 1)
     if shared_scale:
-        fig.update_layout(coloraxis=dict(colorscale="RdBu", cmid=0))
+        bound = max(np.abs(p).max(initial=0) for p in (token_part, position_part, total))
+        scale = diverging(bound)
+        fig.update_layout(coloraxis=dict(colorscale=scale["colorscale"], cmid=0,
+                                         cmin=scale["zmin"], cmax=scale["zmax"],
+                                         colorbar=colorbar("value")))
     fig.update_yaxes(**token_axis(tokens, autorange="reversed"))
     fig.update_layout(height=max(320, 140 + 22 * len(tokens)), margin=_MARGIN)
-    return fig
+    return readable(fig)

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import hex_to_rgb, qualitative
 
-from .common import plotly_text
+from .common import plotly_text, readable, tick_text
 
 LEVELS = 10  # opacity levels: a weight w is drawn at level ceil(w * LEVELS)
 QUERY_X, KEY_X = 0.0, 1.0
@@ -62,8 +62,8 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
     weights = _check(weights, query_tokens, key_tokens, head_labels, colours, query_index)
     heads, queries, keys = weights.shape
     colours = list(colours) if colours is not None else [head_colour(h) for h in range(heads)]
-    q_text = [plotly_text(t) for t in query_tokens]
-    k_text = [plotly_text(t) for t in key_tokens]
+    q_text = tick_text(query_tokens)
+    k_text = tick_text(key_tokens)
     rows = range(queries) if query_index is None else [query_index]
 
     fig = go.Figure()
@@ -126,7 +126,7 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
                           xanchor="left", font=dict(color=DIM_COLOUR))])
     if queries == 0 or keys == 0:
         fig.add_annotation(x=0.5, y=0, text="No tokens to show", showarrow=False)
-    return fig
+    return readable(fig)
 
 
 def drawn_lines(fig: go.Figure) -> list[tuple[int, int, int]]:

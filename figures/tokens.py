@@ -14,7 +14,7 @@ import difflib
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import plotly_text, positions, tick_text, token_axis
+from .common import CHAR_PX, CHART_WIDTH, fit_text, plotly_text, positions, readable, tick_text, token_axis
 
 __all__ = ["PIECE", "SPECIAL", "UNKNOWN", "pad_sequences", "padded_batch_fig", "piece_kinds",
            "piece_spans_fig", "pieces_fig", "plotly_text", "round_trip_fig", "text_differences"]
@@ -60,7 +60,7 @@ def pieces_fig(pieces: list[str], ids, special_ids, unk_id: int,
     if len(ids) != len(pieces):
         raise ValueError(f"ids has {len(ids)} entries but there are {len(pieces)} pieces")
     kinds = piece_kinds(ids, special_ids, unk_id)
-    text = [f"{plotly_text(p) or '∅'}<br>{i}" for p, i in zip(pieces, ids.tolist())]
+    text = [f"{tick_text([p])[0] or '∅'}<br>{i}" for p, i in zip(pieces, ids.tolist())]
     hover = [f"piece {n} ({plotly_text(p)})<br>id {i}<br>{KIND_NAMES[k]}"
              for n, (p, i, k) in enumerate(zip(pieces, ids.tolist(), kinds.tolist()))]
     fig = go.Figure(go.Heatmap(
@@ -73,7 +73,7 @@ def pieces_fig(pieces: list[str], ids, special_ids, unk_id: int,
     fig.update_xaxes(**token_axis(pieces, title="piece (position order)"))
     fig.update_layout(title=title or "Pieces and ids (grey: special, red: unknown)", height=190,
                       margin=dict(l=10, r=10, t=40, b=10))
-    return fig
+    return readable(fig)
 
 
 def piece_spans_fig(text: str, spans, pieces: list[str], ids, unk_id: int,
@@ -115,7 +115,7 @@ def piece_spans_fig(text: str, spans, pieces: list[str], ids, unk_id: int,
     fig.update_xaxes(tickvals=positions.tolist(), ticktext=chars, title="character")
     fig.update_layout(title=title or "Piece boundaries over the preprocessed text", height=170,
                       margin=dict(l=10, r=10, t=40, b=10))
-    return fig
+    return readable(fig, word_start_note=False)  # characters: ␣ is a space here
 
 
 def pad_sequences(sequences, pad_id: int) -> np.ndarray:
@@ -130,8 +130,9 @@ def pad_sequences(sequences, pad_id: int) -> np.ndarray:
 
 
 def padded_batch_fig(ids_matrix, tokens_matrix: list[list[str]], pad_id: int,
-                     row_labels: list[str] | None = None) -> go.Figure:
-    """A (B, T) batch as a grid: token and id in each cell, pad cells grey.
+                     row_labels: list[str] | None = None, width: int = CHART_WIDTH) -> go.Figure:
+    """A (B, T) batch as a grid: token and id in each cell, pad cells grey. A token longer
+    than a cell of a `width`-pixel chart holds is shortened ("…"); the hover shows it whole.
 
     Trace 0 holds the ids of the real tokens (NaN at pads), trace 1 the pad cells."""
     ids = np.asarray(ids_matrix)
@@ -150,12 +151,16 @@ def padded_batch_fig(ids_matrix, tokens_matrix: list[list[str]], pad_id: int,
                          f"{ids.shape[0]} rows")
     pad = ids == pad_id
     values = ids.astype(float)
-    text = [[f"{plotly_text(t)}<br>{i}" for t, i in zip(tr, ir)]
+    cell_px = (width - CHAR_PX * max(map(len, rows), default=0) - 40) / max(ids.shape[1], 1)
+    text = [[f"{tick_text([fit_text(t, cell_px)])[0]}<br>{i}" for t, i in zip(tr, ir)]
             for tr, ir in zip(tokens_matrix, ids.tolist())]
     names = np.broadcast_to(np.array(tick_text(rows), dtype=object)[:, None], ids.shape)
-    common = dict(x=np.arange(ids.shape[1]), y=positions(rows), text=text, customdata=names,
-                  texttemplate="%{text}", textfont=dict(size=12), showscale=False, xgap=2, ygap=2,
-                  hovertemplate="%{customdata}, position %{x}<br>%{text}<extra></extra>")
+    whole = np.array([tick_text(row) for row in tokens_matrix], dtype=object)
+    common = dict(x=np.arange(ids.shape[1]), y=positions(rows), text=text,
+                  customdata=np.stack([names, whole], axis=-1), texttemplate="%{text}",
+                  textfont=dict(size=12), showscale=False, xgap=2, ygap=2,
+                  hovertemplate="%{customdata[0]}, position %{x}<br>%{customdata[1]}, id "
+                                "%{z:.0f}<extra></extra>")
     fig = go.Figure([
         go.Heatmap(z=np.where(pad, np.nan, values), name="tokens",
                    colorscale=[[0, KIND_COLOURS[PIECE]], [1, KIND_COLOURS[PIECE]]], **common),
@@ -166,7 +171,7 @@ def padded_batch_fig(ids_matrix, tokens_matrix: list[list[str]], pad_id: int,
     fig.update_xaxes(title="position", dtick=1)
     fig.update_layout(title=f"A padded batch ({pad.sum()} pad cells, id {pad_id}, grey)",
                       height=120 + 45 * ids.shape[0], margin=dict(l=10, r=10, t=40, b=10))
-    return fig
+    return readable(fig)
 
 
 def text_differences(original: str, decoded: str) -> list[dict]:
@@ -201,5 +206,5 @@ def round_trip_fig(original: str, decoded: str) -> go.Figure:
     changed = int((~same).sum())
     fig.update_layout(title=f"Round trip: {changed} character(s) differ" if changed
                       else "Round trip: identical", height=170, margin=dict(l=10, r=10, t=40, b=10))
-    return fig
+    return readable(fig, word_start_note=False)  # characters: ␣ is a space here
 

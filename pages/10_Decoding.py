@@ -1,11 +1,12 @@
-"""Step-by-step decoding: what the model saw and chose at every step, its beam, head ablations."""
+"""Step-by-step decoding: what the model saw and chose at every step, its beam, head ablations;
+or a typed target stepped through with teacher forcing."""
 
 import inspect
 
 import numpy as np
 import streamlit as st
 
-from explorer import heads, models, player, results, state
+from explorer import heads, models, player, results, state, stepping
 from explorer.choices import clamp_choice, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
@@ -13,60 +14,56 @@ from transformer.decoding import beam_search, length_normalised
 
 LENGTH_PENALTY = inspect.signature(beam_search).parameters["length_penalty"].default
 
-
-def show_text(column, title, run, other=None):  # tokens that differ from `other` in orange
-    column.markdown(f"**{title}**")
-    column.code(run.text or "(empty)", language=None)
-    marked = figs.differing_positions(run.tokens, other.tokens) if other else ()
-    column.markdown(figs.tokens_html(run.tokens, marked), unsafe_allow_html=True)
-
-
 ckpt = models.active_checkpoint()
-cfg, source = ckpt.config, state.current_source()
+cfg, source, typed = ckpt.config, state.current_source(), state.current_target()
 st.title("Step-by-step decoding")
 st.markdown("The decoder writes one token per step: it reads the prefix so far, attends to the "
             "source and scores every next token. Pick a step to see what it saw and chose.")
+forced = stepping.forced_mode(typed)
+st.caption(stepping.what_is_decoded(source, typed, forced))
 head_options = heads.labels_of_model(cfg)
 keep_offered("dec_ablate", head_options)
 limits = {"dec_max_len": (cfg.max_len, cfg.max_len), "dec_head": (cfg.num_heads - 1, 0),
           "dec_layer": (cfg.num_decoder_layers - 1, 0)}  # key: (highest, default)
 for key, (high, default) in limits.items():
     clamp_choice(key, high, default)
-with st.expander("Decoding options", expanded=True):
-    c1, c2, c3 = st.columns(3)
-    max_len = c1.slider("Max length (tokens)", 1, cfg.max_len, key="dec_max_len")
-    beam = c2.slider("Beam width (1 = greedy)", 1, 8, key="dec_beam_width")
-    stop = c3.checkbox("Stop at the end token", True, key="dec_stop", disabled=beam > 1,
-                       help="Unticked, greedy decoding runs to the max length. (Beam: always.)")
-    ablate = st.multiselect("Silence heads (ablation)", head_options, key="dec_ablate")
-options = (max_len, stop or beam > 1, beam)
-result = results.decode(ckpt, source, *options, silenced=tuple(ablate))
-if ablate:
-    normal = results.decode(ckpt, source, *options)
-    left, right = st.columns(2)
-    show_text(left, "With the silenced heads (used below)", result, normal)
-    show_text(right, "Normal: no head silenced", normal, result)
+beam = 1
+if forced:
+    result = results.teacher_forced(ckpt, source, typed)
+    stepping.show_text(st, "Your target, as the decoder is fed it", result)
 else:
-    show_text(st, "Translation", result)
+    with st.expander("Decoding options", expanded=True):
+        c1, c2, c3 = st.columns(3)
+        max_len = c1.slider("Max length (tokens)", 1, cfg.max_len, key="dec_max_len")
+        beam = c2.slider("Beam width (1 = greedy)", 1, 8, key="dec_beam_width")
+        stop = c3.checkbox("Stop at the end token", True, key="dec_stop", disabled=beam > 1,
+                           help="Unticked, greedy decoding runs to the max length. (Beam: "
+                                "always.)")
+        ablate = st.multiselect("Silence heads (ablation)", head_options, key="dec_ablate")
+    options = (max_len, stop or beam > 1, beam)
+    result = results.decode(ckpt, source, *options, silenced=tuple(ablate))
+    if ablate:
+        normal = results.decode(ckpt, source, *options)
+        left, right = st.columns(2)
+        stepping.show_text(left, "With the silenced heads (used below)", result, normal)
+        stepping.show_text(right, "Normal: no head silenced", normal, result)
+    else:
+        stepping.show_text(st, "Translation", result)
 
 source_tokens = ckpt.source_tokenizer.ids_to_pieces(ckpt.encode_source(source))
 steps, last = result.steps, len(result.steps) - 1
 player.apply_next_step()
 clamp_choice(player.STEP, last)
 st.subheader("One step")
-c0, c1, c2, c3 = st.columns([6, 1, 1, 1], vertical_alignment="bottom")
+c0, c1, c2, c3 = st.columns([4, 1.3, 1, 1], vertical_alignment="bottom")
 t = c0.select_slider("Step", list(range(len(steps))), key=player.STEP,
                      format_func=lambda i: f"{i}: {result.tokens[i]}")
-c1.button("◀ Previous", key="dec_prev", on_click=player.move, args=(-1, last), disabled=t == 0)
-c2.button("Next ▶", key="dec_next", on_click=player.move, args=(1, last), disabled=t == last)
 playing = player.is_playing(t, last)
-c3.button("⏸ Stop" if playing else "▶ Play", key="dec_play", on_click=player.toggle_play,
-          args=(last,))
+player.buttons((c1, c2, c3), t, last, playing)
 step, chosen_p = steps[t], float(np.exp(steps[t].log_prob))
 prefix = ckpt.target_tokenizer.ids_to_pieces([cfg.start_id] + result.token_ids[:t])
 st.markdown(figs.tokens_html(prefix + [step.token], [len(prefix)]), unsafe_allow_html=True)
-st.caption(f"Step {t}: from the prefix (grey) the decoder chose {step.token!r} (orange, id "
-           f"{step.token_id}, p = {chosen_p:.3f}).")
+st.caption(stepping.step_caption(t, step, forced))
 c1, c2, c3 = st.columns(3)
 layer = c1.selectbox("Layer", range(cfg.num_decoder_layers), key="dec_layer")
 all_heads = c3.toggle("All heads of the layer", key="dec_all_heads")
@@ -98,13 +95,13 @@ if beam > 1:
         key="dec_nbest", hide_index=True)
 
 st.subheader("Alignment: every step's cross-attention")
-average = st.toggle("Average over the layer's heads", key="dec_alignment_avg")
 cross = result.cross_attention()[layer]  # (H, T, N)
-matrix = cross.mean(axis=0) if average else cross[head]
-which = f"layer {layer}, " + ("mean of heads" if average else f"head {head}")
+matrix = cross.mean(axis=0) if all_heads else cross[head]  # as "All heads of the layer" says
+which = f"layer {layer}, " + (f"mean of its {len(cross)} heads" if all_heads else f"head {head}")
 st.plotly_chart(figs.alignment_fig(matrix, result.tokens, source_tokens, f"Alignment, {which}"),
                 key="dec_alignment")
 export_buttons(matrix, result.tokens, source_tokens, f"alignment {which}",
-               results.attention(ckpt, source), key="dec_export")
-st.caption("NPZ: every map of the teacher-forced pass on the unablated greedy translation.")
+               results.attention(ckpt, source, typed if forced else None), key="dec_export")
+st.caption("NPZ: every map of the teacher-forced pass on " + (
+    "your target." if forced else "the unablated greedy translation."))
 player.advance(t, playing)  # last, so the step stays on screen while it waits

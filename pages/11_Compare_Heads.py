@@ -21,6 +21,9 @@ source, target = state.current_source(), state.current_target()
 maps = results.current_attention()
 labels = labels_of_maps(maps)
 st.title("Compare heads")
+st.markdown("Put heads next to each other on one colour scale to see where they attend alike: "
+            "several heads of the sentence, one head in two checkpoints, or one head over "
+            "training.")
 
 st.header("Side by side")
 forget_if_not_offered("cmp_heads", labels)
@@ -46,7 +49,7 @@ else:
              "cosine similarity": cosine_similarity(m, n) if same else None}
             for (x, (m, _, _)), (y, (n, _, _)) in combinations(zip(chosen, parts), 2)
             for same in [m.shape == n.shape]]
-    st.dataframe(rows, hide_index=True)
+    st.dataframe(rows, hide_index=True, key="cmp_table", placeholder="")  # empty, not "None"
     st.caption("JS divergence: 0 = the same attention, 1 = disjoint keys. Empty cells: the two "
                "maps have different shapes.")
 

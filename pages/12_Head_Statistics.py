@@ -16,17 +16,22 @@ MAX_CHARS = 50_000
 
 ckpt = models.active_checkpoint()
 st.title("Head statistics")
-st.markdown(
-    "What each head does, summed up in numbers: how spread out its attention is (entropy, in "
-    "nats: 0 = one key, ln k = uniform over k keys), how far it looks (mean |i − j|, in "
-    "positions), how much weight it puts on the same, previous or next position and on the "
-    "special tokens `<s>`, `</s>`, `<pad>` (attention sinks). Each number is a mean over the "
-    "real query rows of every sentence, so a batch weighs longer sentences more. In "
-    "cross-attention, i is the "
-    "target position and j the source position, compared as plain indices. **Agreement with "
-    "the argmax alignment** (cross-attention only) is the fraction of target positions where "
-    "the head's strongest source token is the strongest one of the consensus alignment: the "
-    "cross-attention averaged over every layer and head.")
+st.markdown("What each head does, summed up in numbers over one sentence or many: how spread "
+            "out, how far and where it looks.")
+with st.expander("What the statistics mean"):
+    st.markdown(
+        "- **Entropy** (nats): how spread out the attention is; 0 = one key, ln k = uniform "
+        "over k keys.\n"
+        "- **Distance**: mean |i − j| in positions, how far a query looks; in cross-attention i "
+        "is the target position and j the source position, compared as plain indices.\n"
+        "- **Diagonal / previous / next share**: the weight on the same, the previous or the "
+        "next position.\n"
+        "- **Attention sinks**: the weight on the special tokens `<s>`, `</s>`, `<pad>`.\n"
+        "- **Agreement with the argmax alignment** (cross-attention only): the share of target "
+        "positions where the head's strongest source token is that of the consensus alignment "
+        "(the cross-attention averaged over every layer and head).\n\n"
+        "Each number is a mean over the real query rows of every sentence, so a batch weighs "
+        "longer sentences more.")
 source = st.radio("Sentences", list(SOURCES), format_func=SOURCES.get, key="stats_source",
                   horizontal=True)
 target = state.current_target() if source == "current" else None
@@ -60,7 +65,7 @@ stats = results.statistics(ckpt, sentences, target, batched)
 table = statistics_table(stats)
 st.subheader("Every head, every statistic")
 st.caption("Click a column header to sort. Alignment agreement is empty outside cross-attention.")
-st.dataframe(table, hide_index=True, key="stats_table", column_config={
+st.dataframe(table, hide_index=True, key="stats_table", placeholder="", column_config={
     name: st.column_config.NumberColumn(label, format="%.4f")
     for name, label in STATISTICS.items()})
 export_buttons([[row[name] if row[name] is not None else float("nan") for name in STATISTICS]

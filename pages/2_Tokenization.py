@@ -4,9 +4,9 @@ import streamlit as st
 from explorer import models, results, state
 from explorer.tokens import text_pieces
 from explorer.widgets import quoted
-from figures.tokens import (PIECE, SPECIAL, UNKNOWN, pad_sequences, padded_batch_fig,
-                            piece_kinds, piece_spans_fig, pieces_fig, round_trip_fig,
-                            text_differences)
+from figures.common import short_label
+from figures.tokens import (PIECE, SPECIAL, UNKNOWN, pad_sequences, padded_batch_fig, piece_kinds,
+                            piece_spans_fig, pieces_fig, round_trip_fig, text_differences)
 
 KIND_NOTES = {PIECE: "", SPECIAL: "special", UNKNOWN: "unknown"}
 
@@ -100,5 +100,5 @@ others = st.text_area("Other sentences in the batch, one per line", key="tok_bat
 batch = [source] + [line for line in others.splitlines() if line.strip()][:8]
 batch_ids = pad_sequences([ckpt.encode_source(s) for s in batch], src.pad_id)
 st.plotly_chart(padded_batch_fig(batch_ids, [src.ids_to_pieces(r) for r in batch_ids], src.pad_id,
-                                 [f"{b}: {s[:24]}" for b, s in enumerate(batch)]),
+                                 [f"{b}: {short_label(s, 24)}" for b, s in enumerate(batch)]),
                 key="tok_batch_grid")

@@ -6,7 +6,7 @@ import streamlit as st
 from explorer import models, results, state
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import kind_picker
-from figures.common import plotly_text
+from figures.common import plotly_text, short_label
 from figures.masks import batch_mask_fig, mask_heatmap_fig, masked_softmax, masking_row_fig
 from transformer.attention import BLOCKED_SCORE
 
@@ -30,7 +30,8 @@ translations = [results.translation(ckpt, s).text for s in sources]
 batch = results.mask_batch(ckpt, sources, translations)
 B, N = batch["source_ids"].shape
 T = batch["target_ids"].shape[1]
-names = [f"row {b}{' (sidebar)' * (b == 0)}: {s[:30] or '(empty)'}" for b, s in enumerate(sources)]
+names = [f"row {b}{' (sidebar)' * (b == 0)}: {short_label(s, 30) or '(empty)'}"
+         for b, s in enumerate(sources)]
 st.caption(f"Source side: `ckpt.encode_source` padded to N = {N}. Target side: `<s>` + the model's "
            f"translation, padded to T = {T} with pad id {ckpt.config.pad_id}.")
 

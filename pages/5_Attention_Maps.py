@@ -4,7 +4,7 @@ import streamlit as st
 
 from explorer import results
 from explorer.choices import reset_if_out_of_range
-from explorer.widgets import export_buttons, kind_picker
+from explorer.widgets import export_buttons, kind_picker, scroll_into_view
 from figures.attention import attention_heatmap_fig, model_view_cell, model_view_fig
 
 ROWS = {"Decoder inputs": "target_tokens", "Predicted outputs": "output_tokens"}
@@ -12,11 +12,13 @@ SCALES = {"Fixed 0 to 1": "fixed", "Fitted to this map": "fit"}
 
 
 def open_clicked_head() -> None:
-    """on_select callback: a click on a model-view thumbnail opens that head large."""
+    """on_select callback: a click on a model-view thumbnail opens that head large (and the
+    page scrolls up to it)."""
     event = st.session_state.get("attn_model_view") or {}
     cell = model_view_cell((event.get("selection") or {}).get("points"))
     if cell is not None:
         st.session_state["attn_layer"], st.session_state["attn_head"] = cell
+        st.session_state["attn_scroll"] = True
 
 
 maps = results.current_attention()
@@ -46,7 +48,7 @@ query_tokens = maps[ROWS[rows_label]] if decoder_side else maps["source_tokens"]
 key_tokens = maps[kind.key_tokens]
 matrix = weights[layer, head]
 title = f"{kind.label}, layer {layer}, head {head}"
-st.plotly_chart(attention_heatmap_fig(
+st.container(key="attn_opened").plotly_chart(attention_heatmap_fig(
     matrix, query_tokens, key_tokens, title=title, colour_scale=SCALES[scale_label],
     blocked=~maps[kind.mask], query_title=f"{kind.query_side} query",
     key_title=f"{kind.key_side} key"), key="attn_heatmap")
@@ -54,9 +56,11 @@ export_buttons(matrix, query_tokens, key_tokens, f"{kind.name}_layer{layer}_head
                key="attn_export")
 
 st.subheader("Model view: every layer and head")
-st.caption("Click a thumbnail to open that head above (or use the Layer and Head pickers). "
-           "The red outline marks the head shown.")
+st.caption("Click a thumbnail to open that head above: the page scrolls up to it (or use the "
+           "Layer and Head pickers). The red outline marks the head shown.")
 st.plotly_chart(
     model_view_fig(weights, query_tokens, key_tokens, selected=(layer, head),
                    title=f"{kind.label}: {layers} layers × {heads} heads"),
     key="attn_model_view", on_select=open_clicked_head, selection_mode="points")
+if st.session_state.pop("attn_scroll", False):
+    scroll_into_view("attn_opened")  # the opened head, above the model view

@@ -6,16 +6,26 @@ import streamlit as st
 from explorer import results
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
-from figures.attention import linked_view_fig, top_keys
+from figures.attention import clicked_row, linked_view_fig, top_keys
 from figures.common import plotly_text
 from transformer.kinds import KINDS
+
+
+def pick_clicked_row() -> None:
+    """on_select callback: a click on a row of the decoder or cross panel picks that row."""
+    event = st.session_state.get("link_fig") or {}
+    row = clicked_row((event.get("selection") or {}).get("points"))
+    if row is not None:
+        st.session_state["link_target"] = row
+
 
 maps = results.current_attention()
 st.title("Linked view")
 st.markdown(
-    "The three attentions of one head side by side. Pick a target position: its row is outlined "
-    "in the decoder's self-attention (which earlier target tokens it looks at) and in "
-    "cross-attention (which source tokens it looks at).")
+    "The three attentions of one head side by side. Pick a target position (or click its row "
+    "in the decoder or cross panel): its row is outlined in the decoder's self-attention (which "
+    "earlier target tokens it looks at) and in cross-attention (which source tokens it looks "
+    "at).")
 
 enc_layers, heads = maps["encoder"].shape[:2]
 dec_layers = maps["decoder"].shape[0]
@@ -42,7 +52,8 @@ st.plotly_chart(linked_view_fig(
     panel_titles=[f"Encoder self, layer {enc_layer}", f"Decoder self, layer {layer}",
                   f"Cross, layer {layer}"],
     title=f"Head {head}: target row {target} (input {plotly_text(target_tokens[target])} → "
-          f"predicts {plotly_text(output_tokens[target])})"), key="link_fig")
+          f"predicts {plotly_text(output_tokens[target])})"), key="link_fig",
+    on_select=pick_clicked_row, selection_mode="points")
 
 st.markdown(f"**Row {target}** (fed `{target_tokens[target]}`, predicts "
             f"`{output_tokens[target]}`) attends most, in cross-attention, to:")

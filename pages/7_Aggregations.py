@@ -2,12 +2,11 @@
 
 import streamlit as st
 
-from explorer import results
+from explorer import models, results, tokens
 from explorer.choices import clamp_choice
 from explorer.widgets import export_buttons, kind_picker, simplify_toggles
 from figures.aggregate import layer_grid_fig, stacked_table
-from transformer.analysis import (attention_rollout, head_max, head_mean, simplify_tokens,
-                                  source_to_target_flow)
+from transformer.analysis import attention_rollout, head_max, head_mean, source_to_target_flow
 from transformer.kinds import KINDS
 
 SELF_ATTENTION = [name for name, k in KINDS.items() if k.query_side == k.key_side]  # square maps
@@ -15,10 +14,17 @@ REDUCE = {"mean": head_mean, "max": head_max}
 REDUCE_LABELS = {"mean": "Mean over heads", "max": "Max over heads"}
 
 
-def show(maps, query_tokens, key_tokens, titles, name, key, renormalise=True, **fig_options):
-    """Hide special tokens / merge words as the toggles say, draw the maps, offer the exports."""
-    maps, rows, cols = simplify_tokens(maps, query_tokens, key_tokens, hide_special=hide_special,
-                                       merge_words=merge_words, renormalise=renormalise)
+def show(maps, sides, titles, name, key, renormalise=True, reduce=None, **fig_options):
+    """Hide special tokens / merge words as the toggles say (per head, before `reduce` reduces
+    the heads: a max over heads of merged words stays a weight <= 1), draw, offer the exports.
+    sides: (query side, key side), "source" or "target"."""
+    side_tokens = [attention[f"{side}_tokens"] for side in sides]
+    maps, rows, cols, note = tokens.simplify(
+        maps, *side_tokens, sides, tokenizers, hide_special=hide_special, merge_words=merge_words,
+        renormalise=renormalise)
+    maps = REDUCE[reduce](maps) if reduce else maps
+    if note:
+        st.caption(note)
     if not rows or not cols:
         st.info("Nothing left to show: one side holds only special tokens. Turn off "
                 "**Hide special tokens** to see them.")
@@ -29,6 +35,8 @@ def show(maps, query_tokens, key_tokens, titles, name, key, renormalise=True, **
 
 
 attention = results.current_attention()
+ckpt = models.active_checkpoint()
+tokenizers = {"source": ckpt.source_tokenizer, "target": ckpt.target_tokenizer}
 st.title("Aggregations and rollout")
 st.markdown(
     "A model with several layers and heads has many attention maps. These views boil them down: "
@@ -48,11 +56,10 @@ st.markdown(
     "**Mean** over heads is the layer's average head: rows still sum to 1. **Max** takes, per "
     "cell, the strongest head, so a key that any single head focuses on stands out; its rows no "
     "longer sum to 1 (hiding special tokens then only removes them, without rescaling).")
-per_layer = REDUCE[reduce](attention[kind.name])  # (L, q, k)
-layer_titles = [f"layer {layer}" for layer in range(len(per_layer))]
-show(per_layer, attention[kind.query_tokens], attention[kind.key_tokens], layer_titles,
+layer_titles = [f"layer {layer}" for layer in range(len(attention[kind.name]))]
+show(attention[kind.name], (kind.query_side, kind.key_side), layer_titles,  # (L, H, q, k)
      f"{kind.name}_{reduce}_over_heads", "agg_heads", renormalise=reduce == "mean",
-     title=f"{kind.label}: {REDUCE_LABELS[reduce].lower()}")
+     reduce=reduce, title=f"{kind.label}: {REDUCE_LABELS[reduce].lower()}")
 
 st.header("Attention rollout")
 st.markdown(
@@ -65,8 +72,8 @@ st.markdown(
 stack = kind_picker("agg_rollout_kind", label="Self-attention stack", kinds=SELF_ATTENTION)
 rollout = attention_rollout(attention[stack.name], residual=residual, head_reduce=reduce)
 rollout_titles = [f"layers 0–{n}" if n else "layer 0" for n in range(len(rollout))]
-show(rollout, attention[stack.query_tokens], attention[stack.key_tokens], rollout_titles,
-     f"{stack.name}_rollout", "agg_rollout",
+show(rollout, (stack.query_side, stack.key_side), rollout_titles, f"{stack.name}_rollout",
+     "agg_rollout",
      title=f"{stack.label}: rollout ({'with' if residual else 'without'} residual, "
            f"{reduce} over heads)")
 
@@ -83,8 +90,8 @@ flow_layer = st.selectbox("Decoder layer of the cross-attention", range(n_decode
                           key="agg_flow_layer")
 flow = source_to_target_flow(attention["encoder"], attention["cross"], layer=flow_layer,
                              residual=residual, head_reduce=reduce)
-show(flow[None], attention["target_tokens"], attention["source_tokens"],
-     [f"cross layer {flow_layer} · encoder rollout"], f"flow_layer_{flow_layer}", "agg_flow",
+show(flow[None], ("target", "source"), [f"cross layer {flow_layer} · encoder rollout"],
+     f"flow_layer_{flow_layer}", "agg_flow",
      x_title="source token", y_title="target position")
 st.caption("Rows are labelled by the decoder's input token (`<s>` first); row *t* predicts "
            "output token *t*: " + " ".join(f"`{t}`" for t in attention["output_tokens"]))

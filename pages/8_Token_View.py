@@ -2,11 +2,10 @@
 
 import streamlit as st
 
-from explorer import results
+from explorer import models, results, tokens
 from explorer.choices import forget_if_not_offered, keep_offered, reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker, simplify_toggles
 from figures.token_view import drawn_lines, head_colour, lines_summary, token_view_fig
-from transformer.analysis import simplify_tokens
 
 CHART = "tv_chart"
 
@@ -29,9 +28,14 @@ kind = kind_picker("tv_kind")
 n_layers, n_heads = maps[kind.name].shape[:2]
 c1, c2, c3 = st.columns([1, 2, 2])
 hide_special, merge_words = simplify_toggles(c3, "tv")
-weights, query_tokens, key_tokens = simplify_tokens(
-    maps[kind.name], maps[kind.query_tokens], maps[kind.key_tokens], hide_special=hide_special,
-    merge_words=merge_words)  # (L, H, q, k)
+ckpt = models.active_checkpoint()
+weights, query_tokens, key_tokens, note = tokens.simplify(
+    maps[kind.name], maps[kind.query_tokens], maps[kind.key_tokens],
+    (kind.query_side, kind.key_side), {"source": ckpt.source_tokenizer,
+                                       "target": ckpt.target_tokenizer},
+    hide_special=hide_special, merge_words=merge_words)  # (L, H, q, k)
+if note:
+    c3.caption(note)
 reset_if_out_of_range("tv_layer", n_layers)  # what the new sentence, kind or model has
 st.session_state.setdefault("tv_heads", list(range(n_heads)))  # all heads at first
 keep_offered("tv_heads", range(n_heads), default=range(n_heads))

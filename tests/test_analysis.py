@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.analysis import (attention_rollout, drop_tokens, head_max, head_mean,
-                                  merge_subwords, normalise_rows, simplify_tokens,
-                                  source_to_target_flow, word_groups)
+from transformer.analysis import (attention_rollout, drop_tokens, has_word_boundaries, head_max,
+                                  head_mean, merge_subwords, normalise_rows, simplify_tokens,
+                                  source_to_target_flow, word_groups, word_starts)
 
 ANALYSIS_FILE = Path(__file__).resolve().parent.parent / "transformer" / "analysis.py"
 
@@ -200,3 +200,54 @@ def test_simplify_tokens_hides_specials_then_merges_words():
     assert shown.shape == (1, 0, 3) and rows == []
     with pytest.raises(ValueError, match="5 query and 4 key"):
         simplify_tokens(weights, tokens, tokens[:4])
+
+
+class Tok:
+    """Stands for a tokenizer: word boundaries are read from its `kind` only."""
+
+    def __init__(self, kind):
+        self.kind = kind
+
+
+DATE_TARGET = ["<s>", "▁", "2", "0", "2", "1", "-", "0", "3", "-", "0", "5"]  # the dates model's
+
+
+def test_word_starts_follow_each_tokenizer_kind():
+    pieces = ["<s>", "▁fri", "day", "##s", "▁", "5", "</s>"]
+    for kind in ("bpemb", "trained", "marian"):  # SentencePiece: "▁" starts a word
+        assert word_starts(Tok(kind), pieces) == [True, True, False, False, True, False, True]
+    assert word_starts(Tok("wordpiece"), ["[CLS]", "fri", "##day", ",", "##s"],
+                       special=("[CLS]",)) == [True, True, False, True, False]
+    assert word_starts(Tok("word"), ["friday", "march", "5"]) == [True, True, True]
+    with pytest.raises(ValueError, match="no word convention for tokenizer kind 'bytes'"):
+        word_starts(Tok("bytes"), pieces)
+
+
+def test_word_groups_by_kind():
+    assert word_groups(["<s>", "fri", "##day", ",", "5", "</s>"], tokenizer=Tok("wordpiece")) \
+        == ([[0], [1, 2], [3], [4], [5]], ["<s>", "friday", ",", "5", "</s>"])
+    assert word_groups(["friday", "##x", "5"], tokenizer=Tok("word")) == (
+        [[0], [1], [2]], ["friday", "##x", "5"])
+    assert word_groups(DATE_TARGET, tokenizer=Tok("trained")) == (
+        [[0], list(range(1, 12))], ["<s>", "2021-03-05"])
+
+
+def test_a_side_without_word_boundaries_is_told_apart():
+    assert not has_word_boundaries(Tok("trained"), DATE_TARGET)  # one "▁": one word
+    assert has_word_boundaries(Tok("trained"), ["<s>", "▁friday", ",", "▁march", "</s>"])
+    assert not has_word_boundaries(Tok("wordpiece"), ["[START]", "20", "##21"],
+                                   special=("[START]",))
+    assert has_word_boundaries(Tok("word"), ["a", "b"])
+    assert not has_word_boundaries(Tok("word"), ["<s>", "a", "</s>"])
+
+
+def test_simplify_tokens_merges_each_side_with_its_tokenizer_or_not_at_all():
+    source = ["<s>", "fri", "##day", "5", "</s>"]  # WordPiece
+    weights = normalise_rows(np.arange(1.0, 61.0).reshape(12, 5))  # (target, source)
+    shown, rows, cols = simplify_tokens(weights, DATE_TARGET, source, merge_words=(False, True),
+                                        query_tokenizer=Tok("trained"),
+                                        key_tokenizer=Tok("wordpiece"))
+    assert rows == DATE_TARGET and cols == ["<s>", "friday", "5", "</s>"]
+    np.testing.assert_allclose(shown, merge_subwords(weights, [[i] for i in range(12)],
+                                                     [[0], [1, 2], [3], [4]]))
+    assert shown.max() <= 1.0

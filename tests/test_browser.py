@@ -149,5 +149,46 @@ def test_clicking_a_model_view_thumbnail_opens_that_head(server, browser):
     title = page.locator(".stPlotlyChart").nth(0).locator(".gtitle").first
     expect(title).to_have_text(re.compile(r"layer 1, head 2$"), timeout=60_000)
     wait_for_app(page)
+    # The page scrolls up to the opened head (it sat above the fold after the click).
+    page.wait_for_function("""() => {
+        const map = document.querySelectorAll('.stPlotlyChart')[0];  // the opened head
+        const top = map.getBoundingClientRect().top;
+        return top > -5 && top < window.innerHeight / 2; }""", timeout=30_000)
     page.screenshot(path=str(ARTIFACTS / "screenshots" / "Attention_Maps-clicked.png"),
                     full_page=True)
+
+
+def test_a_click_on_a_linked_view_row_picks_that_target_row(server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/Linked_View")
+    wait_for_app(page)
+    page.wait_for_selector(".js-plotly-plot")
+    chart = page.locator(".stPlotlyChart").first
+    cross = chart.locator("g.draglayer g.x3y3 rect.nsewdrag")  # the cross panel: 12 target rows
+    box = cross.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 4.5 / 12)
+    page.wait_for_timeout(300)  # Plotly picks the hovered point; the click selects it
+    page.mouse.click(box["x"] + box["width"] * 0.5, box["y"] + box["height"] * 4.5 / 12)
+    title = page.locator(".stPlotlyChart").first.locator(".gtitle").first
+    expect(title).to_have_text(re.compile(r"^Head 0: target row 4 "), timeout=60_000)
+    wait_for_app(page)
+    page.screenshot(path=str(ARTIFACTS / "screenshots" / "Linked_View-clicked.png"),
+                    full_page=True)
+
+
+def test_short_tick_labels_stay_horizontal_and_the_player_uses_material_icons(server, browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/Attention_Maps")
+    wait_for_app(page)
+    page.wait_for_selector(".js-plotly-plot")
+    ticks = page.locator(".stPlotlyChart").first.locator("g.xtick text")
+    assert ticks.count() == 13  # <s> ␣friday , ␣march ␣ 5 , ␣ 2 0 2 1 </s>
+    transforms = [ticks.nth(i).get_attribute("transform") or "" for i in range(ticks.count())]
+    assert not any("rotate" in t for t in transforms), transforms
+    assert "rgb(31, 41, 55)" in (ticks.first.get_attribute("style") or "")  # dark
+    page.goto(f"{server}/Decoding")
+    wait_for_app(page)
+    play = page.locator(".st-key-dec_play button")
+    expect(play).to_contain_text("Play")
+    icon = play.locator('[data-testid="stIconMaterial"]')
+    assert icon.count() == 1 and icon.inner_text() == "play_arrow"

@@ -8,7 +8,7 @@ import pytest
 
 from figure_ticks import cell_data, tick_texts, ticks
 from figures.attention import (BLOCKED_NAME, attention_heatmap_fig, block_max_pool,
-                               heatmap_json_size, linked_view_fig, model_view_cell,
+                               clicked_row, heatmap_json_size, linked_view_fig, model_view_cell,
                                model_view_fig, top_keys)
 from transformer.kinds import KINDS
 
@@ -236,7 +236,8 @@ def test_linked_view_panels_follow_the_kinds():
         assert tick_texts(fig.layout[f"yaxis{suffix}"]) == sides[kind.query_side]
         assert tick_texts(fig.layout[f"xaxis{suffix}"]) == sides[kind.key_side]
         assert fig.layout[f"xaxis{suffix}"].title.text == f"{kind.key_side} key"
-        assert f"{kind.query_side} query %{{y:d}}" in fig.data[col - 1].hovertemplate
+        hovering = [t for t in fig.data if t.hovertemplate]  # the heatmap, or the row picker
+        assert f"{kind.query_side} query %{{y:d}}" in hovering[col - 1].hovertemplate
     with pytest.raises(ValueError, match="blocked keys must be among"):
         linked_view_fig(np.eye(5), np.eye(4), np.zeros((4, 5)), SRC, TGT,
                         blocked={"self": np.zeros((4, 4), bool)})
@@ -257,3 +258,17 @@ def test_top_keys_largest_first_and_skips_blocked():
     assert len(top_keys(row[:2], SRC[:2], k=3)) == 2
     with pytest.raises(ValueError, match="shape \\(4,\\) but there are 5"):
         top_keys(row[:4], SRC)
+
+
+def test_a_click_on_a_target_row_of_the_linked_view_names_the_row():
+    fig = linked_view_fig(softmax_rows((5, 5)), softmax_rows((4, 4)), softmax_rows((4, 5)), SRC,
+                          TGT, blocked={"decoder": ~np.tril(np.ones((4, 4), bool))})
+    pickers = [t for t in fig.data if t.name == "pick a row"]
+    assert [(t.xaxis, len(t.x)) for t in pickers] == [("x2", 16), ("x3", 20)]
+    cross = pickers[1]
+    assert [int(d[0]) for d in cross.customdata] == [r for r in range(4) for _ in range(5)]
+    assert cross.marker.opacity == 0 and fig.layout.clickmode == "event+select"
+    assert pickers[0].customdata[1][3] == "blocked (masked)"  # row 0, key 1: after row 0
+    assert clicked_row([{"customdata": list(cross.customdata[7])}]) == 1
+    assert clicked_row([{"customdata": [1, 2]}, {"x": 3}]) is None  # a model-view marker
+    assert clicked_row(None) is None

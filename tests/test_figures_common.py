@@ -38,7 +38,7 @@ def test_short_and_long_axes(n):
 
 def test_tick_text_escapes_markup_and_keeps_everything_else():
     assert tick_text(["<s>", "▁march", "a & b", "<pad>"]) == [
-        "&lt;s&gt;", "▁march", "a &amp; b", "&lt;pad&gt;"]
+        "&lt;s&gt;", "␣march", "a &amp; b", "&lt;pad&gt;"]  # SentencePiece's ▁ drawn visibly
     for label in ("<unk>", "<", "a&amp;b", "2021"):
         assert html.unescape(plotly_text(label)) == label
 

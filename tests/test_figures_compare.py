@@ -121,3 +121,16 @@ def test_token_log_prob_bars():
     assert "token %{x:d} (%{customdata})" in fig.data[0].hovertemplate
     repeated = token_log_prob_fig(["0", "0"], [-0.1, -0.2], [-0.3, -0.4])
     assert ticks(repeated.layout.xaxis) == [(0, "0"), (1, "0")]
+
+
+def test_importance_bars_carry_their_values_when_one_dwarfs_the_others():
+    from figures.compare import importance_fig
+
+    entries = [{"kind": "cross", "layer": 0, "head": h, "delta_log_prob": d}
+               for h, d in enumerate((-0.01, -25.0, -0.002, 0.0004))]
+    fig = importance_fig(entries)
+    (bars,) = fig.data
+    assert list(bars.text) == ["-25", "-0.01", "-0.002", "+0.0004"]  # most harmful first
+    assert bars.textposition == "outside" and bars.cliponaxis is False
+    low, high = fig.layout.xaxis.range
+    assert low < -25 and high > 0.0004  # every label fits

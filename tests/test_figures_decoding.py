@@ -16,6 +16,7 @@ from figures.decoding import (CHOSEN_COLOR, OTHER_COLOR, alignment_fig, beam_tab
 
 SOURCE = ["<s>", "▁march", "▁", "5", "5", "</s>"]
 POSITIONS = list(range(len(SOURCE)))
+SHOWN = [t.replace("▁", "␣") for t in SOURCE]  # how the figures draw the word-start mark
 TOP_K = [("▁", 8, 0.75), ("3", 10, 0.125), ("</s>", 3, 0.0625)]
 RNG = np.random.default_rng(0)
 
@@ -29,8 +30,8 @@ def test_top_k_bars_most_probable_on_top_chosen_coloured():
     fig = top_k_fig(TOP_K, chosen_id=10, title="step 3")
     (bar,) = fig.data
     assert bar.orientation == "h"
-    assert list(bar.y) == [0, 1, 2] and tick_texts(fig.layout.yaxis) == ["▁", "3", "</s>"]
-    assert list(bar.hovertext) == ["▁", "3", "&lt;/s&gt;"] and "%{hovertext}" in bar.hovertemplate
+    assert list(bar.y) == [0, 1, 2] and tick_texts(fig.layout.yaxis) == ["␣", "3", "</s>"]
+    assert list(bar.hovertext) == ["␣", "3", "&lt;/s&gt;"] and "%{hovertext}" in bar.hovertemplate
     np.testing.assert_array_equal(bar.x, [0.75, 0.125, 0.0625])
     assert list(bar.customdata) == [8, 10, 3]
     assert list(bar.marker.color) == [OTHER_COLOR, CHOSEN_COLOR, OTHER_COLOR]
@@ -60,7 +61,7 @@ def test_step_attention_one_head_is_bars_over_the_source():
     (bar,) = fig.data
     assert isinstance(bar, go.Bar)
     assert list(bar.x) == POSITIONS
-    assert ticks(fig.layout.xaxis) == list(enumerate(SOURCE))  # "5" twice, as it is
+    assert ticks(fig.layout.xaxis) == list(enumerate(SHOWN))  # "5" twice, as it is
     assert "source %{x:d} (%{customdata})" in bar.hovertemplate and bar.customdata[4] == "5"
     np.testing.assert_allclose(bar.y, weights)
 
@@ -71,7 +72,7 @@ def test_step_attention_all_heads_is_a_heatmap_row_per_head():
     (heat,) = fig.data
     assert isinstance(heat, go.Heatmap)
     np.testing.assert_allclose(heat.z, weights)
-    assert list(heat.x) == POSITIONS and tick_texts(fig.layout.xaxis) == SOURCE
+    assert list(heat.x) == POSITIONS and tick_texts(fig.layout.xaxis) == SHOWN
     assert cell_data(heat)[2, 0] == "<s>" and "source %{x:d} (%{customdata})" in heat.hovertemplate
     assert list(heat.y) == ["head 0", "head 1", "head 2", "head 3"]
     assert ".3f" in heat.hovertemplate
@@ -91,7 +92,7 @@ def test_heads_grid_one_panel_per_head():
         assert list(bar.x) == POSITIONS
         assert f"head {h}<br>source %{{x:d}} (%{{customdata}})" in bar.hovertemplate
         np.testing.assert_allclose(bar.y, weights[h])
-    assert tick_texts(fig.layout.xaxis4) == SOURCE
+    assert tick_texts(fig.layout.xaxis4) == SHOWN
     assert [a.text for a in fig.layout.annotations] == [f"head {h}" for h in range(4)]
     with pytest.raises(ValueError, match="7 columns but 6"):
         heads_grid_fig(np.ones((4, 7)), SOURCE)
@@ -103,7 +104,7 @@ def test_self_attention_row_over_the_prefix():
     fig = self_attention_row_fig(weights, prefix)
     (heat,) = fig.data
     np.testing.assert_allclose(heat.z, weights[None])
-    assert list(heat.x) == [0, 1, 2] and fig.layout.xaxis.ticktext == ("&lt;s&gt;", "▁", "2")
+    assert list(heat.x) == [0, 1, 2] and fig.layout.xaxis.ticktext == ("&lt;s&gt;", "␣", "2")
     assert "prefix %{x:d} (%{customdata})" in heat.hovertemplate
     (heat,) = self_attention_row_fig(softmax_rows((2, 3)), prefix).data
     assert list(heat.y) == ["head 0", "head 1"]
@@ -117,8 +118,8 @@ def test_alignment_heatmap_labels_values_and_errors():
     fig = alignment_fig(matrix, targets, SOURCE, "alignment")
     (heat,) = fig.data
     np.testing.assert_allclose(heat.z, matrix)
-    assert list(heat.x) == POSITIONS and tick_texts(fig.layout.xaxis) == SOURCE
-    assert list(heat.y) == [0, 1, 2, 3] and tick_texts(fig.layout.yaxis) == targets
+    assert list(heat.x) == POSITIONS and tick_texts(fig.layout.xaxis) == SHOWN
+    assert list(heat.y) == [0, 1, 2, 3] and tick_texts(fig.layout.yaxis) == ["␣", "2", "0", "</s>"]
     assert "target %{y:d} (%{customdata[0]})<br>source %{x:d} (%{customdata[1]})" in (
         heat.hovertemplate)
     assert tuple(cell_data(heat)[3, 4]) == ("</s>", "5")
@@ -153,7 +154,7 @@ def test_highlighted_source_all_zero_weights_and_markup_characters():
 def test_tokens_html_highlights_positions_and_escapes():
     out = tokens_html(["<s>", "▁", "2"], [2])
     assert out.count(CHOSEN_COLOR) == 1 and "&#60;s&#62;" in out and "<s>" not in out
-    assert out.index(CHOSEN_COLOR) > out.index("▁")
+    assert out.index(CHOSEN_COLOR) > out.index("␣") and "▁" not in out  # the visible mark
     assert differing_positions(["a", "b", "c"], ["a", "x"]) == [1, 2]
     assert differing_positions(["a"], ["a", "b"]) == []
 

@@ -70,7 +70,7 @@ def test_batch_mask_fig_cells_show_tokens():
     assert list(trace.y) == [0, 1] and tick_texts(fig.layout.yaxis) == ["row 0", "row 1"]
     assert list(trace.x) == [0, 1, 2, 3]
     assert trace.text[0][3] == "&lt;pad&gt;" and trace.text[1][2] == "z"
-    assert tuple(cell_data(trace)[0, 3]) == ("0", "blocked (padding)", "row 0")
+    assert tuple(cell_data(trace)[0, 3]) == ("0", "blocked (padding)", "row 0", "<pad>")
 
 
 def test_batch_mask_fig_names_both_sizes():

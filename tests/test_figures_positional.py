@@ -9,6 +9,7 @@ from figures.positional import (dot_similarity, encoder_input_fig, positional_he
 from transformer import positional_encoding
 
 TOKENS = ["<s>", "▁march", "0", "0", "</s>"]
+SHOWN = ["<s>", "␣march", "0", "0", "</s>"]  # the word-start mark drawn visibly
 
 
 def test_positional_heatmap_plots_the_encoding():
@@ -61,7 +62,7 @@ def test_similarity_fig_labels_both_axes_with_the_tokens():
     assert heatmap.type == "heatmap"
     np.testing.assert_array_equal(np.asarray(heatmap.z), matrix)
     assert list(heatmap.x) == list(heatmap.y) == [0, 1, 2, 3, 4]
-    assert ticks(fig.layout.xaxis) == ticks(fig.layout.yaxis) == list(enumerate(TOKENS))
+    assert ticks(fig.layout.xaxis) == ticks(fig.layout.yaxis) == list(enumerate(SHOWN))
     assert ":.4f" in heatmap.hovertemplate
     assert "position %{y:d} (%{customdata[0]}) · position %{x:d} (%{customdata[1]})" in (
         heatmap.hovertemplate)
@@ -98,7 +99,7 @@ def test_encoder_input_fig_three_heatmaps_of_the_parts(shared):
         assert list(trace.y) == [0, 1, 2, 3, 4]
         assert "token %{y:d} (%{customdata})" in trace.hovertemplate
         assert cell_data(trace)[3, 0] == "0" and ":.4f" in trace.hovertemplate
-    assert ticks(fig.layout.yaxis) == list(enumerate(TOKENS))
+    assert ticks(fig.layout.yaxis) == list(enumerate(SHOWN))
     assert [t.xaxis for t in fig.data] == ["x", "x2", "x3"]
     assert (fig.layout.coloraxis.colorscale is not None) == shared
 

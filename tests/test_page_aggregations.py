@@ -124,3 +124,24 @@ def test_bad_input_never_crashes(page):
     assert not page.exception, page.exception
     for z in heatmaps(charts(page)["agg_rollout_fig"]):
         assert np.all(np.triu(z, k=1) == 0.0)  # the decoder's rollout stays causal
+
+
+def test_merging_words_follows_each_sides_word_boundaries(page, expected):
+    """The dates target "2021-03-05" has one "▁" for the whole output: merging it would make
+    one cell. Its pieces are kept (and the page says so); the source's words merge; with the
+    max over heads no merged weight goes above 1."""
+    page.toggle(key="agg_merge_words").set_value(True).run()
+    page.radio(key="agg_kind").set_value("Cross-attention").run()
+    page.radio(key="agg_rollout_kind").set_value("Decoder self-attention").run()
+    assert not page.exception, page.exception
+    shown = charts(page)
+    target = expected["target_tokens"]
+    cross = shown["agg_heads_fig"]
+    assert heatmaps(cross)[0].shape == (len(target), 6)  # <s> friday, march 5, 2021 </s>
+    assert "friday," in ticks(cross)
+    assert heatmaps(shown["agg_rollout_fig"])[0].shape == (len(target), len(target))
+    assert any("no word boundaries" in c.value for c in page.caption)
+    page.radio(key="agg_reduce").set_value("max").run()
+    for key, fig in charts(page).items():
+        assert max(z.max() for z in heatmaps(fig)) <= 1.0 + 1e-6, key  # float32 weights
+        assert fig["layout"]["coloraxis"]["cmax"] <= 1.0, key

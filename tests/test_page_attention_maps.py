@@ -126,3 +126,7 @@ def test_a_click_on_a_thumbnail_opens_that_head(app):
     assert not at.exception, at.exception
     assert (at.selectbox(key="attn_layer").value, at.selectbox(key="attn_head").value) == (1, 2)
     assert figure(at)["layout"]["title"]["text"].endswith("layer 1, head 2")
+    scrolls = [h.proto.body for h in at.get("html") if "scrollIntoView" in h.proto.body]
+    assert len(scrolls) == 1 and ".st-key-attn_opened" in scrolls[0]  # brought into view
+    at.run()  # any other rerun does not scroll
+    assert not [h for h in at.get("html") if "scrollIntoView" in h.proto.body]

@@ -105,3 +105,13 @@ def test_two_checkpoints_and_training_slider_show_their_own_maps(app, true_maps,
     assert not np.allclose(first, last)
     np.testing.assert_allclose(last, true_maps["cross"][1, 1], rtol=0, atol=1e-6)
     assert chart(at, "cmp_train_map")["layout"]["title"]["text"] == "cross L1 H1 at final"
+
+
+
+def test_the_page_says_what_it_is_for_and_missing_cells_are_empty(app):
+    at = _page(app, COMPARE)
+    assert "one colour scale" in at.markdown[0].value  # the one-sentence intro under the title
+    _set(at, "multiselect", "cmp_heads", ["decoder L1 H2", "cross L1 H1"])
+    (table,) = at.dataframe
+    assert table.value.iloc[0].isna().iloc[2:].all()  # no similarity: different shapes
+    assert table.proto.HasField("placeholder") and table.proto.placeholder == ""  # shown empty

@@ -68,6 +68,11 @@ def _array(value):
     return np.asarray(value)
 
 
+def title(at, key) -> str:
+    (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-" + key)]
+    return json.loads(found.proto.spec)["layout"]["title"]["text"]
+
+
 def axis(at, key, name="xaxis") -> dict:
     """One axis of the plotly chart with this key (its ticks: positions and token labels)."""
     (found,) = [c for c in at.get("plotly_chart") if c.proto.id.endswith("-" + key)]
@@ -107,11 +112,8 @@ def test_every_step_shows_the_decodes_own_numbers(page, ckpt):
         np.testing.assert_allclose(top["x"], [p for _, _, p in step.top_k], atol=1e-6)
         assert list(top["customdata"]) == [i for _, i, _ in step.top_k]
         assert f"Step {t}:" in " ".join(c.value for c in page.caption)
-    # All heads of the layer as small multiples; the alignment matrix, one head and averaged.
-    run(page.toggle(key="dec_all_heads").set_value(True))
-    grid = chart(page, "dec_cross")
-    for head, trace in enumerate(grid):
-        np.testing.assert_allclose(trace["y"], reference.steps[-1].cross[1, head], atol=1e-6)
+    # The alignment matrix of the head; all heads of the layer: small multiples and the
+    # alignment averaged over the heads, its title saying so.
     alignment = reference.cross_attention()  # (L, H, T, N)
     (heat,) = chart(page, "dec_alignment")
     np.testing.assert_allclose(heat["z"], alignment[1, 2], atol=1e-6)
@@ -119,9 +121,14 @@ def test_every_step_shows_the_decodes_own_numbers(page, ckpt):
     assert list(heat["y"]) == list(range(len(reference.tokens)))
     assert axis(page, "dec_alignment")["ticktext"] == sources
     assert axis(page, "dec_alignment", "yaxis")["ticktext"] == tick_text(reference.tokens)
-    run(page.toggle(key="dec_alignment_avg").set_value(True))
+    assert title(page, "dec_alignment") == "Alignment, layer 1, head 2"
+    run(page.toggle(key="dec_all_heads").set_value(True))
+    grid = chart(page, "dec_cross")
+    for head, trace in enumerate(grid):
+        np.testing.assert_allclose(trace["y"], reference.steps[-1].cross[1, head], atol=1e-6)
     (heat,) = chart(page, "dec_alignment")
     np.testing.assert_allclose(heat["z"], alignment[1].mean(axis=0), atol=1e-6)
+    assert title(page, "dec_alignment") == "Alignment, layer 1, mean of its 4 heads"
 
 
 def test_step_buttons_and_play(page):
@@ -137,7 +144,9 @@ def test_step_buttons_and_play(page):
     assert page.select_slider(key="dec_step").value == 1
     run(page.button(key="dec_play").click())  # plays through to the last step, then stops
     assert page.select_slider(key="dec_step").value == 2 < last
-    assert page.button(key="dec_play").label == "▶ Play"
+    play = page.button(key="dec_play")
+    assert (play.label, play.proto.icon) == ("Play", ":material/play_arrow:")
+    assert page.button(key="dec_next").proto.icon == ":material/skip_next:"
 
 
 def test_stepping_and_slicing_never_rerun_the_model(page, translate_calls):
@@ -146,7 +155,6 @@ def test_stepping_and_slicing_never_rerun_the_model(page, translate_calls):
     for t, layer, head in [(3, 1, 0), (0, 0, 3)]:
         page.select_slider(key="dec_step").set_value(t)
         page.selectbox(key="dec_layer").set_value(layer)
-        page.toggle(key="dec_alignment_avg").set_value(t > 0)
         run(page.selectbox(key="dec_head").set_value(head))
     run(page.toggle(key="dec_all_heads").set_value(True))
     run(page.button(key="dec_next").click())
@@ -210,3 +218,41 @@ def test_choices_outside_a_smaller_uploaded_model_are_clamped(page, tiny_checkpo
     assert at.slider(key="dec_max_len").value == 40
     assert at.multiselect(key="dec_ablate").value == ["encoder L0 H0"]
     assert chart(at, "dec_cross") and chart(at, "dec_alignment")
+
+
+def test_the_page_says_which_target_it_decodes(page):
+    told = " ".join(c.value for c in page.caption)
+    assert "decodes `'Friday, March 5, 2021'` on its own" in told
+    assert "Type a target in the sidebar to step through it with teacher forcing" in told
+    assert "dec_mode" not in [r.key for r in page.radio]  # nothing typed: nothing to force
+    run(page.radio(key=state.TARGET_MODE).set_value(state.TARGET_TYPED))
+    run(page.text_input(key=state.TARGET).set_value("1999-12-31"))
+    told = " ".join(c.value for c in page.caption)
+    assert "Your typed target `'1999-12-31'` is not used unless you pick it above" in told
+
+
+def test_a_typed_target_is_stepped_through_with_teacher_forcing(page, ckpt, translate_calls):
+    run(page.radio(key=state.TARGET_MODE).set_value(state.TARGET_TYPED))
+    run(page.text_input(key=state.TARGET).set_value("1999-12-31"))
+    run(page.radio(key="dec_mode").set_value("The typed target, teacher-forced"))
+    maps = ckpt.attention(state.DEFAULT_SOURCE, "1999-12-31")
+    assert [c.value for c in page.code] == ["1999-12-31"]
+    assert page.select_slider(key="dec_step").options == [
+        f"{t}: {token}" for t, token in enumerate(maps["output_tokens"])]
+    assert "Teacher forcing on" in " ".join(c.value for c in page.caption)
+    calls = len(translate_calls)
+    page.selectbox(key="dec_layer").set_value(1)
+    page.selectbox(key="dec_head").set_value(2)
+    for t in (1, 5):
+        run(page.select_slider(key="dec_step").set_value(t))
+        (bar,) = chart(page, "dec_cross")
+        np.testing.assert_allclose(bar["y"], maps["cross"][1, 2, t], atol=1e-5)
+        (row,) = chart(page, "dec_self")
+        np.testing.assert_allclose(row["z"][0], maps["decoder"][1, 2, t, :t + 1], atol=1e-5)
+        (top,) = chart(page, "dec_top_k")  # the forced token is drawn even when not in the top k
+        p = float(np.exp(maps["log_probs"][t]))
+        assert any(abs(x - p) < 1e-4 for x in top["x"])
+        assert f"the model gives it p = {p:.3f}" in " ".join(c.value for c in page.caption)
+    (heat,) = chart(page, "dec_alignment")
+    np.testing.assert_allclose(heat["z"], maps["cross"][1, 2], atol=1e-5)
+    assert len(translate_calls) == calls  # stepping re-runs nothing

@@ -201,3 +201,15 @@ def test_switching_model_keeps_the_page_working(page, tiny_checkpoint_bytes):
     page.file_uploader(key=state.UPLOADER).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     assert not page.exception, page.exception
     assert len(stats_table(page)) == 3 * 1 * 2  # the tiny model: 1 layer, 2 heads per kind
+
+
+def test_a_short_intro_a_collapsible_glossary_and_empty_missing_cells(app):
+    at = open_page(app, PAGE)
+    intro = at.markdown[0].value
+    assert len(intro) < 160 and "entropy" not in intro.lower()  # one short sentence
+    (glossary,) = [e for e in at.expander if e.label == "What the statistics mean"]
+    assert "**Entropy** (nats)" in glossary.markdown[0].value
+    assert "argmax alignment" in glossary.markdown[0].value
+    (table,) = [d for d in at.dataframe if "kind" in d.value.columns]
+    assert table.value["alignment"].isna().any()  # outside cross-attention
+    assert table.proto.HasField("placeholder") and table.proto.placeholder == ""

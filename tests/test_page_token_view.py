@@ -68,3 +68,15 @@ def test_token_view_toggles_reduce_the_tokens_shown(app):
     assert "2021" in words and "march" in words  # "2" "0" "2" "1" merged
     at.toggle(key="tv_hide_special").set_value(False)
     assert len(_column(_run(at), "keys")) == len(words) + 2
+
+
+def test_merging_words_keeps_the_pieces_of_a_target_without_word_boundaries(app):
+    """Cross-attention of the dates model: the target "2021-03-05" is one "▁" word, so its
+    pieces stay (and the page says so) while the source merges into words."""
+    at = _page(app, TOKEN_VIEW)
+    at.radio(key="tv_kind").set_value("Cross-attention")
+    at.toggle(key="tv_merge_words").set_value(True)
+    _run(at)
+    assert len(_column(at, "queries")) == 12  # <s> ▁ 2 0 2 1 - 0 3 - 0 5
+    assert len(_column(at, "keys")) == 6  # <s> friday, march 5, 2021 </s>
+    assert any("no word boundaries" in c.value for c in at.caption)

@@ -1,0 +1,60 @@
+"""What the decoding page steps through, and the sentences that say so: the model's own decode
+of the sidebar's sentence, or a typed target teacher-forced (transformer.teacher_forcing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from figures import decoding as figs
+
+from .widgets import quoted
+
+MODE = "dec_mode"
+OWN, FORCED = "The model's own decoding", "The typed target, teacher-forced"
+
+
+def forced_mode(typed: str | None) -> bool:
+    """Whether to step through the typed target: a choice only when the sidebar has one."""
+    if typed is None:
+        st.session_state.pop(MODE, None)
+        return False
+    return st.radio("Step through", [OWN, FORCED], key=MODE, horizontal=True,
+                    help="Teacher forcing feeds the decoder your target instead of its own "
+                         "choices: each step shows how probable the model finds your token.") \
+        == FORCED
+
+
+def what_is_decoded(source: str, typed: str | None, forced: bool) -> str:
+    """One sentence: which target the page shows, and how to get the other one."""
+    if forced:
+        return (f"Teacher forcing on {quoted(source)}: at every step the decoder is fed your "
+                f"target {quoted(typed)} up to that point (the sidebar's target), and the page "
+                "shows how probable the model finds your next token and what it would have "
+                "picked itself.")
+    told = (f"The model decodes {quoted(source)} on its own: it picks every token itself "
+            "(greedy, or beam search in the options).")
+    if typed is None:
+        return told + " Type a target in the sidebar to step through it with teacher forcing."
+    return told + f" Your typed target {quoted(typed)} is not used unless you pick it above."
+
+
+def show_text(column, title: str, run, other=None) -> None:
+    """A decode's text and its tokens as chips; tokens that differ from `other` in orange."""
+    column.markdown(f"**{title}**")
+    column.code(run.text or "(empty)", language=None)
+    marked = figs.differing_positions(run.tokens, other.tokens) if other else ()
+    column.markdown(figs.tokens_html(run.tokens, marked), unsafe_allow_html=True)
+
+
+def step_caption(t: int, step, forced: bool) -> str:
+    """What happened at step t: the token chosen (or forced) and its probability."""
+    p = float(np.exp(step.log_prob))
+    if not forced:
+        return (f"Step {t}: from the prefix (grey) the decoder chose {step.token!r} (orange, id "
+                f"{step.token_id}, p = {p:.3f}).")
+    best, _, best_p = step.top_k[0]
+    own = ("its own first choice too" if best == step.token
+           else f"the model would have picked {best!r} (p = {best_p:.3f})")
+    return (f"Step {t}: after the prefix (grey) your target gives {step.token!r} (orange, id "
+            f"{step.token_id}); the model gives it p = {p:.3f}: {own}.")
