@@ -10,8 +10,16 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import (WEIGHT_SCALE, cell_hover, cell_tokens, check_matrix, colorbar, positions,
-                     readable, token_axis)
+from .common import (
+    WEIGHT_SCALE,
+    cell_hover,
+    cell_tokens,
+    check_matrix,
+    colorbar,
+    positions,
+    readable,
+    token_axis,
+)
 
 COLOUR_SCALE = WEIGHT_SCALE
 

@@ -15,8 +15,17 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import (DIVERGING_SCALE, WEIGHT_SCALE, cell_tokens, colorbar, number_text, positions,
-                     readable, tick_text, token_axis)
+from .common import (
+    DIVERGING_SCALE,
+    WEIGHT_SCALE,
+    cell_tokens,
+    colorbar,
+    number_text,
+    positions,
+    readable,
+    tick_text,
+    token_axis,
+)
 from .masks import BLOCKED_COLOR, MASK_COLORSCALE
 
 MAX_CELL_TEXT = 24  # write numbers in the cells of rows at most this long

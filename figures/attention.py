@@ -18,8 +18,7 @@ from plotly.subplots import make_subplots
 
 from transformer.kinds import KIND_NAMES, KINDS
 
-from .common import (WEIGHT_SCALE, cell_hover, cell_tokens, check_matrix, positions, readable,
-                     token_axis)
+from .common import WEIGHT_SCALE, cell_hover, cell_tokens, check_matrix, positions, readable, token_axis
 
 COLORSCALE = WEIGHT_SCALE
 BLOCKED_NAME = "blocked (masked)"

@@ -14,8 +14,18 @@ from plotly.subplots import make_subplots
 
 from transformer.kinds import KIND_NAMES, head_label
 
-from .common import (WEIGHT_SCALE, cell_hover, cell_tokens, check_matrix, colorbar, diverging,
-                     positions, readable, tick_text, token_axis)
+from .common import (
+    WEIGHT_SCALE,
+    cell_hover,
+    cell_tokens,
+    check_matrix,
+    colorbar,
+    diverging,
+    positions,
+    readable,
+    tick_text,
+    token_axis,
+)
 
 COLOUR_SCALE = WEIGHT_SCALE
 KIND_COLOURS = {"encoder": "#2563eb", "decoder": "#16a34a", "cross": "#ea580c"}

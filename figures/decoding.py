@@ -16,8 +16,19 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import (WEIGHT_SCALE, WORD_START, WORD_START_MARK, cell_hover, cell_tokens,
-                     check_matrix, colorbar, positions, readable, tick_text, token_axis)
+from .common import (
+    WEIGHT_SCALE,
+    WORD_START,
+    WORD_START_MARK,
+    cell_hover,
+    cell_tokens,
+    check_matrix,
+    colorbar,
+    positions,
+    readable,
+    tick_text,
+    token_axis,
+)
 
 CHOSEN_COLOR, OTHER_COLOR = "#ea580c", "#94a3b8"
 HIGHLIGHT_RGB = (37, 99, 235)  # the source highlight: rgba(..., weight / largest weight)

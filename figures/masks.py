@@ -12,9 +12,22 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import (CHAR_PX, CHART_WIDTH, WORD_START, WORD_START_MARK, cell_hover, cell_tokens,
-                     check_matrix, fit_text, number_text, plotly_text, positions, readable,
-                     tick_text, token_axis)
+from .common import (
+    CHAR_PX,
+    CHART_WIDTH,
+    WORD_START,
+    WORD_START_MARK,
+    cell_hover,
+    cell_tokens,
+    check_matrix,
+    fit_text,
+    number_text,
+    plotly_text,
+    positions,
+    readable,
+    tick_text,
+    token_axis,
+)
 
 ALLOWED_COLOR, BLOCKED_COLOR = "#2563eb", "#e5e7eb"
 MASK_COLORSCALE = [[0.0, BLOCKED_COLOR], [0.5, BLOCKED_COLOR],  # two flat halves: 0 and 1

@@ -67,7 +67,7 @@ def architecture_fig(config: dict) -> go.Figure:
     boxes.append((1, y, f"Linear {d}→{config['tgt_vocab_size']}{tied}, softmax",
                   _COLOURS["output"]))
 
-    for x, row, text, colour in boxes:
+    for x, row, _text, colour in boxes:
         fig.add_shape(type="rect", x0=x - 0.42, x1=x + 0.42, y0=row - 0.4, y1=row + 0.4,
                       fillcolor=colour, line=dict(color="#555", width=1), layer="below")
     fig.add_trace(go.Scatter(

@@ -10,8 +10,17 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import (cell_hover, cell_tokens, check_matrix, colorbar, diverging, positions,
-                     readable, tick_text, token_axis)
+from .common import (
+    cell_hover,
+    cell_tokens,
+    check_matrix,
+    colorbar,
+    diverging,
+    positions,
+    readable,
+    tick_text,
+    token_axis,
+)
 
 __all__ = ["dot_similarity", "encoder_input_fig", "positional_heatmap_fig", "similarity_fig",
            "sinusoids_fig"]

@@ -187,7 +187,7 @@ def round_trip_fig(original: str, decoded: str) -> go.Figure:
     z is 0 where the characters agree and 1 where they differ (or one side has none)."""
     top, bottom = [], []
     matcher = difflib.SequenceMatcher(None, original, decoded, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for _op, i1, i2, j1, j2 in matcher.get_opcodes():
         a, b = list(original[i1:i2]), list(decoded[j1:j2])
         width = max(len(a), len(b))
         top += a + [""] * (width - len(a))

@@ -5,8 +5,18 @@ from explorer import models, results, state
 from explorer.tokens import text_pieces
 from explorer.widgets import quoted
 from figures.common import short_label
-from figures.tokens import (PIECE, SPECIAL, UNKNOWN, pad_sequences, padded_batch_fig, piece_kinds,
-                            piece_spans_fig, pieces_fig, round_trip_fig, text_differences)
+from figures.tokens import (
+    PIECE,
+    SPECIAL,
+    UNKNOWN,
+    pad_sequences,
+    padded_batch_fig,
+    piece_kinds,
+    piece_spans_fig,
+    pieces_fig,
+    round_trip_fig,
+    text_differences,
+)
 
 KIND_NOTES = {PIECE: "", SPECIAL: "special", UNKNOWN: "unknown"}
 

@@ -2,8 +2,13 @@ import numpy as np
 import streamlit as st
 
 from explorer import choices, models, results, state
-from figures.positional import (dot_similarity, encoder_input_fig, positional_heatmap_fig,
-                                similarity_fig, sinusoids_fig)
+from figures.positional import (
+    dot_similarity,
+    encoder_input_fig,
+    positional_heatmap_fig,
+    similarity_fig,
+    sinusoids_fig,
+)
 from transformer import positional_encoding
 
 BASE = 10000.0  # the paper's base, the one the model's layers use

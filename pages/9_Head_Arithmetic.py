@@ -5,8 +5,16 @@ import streamlit as st
 from explorer import results
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
-from figures.arithmetic import (contributions_fig, dimension_labels, head_arithmetic, matrix_fig,
-                                max_abs_difference, score_steps_fig, steps_table, vector_fig)
+from figures.arithmetic import (
+    contributions_fig,
+    dimension_labels,
+    head_arithmetic,
+    matrix_fig,
+    max_abs_difference,
+    score_steps_fig,
+    steps_table,
+    vector_fig,
+)
 from figures.common import plotly_text
 from transformer.attention import BLOCKED_SCORE
 

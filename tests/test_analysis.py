@@ -7,9 +7,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.analysis import (attention_rollout, drop_tokens, has_word_boundaries, head_max,
-                                  head_mean, merge_subwords, normalise_rows, simplify_tokens,
-                                  source_to_target_flow, word_groups, word_starts)
+from transformer.analysis import (
+    attention_rollout,
+    drop_tokens,
+    has_word_boundaries,
+    head_max,
+    head_mean,
+    merge_subwords,
+    normalise_rows,
+    simplify_tokens,
+    source_to_target_flow,
+    word_groups,
+    word_starts,
+)
 
 ANALYSIS_FILE = Path(__file__).resolve().parent.parent / "transformer" / "analysis.py"
 

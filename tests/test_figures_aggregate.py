@@ -3,8 +3,8 @@
 
 import numpy as np
 import pytest
-
 from figure_ticks import cell_data, ticks
+
 from figures.aggregate import layer_grid_fig, stacked_table
 
 

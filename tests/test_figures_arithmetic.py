@@ -6,11 +6,17 @@ import functools
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-
 from figure_ticks import cell_data, tick_texts, ticks
+
 from figures import arithmetic
-from figures.arithmetic import (contributions_fig, matrix_fig, max_abs_difference,
-                                score_steps_fig, steps_table, vector_fig)
+from figures.arithmetic import (
+    contributions_fig,
+    matrix_fig,
+    max_abs_difference,
+    score_steps_fig,
+    steps_table,
+    vector_fig,
+)
 
 BLOCKED = -1e9  # the model's constant (transformer.attention.BLOCKED_SCORE), passed in
 head_arithmetic = functools.partial(arithmetic.head_arithmetic, blocked_score=BLOCKED)

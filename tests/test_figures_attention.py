@@ -5,11 +5,19 @@ view (its panels' token sides from transformer.kinds)."""
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-
 from figure_ticks import cell_data, tick_texts, ticks
-from figures.attention import (BLOCKED_NAME, attention_heatmap_fig, block_max_pool,
-                               clicked_row, heatmap_json_size, linked_view_fig, model_view_cell,
-                               model_view_fig, top_keys)
+
+from figures.attention import (
+    BLOCKED_NAME,
+    attention_heatmap_fig,
+    block_max_pool,
+    clicked_row,
+    heatmap_json_size,
+    linked_view_fig,
+    model_view_cell,
+    model_view_fig,
+    top_keys,
+)
 from transformer.kinds import KINDS
 
 SRC = ["<s>", "5", "march", "5", "</s>"]

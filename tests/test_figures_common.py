@@ -8,11 +8,19 @@ import sys
 
 import numpy as np
 import pytest
-
-from figures.common import (MAX_TICKS, cell_hover, cell_tokens, check_matrix, number_text,
-                            plotly_text, positions, tick_text, token_axis)
-
 from conftest import ROOT
+
+from figures.common import (
+    MAX_TICKS,
+    cell_hover,
+    cell_tokens,
+    check_matrix,
+    number_text,
+    plotly_text,
+    positions,
+    tick_text,
+    token_axis,
+)
 
 
 def test_a_repeated_token_is_the_same_tick_text_at_two_positions():

@@ -3,9 +3,9 @@ training runs. (Head labels are transformer.kinds': tests/test_kinds.py.)"""
 
 import numpy as np
 import pytest
+from figure_ticks import cell_data, tick_texts, ticks
 
 from explorer.models import training_run
-from figure_ticks import cell_data, tick_texts, ticks
 from figures.compare import difference_fig, importance_fig, side_by_side_fig, token_log_prob_fig
 
 Q, K = ["<s>", "a", "b"], ["x", "y", "x", "</s>"]

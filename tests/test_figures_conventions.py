@@ -7,8 +7,19 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from figures import (aggregate, arithmetic, attention, compare, decoding, head_stats, masks, model,
-                     positional, token_view, tokens)
+from figures import (
+    aggregate,
+    arithmetic,
+    attention,
+    compare,
+    decoding,
+    head_stats,
+    masks,
+    model,
+    positional,
+    token_view,
+    tokens,
+)
 from figures.common import short_label
 
 SOURCE = ["<s>", "▁friday", ",", "▁march", "▁", "5", "</s>"]  # N = 7

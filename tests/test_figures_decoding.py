@@ -7,12 +7,23 @@ import re
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-
 from figure_ticks import cell_data, tick_texts, ticks
-from figures.decoding import (CHOSEN_COLOR, OTHER_COLOR, alignment_fig, beam_table,
-                              differing_positions, heads_grid_fig, highlighted_source_html,
-                              html_token, nbest_table, self_attention_row_fig,
-                              step_attention_fig, tokens_html, top_k_fig)
+
+from figures.decoding import (
+    CHOSEN_COLOR,
+    OTHER_COLOR,
+    alignment_fig,
+    beam_table,
+    differing_positions,
+    heads_grid_fig,
+    highlighted_source_html,
+    html_token,
+    nbest_table,
+    self_attention_row_fig,
+    step_attention_fig,
+    tokens_html,
+    top_k_fig,
+)
 
 SOURCE = ["<s>", "▁march", "▁", "5", "5", "</s>"]
 POSITIONS = list(range(len(SOURCE)))

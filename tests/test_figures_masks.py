@@ -6,8 +6,8 @@ import functools
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-
 from figure_ticks import cell_data, tick_texts, ticks
+
 from figures import masks
 from figures.masks import batch_mask_fig, mask_heatmap_fig
 

@@ -2,10 +2,15 @@
 
 import numpy as np
 import pytest
-
 from figure_ticks import cell_data, tick_texts, ticks
-from figures.positional import (dot_similarity, encoder_input_fig, positional_heatmap_fig,
-                                similarity_fig, sinusoids_fig)
+
+from figures.positional import (
+    dot_similarity,
+    encoder_input_fig,
+    positional_heatmap_fig,
+    similarity_fig,
+    sinusoids_fig,
+)
 from transformer import positional_encoding
 
 TOKENS = ["<s>", "▁march", "0", "0", "</s>"]
@@ -82,7 +87,8 @@ def test_similarity_fig_rejects_a_mismatch_naming_both_sizes():
         similarity_fig(np.zeros((5, 4)), TOKENS)
 
 
-def _parts(n=len(TOKENS), d=8):
+def _parts(n=None, d=8):
+    n = len(TOKENS) if n is None else n
     rng = np.random.default_rng(1)
     token_part = rng.normal(size=(n, d)).astype(np.float32)
     position_part = positional_encoding(n, d)

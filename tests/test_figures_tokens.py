@@ -5,11 +5,21 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 import pytest
-
 from figure_ticks import tick_texts, ticks
-from figures.tokens import (PIECE, SPECIAL, UNKNOWN, pad_sequences, padded_batch_fig, piece_kinds,
-                            piece_spans_fig, pieces_fig, plotly_text, round_trip_fig,
-                            text_differences)
+
+from figures.tokens import (
+    PIECE,
+    SPECIAL,
+    UNKNOWN,
+    pad_sequences,
+    padded_batch_fig,
+    piece_kinds,
+    piece_spans_fig,
+    pieces_fig,
+    plotly_text,
+    round_trip_fig,
+    text_differences,
+)
 
 PIECES = ["<s>", "▁friday", ",", "▁", "5", ",", "ü", "</s>"]
 IDS = [2, 75, 205, 197, 211, 205, 1, 3]

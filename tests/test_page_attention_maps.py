@@ -6,9 +6,11 @@ import json
 
 import numpy as np
 import pytest
+from conftest import open_page as _page
+from conftest import plotly_array as array
+from conftest import set_widget as _set
 
 from explorer import state
-from conftest import open_page as _page, plotly_array as array, set_widget as _set
 
 ATTN, LINK = "pages/5_Attention_Maps.py", "pages/6_Linked_View.py"
 KINDS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",

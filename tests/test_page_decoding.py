@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from conftest import open_page
 
 from explorer import state
 from figures.common import tick_text
-from conftest import open_page
 
 PAGE = "pages/10_Decoding.py"
 ALL_CROSS = [f"cross L{layer} H{head}" for layer in range(2) for head in range(4)]

@@ -8,12 +8,10 @@ import json
 
 import numpy as np
 import pytest
+from conftest import open_page
 
 from explorer import state
-from transformer.head_stats import (KINDS, STATISTICS, batch_statistics, cluster_order,
-                                    head_similarity_matrix)
-
-from conftest import open_page
+from transformer.head_stats import KINDS, STATISTICS, batch_statistics, cluster_order, head_similarity_matrix
 
 PAGE = "pages/12_Head_Statistics.py"
 CHARTS = ("stats_heatmap", "stats_similarity")

@@ -5,8 +5,10 @@ import json
 
 import numpy as np
 import pytest
+from conftest import open_page as _page
+from conftest import plotly_array as array
+from conftest import set_widget as _set
 
-from conftest import open_page as _page, plotly_array as array, set_widget as _set
 from explorer import state
 
 LINK = "pages/6_Linked_View.py"

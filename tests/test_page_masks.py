@@ -6,8 +6,8 @@ import re
 
 import numpy as np
 import pytest
-
 from conftest import open_page, plotly_array, set_widget
+
 from explorer import state
 
 PAGE = "pages/4_Masks.py"

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import open_page, plotly_array, set_widget
+
 from transformer import positional_encoding
 
 PAGE = "pages/3_Positional_Encodings.py"

@@ -2,8 +2,8 @@
 side and on the target side (the model's translation, or the target typed for teacher forcing)."""
 
 import pytest
-
 from conftest import open_page, set_widget
+
 from explorer import state
 
 PAGE = "pages/2_Tokenization.py"
