@@ -63,7 +63,9 @@ st.dataframe(pd.DataFrame({"source": ckpt.source_tokenizer.spec(),
 
 if isinstance(meta.get("history"), dict):
     st.subheader("Training")
-    st.plotly_chart(history_fig({k: v for k, v in meta["history"].items()
-                                 if isinstance(v, list)}), key="model_history")
+    smoothing = meta.get("label_smoothing")
+    st.plotly_chart(history_fig({k: v for k, v in meta["history"].items() if isinstance(v, list)},
+                                label_smoothing=smoothing if isinstance(smoothing, float) else None,
+                                vocab_size=ckpt.config.tgt_vocab_size), key="model_history")
 with st.expander("All metadata"):
     st.json({k: v for k, v in meta.items() if k != "history"})
