@@ -418,3 +418,14 @@ def test_refuses_a_sentencepiece_model_that_is_not_one():
 def test_refuses_a_zip_that_is_not_one():
     with pytest.raises(CheckpointError, match=r"not a ZIP archive"):
         read_marian(b"this is not a zip file at all, not even close")
+
+
+def test_hub_download_offline_is_a_sentence(capsys, monkeypatch):
+    # No network here: the download fails, and the CLI says what to do instead (no traceback).
+    from transformer.convert import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code = main(["marian", "--hub", "Helsinki-NLP/opus-mt-en-fr", "--out", "never.ckpt"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "Could not download 'Helsinki-NLP/opus-mt-en-fr'" in err and "--model-dir" in err

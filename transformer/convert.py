@@ -727,6 +727,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+MARIAN_FILES = ["config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json"]
+
+
+def _download_marian(name: str) -> str:
+    """The five files of a Marian model from the Hugging Face Hub (needs the network)."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(name, allow_patterns=MARIAN_FILES)
+    except Exception as err:  # noqa: BLE001 - offline, unknown name, no huggingface_hub...
+        raise CheckpointError(
+            f"Could not download {name!r} from the Hugging Face Hub ({type(err).__name__}). "
+            f"Offline, download {', '.join(MARIAN_FILES)} from the model's page and use "
+            "--model-dir.") from None
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
@@ -745,9 +761,7 @@ def main(argv=None) -> int:
 
             model_dir = args.model_dir
             if args.hub:
-                from huggingface_hub import snapshot_download
-
-                model_dir = snapshot_download(args.hub)
+                model_dir = _download_marian(args.hub)
             checkpoint = convert_marian(model_dir)
     except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
