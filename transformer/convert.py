@@ -727,15 +727,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-MARIAN_FILES = ["config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json"]
-
-
 def _download_marian(name: str) -> str:
     """The five files of a Marian model from the Hugging Face Hub (needs the network)."""
     try:
         from huggingface_hub import snapshot_download
 
-        return snapshot_download(name, allow_patterns=MARIAN_FILES)
+        return snapshot_download(name, allow_patterns=list(MARIAN_FILES))
     except Exception as err:  # noqa: BLE001 - offline, unknown name, no huggingface_hub...
         raise CheckpointError(
             f"Could not download {name!r} from the Hugging Face Hub ({type(err).__name__}). "
