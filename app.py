@@ -5,7 +5,7 @@ Navigation and the shared sidebar live here; each view is a thin page under page
 
 import streamlit as st
 
-from explorer import sidebar
+from explorer import links, sidebar
 
 st.set_page_config(page_title="Attention Explorer", page_icon=":material/visibility:",
                    layout="wide")
@@ -31,5 +31,9 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
+links.restore_from_url()  # once per session, before any widget exists
 sidebar.render()
+link_slot = st.sidebar.container()  # filled after the page: its choices are then final
 page.run()
+links.write_to_url(page.url_path)
+links.show_link(link_slot, page.url_path)

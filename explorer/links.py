@@ -1,0 +1,179 @@
+"""Links that reopen a view: the session's main state in the URL's query parameters.
+
+restore_from_url() reads the parameters once per session, before any widget is drawn, and puts
+every valid value into st.session_state (an invalid or stale one falls back to its default with
+a short note in the sidebar, never an exception); write_to_url() sets the parameters from the
+state at the end of every run, only the keys that differ from their defaults. The page itself
+is the URL's path (st.navigation).
+
+Parameters: model (a bundled file name, or the first characters of an upload's sha256 when this
+session has that upload), src (the sentence), tgt (the typed target; only in typed-target mode),
+and each page's main choices under their session keys (attn_kind=cross, attn_layer=1, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode, urljoin
+
+import streamlit as st
+
+from transformer.kinds import KIND_NAMES, KINDS, kind_by_label
+
+from . import models, state
+
+RESTORED = "links_restored"  # True once this session has read its URL
+MODEL, SOURCE, TARGET = "model", "src", "tgt"
+DIGEST_CHARS = 12  # characters of an upload's sha256 written to the URL
+
+# Each page's main choices: {url path: {session key: what it holds}}. "kind" is a kind picker's
+# label (written as the kind's name: encoder, decoder, cross); "layer" a layer of the page's
+# kind (of the <prefix>_kind key beside it, else of either stack); "decoder layer"; "head";
+# "index" any position (the page clamps it to what the sentence has).
+PAGE_KEYS: dict[str, dict[str, str]] = {
+    "Masks": {"mask_kind": "kind", "mask_layer": "layer", "mask_head": "head"},
+    "Attention_Maps": {"attn_kind": "kind", "attn_layer": "layer", "attn_head": "head"},
+    "Linked_View": {"link_layer": "decoder layer", "link_head": "head", "link_target": "index"},
+    "Aggregations": {"agg_kind": "kind", "agg_flow_layer": "layer"},
+    "Token_View": {"tv_kind": "kind", "tv_layer": "layer"},
+    "Head_Arithmetic": {"arith_kind": "kind", "arith_layer": "layer", "arith_head": "head"},
+    "Decoding": {"dec_step": "index", "dec_layer": "decoder layer", "dec_head": "head"},
+    "Head_Statistics": {"stats_kind": "kind"},
+}
+CHOICES: dict[str, str] = {key: what for keys in PAGE_KEYS.values() for key, what in keys.items()}
+_NUMBER = re.compile(r"\d{1,6}")
+
+
+def restore_from_url() -> None:
+    """Put the URL's state into st.session_state, once per session (later reruns keep what the
+    user changed). Call at the start of the run, before any widget is drawn."""
+    if st.session_state.get(RESTORED):
+        return
+    st.session_state[RESTORED] = True
+    params = {key: st.query_params.get(key) for key in st.query_params}
+    notes = []
+    choice = _model_choice(params.get(MODEL), notes)
+    if choice is not None:
+        st.session_state[state.MODEL] = choice
+    if params.get(SOURCE) is not None:
+        st.session_state[state.SOURCE] = params[SOURCE]
+    if params.get(TARGET) is not None:
+        st.session_state[state.TARGET_MODE] = state.TARGET_TYPED
+        st.session_state[state.TARGET] = params[TARGET]
+        st.session_state[state.TARGET_STARTED] = True  # the box keeps the linked target
+    config = _config(st.session_state.get(state.MODEL, state.default_model_choice()))
+    kinds = {}
+    for key in (k for k, what in CHOICES.items() if what == "kind" and k in params):
+        if params[key] in KINDS:
+            kinds[key] = st.session_state[key] = KINDS[params[key]].label
+        else:
+            notes.append(f"{key}={params[key]!r} is not an attention kind "
+                         f"({', '.join(KIND_NAMES)}): the first kind is shown.")
+    for key in (k for k, what in CHOICES.items() if what != "kind" and k in params):
+        value, high = params[key], _highest(key, config, kinds)
+        if not _NUMBER.fullmatch(value or ""):
+            notes.append(f"{key}={value!r} is not a whole number: the first one is shown.")
+        elif high is not None and int(value) > high:
+            notes.append(f"{key}={value} is out of range for this model (0 to {high}): "
+                         "the first one is shown.")
+        else:
+            st.session_state[key] = int(value)
+    if notes:
+        st.sidebar.info("This link's view could not be reopened exactly. " + " ".join(notes),
+                        icon=":material/link_off:")
+
+
+def _model_choice(value: str | None, notes: list[str]) -> str | None:
+    """The model choice a URL's model parameter names, or None (with a note when it names none
+    this session can open)."""
+    if value is None:
+        return None
+    choices = models.model_choices()
+    bundled = f"{state.BUNDLED}:{value}"
+    if bundled in choices:
+        return bundled
+    uploads = [c for c in choices if c.startswith(state.UPLOADED + ":")
+               and len(value) >= 8 and c.partition(":")[2].startswith(value)]
+    if len(uploads) == 1:
+        return uploads[0]
+    notes.append(f"model={value!r} is neither a bundled model nor an upload of this session "
+                 "(an uploaded model has to be uploaded again): the default model is shown.")
+    return None
+
+
+def _config(choice: str):
+    return models.checkpoint_for(choice).config
+
+
+def _highest(key: str, config, kinds: dict[str, str]) -> int | None:
+    """The highest value a number parameter may have with this model (None: no upper bound
+    here; the page clamps it)."""
+    what = CHOICES[key]
+    if what == "head":
+        return config.num_heads - 1
+    if what == "decoder layer":
+        return config.num_decoder_layers - 1
+    if what == "layer":
+        kind_key = key.split("_")[0] + "_kind"
+        if kind_key in CHOICES:
+            picked = kinds.get(kind_key) or KINDS[KIND_NAMES[0]].label
+            return kind_by_label(picked).num_layers(config) - 1
+        return max(config.num_encoder_layers, config.num_decoder_layers) - 1
+    return None
+
+
+def view_params(url_path: str) -> dict[str, str]:
+    """The query parameters of the current view (the page at `url_path`): only the values that
+    differ from their defaults."""
+    params = {}
+    choice = state.model_choice()
+    origin, _, name = choice.partition(":")
+    if choice != state.default_model_choice():
+        params[MODEL] = name if origin == state.BUNDLED else name[:DIGEST_CHARS]
+    source = st.session_state.get(state.SOURCE, state.DEFAULT_SOURCE)
+    if source != state.DEFAULT_SOURCE:
+        params[SOURCE] = source
+    if st.session_state.get(state.TARGET_MODE) == state.TARGET_TYPED:
+        params[TARGET] = st.session_state.get(state.TARGET, "")
+    for key, what in PAGE_KEYS.get(url_path, {}).items():
+        value = st.session_state.get(key)
+        if what == "kind":
+            if value is not None and value != KINDS[KIND_NAMES[0]].label:
+                params[key] = kind_by_label(value).name
+        elif isinstance(value, int) and value != 0:
+            params[key] = str(value)
+    return params
+
+
+def write_to_url(url_path: str) -> None:
+    """Set st.query_params to the current view's parameters. Call at the end of the run."""
+    params = view_params(url_path)
+    if st.query_params.to_dict() != params:
+        st.query_params.from_dict(params)
+
+
+def relative_link(url_path: str) -> str:
+    """The current view as a link relative to the app's address: `./Attention_Maps?...`."""
+    query = urlencode(view_params(url_path))
+    return f"./{url_path}" + (f"?{query}" if query else "")
+
+
+def show_link(container, url_path: str) -> None:
+    """The "Copy link to this view" control: the link in a fenced code block (its copy button;
+    markdown, so that a page's own st.code blocks stay the only code elements), whole
+    when the browser's address is known, else relative to the app's address."""
+    link, address = relative_link(url_path), st.context.url
+    with container:
+        st.header("Link to this view")
+        if address:
+            st.caption("Copy this link to reopen this page with this model, sentence and "
+                       "choices in any browser.")
+            link = urljoin(address, link)
+        else:
+            st.caption("Copy this link (relative to the app's address) to reopen this page "
+                       "with this model, sentence and choices in any browser.")
+        st.markdown(f"```text\n{link}\n```")
+
+
+__all__ = ["PAGE_KEYS", "relative_link", "restore_from_url", "show_link", "view_params",
+           "write_to_url"]

@@ -1,0 +1,90 @@
+"""Links that reopen a view (explorer/links.py) through AppTest: the URL's query parameters are
+read back in a fresh session, invalid ones fall back with a note, and the URL follows changes."""
+
+import json
+
+from conftest import ROOT, set_widget
+
+from explorer import state
+
+ATTN = "pages/5_Attention_Maps.py"
+
+
+def _fresh(params: dict, page: str | None = None):
+    """A fresh session opened at a URL with these query parameters (on `page`, else Home)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.query_params.update(params)
+    if page:
+        at.switch_page(page)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _heatmap_title(at) -> str:
+    return json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+
+
+def _link_notes(at) -> list[str]:
+    return [i.value for i in at.sidebar.info if "could not be reopened" in i.value]
+
+
+def test_a_link_reopens_an_attention_maps_view(patched_pages_manager):
+    at = _fresh({"model": "dates.epoch08.ckpt", "src": "Tuesday, June 9, 1987",
+                 "attn_kind": "cross", "attn_layer": "1", "attn_head": "2"}, ATTN)
+    assert at.selectbox(key=state.MODEL).value == "bundled:dates.epoch08.ckpt"
+    assert at.text_input(key=state.SOURCE).value == "Tuesday, June 9, 1987"
+    assert at.radio(key="attn_kind").value == "Cross-attention"
+    assert (at.selectbox(key="attn_layer").value, at.selectbox(key="attn_head").value) == (1, 2)
+    assert _heatmap_title(at) == "Cross-attention, layer 1, head 2"
+    assert not _link_notes(at)
+    # the link shown in the sidebar holds that view (only what differs from the defaults)
+    [link] = [m.value for m in at.sidebar.markdown if m.value.startswith("```")]
+    assert link == ("```text\n""./Attention_Maps?model=dates.epoch08.ckpt&src=Tuesday%2C+June+9%2C+1987"
+                    "&attn_kind=cross&attn_layer=1&attn_head=2\n```")
+
+
+def test_a_typed_target_in_the_link_is_kept(patched_pages_manager):
+    at = _fresh({"tgt": "2021-03-06"}, ATTN)
+    assert at.radio(key=state.TARGET_MODE).value == state.TARGET_TYPED
+    assert at.text_input(key=state.TARGET).value == "2021-03-06"  # not the model's translation
+    assert at.query_params["tgt"] == "2021-03-06"
+
+
+def test_invalid_parameters_fall_back_with_a_note(patched_pages_manager):
+    at = _fresh({"model": "nope.ckpt", "attn_layer": "99", "attn_head": "x",
+                 "attn_kind": "sideways", "src": "Friday, March 5, 2021"}, ATTN)
+    assert at.selectbox(key=state.MODEL).value == state.default_model_choice()
+    assert at.radio(key="attn_kind").value == "Encoder self-attention"
+    assert (at.selectbox(key="attn_layer").value, at.selectbox(key="attn_head").value) == (0, 0)
+    [note] = _link_notes(at)
+    for bad in ("nope.ckpt", "attn_layer=99", "'x'", "sideways"):
+        assert bad in note
+    # the stale parameters are gone from the URL: it now says the view shown (the defaults)
+    assert at.query_params == {}
+
+
+def test_an_upload_this_session_lacks_falls_back(patched_pages_manager):
+    at = _fresh({"model": "0123456789ab", "dec_layer": "1"}, "pages/10_Decoding.py")
+    assert at.selectbox(key=state.MODEL).value == state.default_model_choice()
+    assert "upload" in _link_notes(at)[0]
+    assert at.selectbox(key="dec_layer").value == 1
+
+
+def test_the_url_follows_a_change_and_later_reruns_keep_it(app):
+    at = app.switch_page(ATTN).run()
+    assert at.query_params == {}  # the defaults: a short link
+    at = set_widget(at, "radio", "attn_kind", "Decoder self-attention")
+    at = set_widget(at, "selectbox", "attn_head", 3)
+    assert at.query_params == {"attn_kind": "decoder", "attn_head": "3"}
+    at = set_widget(at, "text_input", state.SOURCE, "Monday, May 1, 2000")
+    assert at.query_params["src"] == "Monday, May 1, 2000"
+    assert at.selectbox(key="attn_head").value == 3  # the URL is not read again
+
+
+def test_another_page_writes_its_own_choices(app):
+    at = app.switch_page("pages/6_Linked_View.py").run()
+    at = set_widget(at, "selectbox", "link_head", 1)
+    assert at.query_params == {"link_head": "1"}
