@@ -191,3 +191,22 @@ def test_short_tick_labels_stay_horizontal_and_the_player_uses_material_icons(se
     expect(play).to_contain_text("Play")
     icon = play.locator('[data-testid="stIconMaterial"]')
     assert icon.count() == 1 and icon.inner_text() == "play_arrow"
+
+
+def test_a_copied_link_reopens_the_view_in_a_fresh_browser_session(server, browser):
+    """Issue 17: a URL with the model, sentence and head reopens that view in a new context
+    (no cookies, no session), and the page's copy-link control holds the same choices."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.goto(f"{server}/Attention_Maps?model=dates.ckpt&src=5th+of+march+2021"
+              "&attn_kind=cross&attn_layer=1&attn_head=2")
+    wait_for_app(page)
+    page.get_by_label("Source sentence").wait_for(timeout=60_000)
+    assert page.get_by_label("Source sentence").input_value() == "5th of march 2021"
+    title = page.locator(".stPlotlyChart").nth(0).locator(".gtitle").first
+    expect(title).to_have_text(re.compile(r"^Cross-attention, layer 1, head 2$"), timeout=60_000)
+    link = page.locator('[data-testid="stSidebar"]').get_by_text(re.compile(r"attn_head=2"))
+    assert link.count() >= 1
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(ARTIFACTS / "screenshots" / "Attention_Maps-from-link.png"))
+    context.close()
