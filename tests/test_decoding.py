@@ -9,7 +9,6 @@ import time
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from transformer import (
     DEFAULT_CHECKPOINT,
@@ -702,8 +701,6 @@ def test_beam_loop_traces_once_for_widths_and_lengths(fresh_model):
     assert fresh_model._cached_beam_fn.experimental_get_tracing_count() == 1
 
 
-@pytest.mark.xfail(raises=tf.errors.InvalidArgumentError, strict=False,
-                   reason="XLA cannot compile attention._write (tf.pad at a loop-dependent index)")
 def test_xla_loop_equals_graph_loop(monkeypatch):
     model = tiny()
     src = padded_source(model.config)

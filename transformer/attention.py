@@ -134,5 +134,6 @@ def _write(cache, new, index):
     size, n = tf.shape(cache[0])[2], tf.shape(new[0])[2]
     slots = tf.range(size)
     write = ((slots >= index) & (slots < index + n))[tf.newaxis, tf.newaxis, :, tf.newaxis]
-    padding = [[0, 0], [0, 0], [index, size - index - n], [0, 0]]
-    return tuple(tf.where(write, tf.pad(x, padding), old) for x, old in zip(new, cache))
+    source = tf.clip_by_value(slots - index, 0, n - 1)  # slot s takes new position s - index
+    # A gather, not a pad at a step-dependent offset, so that XLA can compile the decode loop.
+    return tuple(tf.where(write, tf.gather(x, source, axis=2), old) for x, old in zip(new, cache))
