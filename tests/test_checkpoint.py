@@ -40,6 +40,7 @@ from transformer import (
 from transformer import checkpoint as checkpoint_module
 from transformer.checkpoint import MEMBERS, checkpoint_bytes, weight_arrays
 from transformer.data import date_pairs
+from transformer.kinds import KIND_NAMES
 from transformer.metadata import clean_metadata
 
 PAIRS = date_pairs(48, seed=7)
@@ -246,7 +247,7 @@ def test_save_then_load_gives_identical_attention_and_translation(saved):
                 assert b[key] == a[key], key
         forced = TARGETS[0]
         a, b = original.attention(source, target=forced), loaded.attention(source, target=forced)
-        for kind in ("encoder", "decoder", "cross"):
+        for kind in KIND_NAMES:
             np.testing.assert_allclose(b[kind], a[kind], rtol=0, atol=1e-6, err_msg=kind)
         da, db = original.translate(source), loaded.translate(source)
         assert (db.token_ids, db.tokens, db.text) == (da.token_ids, da.tokens, da.text)

@@ -20,6 +20,7 @@ import pytest
 
 from transformer.checkpoint import CheckpointError, load_checkpoint, weight_arrays
 from transformer.decoding import log_softmax
+from transformer.kinds import KIND_NAMES as KINDS
 from transformer.marian import (
     REQUIRED_FILES,
     convert_marian,
@@ -30,7 +31,6 @@ from transformer.marian import (
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "marian"
 TOL = 1e-4
-KINDS = ("encoder", "decoder", "cross")
 OUR_KEYS = {"encoder": "encoder_attention", "decoder": "decoder_attention",
             "cross": "cross_attention"}
 

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from transformer import Transformer, TransformerConfig, positional_encoding
+from transformer.kinds import KIND_NAMES
 from transformer.model import weight_shapes
 
 ATOL = 1e-5
@@ -326,7 +327,7 @@ def check_against_reference(model, ref, got, keys):
 
 
 ATTENTION_KEYS = ("encoder_attention", "decoder_attention", "cross_attention")
-QKV_KEYS = tuple(f"{kind}_{name}" for kind in ("encoder", "decoder", "cross")
+QKV_KEYS = tuple(f"{kind}_{name}" for kind in KIND_NAMES
                  for name in ("q", "k", "v", "scores"))
 
 
@@ -346,7 +347,7 @@ def test_matches_numpy_reference(case):
                             ("logits",) + ATTENTION_KEYS + QKV_KEYS
                             + ("encoder_hidden_states", "decoder_hidden_states"))
     # Blocked weights are exactly 0 (not merely small).
-    for kind in ("encoder", "decoder", "cross"):
+    for kind in KIND_NAMES:
         weights = np.asarray(got[f"{kind}_attention"])
         blocked = np.broadcast_to(~ref["masks"][kind][None], weights.shape)
         assert np.all(weights[blocked] == 0.0), kind

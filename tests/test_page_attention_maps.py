@@ -11,10 +11,9 @@ from conftest import plotly_array as array
 from conftest import set_widget as _set
 
 from explorer import state
+from transformer.kinds import kind_by_label
 
 ATTN, LINK = "pages/5_Attention_Maps.py", "pages/6_Linked_View.py"
-KINDS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
-         "Cross-attention": "cross"}
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +69,7 @@ def test_attention_page_shows_the_models_true_slice(app, true_maps):
         _set(at, "radio", "attn_kind", kind_label)
         _set(at, "selectbox", "attn_layer", layer)
         _set(at, "selectbox", "attn_head", head)
-        kind = KINDS[kind_label]
+        kind = kind_by_label(kind_label).name
         expected = np.where(true_maps[f"{kind}_mask"], true_maps[kind][layer, head], np.nan)
         shown = shown_matrix(at)
         assert shown.shape != before.shape or not np.array_equal(shown, before, equal_nan=True)
