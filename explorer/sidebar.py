@@ -4,7 +4,7 @@ import streamlit as st
 
 from transformer.text import text_notes
 
-from . import models, results, state
+from . import models, results, state, stepping
 
 UPLOAD_HELP = (
     "A .ckpt written by `python -m transformer.train` or `python -m transformer.convert`; or a "
@@ -77,10 +77,7 @@ def _use_example() -> None:
 
 def _warn_if_budget_reached(ckpt) -> None:
     result = results.translation(ckpt, state.current_source())
-    if ckpt.stopped_by_budget(result):
-        st.warning(f"The model's translation stopped after {len(result.token_ids)} tokens without "
-                   "an end token (the step budget of one translation): every page shows those "
-                   "tokens.")
+    stepping.say_why_stopped(st, ckpt, result)
 
 
 def _say_what_cleaning_changed(raw: str) -> None:

@@ -47,6 +47,15 @@ def show_text(column, title: str, run, other=None) -> None:
     column.markdown(figs.tokens_html(run.tokens, marked), unsafe_allow_html=True)
 
 
+def say_why_stopped(container, ckpt, run) -> None:
+    """A warning when a translation stopped without its end token at a budget (steps, time or
+    the model's max_len), naming it; nothing when it ended or stopped where the user chose."""
+    why = ckpt.stopped_by_budget(run)
+    if why:
+        container.warning(f"The model's translation stopped after {len(run.token_ids)} tokens "
+                          f"without an end token, at {why}: every page shows those tokens.")
+
+
 def step_caption(t: int, step, forced: bool) -> str:
     """What happened at step t: the token chosen (or forced) and its probability."""
     p = float(np.exp(step.log_prob))

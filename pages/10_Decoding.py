@@ -42,6 +42,7 @@ else:
         ablate = st.multiselect("Silence heads (ablation)", head_options, key="dec_ablate")
     options = (max_len, stop or beam > 1, beam)
     result = results.decode(ckpt, source, *options, silenced=tuple(ablate))
+    stepping.say_why_stopped(st, ckpt, result)
     if ablate:
         normal = results.decode(ckpt, source, *options)
         left, right = st.columns(2)

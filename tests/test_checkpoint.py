@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import pathlib
 import pickle
 import struct
@@ -1051,8 +1052,31 @@ def test_a_model_that_never_ends_stops_at_the_step_budget(monkeypatch):
 
     ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
     done = ckpt.translate("Friday, March 5, 2021")
-    assert not ckpt.stopped_by_budget(done)
+    assert done.stopped_by == "end" and ckpt.stopped_by_budget(done) is None
     monkeypatch.setattr(limits, "MAX_DECODE_STEPS", 3)  # a budget shorter than the answer
     cut = ckpt.translate("Friday, March 5, 2021")
     assert len(cut.token_ids) == 3 and cut.token_ids == done.token_ids[:3]
-    assert ckpt.stopped_by_budget(cut)
+    assert cut.stopped_by == "length"
+    assert ckpt.stopped_by_budget(cut) == "the step budget of one translation (3 tokens)"
+    chosen = ckpt.translate("Friday, March 5, 2021", max_len=2)  # the user's own max_len
+    assert chosen.stopped_by == "length" and ckpt.stopped_by_budget(chosen) is None
+
+
+@pytest.mark.parametrize("beam_width", [1, 3])
+def test_a_translation_stops_at_the_time_budget(monkeypatch, beam_width):
+    """No step starts once the time budget is spent (the first always runs): with a budget of
+    0 s the translation is its first token, and the page is told why."""
+    from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+    ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
+    done = ckpt.translate("Friday, March 5, 2021", beam_width=beam_width)
+    monkeypatch.setattr(limits, "MAX_DECODE_SECONDS", 0.0)
+    cut = ckpt.translate("Friday, March 5, 2021", beam_width=beam_width)
+    assert cut.stopped_by == "time" and len(cut.token_ids) == 1
+    if beam_width == 1:
+        assert cut.token_ids == done.token_ids[:1]
+    else:  # the best of the one-token hypotheses it has (finished ones first)
+        assert len(cut.beam_steps) == 1 and all(len(h.token_ids) == 1 for h in cut.hypotheses)
+    assert ckpt.stopped_by_budget(cut) == "the time budget of one translation (0 s)"
+    unbounded = ckpt.translate("Friday, March 5, 2021", beam_width=beam_width, seconds=math.inf)
+    assert unbounded.token_ids == done.token_ids and unbounded.stopped_by == "end"

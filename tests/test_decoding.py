@@ -327,9 +327,9 @@ def fresh_model():
 
 
 def _traces(model):
-    fn = decoding._compiled_step(model)
-    assert fn is model._cached_step_fn  # one compiled function per model, reused
-    return fn.experimental_get_tracing_count()
+    loop = decoding._compiled_step(model)
+    assert loop is decoding._compiled_step(model)  # one compiled function per architecture
+    return loop.tracing_count()
 
 
 def test_step_function_traces_once_for_all_steps(fresh_model):
@@ -534,6 +534,26 @@ def test_bundled_beam_of_one_is_greedy(ckpt):
     assert_same(beam, greedy)
 
 
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_time_budget_stops_both_paths_after_the_first_step(use_cache):
+    """seconds=0: the first step runs, no later one starts (the compiled loop checks the clock
+    on the device, the naive one on the host); greedy and beam say they stopped by time."""
+    model = tiny()
+    src = padded_source(model.config)
+    full = greedy_decode(model, src, max_len=MAX_LEN, use_cache=use_cache, stop_at_end=False)
+    cut = greedy_decode(model, src, max_len=MAX_LEN, use_cache=use_cache, stop_at_end=False,
+                        seconds=0.0)
+    assert (full.stopped_by, cut.stopped_by) == ("length", "time")
+    assert cut.token_ids == full.token_ids[:1] and len(cut.steps) == 1
+    np.testing.assert_allclose(cut.steps[0].cross, full.steps[0].cross, atol=1e-6)
+    beam = beam_search(model, src, beam_width=3, max_len=MAX_LEN, use_cache=use_cache,
+                       seconds=0.0)
+    assert beam.stopped_by == "time" and len(beam.beam_steps) == 1
+    roomy = greedy_decode(model, src, max_len=MAX_LEN, use_cache=use_cache, stop_at_end=False,
+                          seconds=600.0)
+    assert roomy.token_ids == full.token_ids and roomy.stopped_by == "length"
+
+
 def test_tiny_beam_cached_equals_naive_and_is_consistent():
     model = tiny("pre_ln_learned")
     src = padded_source(model.config, seed=23)
@@ -635,12 +655,12 @@ def test_one_compiled_call_per_decode_and_early_exit():
     as many steps as the longest decoding, not max_len."""
     model = tiny()
     early, _ = early_end_source(model)
-    real, calls = decoding._compiled_step(model), []
+    real, calls = decoding._compiled_step, []
 
-    def counted(*args):
-        calls.append(args)
-        return real(*args)
-    model._cached_step_fn = counted
+    def counted(*args, **kwargs):
+        loop = real(*args, **kwargs)
+        return lambda *inputs: calls.append(inputs) or loop(*inputs)
+    decoding._compiled_step = counted
     try:
         results = greedy_decode_batch(model, [early, early], max_len=MAX_LEN)
         assert len(calls) == 1
@@ -654,7 +674,7 @@ def test_one_compiled_call_per_decode_and_early_exit():
         assert unstopped["tokens"].shape == (MAX_LEN, 1)
         assert unstopped["self"].shape == (MAX_LEN, 2, 1, 4, MAX_LEN)  # (T, L, B, H, cache_len)
     finally:
-        model._cached_step_fn = real
+        decoding._compiled_step = real
 
 
 @pytest.mark.parametrize("overrides", [dict(mask_padding=False), dict(start_id=0)],
@@ -698,7 +718,29 @@ def test_beam_loop_traces_once_for_widths_and_lengths(fresh_model):
     for width, length in ((2, 5), (3, 7), (2, 4)):
         beam_search(fresh_model, sources(c, [length], seed=width)[0], beam_width=width,
                     max_len=MAX_LEN)
-    assert fresh_model._cached_beam_fn.experimental_get_tracing_count() == 1
+    assert decoding._compiled_beam(fresh_model).tracing_count() == 1
+
+
+def test_models_of_one_architecture_share_one_trace_with_their_own_weights():
+    """Opening another checkpoint of a known architecture traces nothing: the loop takes the
+    weights as inputs. Each model still decodes with its own weights (equal to its naive path,
+    which reads its variables directly), and a model whose weights change later is decoded
+    with the new values."""
+    config = tiny_config(num_encoder_layers=1, num_decoder_layers=2, dff=24)
+    first, second = build(config, seed=41), build(config, seed=42)
+    src = sources(config, [6], seed=43)[0]
+    kw = dict(max_len=MAX_LEN, stop_at_end=False)
+    a, b = greedy_decode(first, src, **kw), greedy_decode(second, src, **kw)
+    assert decoding._compiled_step(first) is decoding._compiled_step(second)
+    assert decoding._compiled_step(second).tracing_count() == 1
+    assert_same(a, greedy_decode(first, src, use_cache=False, **kw))
+    assert_same(b, greedy_decode(second, src, use_cache=False, **kw))
+    assert a.steps[0].log_prob != b.steps[0].log_prob  # other weights, other numbers
+    assert_beam_equal(beam_search(second, src, beam_width=3, max_len=MAX_LEN),
+                      beam_search(second, src, beam_width=3, max_len=MAX_LEN, use_cache=False))
+    for variable in second.weights:
+        variable.assign(variable.numpy() * 0.5)
+    assert_same(greedy_decode(second, src, **kw), greedy_decode(second, src, use_cache=False, **kw))
 
 
 def test_xla_loop_equals_graph_loop(monkeypatch):

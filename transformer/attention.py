@@ -70,6 +70,12 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value = keras.layers.Dense(inner, name="value")
         self.output_dense = keras.layers.Dense(d_model, name="output")
 
+    def build(self, query_shape=None, value_shape=None):
+        """The four projections' weights from d_model alone (no forward pass)."""
+        for dense in (self.query, self.key, self.value):
+            dense.build((None, None, self.d_model))
+        self.output_dense.build((None, None, self.num_heads * self.head_dim))
+
     def split_heads(self, x):
         """(B, T, heads * head_dim) -> (B, heads, T, head_dim)."""
         batch, length = tf.shape(x)[0], tf.shape(x)[1]

@@ -106,27 +106,39 @@ class Checkpoint:
         return ids + [c.pad_id] * (c.pad_source_to - len(ids))
 
     def translate(self, source: str, max_len: int | None = None, use_cache: bool = True,
-                  head_mask=None, beam_width: int = 1, stop_at_end: bool = True) -> Decoding:
+                  head_mask=None, beam_width: int = 1, stop_at_end: bool = True,
+                  seconds: float | None = None) -> Decoding:
         """Translation with every step's attention; .text is the translation.
 
         beam_width=1 decodes greedily; more runs beam search (a BeamDecoding, with the beam).
         max_len: the most tokens to emit; by default the model's max_len, capped by the step
-        budget limits.MAX_DECODE_STEPS (see stopped_by_budget)."""
+        budget limits.MAX_DECODE_STEPS. seconds: the time budget, by default
+        limits.MAX_DECODE_SECONDS (math.inf: none); the result's stopped_by says "end",
+        "length" or "time" (see stopped_by_budget)."""
+        if seconds is None:
+            seconds = limits.MAX_DECODE_SECONDS
         if max_len is None:
             max_len = min(self.config.max_len, limits.MAX_DECODE_STEPS)
         if beam_width != 1:
             return beam_search(self.model, self.encode_source(source), beam_width=beam_width,
                                max_len=max_len, use_cache=use_cache, head_mask=head_mask,
-                               tokenizer=self.target_tokenizer)
+                               tokenizer=self.target_tokenizer, seconds=seconds)
         return greedy_decode(self.model, self.encode_source(source), max_len=max_len,
                              use_cache=use_cache, stop_at_end=stop_at_end, head_mask=head_mask,
-                             tokenizer=self.target_tokenizer)
+                             tokenizer=self.target_tokenizer, seconds=seconds)
 
-    def stopped_by_budget(self, result: Decoding) -> bool:
-        """True when a translation ended because it reached the step budget (or max_len)
-        without emitting the end token: the page says so."""
+    def stopped_by_budget(self, result: Decoding) -> str | None:
+        """Why a translation stopped without its end token, as the end of a sentence the page
+        shows ("the step budget of one translation (512 tokens)"), or None when it ended, or
+        stopped at a max_len the user chose below the step budget."""
+        if result.stopped_by == "time":
+            return f"the time budget of one translation ({limits.MAX_DECODE_SECONDS:g} s)"
         budget = min(self.config.max_len, limits.MAX_DECODE_STEPS)
-        return len(result.token_ids) >= budget and self.config.end_id not in result.token_ids
+        if result.stopped_by == "length" and len(result.token_ids) >= budget:
+            if budget == limits.MAX_DECODE_STEPS:
+                return f"the step budget of one translation ({budget} tokens)"
+            return f"the model's max_len ({budget} tokens)"
+        return None
 
     def attention(self, source: str, target: str | None = None, head_mask=None,
                   details: bool = False) -> dict:

@@ -19,8 +19,14 @@ numbers); only the cache is bucketed then.
 
 from __future__ import annotations
 
+import math
+import threading
+import time
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -29,9 +35,9 @@ from .masks import pad_ids
 
 TOP_K = 5
 SMALLEST_BUCKET = 16  # source and cache lengths are padded to 16, 32, 64, ... (at most the model's)
-# XLA compiles the decode loop when True. Off by default: attention._write pads the new key/value
-# row with tf.pad at a loop-dependent index, which XLA cannot compile (paddings must be constant),
-# and on this 2-core CPU a compile costs seconds per bucket (see bench/decode.py and the report).
+# XLA compiles the decode loop when True. Off by default: on this 2-core CPU a compile costs
+# seconds per bucket and the compiled loop ran slower (bench/decode.py --xla); and XLA has no
+# clock, so an XLA loop has no time budget (only the step budget).
 JIT_COMPILE = False
 
 
@@ -55,6 +61,7 @@ class Decoding:
     tokens: list[str]
     text: str
     steps: list[DecodeStep] = field(default_factory=list)
+    stopped_by: str = "end"  # "end" (the end token), "length" (max_len) or "time" (seconds)
 
     @property
     def log_prob(self) -> float:
@@ -66,33 +73,36 @@ class Decoding:
 
 
 def greedy_decode(model, source_ids, *, max_len, use_cache=True, stop_at_end=True, head_mask=None,
-                  tokenizer=None, on_step=None) -> Decoding:
-    """Greedily decode one source (a 1-D id sequence). tokenizer names the tokens, if given."""
+                  tokenizer=None, on_step=None, seconds=None) -> Decoding:
+    """Greedily decode one source (a 1-D id sequence). tokenizer names the tokens, if given;
+    seconds, if given, is a time budget (see greedy_decode_batch)."""
     source_ids = np.asarray(source_ids, np.int32)
     if source_ids.ndim != 1:
         raise ValueError(f"source_ids must be one sequence (1-D), got shape {source_ids.shape}")
     return greedy_decode_batch(model, [source_ids], max_len=max_len, use_cache=use_cache,
                                stop_at_end=stop_at_end, head_mask=head_mask, tokenizer=tokenizer,
-                               on_step=on_step)[0]
+                               on_step=on_step, seconds=seconds)[0]
 
 
 def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=True,
                         head_mask=None, tokenizer=None, capture=True,
-                        on_step=None) -> list[Decoding]:
+                        on_step=None, seconds=None) -> list[Decoding]:
     """Decode many sources at once. Each stops on its own end token; results equal decoding them
     one by one. sources: a list of 1-D id sequences (padded here) or a (B, N) padded array.
     capture=False skips keeping attention (corpus-level use); on_step(t) is called for each step
     taken (progress bars): at once after the compiled loop returns on the cached path, after each
-    step on the naive one."""
+    step on the naive one. seconds: a time budget; after the first step, no step starts once it
+    is spent (checked on the device, inside the compiled loop), and a sequence it cuts has
+    stopped_by "time"."""
     config = model.config
     source_ids = (np.asarray(sources, np.int32) if isinstance(sources, np.ndarray) and
                   sources.ndim == 2 else pad_ids(sources, config.pad_id))
     _check_max_len(config, max_len)
     masks = _head_masks(model, head_mask)
     if use_cache:
-        out = _cached_greedy(model, source_ids, masks, max_len, stop_at_end, capture)
+        out = _cached_greedy(model, source_ids, masks, max_len, stop_at_end, capture, seconds)
     else:
-        out = _naive_greedy(model, source_ids, masks, max_len, stop_at_end, on_step)
+        out = _naive_greedy(model, source_ids, masks, max_len, stop_at_end, on_step, seconds)
     steps_taken = len(out["tokens"])
     if use_cache and on_step is not None:
         for t in range(steps_taken):
@@ -104,13 +114,15 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
     for b in range(source_ids.shape[0]):
         ended = np.flatnonzero(tokens[:, b] == config.end_id)
         done = int(ended[0]) + 1 if stop_at_end and ended.size else steps_taken
+        stopped_by = ("end" if stop_at_end and ended.size else
+                      "length" if steps_taken >= max_len else "time")
         ids = [int(i) for i in tokens[:done, b]]
         steps = [_make_step(names, ids[t], out["log_prob"][t, b], out["top_ids"][t, b],
                             out["top_log_probs"][t, b],
                             out["self"][t][:, b, :, : t + 1] if capture else None,
                             out["cross"][t][:, b, :, : lengths[b]] if capture else None)
                  for t in range(done)]
-        results.append(Decoding(ids, names(ids), _text(ids, tokenizer), steps))
+        results.append(Decoding(ids, names(ids), _text(ids, tokenizer), steps, stopped_by))
     return results
 
 
@@ -130,13 +142,14 @@ def length_normalised(log_prob: float, length: int, alpha: float) -> float:
 
 
 def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, use_cache=True,
-                head_mask=None, tokenizer=None) -> BeamDecoding:
+                head_mask=None, tokenizer=None, seconds=None) -> BeamDecoding:
     """Beam search over one source; every hypothesis keeps its own per-step attention.
 
     Each step expands every live hypothesis by its beam_width best tokens and keeps the
     beam_width best candidates; one that ends with the end token is finished. Search stops when
     beam_width hypotheses are finished or at max_len; the best finished one by length-normalised
-    score wins. beam_width=1 is greedy decoding.
+    score wins. beam_width=1 is greedy decoding. seconds: a time budget, as in
+    greedy_decode_batch (a search it cuts ranks the hypotheses it has: stopped_by "time").
 
     The cached path runs the whole search in one compiled loop (selection and cache reordering
     on the device) and replays its choices here; the naive path selects on the host each step.
@@ -151,7 +164,7 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
     masks = _head_masks(model, head_mask)
     source_len = int((source_ids != config.pad_id).sum())
     if use_cache:
-        out = _cached_beam(model, sources, masks, max_len)
+        out = _cached_beam(model, sources, masks, max_len, seconds)
         names = _Names(tokenizer, out["token"], out["top_ids"])
         book = _Beam(beam_width, config.end_id, names)
         for t in range(len(out["token"])):
@@ -173,7 +186,10 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
         names = _Names(tokenizer)
         book = _Beam(beam_width, config.end_id, names)
         run = _NaiveRun(model, sources, masks)
+        deadline = _deadline(seconds)
         for t in range(max_len):
+            if t and time.monotonic() >= deadline:
+                break
             slots = book.live + [book.live[0]] * (beam_width - len(book.live))
             prefix = np.array([[config.start_id] + ids for _, ids, _ in slots], np.int32)
             log_probs, self_weights, cross_weights = run.step(prefix)
@@ -192,7 +208,7 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
             if parents is None or t == max_len - 1:
                 break
             run.reorder(parents)
-    return book.result(length_penalty, tokenizer)
+    return book.result(length_penalty, tokenizer, max_len)
 
 
 class _Beam:
@@ -204,6 +220,7 @@ class _Beam:
         self.live = [(0.0, [], [])]  # slot 0 starts alive; the others are placeholders
         self.finished: list[tuple[float, list[int], list[DecodeStep]]] = []
         self.beam_steps = []
+        self.over = False  # beam_width hypotheses finished, or none left alive
 
     def advance(self, chosen, make_step):
         """chosen: the beam_width best (score, slot, token) candidates, best first;
@@ -220,18 +237,21 @@ class _Beam:
                 parents.append(slot)
         self.beam_steps.append([(self.names(ids), score) for score, ids, _ in new_live])
         if len(self.finished) >= self.beam_width or not new_live:
+            self.over = True
             return None
         self.live = new_live
         return parents + [parents[0]] * (self.beam_width - len(parents))
 
-    def result(self, length_penalty, tokenizer) -> BeamDecoding:
+    def result(self, length_penalty, tokenizer, max_len) -> BeamDecoding:
+        stopped_by = ("end" if self.over else "length" if len(self.beam_steps) >= max_len else
+                      "time")
         ranked = self.finished or self.live  # nothing ended within max_len: rank what is alive
         ranked = sorted(((length_normalised(score, len(ids), length_penalty), ids, steps)
                          for score, ids, steps in ranked), key=lambda f: -f[0])
         hypotheses = [Decoding(ids, self.names(ids), _text(ids, tokenizer), steps)
                       for _, ids, steps in ranked]
         best = hypotheses[0]
-        return BeamDecoding(best.token_ids, best.tokens, best.text, best.steps,
+        return BeamDecoding(best.token_ids, best.tokens, best.text, best.steps, stopped_by,
                             score=ranked[0][0], hypotheses=hypotheses, beam_steps=self.beam_steps)
 
 
@@ -258,26 +278,33 @@ def _bucketed(model, source_ids, max_len):
     return padded, cache_len
 
 
-def _loop_args(model, source_ids, head_mask, max_len):
+def _loop_args(model, source_ids, head_mask, max_len, seconds):
     sources, cache_len = _bucketed(model, source_ids, max_len)
+    seconds = math.inf if seconds is None else float(seconds)
     return (tf.constant(sources), tf.constant(cache_len, tf.int32), tf.constant(max_len, tf.int32),
-            head_mask["encoder"], head_mask["decoder"], head_mask["cross"])
+            tf.constant(seconds, tf.float64), head_mask["encoder"], head_mask["decoder"],
+            head_mask["cross"])
 
 
-def _cached_greedy(model, source_ids, head_mask, max_len, stop_at_end, capture):
+def _deadline(seconds) -> float:
+    """time.monotonic() when a budget of `seconds` (None: no budget) started now is spent."""
+    return math.inf if seconds is None else time.monotonic() + float(seconds)
+
+
+def _cached_greedy(model, source_ids, head_mask, max_len, stop_at_end, capture, seconds=None):
     """Every step's token, log-probabilities and (with capture) attention rows, as NumPy arrays
     with the step first: tokens (T, B), log_prob (T, B), top_ids/top_log_probs (T, B, k),
     self (T, L, B, H, cache_len), cross (T, L, B, H, N_bucket)."""
-    fn = _compiled_step(model, capture)
-    args = _loop_args(model, source_ids, head_mask, max_len)
-    return _fetch(fn(*args[:3], tf.constant(bool(stop_at_end)), *args[3:]))
+    loop = _compiled_step(model, capture)
+    args = _loop_args(model, source_ids, head_mask, max_len, seconds)
+    return _fetch(loop(model, *args[:4], tf.constant(bool(stop_at_end)), *args[4:]))
 
 
-def _cached_beam(model, sources, head_mask, max_len):
+def _cached_beam(model, sources, head_mask, max_len, seconds=None):
     """Per step: the beam_width chosen candidates (slot, token, score, log_prob) best first, and
     every slot's top_ids/top_log_probs (T, W, k), self (T, L, W, H, S), cross (T, L, W, H, N)."""
-    fn = _compiled_beam(model)
-    return _fetch(fn(*_loop_args(model, sources, head_mask, max_len)))
+    loop = _compiled_beam(model)
+    return _fetch(loop(model, *_loop_args(model, sources, head_mask, max_len, seconds)))
 
 
 def _fetch(out):
@@ -286,41 +313,83 @@ def _fetch(out):
     return {name: value.numpy()[:steps] for name, value in out.items()}
 
 
-def _compiled_step(model, capture=True):
-    """The whole greedy decode of a batch as one compiled function, one per model (and capture
-    mode), whose trace is reused by every decode of that model. (The name is the old step
-    function's: it is still the one compiled function of cached greedy decoding.)"""
-    attribute = ("_cached_step_fn" + ("" if capture else "_no_capture") +
-                 ("_xla" if JIT_COMPILE else ""))
-    fn = getattr(model, attribute, None)
-    if fn is None:
-        fn = _compile(model, _greedy_loop(model, capture, JIT_COMPILE), JIT_COMPILE, greedy=True)
-        setattr(model, attribute, fn)  # a compiled function, not per-user state
-    return fn
+class _SharedLoop:
+    """One compiled decode loop for every model of one architecture (config).
+
+    The loop is traced with the model's weights as inputs: while tracing, a
+    keras.StatelessScope maps the variables of the model being called (the template) to those
+    inputs, so the graph reads no model's variables and any model of the same config runs it
+    with its own weights. Opening another checkpoint of a known architecture (the bundled
+    epochs, a retrained model) therefore traces nothing.
+    """
+
+    def __init__(self, model, make_loop, signature, xla):
+        weights = [tf.TensorSpec(w.shape, w.dtype) for w in model.weights]
+        self._template = None  # a weak reference to the model whose call traces
+        self._lock = threading.Lock()
+
+        def run(weight_values, *args):
+            template = self._template()
+            with keras.StatelessScope(list(zip(template.weights, weight_values))):
+                return make_loop(template)(*args)
+
+        # autograph=False: the loop is an explicit tf.while_loop and the model's Python loops
+        # run over its layers at trace time; no source conversion makes the trace quicker.
+        self.fn = tf.function(run, input_signature=[weights] + signature, jit_compile=xla or None,
+                              autograph=False)
+
+    def __call__(self, model, *args):
+        weights = [w.value for w in model.weights]  # the backend's tf.Variables: no copy
+        with self._lock:  # only while the first call traces: the template must stay alive
+            if self.fn.experimental_get_tracing_count() == 0:
+                self._template = weakref.ref(model)
+                return self.fn(weights, *args)
+        return self.fn(weights, *args)
+
+    def tracing_count(self) -> int:
+        return self.fn.experimental_get_tracing_count()
 
 
-def _compiled_beam(model):
-    attribute = "_cached_beam_fn" + ("_xla" if JIT_COMPILE else "")
-    fn = getattr(model, attribute, None)
-    if fn is None:
-        fn = _compile(model, _beam_loop(model, JIT_COMPILE), JIT_COMPILE, greedy=False)
-        setattr(model, attribute, fn)
-    return fn
+_SHARED_LOOPS: OrderedDict = OrderedDict()  # (kind, config JSON) -> _SharedLoop, least recent first
+MAX_SHARED_LOOPS = 16  # architectures whose traces are kept (each a few MB of graph)
+_SHARED_LOCK = threading.Lock()
 
 
-def _compile(model, loop, xla, greedy):
-    """tf.function of loop(source_ids, cache_len, max_steps, [stop_at_end,] three head masks).
-    Without XLA one trace serves every batch, source and cache length (the dimensions are left
-    open); with XLA each bucket compiles once."""
-    c = model.config
+def _shared_loop(model, kind, make_loop, greedy) -> _SharedLoop:
+    """The compiled loop of this model's architecture (traced on its first call)."""
+    key = (kind + ("_xla" if JIT_COMPILE else ""), model.config.to_json())
+    with _SHARED_LOCK:
+        loop = _SHARED_LOOPS.get(key)
+        if loop is None:
+            loop = _SharedLoop(model, make_loop, _signature(model.config, greedy), JIT_COMPILE)
+            _SHARED_LOOPS[key] = loop
+            while len(_SHARED_LOOPS) > MAX_SHARED_LOOPS:
+                _SHARED_LOOPS.popitem(last=False)
+        _SHARED_LOOPS.move_to_end(key)
+        return loop
+
+
+def _compiled_step(model, capture=True) -> _SharedLoop:
+    """The whole greedy decode of a batch as one compiled function, shared by every model of
+    this architecture (and capture mode), whose trace is reused by every decode. (The name is
+    the old step function's: it is still the one compiled function of cached greedy decoding.)"""
+    kind = "greedy" if capture else "greedy_no_capture"
+    return _shared_loop(model, kind, lambda m: _greedy_loop(m, capture, JIT_COMPILE), greedy=True)
+
+
+def _compiled_beam(model) -> _SharedLoop:
+    return _shared_loop(model, "beam", lambda m: _beam_loop(m, JIT_COMPILE), greedy=False)
+
+
+def _signature(c, greedy):
+    """The loop's inputs after the weights: source_ids, cache_len, max_steps, seconds,
+    [stop_at_end,] three head masks. Without XLA one trace serves every batch, source and cache
+    length (the dimensions are left open); with XLA each bucket compiles once."""
     mask = lambda layers: tf.TensorSpec([layers, c.num_heads], tf.float32)  # noqa: E731
-    signature = ([tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
-                  tf.TensorSpec([], tf.int32)] + ([tf.TensorSpec([], tf.bool)] if greedy else []) +
-                 [mask(c.num_encoder_layers), mask(c.num_decoder_layers),
-                  mask(c.num_decoder_layers)])
-    # autograph=False: the loop is an explicit tf.while_loop and the model's Python loops run
-    # over its layers at trace time; no source conversion makes the trace quicker.
-    return tf.function(loop, input_signature=signature, jit_compile=xla or None, autograph=False)
+    return ([tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
+             tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float64)] +
+            ([tf.TensorSpec([], tf.bool)] if greedy else []) +
+            [mask(c.num_encoder_layers), mask(c.num_decoder_layers), mask(c.num_decoder_layers)])
 
 
 def _step_log_probs(model, tokens, t, cache, memory_mask, self_mask, cross_mask, banned):
@@ -334,6 +403,17 @@ def _step_log_probs(model, tokens, t, cache, memory_mask, self_mask, cross_mask,
     choosable = tf.where(banned, tf.constant(-np.inf, tf.float64), log_probs)
     return (log_probs, choosable, out["cache"], out["self_attention"][:, :, :, 0],
             out["cross_attention"][:, :, :, 0])
+
+
+def _clock(xla):
+    """Now, in seconds, on the device (tf.timestamp). XLA cannot compile a clock, so a loop
+    compiled with XLA (JIT_COMPILE, off by default) has no time budget: 0."""
+    return tf.constant(0.0, tf.float64) if xla else tf.timestamp()
+
+
+def _in_time(t, started, seconds, xla):
+    """May step t start? The first step always may; a later one while the time budget lasts."""
+    return (t == 0) | (_clock(xla) - started < seconds)
 
 
 def _banned(config):
@@ -364,14 +444,17 @@ def _greedy_loop(model, capture, xla):
              ("top_log_probs", tf.float64)] + ([("self", tf.float32), ("cross", tf.float32)]
                                                if capture else [])
 
-    def loop(source_ids, cache_len, max_steps, stop_at_end, encoder_mask, self_mask, cross_mask):
+    def loop(source_ids, cache_len, max_steps, seconds, stop_at_end, encoder_mask, self_mask,
+             cross_mask):
+        started = _clock(xla)  # the time budget counts from here (tracing is not in it)
         banned = _banned(c)
         enc = model.encode(source_ids, head_mask=encoder_mask)
         cache = model.init_cache(enc["memory"], cache_len)
         batch = tf.shape(source_ids)[0]
 
         def going(t, tokens, finished, cache, arrays):
-            return (t < max_steps) & ~(stop_at_end & tf.reduce_all(finished))
+            return ((t < max_steps) & ~(stop_at_end & tf.reduce_all(finished)) &
+                    _in_time(t, started, seconds, xla))
 
         def step(t, tokens, finished, cache, arrays):
             log_probs, choosable, cache, self_row, cross_row = _step_log_probs(
@@ -399,7 +482,8 @@ def _beam_loop(model, xla):
              ("log_prob", tf.float64), ("top_ids", tf.int32), ("top_log_probs", tf.float64),
              ("self", tf.float32), ("cross", tf.float32)]
 
-    def loop(source_ids, cache_len, max_steps, encoder_mask, self_mask, cross_mask):
+    def loop(source_ids, cache_len, max_steps, seconds, encoder_mask, self_mask, cross_mask):
+        started = _clock(xla)
         banned = _banned(c)
         enc = model.encode(source_ids, head_mask=encoder_mask)
         cache = model.init_cache(enc["memory"], cache_len)
@@ -407,7 +491,8 @@ def _beam_loop(model, xla):
         slots = tf.range(width)
 
         def going(t, tokens, scores, alive, ended, cache, arrays):
-            return (t < max_steps) & (ended < width) & (alive > 0)
+            return ((t < max_steps) & (ended < width) & (alive > 0) &
+                    _in_time(t, started, seconds, xla))
 
         def step(t, tokens, scores, alive, ended, cache, arrays):
             log_probs, choosable, cache, self_row, cross_row = _step_log_probs(
@@ -448,7 +533,7 @@ def _beam_loop(model, xla):
 
 
 # ================================================================================ naive path
-def _naive_greedy(model, source_ids, head_mask, max_len, stop_at_end, on_step):
+def _naive_greedy(model, source_ids, head_mask, max_len, stop_at_end, on_step, seconds=None):
     """The reference loop: the decoder re-runs on the whole prefix each step; the same arrays as
     _cached_greedy (self rows zero-padded to max_len)."""
     config = model.config
@@ -458,7 +543,10 @@ def _naive_greedy(model, source_ids, head_mask, max_len, stop_at_end, on_step):
     finished = np.zeros(batch, bool)
     steps = {name: [] for name in ("tokens", "log_prob", "top_ids", "top_log_probs", "self",
                                    "cross")}
+    deadline = _deadline(seconds)
     for t in range(max_len):
+        if t and time.monotonic() >= deadline:
+            break
         log_probs, self_weights, cross_weights = run.step(prefix)
         next_ids = _choosable(log_probs, config).argmax(axis=-1).astype(np.int32)
         top = np.stack([_top(row) for row in log_probs])  # (B, k)

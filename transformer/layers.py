@@ -61,6 +61,12 @@ class PositionalEmbedding(keras.layers.Layer):
             layout = "concat" if positional == "sinusoidal_concat" else "interleaved"
             self.sinusoids = tf.constant(positional_encoding(max_len, d_model, layout=layout))
 
+    def build(self, ids_shape=None):
+        """The token table (unless a shared one is built already) and the learned positions."""
+        if not self.token_embedding.built:
+            self.token_embedding.build()
+        if self.position_embedding is not None:
+            self.position_embedding.build()
 
     def position_codes(self, length, offset=0):
         """(length, d_model) codes for positions offset .. offset + length - 1."""
@@ -91,7 +97,11 @@ class FeedForward(keras.layers.Layer):
         function = {"relu": "relu", "gelu": _gelu, "swish": "silu", "silu": "silu"}[activation]
         self.intermediate = keras.layers.Dense(dff, activation=function, name="intermediate")
         self.output_dense = keras.layers.Dense(d_model, name="output")
+        self.d_model, self.dff = d_model, dff
 
+    def build(self, x_shape=None):
+        self.intermediate.build((None, None, self.d_model))
+        self.output_dense.build((None, None, self.dff))
 
     def call(self, x):
         return self.output_dense(self.intermediate(x))
@@ -107,6 +117,17 @@ class _Block(keras.layers.Layer):
     def __init__(self, norm_first, **kwargs):
         super().__init__(**kwargs)
         self.norm_first = norm_first
+
+    def build(self, x_shape=None):
+        """Every sublayer's weights from d_model alone (no forward pass): attention, then its
+        LayerNorm, for each attention sublayer, then the FFN and its LayerNorm."""
+        shape = (None, None, self.feedforward.d_model)
+        for name in ("self_attention", "cross_attention"):
+            if hasattr(self, name):
+                getattr(self, name).build(shape, shape)
+                getattr(self, f"{name}_layer_norm").build(shape)
+        self.feedforward.build(shape)
+        self.feedforward_layer_norm.build(shape)
 
     def _sublayer_input(self, x, norm):
         return norm(x) if self.norm_first else x

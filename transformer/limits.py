@@ -2,7 +2,7 @@
 
 A checkpoint is data from a stranger. Each number below bounds one resource that a hostile file
 could otherwise spend: bytes read, bytes allocated, entries parsed, layers built, positions
-tabulated, decoding steps and seconds. transformer.checkpoint and transformer.archive import them
+tabulated, decoding steps and decoding seconds. transformer.checkpoint and transformer.archive import them
 from here (and transformer.checkpoint re-exports the MAX_* names it always had).
 
 What one load may take, in memory, follows from them: the file itself, its members unpacked
@@ -56,8 +56,10 @@ PROBE_ROWS = 2  # probe rows: one full-length row of spread-out ids, one short p
 
 # ---------------------------------------------------------------- decoding in the app
 MAX_DECODE_STEPS = 512  # tokens one translation may emit, whatever max_len says: a model that
-# never emits its end token stops here (about 10 s for a paper-base model on 2 CPU cores; the
-# decode is one compiled loop, so the budget is in steps, and the app says when it was reached)
+# never emits its end token stops here (the app says when it was reached)
+MAX_DECODE_SECONDS = 10.0  # seconds one translation may take: no step starts after them (checked
+# inside the compiled decode loop), so a huge model that never ends holds the server's CPU about
+# this long plus one step; the app says when a translation stopped here
 
 
 def load_budget(file_bytes: int) -> int:

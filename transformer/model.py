@@ -66,10 +66,23 @@ class Transformer(keras.Model):
             self.output_bias = self.add_weight(shape=(c.tgt_vocab_size,), initializer="zeros",
                                                name="output_bias")
 
+    def build(self, input_shape=None):
+        """Every variable, from the config alone: each layer builds its own weights from
+        d_model (no forward pass, which would trace the whole model symbolically)."""
+        for layer in (self.source_embedding, self.target_embedding, *self.encoder_layers,
+                      *self.decoder_layers):
+            layer.build()
+        shape = (None, None, self.config.d_model)
+        if self.config.norm_first:
+            self.encoder_norm.build(shape)
+            self.decoder_norm.build(shape)
+        if not self.config.tie_output:
+            self.output_projection.build(shape)
+
     def build_weights(self) -> "Transformer":
-        """Create every variable by running a one-token forward pass."""
-        ids = tf.fill((1, 1), self.config.start_id)
-        self((ids, ids))
+        """Create every variable (see build); returns the model."""
+        if not self.built:
+            self.build()
         return self
 
     # ---------------------------------------------------------------- masks
