@@ -35,6 +35,7 @@ test-fast: install
 bench: install chromium
 	$(BIN)/python bench/forward.py
 	$(BIN)/python bench/decode.py
+	$(BIN)/python bench/open_model.py
 	$(BIN)/python bench/model_view.py
 	$(BIN)/python bench/load.py
 

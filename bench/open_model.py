@@ -1,0 +1,127 @@
+"""Opening a model: load + first translation, in the library and in the app, in one run.
+
+    .venv/bin/python bench/open_model.py [--repeats 3]
+
+1. The library, in a fresh process per repeat (so nothing is traced or cached yet): the bundled
+   checkpoint's load_checkpoint and its first translation of "Friday, March 5, 2021" with every
+   step's attention (the first decode of an architecture traces the compiled loop), then each
+   bundled epoch opened after it: load + first translation + the attention maps. Goal: bundled
+   checkpoint load + first translation <= 1 s.
+2. The app (Streamlit's AppTest runs the real app.py in this process): the home page, then the
+   sidebar's "Active model" switched to each bundled epoch in turn; the server time of each
+   switch's rerun (loading the model, translating, every figure of the page). Goal: switching
+   between the bundled epochs <= 1 s server time.
+Prints the median over the repeats (and the load average, since the machine may be shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, str(ROOT))
+SENTENCE = "Friday, March 5, 2021"
+
+LIBRARY = r"""
+import json, os, sys, time
+sys.path.insert(0, %(root)r)
+from transformer import load_checkpoint
+from transformer.checkpoint import ASSETS
+out = []
+for name in %(names)r:
+    t0 = time.perf_counter()
+    ckpt = load_checkpoint(ASSETS / name)
+    t1 = time.perf_counter()
+    text = ckpt.translate(%(sentence)r).text
+    t2 = time.perf_counter()
+    ckpt.attention(%(sentence)r)
+    t3 = time.perf_counter()
+    out.append(dict(name=name, load=t1 - t0, translate=t2 - t1, attention=t3 - t2, text=text))
+print("RESULT " + json.dumps(out))
+"""
+
+
+def bundled_names() -> list[str]:
+    from transformer.checkpoint import ASSETS, DEFAULT_CHECKPOINT
+
+    epochs = sorted(p.name for p in ASSETS.glob("*.ckpt") if p.name != DEFAULT_CHECKPOINT.name)
+    return [DEFAULT_CHECKPOINT.name] + epochs
+
+
+def library_run(names) -> list[dict]:
+    code = LIBRARY % dict(root=str(ROOT), names=names, sentence=SENTENCE)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def app_run(names) -> list[tuple[str, float]]:
+    import streamlit.runtime.pages_manager as pages_manager
+    from streamlit.testing.v1 import AppTest
+
+    from explorer import state
+
+    # As tests/conftest.py's patched_pages_manager: a real server clears this flag at the first
+    # st.navigation call; AppTest does not, and would then run pages without app.py's sidebar.
+    original = pages_manager.PagesManager.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        pages_manager.PagesManager.uses_pages_directory = False
+    pages_manager.PagesManager.__init__ = init
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    t = time.perf_counter()
+    at.run()
+    times = [("home page, default model (first run of the app)", time.perf_counter() - t)]
+    for name in names[1:] + names[:1]:
+        at.selectbox(key=state.MODEL).set_value(f"{state.BUNDLED}:{name}")
+        t = time.perf_counter()
+        at.run()
+        times.append((f"switch to {name}", time.perf_counter() - t))
+        if at.exception:
+            raise SystemExit(f"the app raised: {at.exception[0].value}")
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    names = bundled_names()
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+    runs = [library_run(names) for _ in range(args.repeats)]
+    print("\n1. The library, a fresh process per repeat (median of "
+          f"{args.repeats}; seconds):")
+    for i, name in enumerate(names):
+        load = statistics.median(r[i]["load"] for r in runs)
+        first = statistics.median(r[i]["translate"] for r in runs)
+        attention = statistics.median(r[i]["attention"] for r in runs)
+        what = "first of its architecture" if i == 0 else "same architecture"
+        print(f"   {name:22s} ({what}): load {load:.3f} + first translation {first:.3f} "
+              f"= {load + first:.3f}; attention maps {attention:.3f} -> {runs[0][i]['text']!r}")
+    cold = statistics.median(r[0]["load"] + r[0]["translate"] for r in runs)
+    print(f"   bundled checkpoint load + first translation: {cold:.3f} s (goal <= 1 s: "
+          f"{'met' if cold <= 1 else 'NOT met'})")
+
+    app = [app_run(names) for _ in range(args.repeats)]
+    print(f"\n2. The app (AppTest, server time of one rerun; median of {args.repeats}):")
+    for i, (what, _) in enumerate(app[0]):
+        print(f"   {what}: {statistics.median(r[i][1] for r in app):.3f} s")
+    switches = [statistics.median(r[i][1] for r in app) for i in range(1, len(app[0]))]
+    print(f"   slowest switch between bundled epochs: {max(switches):.3f} s (goal <= 1 s: "
+          f"{'met' if max(switches) <= 1 else 'NOT met'})")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
