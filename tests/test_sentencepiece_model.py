@@ -293,3 +293,22 @@ def test_the_probe_alone_finds_a_bad_piece_and_a_bad_rule(good, tmp_path):
         tok.bpemb.spm = spm.SentencePieceProcessor(model_proto=bad)  # past the check
         with pytest.raises(TokenizerError, match=f"x.model: {message} fails .*UnicodeDecodeError"):
             tok.probe("x.model")
+
+
+def test_a_model_that_passed_is_not_checked_again_and_a_bad_one_always_is(good, monkeypatch):
+    """Reopening a checkpoint (or another with the same tokenizer) skips the check: the bytes
+    that passed are remembered by sha256. A refused model is refused every time."""
+    import transformer.sentencepiece_model as checker
+
+    data, _ = good
+    parsed = []
+    real = checker._check
+    monkeypatch.setattr(checker, "_check", lambda b, n: parsed.append(n) or real(b, n))
+    monkeypatch.setattr(checker, "_PASSED", type(checker._PASSED)())
+    check_sentencepiece_model(data, "first")
+    check_sentencepiece_model(bytes(data), "again")
+    assert parsed == ["first"]
+    for attempt in range(2):
+        with pytest.raises(TokenizerError, match="not a SentencePiece model"):
+            check_sentencepiece_model(b"\xff" * 40, f"bad {attempt}")
+    assert parsed == ["first", "bad 0", "bad 1"]

@@ -22,6 +22,10 @@ lie inside the blob and decode as UTF-8. Checking SentencePiece's own tables (~2
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
+
 import numpy as np
 from google.protobuf.message import DecodeError
 from sentencepiece import sentencepiece_model_pb2
@@ -46,9 +50,31 @@ _BYTES = np.arange(256, dtype=np.int64)
 _CHUNK = 4096  # bases walked at once
 
 
+_PASSED: OrderedDict = OrderedDict()  # sha256 of models that passed the check, most recent last
+MAX_REMEMBERED = 64  # models whose check is not repeated (a checkpoint holds two)
+_PASSED_LOCK = threading.Lock()
+
+
 def check_sentencepiece_model(model_bytes: bytes, name: str) -> None:
     """Refuse a SentencePiece model whose pieces or normalization rules are not valid UTF-8, or
-    whose rule tables SentencePiece would read outside of (a TokenizerError naming ``name``)."""
+    whose rule tables SentencePiece would read outside of (a TokenizerError naming ``name``).
+
+    The same bytes always pass or fail alike, so a model that passed is remembered by its
+    sha256 (the MAX_REMEMBERED most recent) and not parsed again: reopening a checkpoint, or
+    another checkpoint with the same tokenizer (the bundled epochs), skips the check."""
+    digest = hashlib.sha256(model_bytes).digest()
+    with _PASSED_LOCK:
+        if digest in _PASSED:
+            _PASSED.move_to_end(digest)
+            return
+    _check(model_bytes, name)
+    with _PASSED_LOCK:
+        _PASSED[digest] = True
+        while len(_PASSED) > MAX_REMEMBERED:
+            _PASSED.popitem(last=False)
+
+
+def _check(model_bytes: bytes, name: str) -> None:
     proto = sentencepiece_model_pb2.ModelProto()
     try:
         proto.ParseFromString(bytes(model_bytes))
