@@ -52,8 +52,10 @@ def say_why_stopped(container, ckpt, run) -> None:
     the model's max_len), naming it; nothing when it ended or stopped where the user chose."""
     why = ckpt.stopped_by_budget(run)
     if why:
-        container.warning(f"The model's translation stopped after {len(run.token_ids)} tokens "
-                          f"without an end token, at {why}: every page shows those tokens.")
+        n = len(run.token_ids)
+        container.warning(f"The model's translation stopped after {n} token{'s' * (n != 1)} "
+                          f"without an end token, at {why}: every page shows "
+                          f"{'those tokens' if n != 1 else 'that token'}.")
 
 
 def step_caption(t: int, step, forced: bool) -> str:

@@ -256,3 +256,18 @@ def test_a_typed_target_is_stepped_through_with_teacher_forcing(page, ckpt, tran
     (heat,) = chart(page, "dec_alignment")
     np.testing.assert_allclose(heat["z"], maps["cross"][1, 2], atol=1e-5)
     assert len(translate_calls) == calls  # stepping re-runs nothing
+
+
+def test_a_translation_cut_by_the_time_budget_says_so_in_the_sidebar_and_on_the_page(
+        app, monkeypatch):
+    """A model whose decode runs out of time (here a budget of 0 s: one step) shows the tokens
+    it made and a warning naming the budget, in the sidebar and on the Decoding page."""
+    from transformer import limits
+
+    monkeypatch.setattr(limits, "MAX_DECODE_SECONDS", 0.0)
+    app.text_input(key=state.SOURCE).set_value("Sunday, 7 November 1999 (time budget)")
+    at = run(open_page(app, PAGE))
+    expected = "stopped after 1 token without an end token, at the time budget of one " \
+               "translation (0 s)"
+    assert any(expected in w.value for w in at.sidebar.warning), [w.value for w in at.warning]
+    assert any(expected in w.value for w in at.main.warning), [w.value for w in at.warning]
