@@ -33,7 +33,6 @@ PAGES = [
 page = st.navigation(PAGES)
 links.restore_from_url()  # once per session, before any widget exists
 sidebar.render()
-link_slot = st.sidebar.container()  # filled after the page: its choices are then final
+links.begin(st.sidebar.container(), page.url_path)  # the link: drawn when the choices are final
 page.run()
-links.write_to_url(page.url_path)
-links.show_link(link_slot, page.url_path)
+links.finish()  # the URL and the link, unless a fragment of the page drew them

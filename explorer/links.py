@@ -3,8 +3,9 @@
 restore_from_url() reads the parameters once per session, before any widget is drawn, and puts
 every valid value into st.session_state (an invalid or stale one falls back to its default with
 a short note in the sidebar, never an exception); write_to_url() sets the parameters from the
-state at the end of every run, only the keys that differ from their defaults. The page itself
-is the URL's path (st.navigation).
+state at the end of every run, only the keys that differ from their defaults (finish(); or,
+when a page's choices are drawn inside an st.fragment, at the end of that fragment:
+follow_in_fragment()). The page itself is the URL's path (st.navigation).
 
 Parameters: model (a bundled file name, or the first characters of an upload's sha256 when this
 session has that upload), src (the sentence), tgt (the typed target; only in typed-target mode),
@@ -23,6 +24,7 @@ from transformer.kinds import KIND_NAMES, KINDS, kind_by_label
 from . import models, state
 
 RESTORED = "links_restored"  # True once this session has read its URL
+SLOT = "links_slot"  # this run's link container and url path (begin)
 MODEL, SOURCE, TARGET = "model", "src", "tgt"
 DIGEST_CHARS = 12  # characters of an upload's sha256 written to the URL
 
@@ -145,6 +147,34 @@ def view_params(url_path: str) -> dict[str, str]:
     return params
 
 
+def begin(container, url_path: str) -> None:
+    """Before the page runs (app.py): where this view's link is drawn (a sidebar container) and
+    the page's url path, for finish() and for the page's fragments (follow_in_fragment)."""
+    st.session_state[SLOT] = {"container": container, "url_path": url_path, "drawn": False}
+
+
+def follow_in_fragment() -> None:
+    """At the end of an st.fragment that draws some of the page's PAGE_KEYS widgets: write the
+    URL and draw the link from inside it. A fragment rerun runs neither app.py nor the rest of
+    the page, so this is what keeps both current when one of its widgets changes; Streamlit
+    redraws a fragment's writes to an outside container (the sidebar's slot) in place. Does
+    nothing when the page runs without app.py (no slot)."""
+    slot = st.session_state.get(SLOT)
+    if slot is None:
+        return
+    write_to_url(slot["url_path"])
+    show_link(slot["container"], slot["url_path"])
+    slot["drawn"] = True
+
+
+def finish() -> None:
+    """After the page (app.py): write the URL, and draw the link unless a fragment drew it."""
+    slot = st.session_state[SLOT]
+    write_to_url(slot["url_path"])
+    if not slot["drawn"]:
+        show_link(slot["container"], slot["url_path"])
+
+
 def write_to_url(url_path: str) -> None:
     """Set st.query_params to the current view's parameters. Call at the end of the run."""
     params = view_params(url_path)
@@ -175,5 +205,5 @@ def show_link(container, url_path: str) -> None:
         st.markdown(f"```text\n{link}\n```")
 
 
-__all__ = ["PAGE_KEYS", "relative_link", "restore_from_url", "show_link", "view_params",
-           "write_to_url"]
+__all__ = ["PAGE_KEYS", "begin", "finish", "follow_in_fragment", "relative_link",
+           "restore_from_url", "show_link", "view_params", "write_to_url"]

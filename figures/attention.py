@@ -14,11 +14,20 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from transformer.kinds import KIND_NAMES, KINDS
 
-from .common import WEIGHT_SCALE, cell_hover, cell_tokens, check_matrix, positions, readable, token_axis
+from .common import (
+    WEIGHT_SCALE,
+    cell_hover,
+    cell_tokens,
+    check_matrix,
+    positions,
+    subplot_axes,
+    subplot_layout,
+    token_axis,
+    unvalidated_figure,
+)
 
 COLORSCALE = WEIGHT_SCALE
 BLOCKED_NAME = "blocked (masked)"
@@ -40,32 +49,34 @@ def _check_blocked(blocked, shape, name="blocked") -> np.ndarray:
 
 def _cells(weights, blocked, query_tokens, key_tokens, *, query_title="query",
            key_title="key", zmin=0.0, zmax=1.0, coloraxis=None) -> list:
-    """The heatmap of one map (blocked cells NaN) and, when any cell is blocked, a grey one.
-    Cells at positions; customdata holds each cell's (query token, key token) for the hover, in
-    the trace that shows the cell only (None in the other), so the figure stays small."""
+    """The heatmap of one map (blocked cells NaN) and, when any cell is blocked, a grey one, as
+    trace dicts for unvalidated_figure. Cells at positions; customdata holds each cell's (query
+    token, key token) for the hover, in the trace that shows the cell only (None in the other),
+    so the figure stays small."""
     rows, cols = positions(query_tokens), positions(key_tokens)
     tokens = cell_tokens(query_tokens, key_tokens)  # (q, k, 2)
     where = cell_hover(query_title, key_title)
-    heatmap = go.Heatmap(
-        z=np.where(blocked, np.nan, weights), x=cols, y=rows, name="weight",
+    heatmap = dict(
+        type="heatmap", z=np.where(blocked, np.nan, weights), x=cols, y=rows, name="weight",
         hoverongaps=False, customdata=np.where(blocked[..., None], None, tokens),
         hovertemplate=f"{where}<br>weight: %{{z:.3f}}<extra></extra>")
     if coloraxis:
-        heatmap.coloraxis = coloraxis
+        heatmap["coloraxis"] = coloraxis
     else:
         heatmap.update(zmin=zmin, zmax=zmax, colorscale=COLORSCALE,
                        colorbar=dict(title=dict(text="weight")))
     traces = [heatmap]
     if blocked.any():  # grey cells, '×' in each while the map is small enough to read them
         marks = max(blocked.shape) <= MAX_MARKED_CELLS
-        traces.append(go.Heatmap(
-            z=np.where(blocked, 1.0, np.nan), x=cols, y=rows, name=BLOCKED_NAME, zmin=0, zmax=1,
-            colorscale=[[0, BLOCKED_CELL], [1, BLOCKED_CELL]], showscale=False, hoverongaps=False,
-            text=np.where(blocked, "×", "") if marks else None,
-            texttemplate="%{text}" if marks else None,
-            customdata=np.where(blocked[..., None], tokens, None),
+        grey = dict(
+            type="heatmap", z=np.where(blocked, 1.0, np.nan), x=cols, y=rows, name=BLOCKED_NAME,
+            zmin=0, zmax=1, colorscale=[[0, BLOCKED_CELL], [1, BLOCKED_CELL]], showscale=False,
+            hoverongaps=False, customdata=np.where(blocked[..., None], tokens, None),
             textfont=dict(color=BLOCKED_MARK, size=max(8, min(16, 360 // max(blocked.shape)))),
-            hovertemplate=f"{where}<br>blocked (masked)<extra></extra>"))
+            hovertemplate=f"{where}<br>blocked (masked)<extra></extra>")
+        if marks:
+            grey.update(text=np.where(blocked, "×", ""), texttemplate="%{text}")
+        traces.append(grey)
     return traces
 
 
@@ -101,16 +112,17 @@ def attention_heatmap_fig(weights, query_tokens, key_tokens, *, title=None, colo
             zmin, zmax = zmin - 1e-6, zmax + 1e-6
     else:
         raise ValueError(f'colour_scale must be "fixed" or "fit", got {colour_scale!r}')
-    fig = go.Figure(_cells(weights, blocked, rows, cols, query_title=query_title,
-                           key_title=key_title, zmin=zmin, zmax=zmax))
+    data = _cells(weights, blocked, rows, cols, query_title=query_title, key_title=key_title,
+                  zmin=zmin, zmax=zmax)
+    layout = dict(
+        xaxis=token_axis(cols, title=dict(text=key_title)),
+        yaxis=token_axis(rows, title=dict(text=query_title), autorange="reversed"),
+        showlegend=False, height=min(900, max(360, 160 + 26 * len(rows))),
+        margin=dict(l=10, r=10, t=70 if title else 30, b=10))
+    layout["title"] = {} if title is None else dict(text=title)
     if highlight_row is not None:
-        fig.add_shape(**_row_outline(_check_row(highlight_row, len(rows)), len(cols)))
-    fig.update_xaxes(**token_axis(cols, title=key_title))
-    fig.update_yaxes(**token_axis(rows, title=query_title, autorange="reversed"))
-    fig.update_layout(title=title, showlegend=False,
-                      height=min(900, max(360, 160 + 26 * len(rows))),
-                      margin=dict(l=10, r=10, t=70 if title else 30, b=10))
-    return readable(fig)
+        layout["shapes"] = [_row_outline(_check_row(highlight_row, len(rows)), len(cols))]
+    return unvalidated_figure(data, layout)
 
 
 def block_max_pool(weights, max_cells: int = 64):
@@ -161,43 +173,48 @@ def model_view_fig(weights, query_tokens, key_tokens, *, layer_labels=None, sele
     if downsampled:
         pooled = np.round(pooled, 3)
     qp, kp = pooled.shape[-2:]
-    fig = make_subplots(rows=layers, cols=heads, horizontal_spacing=0.02,
-                        vertical_spacing=min(0.06, 0.3 / max(layers, 1)),
-                        row_titles=layer_labels, column_titles=[f"head {h}" for h in range(heads)])
+    layout = subplot_layout(layers, heads, horizontal_spacing=0.02,
+                            vertical_spacing=min(0.06, 0.3 / max(layers, 1)),
+                            row_titles=layer_labels,
+                            column_titles=[f"head {h}" for h in range(heads)])
+    data = []
     for layer in range(layers):
         for head in range(heads):
             z = pooled[layer, head].astype(np.float32) if downsampled else pooled[layer, head]
-            fig.add_trace(go.Heatmap(z=z, coloraxis="coloraxis", hoverinfo="skip",
-                                     name=f"{layer_labels[layer]}, head {head}"),
-                          row=layer + 1, col=head + 1)
-            fig.add_trace(go.Scatter(
-                x=[(kp - 1) / 2], y=[(qp - 1) / 2], customdata=[[layer, head]],
+            axes = subplot_axes(layer + 1, head + 1, heads)
+            data.append(dict(type="heatmap", z=z, coloraxis="coloraxis", hoverinfo="skip",
+                             name=f"{layer_labels[layer]}, head {head}", **axes))
+            data.append(dict(
+                type="scatter", x=[(kp - 1) / 2], y=[(qp - 1) / 2], customdata=[[layer, head]],
                 text=[layer_labels[layer]], mode="markers", name="cell", showlegend=False,
                 marker=dict(size=1, opacity=0),
                 hovertemplate="%{text}, head %{customdata[1]}<br>click to open this head"
-                              "<extra></extra>"), row=layer + 1, col=head + 1)
+                              "<extra></extra>", **axes))
     if selected is not None:
         layer, head = (int(x) for x in selected)
         if not (0 <= layer < layers and 0 <= head < heads):
             raise ValueError(f"selected is {tuple(selected)} but there are {layers} layers and "
                              f"{heads} heads")
-        fig.add_shape(type="rect", xref="x domain", yref="y domain", x0=0, x1=1, y0=0, y1=1,
-                      name="selected", line=dict(color=SELECTED_COLOR, width=4),
-                      row=layer + 1, col=head + 1)
-    fig.update_xaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False)
-    fig.update_yaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False,
-                     autorange="reversed")
+        axes = subplot_axes(layer + 1, head + 1, heads)
+        layout["shapes"] = [dict(type="rect", xref=f"{axes['xaxis']} domain",
+                                 yref=f"{axes['yaxis']} domain", x0=0, x1=1, y0=0, y1=1,
+                                 name="selected", line=dict(color=SELECTED_COLOR, width=4))]
+    for key, axis in layout.items():
+        if key.startswith(("xaxis", "yaxis")):
+            axis.update(showticklabels=False, ticks="", showgrid=False, zeroline=False)
+            if key.startswith("yaxis"):
+                axis["autorange"] = "reversed"
     if title is None:
         title = f"All {layers} layers × {heads} heads ({q} queries × {k} keys)"
     if downsampled:
         title += (f"<br><sup>Downsampled to {qp} × {kp}: each cell is the max over a block of "
                   f"{fq} × {fk} cells, rounded to 3 decimals</sup>")
-    fig.update_layout(
-        title=title, coloraxis=dict(cmin=0, cmax=1, colorscale=COLORSCALE,
-                                    colorbar=dict(title=dict(text="weight"), x=1.04)),
+    layout.update(
+        title=dict(text=title), coloraxis=dict(cmin=0, cmax=1, colorscale=COLORSCALE,
+                                               colorbar=dict(title=dict(text="weight"), x=1.04)),
         height=90 + 150 * layers, margin=dict(l=10, r=10, t=90, b=10),
         hovermode="closest", hoverdistance=-1, clickmode="event+select", showlegend=False)
-    return readable(fig)
+    return unvalidated_figure(data, layout)
 
 
 def model_view_cell(points) -> tuple[int, int] | None:
@@ -236,8 +253,9 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
         raise ValueError(f"blocked keys must be among {KIND_NAMES}, got {sorted(unknown)}")
     panel_titles = list(panel_titles or [kind.label for kind in kinds])
     widths = np.array([len(tokens[k.key_side]) for k in kinds], float) + 4  # room for short ones
-    fig = make_subplots(rows=1, cols=3, subplot_titles=panel_titles, horizontal_spacing=0.07,
-                        column_widths=list(widths / widths.sum()))
+    layout = subplot_layout(1, 3, subplot_titles=panel_titles, horizontal_spacing=0.07,
+                            column_widths=list(widths / widths.sum()))
+    data, shapes = [], []
     for col, kind in enumerate(kinds, start=1):
         rows, cols = tokens[kind.query_side], tokens[kind.key_side]
         query_title, key_title = f"{kind.query_side} query", f"{kind.key_side} key"
@@ -247,28 +265,30 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
                         key_title=key_title, coloraxis="coloraxis")
         if kind.query_side == "target":  # the markers hover and pick the cells instead
             for trace in traces:
-                trace.update(hoverinfo="skip", hovertemplate=None)
+                trace["hoverinfo"] = "skip"
+                trace.pop("hovertemplate")
             traces.append(_row_picker(maps[kind.name], mask, rows, cols, query_title, key_title))
-        for trace in traces:
-            fig.add_trace(trace, row=1, col=col)
-        fig.update_xaxes(**token_axis(cols, title=key_title), row=1, col=col)
-        fig.update_yaxes(**token_axis(rows, autorange="reversed"), row=1, col=col)
-    if selected_target is not None:
-        row = _check_row(selected_target, len(tokens["target"]), name="selected_target")
-        for col, kind in enumerate(kinds, start=1):
-            if kind.query_side == "target":
-                fig.add_shape(**_row_outline(row, len(tokens[kind.key_side])), row=1, col=col)
-    fig.update_layout(
-        title=title, showlegend=False, hovermode="closest", hoverdistance=-1,
-        clickmode="event+select",
+        axes = subplot_axes(1, col, 3)
+        data += [{**trace, **axes} for trace in traces]
+        layout["xaxis" + axes["xaxis"][1:]].update(token_axis(cols, title=dict(text=key_title)))
+        layout["yaxis" + axes["yaxis"][1:]].update(token_axis(rows, autorange="reversed"))
+        if selected_target is not None and kind.query_side == "target":
+            row = _check_row(selected_target, len(tokens["target"]), name="selected_target")
+            shapes.append({**_row_outline(row, len(cols)), "xref": axes["xaxis"],
+                           "yref": axes["yaxis"]})
+    if shapes:
+        layout["shapes"] = shapes
+    layout.update(
+        showlegend=False, hovermode="closest", hoverdistance=-1, clickmode="event+select",
         coloraxis=dict(cmin=0, cmax=1, colorscale=COLORSCALE,
                        colorbar=dict(title=dict(text="weight"))),
         height=min(800, max(380, 180 + 22 * max(len(t) for t in tokens.values()))),
         margin=dict(l=10, r=10, t=90 if title else 50, b=10))
-    return readable(fig)
+    layout["title"] = {} if title is None else dict(text=title)
+    return unvalidated_figure(data, layout)
 
 
-def _row_picker(weights, blocked, rows, cols, query_title, key_title) -> go.Scatter:
+def _row_picker(weights, blocked, rows, cols, query_title, key_title) -> dict:
     """One invisible marker per cell of a target-query panel: its hover is the cell's, its
     customdata [row, query token, key token, weight or "blocked"]; a click selects its row."""
     q, k = weights.shape
@@ -277,9 +297,9 @@ def _row_picker(weights, blocked, rows, cols, query_title, key_title) -> go.Scat
     values = np.where(blocked.ravel(), "blocked (masked)",
                       np.char.mod("weight: %.3f", weights.ravel()))
     data = [[int(r), str(a), str(b), str(v)] for r, (a, b), v in zip(grid_y, names, values)]
-    return go.Scatter(
-        x=grid_x, y=grid_y, mode="markers", name=ROW_PICKER, customdata=data, showlegend=False,
-        marker=dict(size=6, opacity=0),
+    return dict(
+        type="scatter", x=grid_x, y=grid_y, mode="markers", name=ROW_PICKER, customdata=data,
+        showlegend=False, marker=dict(size=6, opacity=0),
         hovertemplate=f"{query_title} %{{y:d}} (%{{customdata[1]}})<br>{key_title} %{{x:d}} "
                       "(%{customdata[2]})<br>%{customdata[3]}<br>click to pick this row"
                       "<extra></extra>")

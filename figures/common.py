@@ -14,11 +14,17 @@ like the weights and negative red. Every colour bar has a title (colorbar).
 
 from __future__ import annotations
 
+import copy
+import functools
 import html
 import math
+import re
 import textwrap
 
 import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import get_colorscale
+from plotly.subplots import make_subplots
 
 MAX_TICKS = 60  # a longer token axis labels every k-th position (hover still names each one)
 WEIGHT_SCALE = "Blues"  # attention weights, 0 (white) .. 1 (dark blue)
@@ -56,11 +62,75 @@ def readable(fig, word_start_note: bool = True):
             for item in text:
                 texts.extend(item if isinstance(item, (list, tuple)) else [item])
     if word_start_note and any(WORD_START_MARK in str(t) for t in texts):
-        top = fig.layout.margin.t if fig.layout.margin.t is not None else 60
-        fig.update_layout(title=dict(text=fig.layout.title.text or "",
-                                     subtitle=dict(text=WORD_START_NOTE)),
-                          margin=dict(t=top + 24))
+        title, top = _word_start_subtitle(fig.layout.title.text, fig.layout.margin.t)
+        fig.update_layout(title=title, margin=dict(t=top))
     return fig
+
+
+_AXIS = re.compile(r"[xy]axis\d*")
+
+
+def _word_start_subtitle(title, top) -> dict:
+    """The title (text or dict) with WORD_START_NOTE as its subtitle, and the top margin."""
+    title = dict(title) if isinstance(title, dict) else {"text": title}
+    title["text"] = title.get("text") or ""
+    title["subtitle"] = {"text": WORD_START_NOTE}
+    return title, (top if top is not None else 60) + 24
+
+
+def unvalidated_figure(data: list[dict], layout: dict, word_start_note: bool = True) -> go.Figure:
+    """readable's finish on plain trace and layout dicts, then a figure made from them without
+    Plotly's per-property validation (measured in bench/figure_build.py: validating and copying
+    every property costs more than the rest of building a large figure). Used by the figures
+    redrawn on every layer or head change; tests/test_figures_validation.py checks that Plotly's
+    own validation accepts each of them. Axis and title texts must be written as dicts
+    (title=dict(text=...)): nothing expands Plotly's shorthands here but a colour scale's
+    name."""
+    axes = [key for key in layout if _AXIS.fullmatch(key)] or ["xaxis", "yaxis"]
+    texts = []
+    for key in axes:
+        axis = layout.setdefault(key, {})
+        axis.setdefault("tickfont", {})["color"] = TEXT_COLOUR
+        title = axis.get("title")
+        title = dict(title) if isinstance(title, dict) else {} if title is None else {"text": title}
+        title["font"] = {**title.get("font", {}), "color": TEXT_COLOUR}
+        axis["title"] = title
+        texts.extend(axis.get("ticktext") or ())
+    for trace in data:
+        text = trace.get("text")
+        if isinstance(text, (list, tuple, np.ndarray)):
+            texts.extend(np.asarray(text, dtype=object).ravel().tolist())
+    if word_start_note and any(WORD_START_MARK in str(t) for t in texts):
+        layout["title"], top = _word_start_subtitle(layout.get("title"),
+                                                    layout.get("margin", {}).get("t"))
+        layout["margin"] = {**layout.get("margin", {}), "t": top}
+    for part in [*data, *(v for k, v in layout.items() if k.startswith("coloraxis"))]:
+        if isinstance(part.get("colorscale"), str):  # as Plotly's validation expands a name
+            part["colorscale"] = get_colorscale(part["colorscale"])
+    return go.Figure({"data": data, "layout": layout}, _validate=False)
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_layout(rows: int, cols: int, options: tuple) -> dict:
+    layout = make_subplots(rows=rows, cols=cols, **{
+        key: list(value) if isinstance(value, tuple) else value for key, value in options}
+    ).layout.to_plotly_json()
+    layout.pop("template", None)  # the figure adds the default template itself
+    return layout
+
+
+def subplot_layout(rows: int, cols: int, **options) -> dict:
+    """make_subplots(rows, cols, **options)'s layout (each subplot's axes and domains, the
+    subplot titles) as a new plain dict for unvalidated_figure; cached per grid."""
+    key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items()))
+    return copy.deepcopy(_grid_layout(rows, cols, key))
+
+
+def subplot_axes(row: int, col: int, cols: int) -> dict:
+    """A trace's axis references for the subplot at (row, col), 1-based, of a make_subplots
+    grid `cols` wide: {"xaxis": "x5", "yaxis": "y5"} (subplot 1: "x", "y")."""
+    n = (row - 1) * cols + col
+    return {"xaxis": f"x{n if n > 1 else ''}", "yaxis": f"y{n if n > 1 else ''}"}
 
 
 def short_label(text: str, width: int) -> str:

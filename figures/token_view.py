@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import hex_to_rgb, qualitative
 
-from .common import plotly_text, readable, tick_text
+from .common import plotly_text, tick_text, unvalidated_figure
 
 LEVELS = 10  # opacity levels: a weight w is drawn at level ceil(w * LEVELS)
 QUERY_X, KEY_X = 0.0, 1.0
@@ -64,25 +64,25 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
     colours = list(colours) if colours is not None else [head_colour(h) for h in range(heads)]
     q_text = tick_text(query_tokens)
     k_text = tick_text(key_tokens)
-    rows = range(queries) if query_index is None else [query_index]
 
-    fig = go.Figure()
+    data = []
     for h in range(heads):
         group = f"head{h}"
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=str(head_labels[h]),
-                                 legendgroup=group, line=dict(color=colours[h], width=3),
-                                 hoverinfo="skip"))
-        shown = weights[h] >= min_weight
+        data.append(dict(type="scatter", x=[None], y=[None], mode="lines",
+                         name=str(head_labels[h]), legendgroup=group,
+                         line=dict(color=colours[h], width=3), hoverinfo="skip"))
+        drawn = (weights[h] >= min_weight) & (weights[h] > 0)  # (queries, keys)
+        if query_index is not None:
+            drawn &= (np.arange(queries) == query_index)[:, None]
         level = np.clip(np.ceil(weights[h] * LEVELS), 1, LEVELS).astype(int)
         for b in range(1, LEVELS + 1):
-            pairs = [(i, j) for i in rows for j in range(keys)
-                     if shown[i, j] and weights[h, i, j] > 0 and level[i, j] == b]
-            if not pairs:
+            query, key = np.nonzero(drawn & (level == b))  # row-major: query, then key order
+            if not len(query):
                 continue
             middle = (b - 0.5) / LEVELS  # the bucket's middle weight
-            fig.add_trace(go.Scatter(
-                x=[x for _ in pairs for x in (QUERY_X, KEY_X, None)],
-                y=[y for i, j in pairs for y in (i, j, None)],
+            data.append(dict(
+                type="scatter", x=[QUERY_X, KEY_X, None] * len(query),
+                y=np.stack([query, key, np.full(len(query), None)], axis=1).ravel().tolist(),
                 mode="lines", name=str(head_labels[h]), legendgroup=group, showlegend=False,
                 line=dict(color=_rgba(colours[h], middle), width=0.5 + 3.5 * middle),
                 hoverinfo="skip", meta={"head": h, "level": b}))
@@ -96,8 +96,9 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
                 f"{k_text[j]} {weights[h, i, j]:.4f}" for j in top))
         hover.append("<br>".join(lines))
     chosen = [query_index is None or i == query_index for i in range(queries)]
-    fig.add_trace(go.Scatter(
-        x=[QUERY_X] * queries, y=list(range(queries)), mode="markers+text", name="queries",
+    data.append(dict(
+        type="scatter", x=[QUERY_X] * queries, y=list(range(queries)), mode="markers+text",
+        name="queries",
         text=[f"<b>{t}</b>" if query_index == i else t for i, t in enumerate(q_text)],
         textposition="middle left", showlegend=False, customdata=list(range(queries)),
         textfont=dict(size=14, color=[TOKEN_COLOUR if c else DIM_COLOUR for c in chosen]),
@@ -107,26 +108,29 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
         f"<br>{plotly_text(head_labels[h])}: weight {weights[h, query_index, j]:.4f}"
         for h in range(heads)) if query_index is not None else f"key {j}: {k_text[j]}"
         for j in range(keys)]
-    fig.add_trace(go.Scatter(
-        x=[KEY_X] * keys, y=list(range(keys)), mode="markers+text", name="keys", text=k_text,
-        textposition="middle right", showlegend=False, customdata=list(range(keys)),
-        textfont=dict(size=14, color=TOKEN_COLOUR), marker=dict(size=9, color=MARKER_COLOUR),
-        hovertext=key_hover, hovertemplate="%{hovertext}<extra></extra>"))
+    data.append(dict(
+        type="scatter", x=[KEY_X] * keys, y=list(range(keys)), mode="markers+text", name="keys",
+        text=k_text, textposition="middle right", showlegend=False,
+        customdata=list(range(keys)), textfont=dict(size=14, color=TOKEN_COLOUR),
+        marker=dict(size=9, color=MARKER_COLOUR), hovertext=key_hover,
+        hovertemplate="%{hovertext}<extra></extra>"))
 
     length = max(queries, keys, 1)
-    fig.update_xaxes(visible=False, range=[-0.9, 1.9], fixedrange=True)
-    fig.update_yaxes(visible=False, range=[length - 0.5, -0.5], fixedrange=True)
-    fig.update_layout(
-        title=title, height=200 + 30 * length, hovermode="closest", plot_bgcolor="white",
-        margin=dict(l=10, r=10, t=70 if title else 30, b=40),
-        legend=dict(orientation="h", yanchor="top", y=0, x=0, title="heads: "),
-        annotations=[dict(x=QUERY_X, y=-0.5, text="queries", showarrow=False, yanchor="bottom",
-                          xanchor="right", font=dict(color=DIM_COLOUR)),
-                     dict(x=KEY_X, y=-0.5, text="keys", showarrow=False, yanchor="bottom",
-                          xanchor="left", font=dict(color=DIM_COLOUR))])
+    annotations = [dict(x=QUERY_X, y=-0.5, text="queries", showarrow=False, yanchor="bottom",
+                        xanchor="right", font=dict(color=DIM_COLOUR)),
+                   dict(x=KEY_X, y=-0.5, text="keys", showarrow=False, yanchor="bottom",
+                        xanchor="left", font=dict(color=DIM_COLOUR))]
     if queries == 0 or keys == 0:
-        fig.add_annotation(x=0.5, y=0, text="No tokens to show", showarrow=False)
-    return readable(fig)
+        annotations.append(dict(x=0.5, y=0, text="No tokens to show", showarrow=False))
+    layout = dict(
+        xaxis=dict(visible=False, range=[-0.9, 1.9], fixedrange=True),
+        yaxis=dict(visible=False, range=[length - 0.5, -0.5], fixedrange=True),
+        title={} if title is None else dict(text=title), height=200 + 30 * length,
+        hovermode="closest", plot_bgcolor="white",
+        margin=dict(l=10, r=10, t=70 if title else 30, b=40),
+        legend=dict(orientation="h", yanchor="top", y=0, x=0, title=dict(text="heads: ")),
+        annotations=annotations)
+    return unvalidated_figure(data, layout)
 
 
 def drawn_lines(fig: go.Figure) -> list[tuple[int, int, int]]:

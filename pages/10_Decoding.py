@@ -6,7 +6,7 @@ import inspect
 import numpy as np
 import streamlit as st
 
-from explorer import heads, models, player, results, state, stepping
+from explorer import heads, links, models, player, results, state, stepping
 from explorer.choices import clamp_choice, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
@@ -51,58 +51,68 @@ else:
     else:
         stepping.show_text(st, "Translation", result)
 
-source_tokens = ckpt.source_tokenizer.ids_to_pieces(ckpt.encode_source(source))
-steps, last = result.steps, len(result.steps) - 1
-player.apply_next_step()
-clamp_choice(player.STEP, last)
-st.subheader("One step")
-c0, c1, c2, c3 = st.columns([4, 1.3, 1, 1], vertical_alignment="bottom")
-t = c0.select_slider("Step", list(range(len(steps))), key=player.STEP,
-                     format_func=lambda i: f"{i}: {result.tokens[i]}")
-playing = player.is_playing(t, last)
-player.buttons((c1, c2, c3), t, last, playing)
-step, chosen_p = steps[t], float(np.exp(steps[t].log_prob))
-prefix = ckpt.target_tokenizer.ids_to_pieces([cfg.start_id] + result.token_ids[:t])
-st.markdown(figs.tokens_html(prefix + [step.token], [len(prefix)]), unsafe_allow_html=True)
-st.caption(stepping.step_caption(t, step, forced))
-c1, c2, c3 = st.columns(3)
-layer = c1.selectbox("Layer", range(cfg.num_decoder_layers), key="dec_layer")
-all_heads = c3.toggle("All heads of the layer", key="dec_all_heads")
-head = c2.selectbox("Head", range(cfg.num_heads), key="dec_head", disabled=all_heads)
-where = f"layer {layer}" + ("" if all_heads else f", head {head}")
-pick = (lambda a: a[layer]) if all_heads else (lambda a: a[layer, head])  # (H, k) or (k,)
-left, right = st.columns(2)
-left.plotly_chart(figs.top_k_fig(step.top_k, step.token_id, (step.token, step.token_id, chosen_p),
-                                 f"Next-token probabilities at step {t}"), key="dec_top_k")
-right.plotly_chart(figs.self_attention_row_fig(pick(step.self), prefix,
-                                               f"Self-attention over the prefix, {where}"),
-                   key="dec_self")
-cross_fig = figs.heads_grid_fig if all_heads else figs.step_attention_fig
-st.plotly_chart(cross_fig(pick(step.cross), source_tokens, f"Cross-attention of step {t} over "
-                          f"the source, {where}"), key="dec_cross")
-weights = np.atleast_2d(pick(step.cross)).mean(axis=0)  # one head, or the mean over heads
-st.markdown(figs.highlighted_source_html(source_tokens, weights), unsafe_allow_html=True)
-shaded_by = "the mean over heads" if all_heads else "this head"
-st.caption(f"The source shaded by the weight of {shaded_by} (relative to the largest); bold: the 3 "
-           "most attended. Hover for the weight.")
 
-if beam > 1:
+@st.fragment
+def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
+    """One step of the decode and the alignment: the step, layer and head pickers rerun them
+    alone (a fragment), never the decode (it comes in from the page's run)."""
+    cfg = ckpt.config
+    source_tokens = ckpt.source_tokenizer.ids_to_pieces(ckpt.encode_source(source))
+    steps, last = result.steps, len(result.steps) - 1
+    player.apply_next_step()
+    clamp_choice(player.STEP, last)
+    st.subheader("One step")
+    c0, c1, c2, c3 = st.columns([4, 1.3, 1, 1], vertical_alignment="bottom")
+    t = c0.select_slider("Step", list(range(len(steps))), key=player.STEP,
+                         format_func=lambda i: f"{i}: {result.tokens[i]}")
+    playing = player.is_playing(t, last)
+    player.buttons((c1, c2, c3), t, last, playing)
+    step, chosen_p = steps[t], float(np.exp(steps[t].log_prob))
+    prefix = ckpt.target_tokenizer.ids_to_pieces([cfg.start_id] + result.token_ids[:t])
+    st.markdown(figs.tokens_html(prefix + [step.token], [len(prefix)]), unsafe_allow_html=True)
+    st.caption(stepping.step_caption(t, step, forced))
+    c1, c2, c3 = st.columns(3)
+    layer = c1.selectbox("Layer", range(cfg.num_decoder_layers), key="dec_layer")
+    all_heads = c3.toggle("All heads of the layer", key="dec_all_heads")
+    head = c2.selectbox("Head", range(cfg.num_heads), key="dec_head", disabled=all_heads)
+    where = f"layer {layer}" + ("" if all_heads else f", head {head}")
+    pick = (lambda a: a[layer]) if all_heads else (lambda a: a[layer, head])  # (H, k) or (k,)
     left, right = st.columns(2)
-    left.markdown(f"**The beam after step {t}** (hypotheses alive, log-probability)")
-    left.dataframe(figs.beam_table(result.beam_steps[t]), key="dec_beam_step", hide_index=True)
-    right.markdown(f"**Final n-best** (score = log-prob / ((5 + length) / 6)^{LENGTH_PENALTY})")
-    right.dataframe(figs.nbest_table([(h.tokens, h.log_prob, length_normalised(
-        h.log_prob, len(h.token_ids), LENGTH_PENALTY)) for h in result.hypotheses]),
-        key="dec_nbest", hide_index=True)
+    left.plotly_chart(figs.top_k_fig(step.top_k, step.token_id, (step.token, step.token_id, chosen_p),
+                                     f"Next-token probabilities at step {t}"), key="dec_top_k")
+    right.plotly_chart(figs.self_attention_row_fig(pick(step.self), prefix,
+                                                   f"Self-attention over the prefix, {where}"),
+                       key="dec_self")
+    cross_fig = figs.heads_grid_fig if all_heads else figs.step_attention_fig
+    st.plotly_chart(cross_fig(pick(step.cross), source_tokens, f"Cross-attention of step {t} over "
+                              f"the source, {where}"), key="dec_cross")
+    weights = np.atleast_2d(pick(step.cross)).mean(axis=0)  # one head, or the mean over heads
+    st.markdown(figs.highlighted_source_html(source_tokens, weights), unsafe_allow_html=True)
+    shaded_by = "the mean over heads" if all_heads else "this head"
+    st.caption(f"The source shaded by the weight of {shaded_by} (relative to the largest); bold: the 3 "
+               "most attended. Hover for the weight.")
 
-st.subheader("Alignment: every step's cross-attention")
-cross = result.cross_attention()[layer]  # (H, T, N)
-matrix = cross.mean(axis=0) if all_heads else cross[head]  # as "All heads of the layer" says
-which = f"layer {layer}, " + (f"mean of its {len(cross)} heads" if all_heads else f"head {head}")
-st.plotly_chart(figs.alignment_fig(matrix, result.tokens, source_tokens, f"Alignment, {which}"),
-                key="dec_alignment")
-export_buttons(matrix, result.tokens, source_tokens, f"alignment {which}",
-               results.attention(ckpt, source, typed if forced else None), key="dec_export")
-st.caption("NPZ: every map of the teacher-forced pass on " + (
-    "your target." if forced else "the unablated greedy translation."))
-player.advance(t, playing)  # last, so the step stays on screen while it waits
+    if beam > 1:
+        left, right = st.columns(2)
+        left.markdown(f"**The beam after step {t}** (hypotheses alive, log-probability)")
+        left.dataframe(figs.beam_table(result.beam_steps[t]), key="dec_beam_step", hide_index=True)
+        right.markdown(f"**Final n-best** (score = log-prob / ((5 + length) / 6)^{LENGTH_PENALTY})")
+        right.dataframe(figs.nbest_table([(h.tokens, h.log_prob, length_normalised(
+            h.log_prob, len(h.token_ids), LENGTH_PENALTY)) for h in result.hypotheses]),
+            key="dec_nbest", hide_index=True)
+
+    st.subheader("Alignment: every step's cross-attention")
+    cross = result.cross_attention()[layer]  # (H, T, N)
+    matrix = cross.mean(axis=0) if all_heads else cross[head]  # as "All heads of the layer" says
+    which = f"layer {layer}, " + (f"mean of its {len(cross)} heads" if all_heads else f"head {head}")
+    st.plotly_chart(figs.alignment_fig(matrix, result.tokens, source_tokens, f"Alignment, {which}"),
+                    key="dec_alignment")
+    export_buttons(matrix, result.tokens, source_tokens, f"alignment {which}",
+                   results.attention(ckpt, source, typed if forced else None), key="dec_export")
+    st.caption("NPZ: every map of the teacher-forced pass on " + (
+        "your target." if forced else "the unablated greedy translation."))
+    links.follow_in_fragment()
+    player.advance(t, playing)  # last, so the step stays on screen while it waits
+
+
+one_step(ckpt, result, forced, beam, source, typed)

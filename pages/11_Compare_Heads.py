@@ -17,6 +17,95 @@ def first_index(options: list, wanted: str) -> int:
     return options.index(wanted) if wanted in options else 0
 
 
+@st.fragment
+def side_by_side(maps: dict, labels: list[str]) -> None:
+    """Several heads of the sentence: the head picker reruns this part alone (a fragment)."""
+    st.header("Side by side")
+    forget_if_not_offered("cmp_heads", labels)
+    chosen = st.multiselect("Heads (kind, layer L, head H)", labels, key="cmp_heads",
+                            default=[x for x in ("cross L0 H0", "cross L0 H1") if x in labels])
+    parts = [head_map(maps, label) for label in chosen]
+    if parts:
+        st.plotly_chart(side_by_side_fig([p[0] for p in parts], chosen, [p[1] for p in parts],
+                                         [p[2] for p in parts], title="One colour scale for all"),
+                        key="cmp_side")
+    if len(chosen) < 2:
+        st.info("Pick two or more heads to compare them.")
+    else:
+        (a, qa, ka), (b, _, _) = parts[:2]
+        if a.shape == b.shape:
+            st.plotly_chart(difference_fig(a, b, qa, ka, title=f"{chosen[0]} − {chosen[1]}"),
+                            key="cmp_diff")
+        else:
+            st.info(f"No difference map: {chosen[0]} is {a.shape[0]} × {a.shape[1]} and "
+                    f"{chosen[1]} is {b.shape[0]} × {b.shape[1]}.")
+        rows = [{"head A": x, "head B": y,
+                 "JS divergence (bits, mean over query rows)": head_divergence(m, n) if same else None,
+                 "cosine similarity": cosine_similarity(m, n) if same else None}
+                for (x, (m, _, _)), (y, (n, _, _)) in combinations(zip(chosen, parts), 2)
+                for same in [m.shape == n.shape]]
+        st.dataframe(rows, hide_index=True, key="cmp_table", placeholder="")  # empty, not "None"
+        st.caption("JS divergence: 0 = the same attention, 1 = disjoint keys. Empty cells: the two "
+                   "maps have different shapes.")
+
+
+@st.fragment
+def two_checkpoints(source: str, target) -> None:
+    """One head in two checkpoints: its pickers rerun this part alone (a fragment)."""
+    st.header("The same head in two checkpoints")
+    choices = models.model_choices()
+    run = list(models.training_checkpoints(state.default_model_choice()).values())
+    ids = list(choices)
+    c1, c2 = st.columns(2)
+    choice_a = c1.selectbox("Checkpoint A", ids, format_func=choices.get, key="cmp_ckpt_a",
+                            index=first_index(ids, run[0]) if run else 0)
+    choice_b = c2.selectbox("Checkpoint B", ids, format_func=choices.get, key="cmp_ckpt_b",
+                            index=first_index(ids, state.default_model_choice()))
+    ckpt_a, ckpt_b = models.checkpoint_for(choice_a), models.checkpoint_for(choice_b)
+    text = target if target is not None else results.translation(ckpt_a, source).text
+    maps_a, maps_b = results.attention(ckpt_a, source, text), results.attention(ckpt_b, source, text)
+    common = [label for label in labels_of_maps(maps_a) if label in set(labels_of_maps(maps_b))]
+    forget_if_not_offered("cmp_ckpt_head", common)
+    pair_label = st.selectbox("Head", common, key="cmp_ckpt_head",
+                              index=first_index(common, "cross L0 H0"))
+    st.caption(f"Both checkpoints are teacher-forced on the same target text: `{text}`.")
+    (a, qa, ka), (b, qb, kb) = head_map(maps_a, pair_label), head_map(maps_b, pair_label)
+    st.plotly_chart(side_by_side_fig([a, b], [f"A: {choices[choice_a]}", f"B: {choices[choice_b]}"],
+                                     [qa, qb], [ka, kb], title=pair_label), key="cmp_ckpt_side")
+    if (qa, ka) == (qb, kb):
+        st.plotly_chart(difference_fig(a, b, qa, ka, title=f"{pair_label}: A − B"),
+                        key="cmp_ckpt_diff")
+    else:
+        st.warning(f"The two checkpoints tokenize this sentence differently (A: `{' '.join(qa)}` "
+                   f"/ `{' '.join(ka)}`; B: `{' '.join(qb)}` / `{' '.join(kb)}`), so their maps are "
+                   "shown side by side without a difference map.")
+
+
+@st.fragment
+def over_training(source: str, target) -> None:
+    """One head over training: its pickers rerun this part alone (a fragment)."""
+    st.header("Attention over training")
+    steps = models.training_checkpoints(state.model_choice())
+    if not steps:
+        st.info("The active model has no bundled per-epoch checkpoints (files named "
+                "`<name>.epochNN.ckpt` next to it), so there is no training to follow.")
+    else:
+        forget_if_not_offered("cmp_epoch", list(steps))
+        epoch = st.select_slider("Checkpoint during training", list(steps), key="cmp_epoch")
+        ckpt_e = models.checkpoint_for(steps[epoch])
+        maps_e = results.attention(ckpt_e, source, target)
+        epoch_labels = labels_of_maps(maps_e)
+        forget_if_not_offered("cmp_train_head", epoch_labels)
+        train_label = st.selectbox("Head", epoch_labels, key="cmp_train_head",
+                                   index=first_index(epoch_labels, "cross L0 H0"))
+        translated = results.translation(ckpt_e, source).text
+        st.markdown(f"At **{epoch}** the model translates the sentence as **`{translated or ' '}`**.")
+        weights, q, k = head_map(maps_e, train_label)
+        st.plotly_chart(attention_heatmap_fig(
+            weights, q, k, title=f"{train_label} at {epoch}",
+            blocked=~maps_e[KINDS[parse_head_label(train_label)[0]].mask]), key="cmp_train_map")
+
+
 source, target = state.current_source(), state.current_target()
 maps = results.current_attention()
 labels = labels_of_maps(maps)
@@ -25,79 +114,6 @@ st.markdown("Put heads next to each other on one colour scale to see where they 
             "several heads of the sentence, one head in two checkpoints, or one head over "
             "training.")
 
-st.header("Side by side")
-forget_if_not_offered("cmp_heads", labels)
-chosen = st.multiselect("Heads (kind, layer L, head H)", labels, key="cmp_heads",
-                        default=[x for x in ("cross L0 H0", "cross L0 H1") if x in labels])
-parts = [head_map(maps, label) for label in chosen]
-if parts:
-    st.plotly_chart(side_by_side_fig([p[0] for p in parts], chosen, [p[1] for p in parts],
-                                     [p[2] for p in parts], title="One colour scale for all"),
-                    key="cmp_side")
-if len(chosen) < 2:
-    st.info("Pick two or more heads to compare them.")
-else:
-    (a, qa, ka), (b, _, _) = parts[:2]
-    if a.shape == b.shape:
-        st.plotly_chart(difference_fig(a, b, qa, ka, title=f"{chosen[0]} − {chosen[1]}"),
-                        key="cmp_diff")
-    else:
-        st.info(f"No difference map: {chosen[0]} is {a.shape[0]} × {a.shape[1]} and "
-                f"{chosen[1]} is {b.shape[0]} × {b.shape[1]}.")
-    rows = [{"head A": x, "head B": y,
-             "JS divergence (bits, mean over query rows)": head_divergence(m, n) if same else None,
-             "cosine similarity": cosine_similarity(m, n) if same else None}
-            for (x, (m, _, _)), (y, (n, _, _)) in combinations(zip(chosen, parts), 2)
-            for same in [m.shape == n.shape]]
-    st.dataframe(rows, hide_index=True, key="cmp_table", placeholder="")  # empty, not "None"
-    st.caption("JS divergence: 0 = the same attention, 1 = disjoint keys. Empty cells: the two "
-               "maps have different shapes.")
-
-st.header("The same head in two checkpoints")
-choices = models.model_choices()
-run = list(models.training_checkpoints(state.default_model_choice()).values())
-ids = list(choices)
-c1, c2 = st.columns(2)
-choice_a = c1.selectbox("Checkpoint A", ids, format_func=choices.get, key="cmp_ckpt_a",
-                        index=first_index(ids, run[0]) if run else 0)
-choice_b = c2.selectbox("Checkpoint B", ids, format_func=choices.get, key="cmp_ckpt_b",
-                        index=first_index(ids, state.default_model_choice()))
-ckpt_a, ckpt_b = models.checkpoint_for(choice_a), models.checkpoint_for(choice_b)
-text = target if target is not None else results.translation(ckpt_a, source).text
-maps_a, maps_b = results.attention(ckpt_a, source, text), results.attention(ckpt_b, source, text)
-common = [label for label in labels_of_maps(maps_a) if label in set(labels_of_maps(maps_b))]
-forget_if_not_offered("cmp_ckpt_head", common)
-pair_label = st.selectbox("Head", common, key="cmp_ckpt_head",
-                          index=first_index(common, "cross L0 H0"))
-st.caption(f"Both checkpoints are teacher-forced on the same target text: `{text}`.")
-(a, qa, ka), (b, qb, kb) = head_map(maps_a, pair_label), head_map(maps_b, pair_label)
-st.plotly_chart(side_by_side_fig([a, b], [f"A: {choices[choice_a]}", f"B: {choices[choice_b]}"],
-                                 [qa, qb], [ka, kb], title=pair_label), key="cmp_ckpt_side")
-if (qa, ka) == (qb, kb):
-    st.plotly_chart(difference_fig(a, b, qa, ka, title=f"{pair_label}: A − B"),
-                    key="cmp_ckpt_diff")
-else:
-    st.warning(f"The two checkpoints tokenize this sentence differently (A: `{' '.join(qa)}` "
-               f"/ `{' '.join(ka)}`; B: `{' '.join(qb)}` / `{' '.join(kb)}`), so their maps are "
-               "shown side by side without a difference map.")
-
-st.header("Attention over training")
-steps = models.training_checkpoints(state.model_choice())
-if not steps:
-    st.info("The active model has no bundled per-epoch checkpoints (files named "
-            "`<name>.epochNN.ckpt` next to it), so there is no training to follow.")
-else:
-    forget_if_not_offered("cmp_epoch", list(steps))
-    epoch = st.select_slider("Checkpoint during training", list(steps), key="cmp_epoch")
-    ckpt_e = models.checkpoint_for(steps[epoch])
-    maps_e = results.attention(ckpt_e, source, target)
-    epoch_labels = labels_of_maps(maps_e)
-    forget_if_not_offered("cmp_train_head", epoch_labels)
-    train_label = st.selectbox("Head", epoch_labels, key="cmp_train_head",
-                               index=first_index(epoch_labels, "cross L0 H0"))
-    translated = results.translation(ckpt_e, source).text
-    st.markdown(f"At **{epoch}** the model translates the sentence as **`{translated or ' '}`**.")
-    weights, q, k = head_map(maps_e, train_label)
-    st.plotly_chart(attention_heatmap_fig(
-        weights, q, k, title=f"{train_label} at {epoch}",
-        blocked=~maps_e[KINDS[parse_head_label(train_label)[0]].mask]), key="cmp_train_map")
+side_by_side(maps, labels)
+two_checkpoints(source, target)
+over_training(source, target)

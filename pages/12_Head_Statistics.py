@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import models, results, state
+from explorer import links, models, results, state
 from explorer.widgets import export_buttons, kind_picker
 from figures.head_stats import similarity_matrix_fig, stat_heatmap_fig
 from transformer.head_stats import CROSS_ONLY, SHARES, STATISTICS, cluster_order, statistics_table
@@ -73,23 +73,32 @@ export_buttons([[row[name] if row[name] is not None else float("nan") for name i
                list(STATISTICS), "head_statistics", results.current_attention(),
                key="stats_export")
 
-st.subheader("One statistic, layers × heads")
-c1, c2 = st.columns(2)
-kind = kind_picker("stats_kind", c1)
-stat = c2.selectbox("Statistic", list(STATISTICS), format_func=STATISTICS.get, key="stats_stat")
-if stat in CROSS_ONLY and kind.name != "cross":
-    st.info(f"**{STATISTICS[stat]}** is defined for cross-attention only: pick Cross-attention.")
-else:
-    st.plotly_chart(stat_heatmap_fig(
-        stats[kind.name][stat], f"{kind.label}: {STATISTICS[stat]}", colorbar_title=stat,
-        zmin=0.0, zmax=1.0 if stat in SHARES else None), key="stats_heatmap")
 
-st.subheader(f"Which heads attend alike: {kind.label.lower()}")
-st.markdown(
-    "Jensen–Shannon divergence (bits, 0 = the same pattern, 1 = disjoint keys) between every "
-    "pair of heads, row by row, averaged over the query rows and then over the sentences. Heads "
-    "are ordered by average-linkage hierarchical clustering, so similar heads sit together.")
-matrix = results.similarity(ckpt, sentences, kind.name, target, batched)
-labels = head_labels({kind.name: stats[kind.name]["entropy"].shape})  # layer-major
-st.plotly_chart(similarity_matrix_fig(matrix, labels, cluster_order(matrix)),
-                key="stats_similarity")
+@st.fragment
+def one_statistic(ckpt, sentences: list[str], target, batched: bool, stats: dict) -> None:
+    """One statistic as layers x heads and the heads that attend alike: the kind and statistic
+    pickers rerun them alone (a fragment)."""
+    st.subheader("One statistic, layers × heads")
+    c1, c2 = st.columns(2)
+    kind = kind_picker("stats_kind", c1)
+    stat = c2.selectbox("Statistic", list(STATISTICS), format_func=STATISTICS.get, key="stats_stat")
+    if stat in CROSS_ONLY and kind.name != "cross":
+        st.info(f"**{STATISTICS[stat]}** is defined for cross-attention only: pick Cross-attention.")
+    else:
+        st.plotly_chart(stat_heatmap_fig(
+            stats[kind.name][stat], f"{kind.label}: {STATISTICS[stat]}", colorbar_title=stat,
+            zmin=0.0, zmax=1.0 if stat in SHARES else None), key="stats_heatmap")
+
+    st.subheader(f"Which heads attend alike: {kind.label.lower()}")
+    st.markdown(
+        "Jensen–Shannon divergence (bits, 0 = the same pattern, 1 = disjoint keys) between every "
+        "pair of heads, row by row, averaged over the query rows and then over the sentences. Heads "
+        "are ordered by average-linkage hierarchical clustering, so similar heads sit together.")
+    matrix = results.similarity(ckpt, sentences, kind.name, target, batched)
+    labels = head_labels({kind.name: stats[kind.name]["entropy"].shape})  # layer-major
+    st.plotly_chart(similarity_matrix_fig(matrix, labels, cluster_order(matrix)),
+                    key="stats_similarity")
+    links.follow_in_fragment()
+
+
+one_statistic(ckpt, sentences, target, batched, stats)

@@ -18,6 +18,51 @@ def use_model_settings():
     st.session_state.update(pe_d_model=config.d_model, pe_length=config.max_len, pe_base=BASE)
 
 
+@st.fragment
+def sinusoids(ckpt, learned: bool) -> None:
+    """The sinusoid matrix, its waves and similarities: its settings rerun them alone (a
+    fragment)."""
+    config = ckpt.config
+    if st.session_state.get("pe_model") != ckpt.content_hash or "pe_d_model" not in st.session_state:
+        st.session_state.pe_model = ckpt.content_hash
+        use_model_settings()
+    cols = st.columns([1, 1, 1, 1])
+    d_model = cols[0].number_input("d_model", 1, max(1024, config.d_model), key="pe_d_model")
+    length = cols[1].number_input("Positions", 1, max(1024, config.max_len), key="pe_length")
+    base = cols[2].number_input("Base", 1.0, 1e7, step=1000.0, key="pe_base")
+    cols[3].button("Use the model's settings", on_click=use_model_settings, key="pe_reset")
+    pe = positional_encoding(length, d_model, base)
+    st.plotly_chart(positional_heatmap_fig(pe), key="pe_heatmap")
+    st.caption("PE(pos, 2i) = sin(pos / base^(2i/d_model)), "
+               "PE(pos, 2i+1) = cos(pos / base^(2i/d_model)): "
+               "each pair of dimensions turns at its own rate, fast on the left, slow on the right.")
+    if not learned and d_model == config.d_model and length <= config.max_len and base == BASE:
+        gap = np.abs(pe - results.position_codes(ckpt)[:length]).max(initial=0.0)
+        st.caption(f"These are the model's own codes (max |difference| from its layer: {gap:.2g}).")
+
+    st.subheader("Dimensions as waves")
+    default_dims = sorted({d for d in (0, 1, 2 * (d_model // 8), d_model - 2) if 0 <= d < d_model})
+    st.session_state.setdefault("pe_dims", default_dims)
+    choices.keep_offered("pe_dims", range(d_model))
+    dims = st.multiselect("Dimensions", list(range(d_model)), key="pe_dims")
+    st.plotly_chart(sinusoids_fig(pe, dims), key="pe_sinusoids")
+
+    st.subheader("Similarity between positions")
+    positions = [str(p) for p in range(length)]
+    st.plotly_chart(similarity_fig(dot_similarity(pe), positions), key="pe_similarity")
+    st.caption("PE(p) · PE(q) = Σ cos((p − q) ω_i) depends only on the offset p − q: bands "
+               "along the diagonal, brightest at p = q (d_model / 2 for even d_model).")
+
+
+@st.fragment
+def encoder_input(parts: dict) -> None:
+    """The three parts of the encoder input: the colour-scale box reruns them alone (a
+    fragment)."""
+    shared = st.checkbox("One colour scale for all three", value=True, key="pe_shared_scale")
+    st.plotly_chart(encoder_input_fig(parts["token_part"], parts["position_part"], parts["total"],
+                                      parts["tokens"], shared_scale=shared), key="pe_encoder_input")
+
+
 ckpt = models.active_checkpoint()
 config = ckpt.config
 st.title("Positional encodings")
@@ -26,35 +71,7 @@ st.markdown(f"This model adds **{config.positional}** position codes to its toke
             f"(d_model = {config.d_model}, max_len = {config.max_len}).")
 
 st.header("The sinusoidal encoding")
-if st.session_state.get("pe_model") != ckpt.content_hash or "pe_d_model" not in st.session_state:
-    st.session_state.pe_model = ckpt.content_hash
-    use_model_settings()
-cols = st.columns([1, 1, 1, 1])
-d_model = cols[0].number_input("d_model", 1, max(1024, config.d_model), key="pe_d_model")
-length = cols[1].number_input("Positions", 1, max(1024, config.max_len), key="pe_length")
-base = cols[2].number_input("Base", 1.0, 1e7, step=1000.0, key="pe_base")
-cols[3].button("Use the model's settings", on_click=use_model_settings, key="pe_reset")
-pe = positional_encoding(length, d_model, base)
-st.plotly_chart(positional_heatmap_fig(pe), key="pe_heatmap")
-st.caption("PE(pos, 2i) = sin(pos / base^(2i/d_model)), "
-           "PE(pos, 2i+1) = cos(pos / base^(2i/d_model)): "
-           "each pair of dimensions turns at its own rate, fast on the left, slow on the right.")
-if not learned and d_model == config.d_model and length <= config.max_len and base == BASE:
-    gap = np.abs(pe - results.position_codes(ckpt)[:length]).max(initial=0.0)
-    st.caption(f"These are the model's own codes (max |difference| from its layer: {gap:.2g}).")
-
-st.subheader("Dimensions as waves")
-default_dims = sorted({d for d in (0, 1, 2 * (d_model // 8), d_model - 2) if 0 <= d < d_model})
-st.session_state.setdefault("pe_dims", default_dims)
-choices.keep_offered("pe_dims", range(d_model))
-dims = st.multiselect("Dimensions", list(range(d_model)), key="pe_dims")
-st.plotly_chart(sinusoids_fig(pe, dims), key="pe_sinusoids")
-
-st.subheader("Similarity between positions")
-positions = [str(p) for p in range(length)]
-st.plotly_chart(similarity_fig(dot_similarity(pe), positions), key="pe_similarity")
-st.caption("PE(p) · PE(q) = Σ cos((p − q) ω_i) depends only on the offset p − q: bands "
-           "along the diagonal, brightest at p = q (d_model / 2 for even d_model).")
+sinusoids(ckpt, learned)
 
 st.header("Learned position embeddings")
 sinusoidal = positional_encoding(config.max_len, config.d_model)
@@ -81,6 +98,4 @@ st.markdown(f"Token embedding {scale}+ position code = what the first encoder la
 gap = np.abs(parts["token_part"] + parts["position_part"] - parts["total"]).max()
 (st.success if gap < 1e-4 else st.error)(
     f"The layer's output equals token part + position part (max |difference| {gap:.2g}).")
-shared = st.checkbox("One colour scale for all three", value=True, key="pe_shared_scale")
-st.plotly_chart(encoder_input_fig(parts["token_part"], parts["position_part"], parts["total"],
-                                  parts["tokens"], shared_scale=shared), key="pe_encoder_input")
+encoder_input(parts)

@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import models, results, state
+from explorer import links, models, results, state
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import kind_picker
 from figures.common import plotly_text, short_label
@@ -12,6 +12,65 @@ from transformer.attention import BLOCKED_SCORE
 
 DEFAULT_OTHERS = "5 Mar 2021\nWednesday, September 22, 1999"
 MAX_ROWS = 8  # batch rows run through the model at once
+
+
+@st.fragment
+def row_masks(batch: dict, names: list[str]) -> None:
+    """The decoder and memory masks of one batch row: the row picker reruns them alone (a
+    fragment)."""
+    (B, N), T = batch["source_ids"].shape, batch["target_ids"].shape[1]
+    pad, look, dec = (batch[k] for k in ("padding", "look_ahead", "decoder"))
+    reset_if_out_of_range("mask_row", B)
+    row = st.selectbox("Batch row for the decoder and memory masks", range(B),
+                       format_func=names.__getitem__, key="mask_row")
+    src_tokens, tgt_tokens = batch["source_tokens"][row], batch["target_tokens"][row]
+    positions = [str(t) for t in range(T)]
+    cols = st.columns(3)
+    cols[0].plotly_chart(mask_heatmap_fig(look, positions, positions,
+                                          f"Look-ahead mask<br>(T, T) = {look.shape}",
+                                          x_title="key position", y_title="query position"))
+    cols[1].plotly_chart(mask_heatmap_fig(dec[row, 0], tgt_tokens, tgt_tokens,
+                                          f"Decoder mask, row {row}<br>(B, 1, T, T) = {dec.shape}"))
+    cols[2].plotly_chart(mask_heatmap_fig(np.broadcast_to(pad[row, 0], (T, N)), tgt_tokens, src_tokens,
+                                          f"Memory mask, row {row}<br>(B, 1, 1, N) = {pad.shape}"))
+    st.caption("Decoder mask = target padding mask × look-ahead mask. The memory mask is the source "
+               "padding mask, broadcast by cross-attention over the T target queries: no query may "
+               "attend to source padding.")
+
+
+@st.fragment
+def masking_row(batch: dict) -> None:
+    """One masked attention row: the kind, layer, head and query pickers rerun it alone (a
+    fragment)."""
+    kind = kind_picker("mask_kind")
+    scores_all = batch[f"{kind.name}_scores"]  # (L, B, H, Tq, Tk)
+    layers, _, heads, queries, _ = scores_all.shape
+    for key, size in (("mask_layer", layers), ("mask_head", heads), ("mask_query", queries)):
+        reset_if_out_of_range(key, size)
+    c1, c2, c3 = st.columns(3)
+    layer = c1.selectbox("Layer", range(layers), key="mask_layer")
+    head = c2.selectbox("Head", range(heads), key="mask_head")
+    query_tokens, key_tokens = batch[kind.query_tokens][0], batch[kind.key_tokens][0]
+    query = c3.selectbox("Query position", range(queries), key="mask_query",
+                         format_func=lambda q: f"{q}: {query_tokens[q]}")
+    source_keys = kind.key_side == "source"
+    mask_row = batch["padding"][0, 0, 0] if source_keys else batch["decoder"][0, 0, query]
+    scores = scores_all[layer, 0, head, query]
+    weights = batch[f"{kind.name}_attention"][layer, 0, head, query]
+    st.plotly_chart(masking_row_fig(scores, mask_row, weights, key_tokens,
+                                    f"{kind.label}, layer {layer}, head {head}, query {query} "
+                                    f"({plotly_text(query_tokens[query])})",
+                                    blocked_score=BLOCKED_SCORE))
+    redone = masked_softmax(scores, mask_row, blocked_score=BLOCKED_SCORE)
+    if np.allclose(redone, weights, atol=1e-6):
+        st.success(f"softmax(masked scores) computed here in NumPy equals the model's attention row "
+                   f"(largest difference {np.abs(redone - weights).max():.1e}); blocked keys: "
+                   f"{int((mask_row == 0).sum())} of {len(mask_row)}.")
+    else:
+        st.error(f"softmax(masked scores) differs from the model's attention row by up to "
+                 f"{np.abs(redone - weights).max():.3g}.")
+    links.follow_in_fragment()
+
 
 ckpt = models.active_checkpoint()
 st.title("Masks")
@@ -41,50 +100,9 @@ st.plotly_chart(batch_mask_fig(pad[:, 0, 0], batch["source_ids"], batch["source_
                                f"Padding mask (source)<br>(B, 1, 1, N) = {pad.shape}"))
 st.plotly_chart(batch_mask_fig(tgt_pad[:, 0, 0], batch["target_ids"], batch["target_tokens"],
                                names, f"Target padding mask<br>(B, 1, 1, T) = {tgt_pad.shape}"))
-reset_if_out_of_range("mask_row", B)
-row = st.selectbox("Batch row for the decoder and memory masks", range(B),
-                   format_func=names.__getitem__, key="mask_row")
-src_tokens, tgt_tokens = batch["source_tokens"][row], batch["target_tokens"][row]
-positions = [str(t) for t in range(T)]
-cols = st.columns(3)
-cols[0].plotly_chart(mask_heatmap_fig(look, positions, positions,
-                                      f"Look-ahead mask<br>(T, T) = {look.shape}",
-                                      x_title="key position", y_title="query position"))
-cols[1].plotly_chart(mask_heatmap_fig(dec[row, 0], tgt_tokens, tgt_tokens,
-                                      f"Decoder mask, row {row}<br>(B, 1, T, T) = {dec.shape}"))
-cols[2].plotly_chart(mask_heatmap_fig(np.broadcast_to(pad[row, 0], (T, N)), tgt_tokens, src_tokens,
-                                      f"Memory mask, row {row}<br>(B, 1, 1, N) = {pad.shape}"))
-st.caption("Decoder mask = target padding mask × look-ahead mask. The memory mask is the source "
-           "padding mask, broadcast by cross-attention over the T target queries: no query may "
-           "attend to source padding.")
+row_masks(batch, names)
 
 st.subheader("What masking does to one attention row")
 st.markdown("Row 0 (the sidebar's sentence) inside the padded batch, so padding blocks some keys "
             "when another sentence is longer.")
-kind = kind_picker("mask_kind")
-scores_all = batch[f"{kind.name}_scores"]  # (L, B, H, Tq, Tk)
-layers, _, heads, queries, _ = scores_all.shape
-for key, size in (("mask_layer", layers), ("mask_head", heads), ("mask_query", queries)):
-    reset_if_out_of_range(key, size)
-c1, c2, c3 = st.columns(3)
-layer = c1.selectbox("Layer", range(layers), key="mask_layer")
-head = c2.selectbox("Head", range(heads), key="mask_head")
-query_tokens, key_tokens = batch[kind.query_tokens][0], batch[kind.key_tokens][0]
-query = c3.selectbox("Query position", range(queries), key="mask_query",
-                     format_func=lambda q: f"{q}: {query_tokens[q]}")
-source_keys = kind.key_side == "source"
-mask_row = batch["padding"][0, 0, 0] if source_keys else batch["decoder"][0, 0, query]
-scores = scores_all[layer, 0, head, query]
-weights = batch[f"{kind.name}_attention"][layer, 0, head, query]
-st.plotly_chart(masking_row_fig(scores, mask_row, weights, key_tokens,
-                                f"{kind.label}, layer {layer}, head {head}, query {query} "
-                                f"({plotly_text(query_tokens[query])})",
-                                blocked_score=BLOCKED_SCORE))
-redone = masked_softmax(scores, mask_row, blocked_score=BLOCKED_SCORE)
-if np.allclose(redone, weights, atol=1e-6):
-    st.success(f"softmax(masked scores) computed here in NumPy equals the model's attention row "
-               f"(largest difference {np.abs(redone - weights).max():.1e}); blocked keys: "
-               f"{int((mask_row == 0).sum())} of {len(mask_row)}.")
-else:
-    st.error(f"softmax(masked scores) differs from the model's attention row by up to "
-             f"{np.abs(redone - weights).max():.3g}.")
+masking_row(batch)

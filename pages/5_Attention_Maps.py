@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import results
+from explorer import links, results
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker, scroll_into_view
 from figures.attention import attention_heatmap_fig, model_view_cell, model_view_fig
@@ -21,46 +21,53 @@ def open_clicked_head() -> None:
         st.session_state["attn_scroll"] = True
 
 
-maps = results.current_attention()
 st.title("Attention maps")
 st.markdown(
     "Each row is a **query** token, each column a **key** token; a cell is the weight the query "
     "gives the key in one head (every row sums to 1). Grey cells marked × are **blocked** by the "
     "mask (weight exactly 0), which is not the same as a small weight.")
 
-c1, c2 = st.columns([3, 2])
-kind = kind_picker("attn_kind", c1)
-decoder_side = kind.query_side == "target"
-rows_label = c2.radio("Row labels (decoder kinds)", list(ROWS), horizontal=True, key="attn_rows",
-                      disabled=not decoder_side,
-                      help="Row t is fed the decoder input t and predicts output t.")
-weights = maps[kind.name]  # (layers, heads, q, k)
-layers, heads = weights.shape[:2]
-reset_if_out_of_range("attn_layer", layers)
-reset_if_out_of_range("attn_head", heads)
 
-c1, c2, c3 = st.columns(3)
-layer = c1.selectbox("Layer", range(layers), key="attn_layer")
-head = c2.selectbox("Head", range(heads), key="attn_head")
-scale_label = c3.radio("Colour scale", list(SCALES), horizontal=True, key="attn_scale")
+@st.fragment
+def views(maps: dict) -> None:
+    """Everything a kind, layer, head or scale change redraws: it reruns alone (a fragment)."""
+    c1, c2 = st.columns([3, 2])
+    kind = kind_picker("attn_kind", c1)
+    decoder_side = kind.query_side == "target"
+    rows_label = c2.radio("Row labels (decoder kinds)", list(ROWS), horizontal=True, key="attn_rows",
+                          disabled=not decoder_side,
+                          help="Row t is fed the decoder input t and predicts output t.")
+    weights = maps[kind.name]  # (layers, heads, q, k)
+    layers, heads = weights.shape[:2]
+    reset_if_out_of_range("attn_layer", layers)
+    reset_if_out_of_range("attn_head", heads)
 
-query_tokens = maps[ROWS[rows_label]] if decoder_side else maps["source_tokens"]
-key_tokens = maps[kind.key_tokens]
-matrix = weights[layer, head]
-title = f"{kind.label}, layer {layer}, head {head}"
-st.container(key="attn_opened").plotly_chart(attention_heatmap_fig(
-    matrix, query_tokens, key_tokens, title=title, colour_scale=SCALES[scale_label],
-    blocked=~maps[kind.mask], query_title=f"{kind.query_side} query",
-    key_title=f"{kind.key_side} key"), key="attn_heatmap")
-export_buttons(matrix, query_tokens, key_tokens, f"{kind.name}_layer{layer}_head{head}", maps,
-               key="attn_export")
+    c1, c2, c3 = st.columns(3)
+    layer = c1.selectbox("Layer", range(layers), key="attn_layer")
+    head = c2.selectbox("Head", range(heads), key="attn_head")
+    scale_label = c3.radio("Colour scale", list(SCALES), horizontal=True, key="attn_scale")
 
-st.subheader("Model view: every layer and head")
-st.caption("Click a thumbnail to open that head above: the page scrolls up to it (or use the "
-           "Layer and Head pickers). The red outline marks the head shown.")
-st.plotly_chart(
-    model_view_fig(weights, query_tokens, key_tokens, selected=(layer, head),
-                   title=f"{kind.label}: {layers} layers × {heads} heads"),
-    key="attn_model_view", on_select=open_clicked_head, selection_mode="points")
-if st.session_state.pop("attn_scroll", False):
-    scroll_into_view("attn_opened")  # the opened head, above the model view
+    query_tokens = maps[ROWS[rows_label]] if decoder_side else maps["source_tokens"]
+    key_tokens = maps[kind.key_tokens]
+    matrix = weights[layer, head]
+    title = f"{kind.label}, layer {layer}, head {head}"
+    st.container(key="attn_opened").plotly_chart(attention_heatmap_fig(
+        matrix, query_tokens, key_tokens, title=title, colour_scale=SCALES[scale_label],
+        blocked=~maps[kind.mask], query_title=f"{kind.query_side} query",
+        key_title=f"{kind.key_side} key"), key="attn_heatmap")
+    export_buttons(matrix, query_tokens, key_tokens, f"{kind.name}_layer{layer}_head{head}", maps,
+                   key="attn_export")
+
+    st.subheader("Model view: every layer and head")
+    st.caption("Click a thumbnail to open that head above: the page scrolls up to it (or use the "
+               "Layer and Head pickers). The red outline marks the head shown.")
+    st.plotly_chart(
+        model_view_fig(weights, query_tokens, key_tokens, selected=(layer, head),
+                       title=f"{kind.label}: {layers} layers × {heads} heads"),
+        key="attn_model_view", on_select=open_clicked_head, selection_mode="points")
+    if st.session_state.pop("attn_scroll", False):
+        scroll_into_view("attn_opened")  # the opened head, above the model view
+    links.follow_in_fragment()
+
+
+views(results.current_attention())

@@ -3,7 +3,7 @@ highlighted in the decoder and cross panels."""
 
 import streamlit as st
 
-from explorer import results
+from explorer import links, results
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
 from figures.attention import clicked_row, linked_view_fig, top_keys
@@ -19,7 +19,6 @@ def pick_clicked_row() -> None:
         st.session_state["link_target"] = row
 
 
-maps = results.current_attention()
 st.title("Linked view")
 st.markdown(
     "The three attentions of one head side by side. Pick a target position (or click its row "
@@ -27,42 +26,50 @@ st.markdown(
     "earlier target tokens it looks at) and in cross-attention (which source tokens it looks "
     "at).")
 
-enc_layers, heads = maps["encoder"].shape[:2]
-dec_layers = maps["decoder"].shape[0]
-source_tokens, target_tokens = maps["source_tokens"], maps["target_tokens"]
-output_tokens = maps["output_tokens"]
-for key, size in (("link_layer", dec_layers), ("link_head", heads),
-                  ("link_target", len(output_tokens))):
-    reset_if_out_of_range(key, size)
 
-c1, c2 = st.columns(2)
-layer = c1.selectbox("Layer", range(dec_layers), key="link_layer",
-                     help="The decoder's layer; the encoder panel shows the same layer number, "
-                          "or the encoder's last layer when it has fewer.")
-head = c2.selectbox("Head", range(heads), key="link_head")
-target = st.selectbox("Target token (the row that predicts it)", range(len(output_tokens)),
-                      key="link_target", format_func=lambda t: f"{t}: {output_tokens[t]}")
+@st.fragment
+def views(maps: dict) -> None:
+    """The layer, head and target row pickers and what they show: rerun alone (a fragment)."""
+    enc_layers, heads = maps["encoder"].shape[:2]
+    dec_layers = maps["decoder"].shape[0]
+    source_tokens, target_tokens = maps["source_tokens"], maps["target_tokens"]
+    output_tokens = maps["output_tokens"]
+    for key, size in (("link_layer", dec_layers), ("link_head", heads),
+                      ("link_target", len(output_tokens))):
+        reset_if_out_of_range(key, size)
 
-enc_layer = min(layer, enc_layers - 1)
-layers = {name: enc_layer if kind.stack == "encoder" else layer for name, kind in KINDS.items()}
-panels = {name: maps[name][layers[name], head] for name in KINDS}  # (q, k) each
-blocked = {name: ~maps[kind.mask] for name, kind in KINDS.items()}
-st.plotly_chart(linked_view_fig(
-    *panels.values(), source_tokens, target_tokens, selected_target=target, blocked=blocked,
-    panel_titles=[f"Encoder self, layer {enc_layer}", f"Decoder self, layer {layer}",
-                  f"Cross, layer {layer}"],
-    title=f"Head {head}: target row {target} (input {plotly_text(target_tokens[target])} → "
-          f"predicts {plotly_text(output_tokens[target])})"), key="link_fig",
-    on_select=pick_clicked_row, selection_mode="points")
+    c1, c2 = st.columns(2)
+    layer = c1.selectbox("Layer", range(dec_layers), key="link_layer",
+                         help="The decoder's layer; the encoder panel shows the same layer number, "
+                              "or the encoder's last layer when it has fewer.")
+    head = c2.selectbox("Head", range(heads), key="link_head")
+    target = st.selectbox("Target token (the row that predicts it)", range(len(output_tokens)),
+                          key="link_target", format_func=lambda t: f"{t}: {output_tokens[t]}")
 
-st.markdown(f"**Row {target}** (fed `{target_tokens[target]}`, predicts "
-            f"`{output_tokens[target]}`) attends most, in cross-attention, to:")
-top = top_keys(panels["cross"][target], source_tokens, k=3, blocked=blocked["cross"][target])
-st.markdown("\n".join(f"{rank}. `{token}` (source position {pos}): weight **{weight:.3f}**"
-                      for rank, (pos, token, weight) in enumerate(top, start=1)))
+    enc_layer = min(layer, enc_layers - 1)
+    layers = {name: enc_layer if kind.stack == "encoder" else layer for name, kind in KINDS.items()}
+    panels = {name: maps[name][layers[name], head] for name in KINDS}  # (q, k) each
+    blocked = {name: ~maps[kind.mask] for name, kind in KINDS.items()}
+    st.plotly_chart(linked_view_fig(
+        *panels.values(), source_tokens, target_tokens, selected_target=target, blocked=blocked,
+        panel_titles=[f"Encoder self, layer {enc_layer}", f"Decoder self, layer {layer}",
+                      f"Cross, layer {layer}"],
+        title=f"Head {head}: target row {target} (input {plotly_text(target_tokens[target])} → "
+              f"predicts {plotly_text(output_tokens[target])})"), key="link_fig",
+        on_select=pick_clicked_row, selection_mode="points")
 
-st.subheader("Export")
-kind = kind_picker("link_export", label="Matrix to export as CSV")
-export_buttons(panels[kind.name], maps[kind.query_tokens], maps[kind.key_tokens],
-               f"{kind.name}_layer{layers[kind.name]}_head{head}", maps,
-               key="link_export_buttons")
+    st.markdown(f"**Row {target}** (fed `{target_tokens[target]}`, predicts "
+                f"`{output_tokens[target]}`) attends most, in cross-attention, to:")
+    top = top_keys(panels["cross"][target], source_tokens, k=3, blocked=blocked["cross"][target])
+    st.markdown("\n".join(f"{rank}. `{token}` (source position {pos}): weight **{weight:.3f}**"
+                          for rank, (pos, token, weight) in enumerate(top, start=1)))
+
+    st.subheader("Export")
+    kind = kind_picker("link_export", label="Matrix to export as CSV")
+    export_buttons(panels[kind.name], maps[kind.query_tokens], maps[kind.key_tokens],
+                   f"{kind.name}_layer{layers[kind.name]}_head{head}", maps,
+                   key="link_export_buttons")
+    links.follow_in_fragment()
+
+
+views(results.current_attention())

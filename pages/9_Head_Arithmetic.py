@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import results
+from explorer import links, results
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
 from figures.arithmetic import (
@@ -26,56 +26,64 @@ st.markdown(
     "One head, one query token, with the model's real numbers: the query row **q** meets every "
     "key row of **K** (q·Kᵀ / √d_k), blocked keys are masked, the softmax turns the scores into "
     "weights, and the weights mix the value rows of **V** into the head's output for this token.")
-maps = results.current_attention(details=True)
-kind = kind_picker("arith_kind")
-name = kind.name
-n_layers, n_heads, n_queries, _ = maps[name].shape
-for key, size in (("arith_layer", n_layers), ("arith_head", n_heads), ("arith_query", n_queries)):
-    reset_if_out_of_range(key, size)
-query_tokens, key_tokens = maps[kind.query_tokens], maps[kind.key_tokens]
-c1, c2, c3 = st.columns(3)
-layer = c1.selectbox("Layer", range(n_layers), key="arith_layer")
-head = c2.selectbox("Head", range(n_heads), key="arith_head", format_func=lambda h: f"head {h}")
-query = c3.selectbox("Query token", range(n_queries), key="arith_query",
-                     format_func=lambda q: f"{q}: {query_tokens[q]}")
 
-K, V = maps[f"{name}_k"][layer, head], maps[f"{name}_v"][layer, head]  # (k_len, d_k) each
-r = head_arithmetic(maps[f"{name}_q"][layer, head, query], K, V, maps[kind.mask][query],
-                    blocked_score=BLOCKED_SCORE)
-dims, d_k = dimension_labels(r["d_k"]), r["d_k"]
-where = (f"{kind.label}, layer {layer}, head {head}, query {query} "
-         f"({plotly_text(query_tokens[query])})")
 
-st.subheader("1. The query row q and the key matrix K")
-st.plotly_chart(vector_fig(r["q"], dims, f"q: {where}<br>(d_k,) = ({d_k},)", name="q"),
-                key="arith_q_fig")
-st.plotly_chart(matrix_fig(K, key_tokens, dims, f"K: one row per key<br>(k_len, d_k) = {K.shape}",
-                           name="k"), key="arith_k_fig")
+@st.fragment
+def views(maps: dict) -> None:
+    """The kind, layer, head and query pickers and every step they show: rerun alone (a fragment)."""
+    kind = kind_picker("arith_kind")
+    name = kind.name
+    n_layers, n_heads, n_queries, _ = maps[name].shape
+    for key, size in (("arith_layer", n_layers), ("arith_head", n_heads), ("arith_query", n_queries)):
+        reset_if_out_of_range(key, size)
+    query_tokens, key_tokens = maps[kind.query_tokens], maps[kind.key_tokens]
+    c1, c2, c3 = st.columns(3)
+    layer = c1.selectbox("Layer", range(n_layers), key="arith_layer")
+    head = c2.selectbox("Head", range(n_heads), key="arith_head", format_func=lambda h: f"head {h}")
+    query = c3.selectbox("Query token", range(n_queries), key="arith_query",
+                         format_func=lambda q: f"{q}: {query_tokens[q]}")
 
-st.subheader("2. Scores, mask and softmax")
-st.markdown(f"d_k = {d_k}, so the dot products are divided by √{d_k} = {d_k ** 0.5:.4f}. "
-            "Blocked keys (mask 0) get −10⁹ added before the softmax and end with weight "
-            "exactly 0.")
-st.plotly_chart(score_steps_fig(r, key_tokens, where), key="arith_steps_fig")
-score_diff = max_abs_difference(r["scaled"], maps[f"{name}_scores"][layer, head, query])
-weight_diff = max_abs_difference(r["weights"], maps[name][layer, head, query])
-m1, m2 = st.columns(2)
-m1.metric("max |q·Kᵀ/√d_k − model's scores|", f"{score_diff:.2e}")
-m2.metric("max |softmax here − model's attention row|", f"{weight_diff:.2e}")
-if weight_diff < TOLERANCE:
-    st.success(f"The softmax computed here from the model's q and K equals the model's attention "
-               f"row (largest difference {weight_diff:.1e} < {TOLERANCE:g}).")
-else:
-    st.error(f"The softmax computed here differs from the model's attention row by up to "
-             f"{weight_diff:.3g}.")
+    K, V = maps[f"{name}_k"][layer, head], maps[f"{name}_v"][layer, head]  # (k_len, d_k) each
+    r = head_arithmetic(maps[f"{name}_q"][layer, head, query], K, V, maps[kind.mask][query],
+                        blocked_score=BLOCKED_SCORE)
+    dims, d_k = dimension_labels(r["d_k"]), r["d_k"]
+    where = (f"{kind.label}, layer {layer}, head {head}, query {query} "
+             f"({plotly_text(query_tokens[query])})")
 
-st.subheader("3. The values V and their weighted sum")
-st.plotly_chart(matrix_fig(V, key_tokens, dims, f"V: one row per key<br>(k_len, d_k) = {V.shape}",
-                           name="v"), key="arith_v_fig")
-st.plotly_chart(contributions_fig(r["weighted_values"], r["context"], key_tokens),
-                key="arith_context_fig")
-st.caption("The context vector is this head's output for the query; the heads' outputs are "
-           "concatenated and projected by the output layer (W_O).")
-table, columns = steps_table(r)
-export_buttons(table, columns, key_tokens, f"{name}_layer{layer}_head{head}_query{query}_steps",
-               maps, key="arith_export")
+    st.subheader("1. The query row q and the key matrix K")
+    st.plotly_chart(vector_fig(r["q"], dims, f"q: {where}<br>(d_k,) = ({d_k},)", name="q"),
+                    key="arith_q_fig")
+    st.plotly_chart(matrix_fig(K, key_tokens, dims, f"K: one row per key<br>(k_len, d_k) = {K.shape}",
+                               name="k"), key="arith_k_fig")
+
+    st.subheader("2. Scores, mask and softmax")
+    st.markdown(f"d_k = {d_k}, so the dot products are divided by √{d_k} = {d_k ** 0.5:.4f}. "
+                "Blocked keys (mask 0) get −10⁹ added before the softmax and end with weight "
+                "exactly 0.")
+    st.plotly_chart(score_steps_fig(r, key_tokens, where), key="arith_steps_fig")
+    score_diff = max_abs_difference(r["scaled"], maps[f"{name}_scores"][layer, head, query])
+    weight_diff = max_abs_difference(r["weights"], maps[name][layer, head, query])
+    m1, m2 = st.columns(2)
+    m1.metric("max |q·Kᵀ/√d_k − model's scores|", f"{score_diff:.2e}")
+    m2.metric("max |softmax here − model's attention row|", f"{weight_diff:.2e}")
+    if weight_diff < TOLERANCE:
+        st.success(f"The softmax computed here from the model's q and K equals the model's attention "
+                   f"row (largest difference {weight_diff:.1e} < {TOLERANCE:g}).")
+    else:
+        st.error(f"The softmax computed here differs from the model's attention row by up to "
+                 f"{weight_diff:.3g}.")
+
+    st.subheader("3. The values V and their weighted sum")
+    st.plotly_chart(matrix_fig(V, key_tokens, dims, f"V: one row per key<br>(k_len, d_k) = {V.shape}",
+                               name="v"), key="arith_v_fig")
+    st.plotly_chart(contributions_fig(r["weighted_values"], r["context"], key_tokens),
+                    key="arith_context_fig")
+    st.caption("The context vector is this head's output for the query; the heads' outputs are "
+               "concatenated and projected by the output layer (W_O).")
+    table, columns = steps_table(r)
+    export_buttons(table, columns, key_tokens, f"{name}_layer{layer}_head{head}_query{query}_steps",
+                   maps, key="arith_export")
+    links.follow_in_fragment()
+
+
+views(results.current_attention(details=True))
