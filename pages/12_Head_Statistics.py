@@ -54,6 +54,7 @@ else:
     if not sentences:
         st.info("No sentences to compute over: paste some, one per line, or pick another "
                 "source above.")
+        links.finish()  # st.stop() ends the run before app.py would write the URL and link
         st.stop()
 batched = source != "current"  # the sidebar's sentence with its target; others as one batch
 maps_list = results.sentence_maps(ckpt, sentences, target, batched)

@@ -88,3 +88,14 @@ def test_another_page_writes_its_own_choices(app):
     at = app.switch_page("pages/6_Linked_View.py").run()
     at = set_widget(at, "selectbox", "link_head", 1)
     assert at.query_params == {"link_head": "1"}
+
+
+def test_a_page_that_stops_early_still_writes_the_url_and_the_link(app):
+    """Head statistics stops when there are no pasted sentences: the URL and the sidebar's
+    link still follow the sentence."""
+    at = app.switch_page("pages/12_Head_Statistics.py").run()
+    at = set_widget(at, "radio", "stats_source", "pasted")
+    assert any("No sentences to compute over" in i.value for i in at.info)
+    at = set_widget(at, "text_input", state.SOURCE, "Tuesday, May 2, 2000")
+    assert at.query_params["src"] == "Tuesday, May 2, 2000"
+    assert any("Tuesday" in m.value for m in at.sidebar.markdown if "```" in m.value)
