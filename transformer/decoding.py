@@ -316,35 +316,42 @@ def _fetch(out):
 class _SharedLoop:
     """One compiled decode loop for every model of one architecture (config).
 
-    The loop is traced with the model's weights as inputs: while tracing, a
-    keras.StatelessScope maps the variables of the model being called (the template) to those
-    inputs, so the graph reads no model's variables and any model of the same config runs it
-    with its own weights. Opening another checkpoint of a known architecture (the bundled
-    epochs, a retrained model) therefore traces nothing.
+    The loop is traced with the model's variables as inputs (their resource handles, read once
+    at the start of the loop): while tracing, a keras.StatelessScope maps the variables of the
+    model being called (the template) to those reads, so the graph holds no model's weights
+    and any model of the same config runs it with its own. Opening another checkpoint of a
+    known architecture (the bundled epochs, a retrained model) therefore traces nothing.
+    (Handles, not values: passing a value costs an eager read per weight and every call.)
     """
 
     def __init__(self, model, make_loop, signature, xla):
-        weights = [tf.TensorSpec(w.shape, w.dtype) for w in model.weights]
+        shapes = [(tuple(w.shape), w.dtype) for w in model.weights]
+        handles = [tf.TensorSpec([], tf.resource)] * len(shapes)
         self._template = None  # a weak reference to the model whose call traces
         self._lock = threading.Lock()
 
-        def run(weight_values, *args):
+        def run(weight_handles, *args):
             template = self._template()
-            with keras.StatelessScope(list(zip(template.weights, weight_values))):
+            values = []
+            for handle, (shape, dtype) in zip(weight_handles, shapes):
+                value = tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
+                value.set_shape(shape)  # the config fixes every shape
+                values.append(value)
+            with keras.StatelessScope(list(zip(template.weights, values))):
                 return make_loop(template)(*args)
 
         # autograph=False: the loop is an explicit tf.while_loop and the model's Python loops
         # run over its layers at trace time; no source conversion makes the trace quicker.
-        self.fn = tf.function(run, input_signature=[weights] + signature, jit_compile=xla or None,
+        self.fn = tf.function(run, input_signature=[handles] + signature, jit_compile=xla or None,
                               autograph=False)
 
     def __call__(self, model, *args):
-        weights = [w.value for w in model.weights]  # the backend's tf.Variables: no copy
+        handles = [w.value.handle for w in model.weights]  # the backend's tf.Variables
         with self._lock:  # only while the first call traces: the template must stay alive
             if self.fn.experimental_get_tracing_count() == 0:
                 self._template = weakref.ref(model)
-                return self.fn(weights, *args)
-        return self.fn(weights, *args)
+                return self.fn(handles, *args)
+        return self.fn(handles, *args)
 
     def tracing_count(self) -> int:
         return self.fn.experimental_get_tracing_count()
