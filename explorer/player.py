@@ -1,8 +1,10 @@
 """The step player of the decoding page: previous, next, and play through a decode's steps.
 
-Playing shows a step, waits, and reruns the script for the next one. The next step is carried
-across the rerun in NEXT_STEP and applied before the step slider is drawn again (a widget's
-value cannot change once it is drawn in a run).
+Playing shows a step, waits, and reruns the step view (the page's fragment that draws the
+player) for the next one: the fragment alone, never the page around it, so a tick neither
+redraws the sidebar nor reaches the decode. The next step is carried across the rerun in
+NEXT_STEP and applied before the step slider is drawn again (a widget's value cannot change
+once it is drawn in a run).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import time
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 STEP = "dec_step"  # the step slider
 PLAYING, NEXT_STEP = "dec_playing", "dec_play_next"
@@ -40,13 +43,23 @@ def is_playing(step: int, last: int) -> bool:
     return st.session_state.get(PLAYING, False) and step < last
 
 
+def rerun_scope() -> str:
+    """"fragment" while this run is a fragment's rerun (a click on Play, which the fragment
+    draws, or the fragment's own st.rerun), else "app": Streamlit refuses a fragment-scoped
+    rerun during a run of the whole page (a sidebar change while playing; AppTest, which always
+    runs the whole script), so such a run plays on by rerunning the whole page."""
+    ctx = get_script_run_ctx()
+    return "fragment" if ctx is not None and ctx.fragment_ids_this_run else "app"
+
+
 def advance(step: int, playing: bool) -> None:
-    """At the end of the page: while playing, wait with the step on screen, then rerun for the
-    next one; else remember that the player stopped."""
+    """At the end of the step view (a fragment): while playing, wait with the step on screen,
+    then rerun the fragment alone for the next one (the whole page when this run is the whole
+    page's: rerun_scope); else remember that the player stopped."""
     if playing:
         time.sleep(PLAY_DELAY)
         st.session_state[NEXT_STEP] = step + 1
-        st.rerun()
+        st.rerun(scope=rerun_scope())
     st.session_state[PLAYING] = playing
 
 

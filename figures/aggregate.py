@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .common import (
     WEIGHT_SCALE,
@@ -17,8 +16,11 @@ from .common import (
     check_matrix,
     colorbar,
     positions,
-    readable,
+    subplot_axes,
+    subplot_layout,
+    title_dict,
     token_axis,
+    unvalidated_figure,
 )
 
 COLOUR_SCALE = WEIGHT_SCALE
@@ -43,28 +45,31 @@ def layer_grid_fig(maps, query_tokens, key_tokens, titles, *, zmax: float | None
     """maps (L, q, k), e.g. one per layer, as L heatmaps side by side: query tokens down, key
     tokens across (cells at positions, ticked with the tokens as they are), one colour axis from
     0 to zmax (default: the largest value of any map, at most 1: the maps are weights).
-    Hover shows query and key (position and token) and the value to 4 decimals."""
+    Hover shows query and key (position and token) and the value to 4 decimals. Built as dicts
+    (figures.common.unvalidated_figure): redrawn on every kind or layer change."""
     rows, cols = [str(t) for t in query_tokens], [str(t) for t in key_tokens]
     maps = _check_maps(maps, len(rows), len(cols), titles)
     tokens = cell_tokens(rows, cols)  # (q, k, 2)
     if zmax is None:
         zmax = min(float(maps.max()), 1.0) if maps.size and maps.max() > 0 else 1.0
-    fig = make_subplots(rows=1, cols=max(len(maps), 1), subplot_titles=list(titles),
-                        shared_yaxes=True, horizontal_spacing=0.04)
-    for i, matrix in enumerate(maps):
-        fig.add_trace(go.Heatmap(
-            z=matrix, x=positions(cols), y=positions(rows), coloraxis="coloraxis", xgap=1,
-            ygap=1, name=titles[i], customdata=tokens,
-            hovertemplate=f"{titles[i]}<br>{cell_hover(y_title, x_title)}<br>"
-                          "value %{z:.4f}<extra></extra>"), row=1, col=i + 1)
-    fig.update_xaxes(**token_axis(cols, title=x_title))
-    fig.update_yaxes(**token_axis(rows, autorange="reversed"))
-    fig.update_yaxes(title=y_title, row=1, col=1)
-    fig.update_layout(title=title, coloraxis=dict(colorscale=COLOUR_SCALE, cmin=0.0, cmax=zmax,
-                                                     colorbar=colorbar("weight")),
-                      height=max(360, 200 + 24 * len(rows)),
-                      margin=dict(l=10, r=10, t=90 if title else 60, b=10))
-    return readable(fig)
+    data = [dict(
+        type="heatmap", z=matrix, x=positions(cols), y=positions(rows), coloraxis="coloraxis",
+        xgap=1, ygap=1, name=titles[i], customdata=tokens,
+        hovertemplate=f"{titles[i]}<br>{cell_hover(y_title, x_title)}<br>"
+                      "value %{z:.4f}<extra></extra>", **subplot_axes(1, i + 1, len(maps)))
+        for i, matrix in enumerate(maps)]
+    layout = subplot_layout(1, max(len(maps), 1), subplot_titles=list(titles),
+                            shared_yaxes=True, horizontal_spacing=0.04)
+    for name in [k for k in layout if k.startswith(("xaxis", "yaxis"))]:
+        layout[name].update(token_axis(cols, title=dict(text=x_title)) if name[0] == "x" else
+                            token_axis(rows, autorange="reversed"))
+    layout["yaxis"]["title"] = dict(text=y_title)
+    layout.update(title=title_dict(title),
+                  coloraxis=dict(colorscale=COLOUR_SCALE, cmin=0.0, cmax=zmax,
+                                 colorbar=colorbar("weight")),
+                  height=max(360, 200 + 24 * len(rows)),
+                  margin=dict(l=10, r=10, t=90 if title else 60, b=10))
+    return unvalidated_figure(data, layout)
 
 
 def stacked_table(maps, query_tokens, titles) -> tuple[np.ndarray, list[str]]:

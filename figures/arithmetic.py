@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .common import (
     DIVERGING_SCALE,
@@ -22,9 +21,12 @@ from .common import (
     colorbar,
     number_text,
     positions,
-    readable,
+    subplot_axes,
+    subplot_layout,
     tick_text,
+    title_dict,
     token_axis,
+    unvalidated_figure,
 )
 from .masks import BLOCKED_COLOR, MASK_COLORSCALE
 
@@ -109,20 +111,22 @@ def _axis_hover(title: str, axis: str, labels, index: int) -> str:
 
 def _heatmap(z, x_labels, y_labels, *, colorscale, zmid=None, zmin=None, zmax=None,
              name="value", text_format=".3f", showscale=False, x_title="dimension",
-             y_title=None) -> go.Heatmap:
-    """Cells at positions. Hover names the row (y_title and position, or only the row's label
-    when y_title is None) and the column (x_title and position, and its label unless the labels
-    are the positions); customdata holds each cell's (row label, column label)."""
+             y_title=None) -> dict:
+    """Cells at positions, as a trace dict for figures.common.unvalidated_figure. Hover names
+    the row (y_title and position, or only the row's label when y_title is None) and the column
+    (x_title and position, and its label unless the labels are the positions); customdata holds
+    each cell's (row label, column label)."""
     z = np.asarray(z, dtype=float)
     row = _axis_hover(y_title, "y", y_labels, 0) if y_title else "%{customdata[0]}"
     where = f"{row}<br>{_axis_hover(x_title, 'x', x_labels, 1)}"
-    return go.Heatmap(
-        z=z, x=positions(x_labels), y=positions(y_labels), colorscale=colorscale, zmid=zmid,
-        zmin=zmin, zmax=zmax, showscale=showscale, xgap=1, ygap=1, name=name,
+    trace = dict(
+        type="heatmap", z=z, x=positions(x_labels), y=positions(y_labels), colorscale=colorscale,
+        zmid=zmid, zmin=zmin, zmax=zmax, showscale=showscale, xgap=1, ygap=1, name=name,
         colorbar=colorbar(name) if showscale else None,
         customdata=cell_tokens(y_labels, x_labels), hoverongaps=False,
         texttemplate=f"%{{z:{text_format}}}" if z.shape[-1] <= MAX_CELL_TEXT else None,
         hovertemplate=f"{where}<br>{name} %{{z:.6f}}<extra></extra>")
+    return {key: value for key, value in trace.items() if value is not None}
 
 
 def vector_fig(values, labels, title: str, *, x_title: str = "dimension",
@@ -131,12 +135,11 @@ def vector_fig(values, labels, title: str, *, x_title: str = "dimension",
     values = np.asarray(values, dtype=float)
     if values.ndim != 1 or values.shape[0] != len(labels):
         raise ValueError(f"values have shape {values.shape} but there are {len(labels)} labels")
-    fig = go.Figure(_heatmap(values[None], labels, [name], colorscale=VALUE_SCALE, zmid=0,
-                             name=name, showscale=True, x_title=x_title))
-    fig.update_xaxes(**token_axis(labels, title=x_title))
-    fig.update_yaxes(**token_axis([name]))
-    fig.update_layout(title=title, height=230, margin=dict(l=10, r=10, t=60, b=10))
-    return readable(fig)
+    trace = _heatmap(values[None], labels, [name], colorscale=VALUE_SCALE, zmid=0, name=name,
+                     showscale=True, x_title=x_title)
+    layout = dict(xaxis=token_axis(labels, title=dict(text=x_title)), yaxis=token_axis([name]),
+                  title=title_dict(title), height=230, margin=dict(l=10, r=10, t=60, b=10))
+    return unvalidated_figure([trace], layout)
 
 
 def matrix_fig(matrix, row_labels, col_labels, title: str, *, x_title: str = "dimension",
@@ -147,19 +150,25 @@ def matrix_fig(matrix, row_labels, col_labels, title: str, *, x_title: str = "di
     if matrix.ndim != 2 or matrix.shape != (len(row_labels), len(col_labels)):
         raise ValueError(f"matrix has shape {matrix.shape} but there are {len(row_labels)} row "
                          f"and {len(col_labels)} column labels")
-    fig = go.Figure(_heatmap(matrix, col_labels, row_labels, colorscale=VALUE_SCALE, zmid=0,
-                             name=name, showscale=True, x_title=x_title, y_title=y_title))
-    fig.update_xaxes(**token_axis(col_labels, title=x_title))
-    fig.update_yaxes(**token_axis(row_labels, title=y_title, autorange="reversed"))
-    fig.update_layout(title=title, height=max(260, 120 + 24 * len(row_labels)),
-                      margin=dict(l=10, r=10, t=60, b=10))
-    return readable(fig)
+    trace = _heatmap(matrix, col_labels, row_labels, colorscale=VALUE_SCALE, zmid=0, name=name,
+                     showscale=True, x_title=x_title, y_title=y_title)
+    layout = dict(xaxis=token_axis(col_labels, title=dict(text=x_title)),
+                  yaxis=token_axis(row_labels, title=dict(text=y_title), autorange="reversed"),
+                  title=title_dict(title), height=max(260, 120 + 24 * len(row_labels)),
+                  margin=dict(l=10, r=10, t=60, b=10))
+    return unvalidated_figure([trace], layout)
+
+
+def _axis_names(layout: dict, letter: str) -> list[str]:
+    """The layout's axes of one letter ("x": xaxis, xaxis2, ...), as update_xaxes reaches them."""
+    return [key for key in layout if key.startswith(f"{letter}axis")]
 
 
 def score_steps_fig(result: dict, key_tokens, title: str | None = None) -> go.Figure:
     """The steps over the keys, one row each: q·Kᵀ, ÷√d_k, the mask, the masked scores (blocked
     keys drawn grey and labelled with the blocked score, unblocked keys with their score) and
-    the softmax weights. result: head_arithmetic's dict (its "blocked_score" labels the row)."""
+    the softmax weights. result: head_arithmetic's dict (its "blocked_score" labels the row).
+    Built as dicts (figures.common.unvalidated_figure): redrawn on every head or query change."""
     keys = list(key_tokens)
     if result["dots"].shape != (len(keys),):
         raise ValueError(f"the result has {result['dots'].shape[0]} keys but there are "
@@ -167,10 +176,9 @@ def score_steps_fig(result: dict, key_tokens, title: str | None = None) -> go.Fi
     allowed = result["mask"] != 0
     blocked_text = number_text(result["blocked_score"])
     titles = step_titles(result["blocked_score"])
-    fig = make_subplots(rows=len(STEPS), cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=[f"{n + 1}. {label}" for n, label in enumerate(titles)])
     scale = float(np.abs(result["scaled"]).max()) if len(keys) else 1.0
     axes = dict(x_title="key", y_title=None)  # rows named by their step, keys by position
+    data = []
     for row, ((key, _), label) in enumerate(zip(STEPS, titles), start=1):
         values = result[key]
         if key == "mask":
@@ -185,28 +193,34 @@ def score_steps_fig(result: dict, key_tokens, title: str | None = None) -> go.Fi
             bound = float(np.abs(values).max(initial=0.0)) if key == "dots" else scale
             trace = _heatmap(shown[None], keys, [label], colorscale=VALUE_SCALE, zmid=0,
                              zmin=-bound, zmax=bound, name=key, **axes)
-        fig.add_trace(trace, row=row, col=1)
+        data.append({**trace, **subplot_axes(row, 1, 1)})
         if key == "masked" and not allowed.all():
             # Only blocked cells carry the blocked label: a constant texttemplate would be
             # written on every cell, over the real scores of the unblocked ones.
             marks = len(keys) <= MAX_CELL_TEXT
-            data = np.empty((1, len(keys), 2), dtype=object)
-            data[0, :, 0], data[0, :, 1] = tick_text(keys), values
-            fig.add_trace(go.Heatmap(
-                z=np.where(allowed, np.nan, 1.0)[None], x=positions(keys), y=[0],
+            cells = np.empty((1, len(keys), 2), dtype=object)
+            cells[0, :, 0], cells[0, :, 1] = tick_text(keys), values
+            grey = dict(
+                type="heatmap", z=np.where(allowed, np.nan, 1.0)[None], x=positions(keys), y=[0],
                 showscale=False, colorscale=[[0, BLOCKED_COLOR], [1, BLOCKED_COLOR]], xgap=1,
-                ygap=1, name="blocked", customdata=data, hoverongaps=False,
-                text=np.where(allowed, "", blocked_text)[None] if marks else None,
-                texttemplate="%{text}" if marks else None,
+                ygap=1, name="blocked", customdata=cells, hoverongaps=False,
                 hovertemplate=f"key %{{x:d}} (%{{customdata[0]}}): blocked<br>score + "
-                              f"({blocked_text}) = %{{customdata[1]:.6g}}<extra></extra>"),
-                row=row, col=1)
-    fig.update_xaxes(**token_axis(keys))
-    fig.update_xaxes(title="key", row=len(STEPS), col=1)
-    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
-    fig.update_layout(title=title, height=560, margin=dict(l=10, r=10, t=80 if title else 40,
-                                                           b=10))
-    return readable(fig)
+                              f"({blocked_text}) = %{{customdata[1]:.6g}}<extra></extra>",
+                **subplot_axes(row, 1, 1))
+            if marks:
+                grey.update(text=np.where(allowed, "", blocked_text)[None],
+                            texttemplate="%{text}")
+            data.append(grey)
+    layout = subplot_layout(len(STEPS), 1, shared_xaxes=True, vertical_spacing=0.06,
+                            subplot_titles=[f"{n + 1}. {label}" for n, label in enumerate(titles)])
+    for name in _axis_names(layout, "x"):
+        layout[name].update(token_axis(keys))
+    layout[f"xaxis{len(STEPS)}"]["title"] = dict(text="key")
+    for name in _axis_names(layout, "y"):
+        layout[name].update(showticklabels=False, showgrid=False, zeroline=False)
+    layout.update(title=title_dict(title), height=560,
+                  margin=dict(l=10, r=10, t=80 if title else 40, b=10))
+    return unvalidated_figure(data, layout)
 
 
 def contributions_fig(weighted_values, context, key_tokens, title: str | None = None
@@ -225,19 +239,22 @@ def contributions_fig(weighted_values, context, key_tokens, title: str | None = 
     dims = dimension_labels(context.shape[0])
     bound = max(float(np.abs(weighted_values).max(initial=0.0)),
                 float(np.abs(context).max(initial=0.0)), 1e-9)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        row_heights=[max(len(keys), 1), 1.5],
-                        subplot_titles=("w_j · V_j: each key's weighted value row",
-                                        "Σ_j w_j · V_j: the head's output (context) for the query"))
-    fig.add_trace(_heatmap(weighted_values, dims, keys, colorscale=VALUE_SCALE, zmid=0,
-                           zmin=-bound, zmax=bound, name="w·v", showscale=True, y_title="key"),
-                  row=1, col=1)
-    fig.add_trace(_heatmap(context[None], dims, ["context"], colorscale=VALUE_SCALE, zmid=0,
-                           zmin=-bound, zmax=bound, name="context"), row=2, col=1)
-    fig.update_xaxes(**token_axis(dims))
-    fig.update_xaxes(title="dimension", row=2, col=1)
-    fig.update_yaxes(**token_axis(keys, autorange="reversed"), row=1, col=1)
-    fig.update_yaxes(**token_axis(["context"]), row=2, col=1)
-    fig.update_layout(title=title, height=max(360, 200 + 24 * len(keys)),
-                      margin=dict(l=10, r=10, t=80 if title else 50, b=10))
-    return readable(fig)
+    data = [
+        {**_heatmap(weighted_values, dims, keys, colorscale=VALUE_SCALE, zmid=0, zmin=-bound,
+                    zmax=bound, name="w·v", showscale=True, y_title="key"),
+         **subplot_axes(1, 1, 1)},
+        {**_heatmap(context[None], dims, ["context"], colorscale=VALUE_SCALE, zmid=0,
+                    zmin=-bound, zmax=bound, name="context"), **subplot_axes(2, 1, 1)},
+    ]
+    layout = subplot_layout(
+        2, 1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[max(len(keys), 1), 1.5],
+        subplot_titles=["w_j · V_j: each key's weighted value row",
+                        "Σ_j w_j · V_j: the head's output (context) for the query"])
+    for name in _axis_names(layout, "x"):
+        layout[name].update(token_axis(dims))
+    layout["xaxis2"]["title"] = dict(text="dimension")
+    layout["yaxis"].update(token_axis(keys, autorange="reversed"))
+    layout["yaxis2"].update(token_axis(["context"]))
+    layout.update(title=title_dict(title), height=max(360, 200 + 24 * len(keys)),
+                  margin=dict(l=10, r=10, t=80 if title else 50, b=10))
+    return unvalidated_figure(data, layout)

@@ -22,8 +22,8 @@ import re
 import textwrap
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
-from plotly.colors import get_colorscale
 from plotly.subplots import make_subplots
 
 MAX_TICKS = 60  # a longer token axis labels every k-th position (hover still names each one)
@@ -106,8 +106,28 @@ def unvalidated_figure(data: list[dict], layout: dict, word_start_note: bool = T
         layout["margin"] = {**layout.get("margin", {}), "t": top}
     for part in [*data, *(v for k, v in layout.items() if k.startswith("coloraxis"))]:
         if isinstance(part.get("colorscale"), str):  # as Plotly's validation expands a name
-            part["colorscale"] = get_colorscale(part["colorscale"])
+            part["colorscale"] = named_colorscale(part["colorscale"])
     return go.Figure({"data": data, "layout": layout}, _validate=False)
+
+
+def title_dict(text) -> dict:
+    """A figure title for unvalidated_figure's layout: {"text": text}, or {} for None."""
+    return {} if text is None else {"text": text}
+
+
+def named_colorscale(name: str) -> list[list]:
+    """A colour scale's name ("RdBu", "Blues_r") as the [[stop, colour], ...] list Plotly's
+    validation makes of it: its colours at stops i / (n - 1), the same floats to the last bit
+    (plotly.colors.get_colorscale's stops differ in the last bit)."""
+    reverse = name.lower().endswith("_r")
+    wanted = name.lower()[:-2] if reverse else name.lower()
+    for module in (plotly.colors.sequential, plotly.colors.diverging, plotly.colors.cyclical):
+        colours = {key.lower(): value for key, value in vars(module).items()
+                   if isinstance(value, list) and not key.startswith("_")}.get(wanted)
+        if colours:
+            colours = colours[::-1] if reverse else colours
+            return [[i / (len(colours) - 1), colour] for i, colour in enumerate(colours)]
+    return [list(stop) for stop in plotly.colors.get_colorscale(name)]
 
 
 @functools.lru_cache(maxsize=64)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from transformer.kinds import KIND_NAMES, head_label
 
@@ -23,8 +22,12 @@ from .common import (
     diverging,
     positions,
     readable,
+    subplot_axes,
+    subplot_layout,
     tick_text,
+    title_dict,
     token_axis,
+    unvalidated_figure,
 )
 
 COLOUR_SCALE = WEIGHT_SCALE
@@ -48,7 +51,7 @@ def side_by_side_fig(maps, titles, query_tokens, key_tokens, *, zmax: float | No
     """Several (q, k) maps side by side on ONE colour axis, 0 .. zmax (default: the largest
     value of any map). query_tokens / key_tokens: one list shared by every map, or one list per
     map (maps of different sizes). Hover shows query and key (position and token) and the weight
-    to 3 decimals."""
+    to 3 decimals. Built as dicts (figures.common.unvalidated_figure), as difference_fig."""
     maps = list(maps)
     titles = [str(t) for t in titles]
     if not maps:
@@ -62,23 +65,25 @@ def side_by_side_fig(maps, titles, query_tokens, key_tokens, *, zmax: float | No
     if zmax is None:
         zmax = max(float(np.nanmax(m)) if m.size else 0.0 for m in matrices)
         zmax = zmax if zmax > 0 else 1.0
-    fig = make_subplots(rows=1, cols=len(maps), subplot_titles=titles, horizontal_spacing=0.05)
-    for i, (matrix, q, k) in enumerate(zip(matrices, queries, keys)):
-        fig.add_trace(go.Heatmap(
-            z=matrix, x=positions(k), y=positions(q), coloraxis="coloraxis", name=titles[i],
-            xgap=1, ygap=1, customdata=cell_tokens(q, k),
-            hovertemplate=f"{titles[i]}<br>{cell_hover()}<br>weight %{{z:.3f}}<extra></extra>"),
-            row=1, col=i + 1)
-        fig.update_xaxes(**token_axis(k, title="key"), row=1, col=i + 1)
-        fig.update_yaxes(**token_axis(q, autorange="reversed"), row=1, col=i + 1)
-    fig.update_yaxes(title="query", row=1, col=1)
+    data = [dict(
+        type="heatmap", z=matrix, x=positions(k), y=positions(q), coloraxis="coloraxis",
+        name=titles[i], xgap=1, ygap=1, customdata=cell_tokens(q, k),
+        hovertemplate=f"{titles[i]}<br>{cell_hover()}<br>weight %{{z:.3f}}<extra></extra>",
+        **subplot_axes(1, i + 1, len(maps))) for i, (matrix, q, k) in enumerate(
+            zip(matrices, queries, keys))]
+    layout = subplot_layout(1, len(maps), subplot_titles=titles, horizontal_spacing=0.05)
+    for i, (q, k) in enumerate(zip(queries, keys)):
+        axes = subplot_axes(1, i + 1, len(maps))  # {"xaxis": "x2", ...}: layout keys xaxis2
+        layout["xaxis" + axes["xaxis"][1:]].update(token_axis(k, title=dict(text="key")))
+        layout["yaxis" + axes["yaxis"][1:]].update(token_axis(q, autorange="reversed"))
+    layout["yaxis"]["title"] = dict(text="query")
     longest = max(len(q) for q in queries)
-    fig.update_layout(title=title, showlegend=False,
-                      coloraxis=dict(colorscale=COLOUR_SCALE, cmin=0.0, cmax=float(zmax),
-                                     colorbar=dict(title=dict(text="weight"))),
-                      height=min(900, max(380, 200 + 24 * longest)),
-                      margin=dict(l=10, r=10, t=90 if title else 60, b=10))
-    return readable(fig)
+    layout.update(title=title_dict(title), showlegend=False,
+                  coloraxis=dict(colorscale=COLOUR_SCALE, cmin=0.0, cmax=float(zmax),
+                                 colorbar=dict(title=dict(text="weight"))),
+                  height=min(900, max(380, 200 + 24 * longest)),
+                  margin=dict(l=10, r=10, t=90 if title else 60, b=10))
+    return unvalidated_figure(data, layout)
 
 
 def difference_fig(a, b, query_tokens, key_tokens, title: str | None = None) -> go.Figure:
@@ -93,16 +98,16 @@ def difference_fig(a, b, query_tokens, key_tokens, title: str | None = None) -> 
     bound = float(np.nanmax(np.abs(diff))) if diff.size else 0.0  # 0: diverging widens it
     data = np.concatenate([cell_tokens(rows, cols), np.stack([a, b], axis=-1).astype(object)],
                           axis=-1)  # (q, k, 4): query token, key token, a, b
-    fig = go.Figure(go.Heatmap(
-        z=diff, x=positions(cols), y=positions(rows), customdata=data, name="difference",
-        **diverging(bound), xgap=1, ygap=1, colorbar=colorbar("a − b"),
+    heatmap = dict(
+        type="heatmap", z=diff, x=positions(cols), y=positions(rows), customdata=data,
+        name="difference", **diverging(bound), xgap=1, ygap=1, colorbar=colorbar("a − b"),
         hovertemplate=f"{cell_hover()}<br>a %{{customdata[2]:.3f}} − b "
-                      "%{customdata[3]:.3f}<br>difference %{z:.3f}<extra></extra>"))
-    fig.update_xaxes(**token_axis(cols, title="key"))
-    fig.update_yaxes(**token_axis(rows, title="query", autorange="reversed"))
-    fig.update_layout(title=title, height=min(900, max(360, 160 + 26 * len(rows))),
-                      margin=dict(l=10, r=10, t=70 if title else 30, b=10))
-    return readable(fig)
+                      "%{customdata[3]:.3f}<br>difference %{z:.3f}<extra></extra>")
+    layout = dict(xaxis=token_axis(cols, title=dict(text="key")),
+                  yaxis=token_axis(rows, title=dict(text="query"), autorange="reversed"),
+                  title=title_dict(title), height=min(900, max(360, 160 + 26 * len(rows))),
+                  margin=dict(l=10, r=10, t=70 if title else 30, b=10))
+    return unvalidated_figure([heatmap], layout)
 
 
 def importance_fig(entries, title: str | None = None) -> go.Figure:

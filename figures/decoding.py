@@ -4,8 +4,10 @@ tokens as inline HTML, and beam tables.
 Inputs are what transformer.decoding records per step (DecodeStep.top_k, .cross (L, H, N),
 .self (L, H, t + 1)); the callers slice a layer (and a head) out. Pure: NumPy and Plotly only.
 Token axes put cells and bars at positions, ticked with the tokens as they are
-(figures.common.token_axis); hover names position and token. Head labels and head masks for
-ablation are transformer.kinds' (head_labels, head_masks).
+(figures.common.token_axis); hover names position and token. The figures are built as dicts
+(figures.common.unvalidated_figure): the decoding page redraws them on every step while
+playing. Head labels and head masks for ablation are transformer.kinds' (head_labels,
+head_masks).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .common import (
     WEIGHT_SCALE,
@@ -25,9 +26,12 @@ from .common import (
     check_matrix,
     colorbar,
     positions,
-    readable,
+    subplot_axes,
+    subplot_layout,
     tick_text,
+    title_dict,
     token_axis,
+    unvalidated_figure,
 )
 
 CHOSEN_COLOR, OTHER_COLOR = "#ea580c", "#94a3b8"
@@ -52,15 +56,15 @@ def top_k_fig(top_k, chosen_id: int, chosen=None, title: str | None = None) -> g
     ids = [int(i) for _, i, _ in rows]
     probs = [float(p) for _, _, p in rows]
     colors = [CHOSEN_COLOR if i == int(chosen_id) else OTHER_COLOR for i in ids]
-    fig = go.Figure(go.Bar(
-        x=probs, y=positions(tokens), orientation="h", marker_color=colors, customdata=ids,
-        hovertext=tick_text(tokens), text=[f"{p:.3f}" for p in probs], textposition="auto",
-        hovertemplate="%{hovertext} (id %{customdata})<br>p = %{x:.3f}<extra></extra>"))
-    fig.update_layout(title=title, height=max(240, 120 + 34 * len(rows)),
-                      margin=_margin(title))
-    fig.update_xaxes(title="probability", range=[0, 1])
-    fig.update_yaxes(**token_axis(tokens, autorange="reversed"))
-    return readable(fig)
+    bars = dict(
+        type="bar", x=probs, y=positions(tokens), orientation="h", marker=dict(color=colors),
+        customdata=ids, hovertext=tick_text(tokens), text=[f"{p:.3f}" for p in probs],
+        textposition="auto",
+        hovertemplate="%{hovertext} (id %{customdata})<br>p = %{x:.3f}<extra></extra>")
+    layout = dict(title=title_dict(title), height=max(240, 120 + 34 * len(rows)),
+                  margin=_margin(title), xaxis=dict(title=dict(text="probability"), range=[0, 1]),
+                  yaxis=token_axis(tokens, autorange="reversed"))
+    return unvalidated_figure([bars], layout)
 
 
 def step_attention_fig(weights, source_tokens, title: str | None = None) -> go.Figure:
@@ -70,40 +74,41 @@ def step_attention_fig(weights, source_tokens, title: str | None = None) -> go.F
     weights = np.asarray(weights, dtype=float)
     if weights.ndim == 1:
         _check_row(weights, len(sources), "source tokens")
-        fig = go.Figure(_bars(weights, sources, "source"))
-        fig.update_yaxes(title="weight", rangemode="tozero")
+        trace = _bars(weights, sources, "source")
+        yaxis = dict(title=dict(text="weight"), rangemode="tozero")
         height = 300
     else:
         weights = check_matrix(weights, cols=len(sources), name="weights")
         heads = [f"head {h}" for h in range(weights.shape[0])]
-        fig = go.Figure(_heatmap(weights, sources, heads, "source"))
-        fig.update_yaxes(type="category", autorange="reversed")
+        trace = _heatmap(weights, sources, heads, "source")
+        yaxis = dict(type="category", autorange="reversed")
         height = 160 + 34 * len(heads)
-    fig.update_xaxes(**token_axis(sources, title="source token"))
-    fig.update_layout(title=title, height=height, margin=_margin(title))
-    return readable(fig)
+    layout = dict(xaxis=token_axis(sources, title=dict(text="source token")), yaxis=yaxis,
+                  title=title_dict(title), height=height, margin=_margin(title))
+    return unvalidated_figure([trace], layout)
 
 
 def heads_grid_fig(weights, source_tokens, title: str | None = None, columns: int = 2
                    ) -> go.Figure:
-    """Small multiples: one bar chart per head of one layer's (H, N) step weights, same scale."""
+    """Small multiples: one bar chart per head of one layer's (H, N) step weights, same scale.
+    """
     sources = list(source_tokens)
     weights = check_matrix(weights, cols=len(sources), name="weights")
     heads = weights.shape[0]
     columns = max(1, min(columns, heads))
     rows = math.ceil(heads / columns)
     height = 80 + 260 * rows
-    fig = make_subplots(rows=rows, cols=columns, shared_yaxes=True,
-                        vertical_spacing=min(0.5, 110 / height),  # room for the tick labels
-                        subplot_titles=[f"head {h}" for h in range(heads)])
-    for h in range(heads):
-        fig.add_trace(_bars(weights[h], sources, "source", name=f"head {h}"),
-                      row=h // columns + 1, col=h % columns + 1)
-    fig.update_xaxes(**token_axis(sources))
-    fig.update_yaxes(range=[0, max(1e-9, float(weights.max(initial=0))) * 1.1])
-    fig.update_layout(title=title, height=height, showlegend=False,
-                      margin=_margin(title, 80))
-    return readable(fig)
+    data = [{**_bars(weights[h], sources, "source", name=f"head {h}"),
+             **subplot_axes(h // columns + 1, h % columns + 1, columns)} for h in range(heads)]
+    layout = subplot_layout(rows, columns, shared_yaxes=True,
+                            vertical_spacing=min(0.5, 110 / height),  # room for the tick labels
+                            subplot_titles=[f"head {h}" for h in range(heads)])
+    top = max(1e-9, float(weights.max(initial=0))) * 1.1
+    for axis in [key for key in layout if key.startswith(("xaxis", "yaxis"))]:
+        layout[axis].update(token_axis(sources) if axis[0] == "x" else dict(range=[0, top]))
+    layout.update(title=title_dict(title), height=height, showlegend=False,
+                  margin=_margin(title, 80))
+    return unvalidated_figure(data, layout)
 
 
 def self_attention_row_fig(weights, prefix_tokens, title: str | None = None) -> go.Figure:
@@ -117,12 +122,11 @@ def self_attention_row_fig(weights, prefix_tokens, title: str | None = None) -> 
     else:
         weights = check_matrix(weights, cols=len(prefix), name="weights")
         rows = [f"head {h}" for h in range(weights.shape[0])]
-    fig = go.Figure(_heatmap(weights, prefix, rows, "prefix", text=len(prefix) <= 24))
-    fig.update_xaxes(**token_axis(prefix, title="prefix token (decoder input)"))
-    fig.update_yaxes(type="category", autorange="reversed")
-    fig.update_layout(title=title, height=170 + 34 * len(rows),
-                      margin=_margin(title))
-    return readable(fig)
+    layout = dict(xaxis=token_axis(prefix, title=dict(text="prefix token (decoder input)")),
+                  yaxis=dict(type="category", autorange="reversed"), title=title_dict(title),
+                  height=170 + 34 * len(rows), margin=_margin(title))
+    return unvalidated_figure([_heatmap(weights, prefix, rows, "prefix", text=len(prefix) <= 24)],
+                              layout)
 
 
 def alignment_fig(matrix, target_tokens, source_tokens, title: str | None = None) -> go.Figure:
@@ -130,37 +134,40 @@ def alignment_fig(matrix, target_tokens, source_tokens, title: str | None = None
     target token t. Both axes at positions, ticked with the tokens as they are."""
     targets, sources = list(target_tokens), list(source_tokens)
     matrix = check_matrix(matrix, len(targets), len(sources), name="alignment")
-    fig = go.Figure(go.Heatmap(
-        z=matrix, x=positions(sources), y=positions(targets), zmin=0, zmax=1,
+    heatmap = dict(
+        type="heatmap", z=matrix, x=positions(sources), y=positions(targets), zmin=0, zmax=1,
         colorscale=ATTENTION_SCALE, xgap=1, ygap=1, customdata=cell_tokens(targets, sources),
         colorbar=colorbar("weight"),
-        hovertemplate=f"{cell_hover('target', 'source')}<br>weight %{{z:.3f}}<extra></extra>"))
-    fig.update_xaxes(**token_axis(sources, title="source token"))
-    fig.update_yaxes(**token_axis(targets, title="generated token", autorange="reversed"))
-    fig.update_layout(title=title, height=max(340, 160 + 26 * len(targets)),
-                      margin=_margin(title))
-    return readable(fig)
+        hovertemplate=f"{cell_hover('target', 'source')}<br>weight %{{z:.3f}}<extra></extra>")
+    layout = dict(xaxis=token_axis(sources, title=dict(text="source token")),
+                  yaxis=token_axis(targets, title=dict(text="generated token"),
+                                   autorange="reversed"),
+                  title=title_dict(title), height=max(340, 160 + 26 * len(targets)),
+                  margin=_margin(title))
+    return unvalidated_figure([heatmap], layout)
 
-def _heatmap(z, tokens, rows, side: str, text: bool = False) -> go.Heatmap:
+def _heatmap(z, tokens, rows, side: str, text: bool = False) -> dict:
     """Weights with one row per entry of `rows` (category labels such as "head 0") and one
-    column per token, at its position; hover "source 3 (5)<br>head 0"."""
+    column per token, at its position, as a trace dict; hover "source 3 (5)<br>head 0"."""
     z = np.asarray(z)
     names = np.broadcast_to(np.array(tick_text(tokens), dtype=object)[None, :], z.shape)
-    return go.Heatmap(z=z, x=positions(tokens), y=rows, zmin=0, zmax=1,
-                      colorscale=ATTENTION_SCALE, xgap=1, ygap=1, customdata=names,
-                      colorbar=colorbar("weight"),
-                      texttemplate="%{z:.2f}" if text else None,
-                      hovertemplate=f"{side} %{{x:d}} (%{{customdata}})<br>%{{y}}<br>"
-                                    "weight %{z:.3f}<extra></extra>")
+    heatmap = dict(type="heatmap", z=z, x=positions(tokens), y=rows, zmin=0, zmax=1,
+                   colorscale=ATTENTION_SCALE, xgap=1, ygap=1, customdata=names,
+                   colorbar=colorbar("weight"),
+                   hovertemplate=f"{side} %{{x:d}} (%{{customdata}})<br>%{{y}}<br>"
+                                 "weight %{z:.3f}<extra></extra>")
+    return {**heatmap, "texttemplate": "%{z:.2f}"} if text else heatmap
 
 
-def _bars(weights, tokens, side: str, name: str | None = None) -> go.Bar:
-    """One bar per token, at its position; hover "head 0<br>source 3 (5)<br>weight 0.250"."""
+def _bars(weights, tokens, side: str, name: str | None = None) -> dict:
+    """One bar per token, at its position, as a trace dict; hover "head 0<br>source 3 (5)<br>
+    weight 0.250"."""
     head = f"{name}<br>" if name else ""
-    return go.Bar(x=positions(tokens), y=weights, name=name, marker_color=HIGHLIGHT_COLOR,
-                  customdata=tick_text(tokens),
-                  hovertemplate=f"{head}{side} %{{x:d}} (%{{customdata}})<br>weight %{{y:.3f}}"
-                                "<extra></extra>")
+    bars = dict(type="bar", x=positions(tokens), y=weights, marker=dict(color=HIGHLIGHT_COLOR),
+                customdata=tick_text(tokens),
+                hovertemplate=f"{head}{side} %{{x:d}} (%{{customdata}})<br>weight %{{y:.3f}}"
+                              "<extra></extra>")
+    return bars if name is None else {**bars, "name": name}
 
 
 def _margin(title, top: int = 60) -> dict:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .common import (
     CHAR_PX,
@@ -24,9 +23,12 @@ from .common import (
     number_text,
     plotly_text,
     positions,
-    readable,
+    subplot_axes,
+    subplot_layout,
     tick_text,
+    title_dict,
     token_axis,
+    unvalidated_figure,
 )
 
 ALLOWED_COLOR, BLOCKED_COLOR = "#2563eb", "#e5e7eb"
@@ -64,16 +66,17 @@ def mask_heatmap_fig(mask, row_labels, col_labels, title: str, *, x_title: str =
     mask = check_matrix(mask, len(rows), len(cols), name="mask")
     meaning = np.where(mask != 0, "may attend", "blocked").astype(object)
     data = np.concatenate([cell_tokens(rows, cols), meaning[..., None]], axis=-1)
-    fig = go.Figure(go.Heatmap(
-        z=mask, x=positions(cols), y=positions(rows), zmin=0, zmax=1, colorscale=MASK_COLORSCALE,
-        showscale=False, xgap=1, ygap=1, texttemplate="%{z:.0f}", customdata=data,
+    heatmap = dict(
+        type="heatmap", z=mask, x=positions(cols), y=positions(rows), zmin=0, zmax=1,
+        colorscale=MASK_COLORSCALE, showscale=False, xgap=1, ygap=1, texttemplate="%{z:.0f}",
+        customdata=data,
         hovertemplate=f"{cell_hover(y_title, x_title)}<br>mask %{{z:.3f}}: %{{customdata[2]}}"
-                      "<extra></extra>"))
-    fig.update_layout(title=title, height=max(320, 160 + 28 * len(rows)),
-                      margin=dict(l=10, r=10, t=80, b=10))
-    fig.update_xaxes(**token_axis(cols, title=x_title))
-    fig.update_yaxes(**token_axis(rows, title=y_title, autorange="reversed"))
-    return readable(fig)
+                      "<extra></extra>")
+    layout = dict(title=title_dict(title), height=max(320, 160 + 28 * len(rows)),
+                  margin=dict(l=10, r=10, t=80, b=10),
+                  xaxis=token_axis(cols, title=dict(text=x_title)),
+                  yaxis=token_axis(rows, title=dict(text=y_title), autorange="reversed"))
+    return unvalidated_figure([heatmap], layout)
 
 
 def batch_mask_fig(mask, ids, tokens, row_labels, title: str, width: int = CHART_WIDTH
@@ -97,21 +100,21 @@ def batch_mask_fig(mask, ids, tokens, row_labels, title: str, width: int = CHART
              for t in row] for row in tokens]
     meaning = np.where(mask != 0, "may attend", "blocked (padding)")
     names = np.broadcast_to(np.array(tick_text(rows), dtype=object)[:, None], mask.shape)
-    fig = go.Figure(go.Heatmap(
-        z=mask, x=positions(range(mask.shape[1])), y=positions(rows), zmin=0, zmax=1,
-        colorscale=MASK_COLORSCALE, showscale=False, xgap=1, ygap=1, text=text,
+    heatmap = dict(
+        type="heatmap", z=mask, x=positions(range(mask.shape[1])), y=positions(rows), zmin=0,
+        zmax=1, colorscale=MASK_COLORSCALE, showscale=False, xgap=1, ygap=1, text=text,
         texttemplate="%{text}", textfont=dict(size=12),
         customdata=np.stack([ids.astype(str).astype(object), meaning.astype(object), names,
                              whole], axis=-1),
         hovertemplate="%{customdata[2]}<br>position %{x}: %{customdata[3]} (id "
                       "%{customdata[0]})<br>"
-                      "mask %{z:.3f}: %{customdata[1]}<extra></extra>"))
-    fig.update_layout(title=title, height=150 + 45 * mask.shape[0],
-                      margin=dict(l=10, r=10, t=80, b=10))
-    fig.update_xaxes(title="position", tickmode="linear", tick0=0, dtick=1, showgrid=False,
-                     zeroline=False)
-    fig.update_yaxes(**token_axis(rows, title="batch row", autorange="reversed"))
-    return readable(fig)
+                      "mask %{z:.3f}: %{customdata[1]}<extra></extra>")
+    layout = dict(title=title_dict(title), height=150 + 45 * mask.shape[0],
+                  margin=dict(l=10, r=10, t=80, b=10),
+                  xaxis=dict(title=dict(text="position"), tickmode="linear", tick0=0, dtick=1,
+                             showgrid=False, zeroline=False),
+                  yaxis=token_axis(rows, title=dict(text="batch row"), autorange="reversed"))
+    return unvalidated_figure([heatmap], layout)
 
 
 def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None, *,
@@ -119,7 +122,8 @@ def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None,
     """Three stacked panels over the keys of one query (bars at key positions, ticked with the
     tokens as they are): raw scores, scores after masking (blocked keys left empty, shaded and
     marked "blocked"), softmax weights. blocked_score: transformer.attention.BLOCKED_SCORE, for
-    the titles and hovers."""
+    the titles and hovers. Built as dicts (figures.common.unvalidated_figure): Plotly's
+    add_vrect per blocked key took 30 s for 100 blocked keys (bench/figure_build.py)."""
     keys = list(key_tokens)
     arrays = {"scores": scores, "mask": mask, "weights": weights}
     for name, values in arrays.items():
@@ -131,36 +135,39 @@ def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None,
     blocked = [i for i in range(len(keys)) if not allowed[i]]
     x, names = positions(keys), tick_text(keys)
     key = "key %{x:d} (%{customdata})"
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09,
-                        subplot_titles=row_panels(blocked_score))
-    fig.add_trace(go.Bar(x=x, y=scores, name="raw score", marker_color=SCORE_COLOR,
-                         customdata=names,
-                         hovertemplate=f"{key}<br>score %{{y:.4f}}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Bar(
-        x=x, y=[float(s) if a else None for s, a in zip(scores, allowed)],
-        name="masked score", marker_color=ALLOWED_COLOR, customdata=names,
-        hovertemplate=f"{key}<br>score %{{y:.4f}} (may attend)<extra></extra>"), row=2, col=1)
-    fig.add_trace(go.Scatter(
-        x=blocked, y=[0.0] * len(blocked), name="blocked",
-        mode="markers+text", text=["blocked"] * len(blocked), textposition="top center",
-        customdata=[names[i] for i in blocked],
-        marker=dict(symbol="x-thin", size=12, line=dict(width=2, color=BLOCKED_MARK)),
-        textfont=dict(color=BLOCKED_MARK),
-        hovertemplate=f"{key}: blocked (mask 0)<br>score + ({number_text(blocked_score)}) → "
-                      "weight 0<extra></extra>"),
-        row=2, col=1)
-    fig.add_trace(go.Bar(x=x, y=weights, name="softmax weight", marker_color=WEIGHT_COLOR,
-                         customdata=names,
-                         hovertemplate=f"{key}<br>weight %{{y:.4f}}<extra></extra>"), row=3, col=1)
-    for i in blocked:  # shade blocked keys in every panel: position i spans [i - 0.5, i + 0.5]
-        for row in (1, 2, 3):
-            fig.add_vrect(x0=i - 0.5, x1=i + 0.5, fillcolor=BLOCKED_MARK, opacity=0.15,
-                          line_width=0, layer="below", row=row, col=1)
-    fig.update_xaxes(**token_axis(keys, range=[-0.5, max(len(keys), 1) - 0.5]))
-    fig.update_xaxes(title="key", row=3, col=1)
-    fig.update_yaxes(title="score", row=1, col=1)
-    fig.update_yaxes(title="score", row=2, col=1)
-    fig.update_yaxes(title="weight", row=3, col=1)
-    fig.update_layout(title=title, height=620, showlegend=False, bargap=0.25,
-                      margin=dict(l=10, r=10, t=80 if title else 40, b=10))
-    return readable(fig)
+    panel = [subplot_axes(row, 1, 1) for row in (1, 2, 3)]  # the traces' axes, top to bottom
+    data = [
+        dict(type="bar", x=x, y=scores, name="raw score", marker=dict(color=SCORE_COLOR),
+             customdata=names, hovertemplate=f"{key}<br>score %{{y:.4f}}<extra></extra>",
+             **panel[0]),
+        dict(type="bar", x=x, y=[float(s) if a else None for s, a in zip(scores, allowed)],
+             name="masked score", marker=dict(color=ALLOWED_COLOR), customdata=names,
+             hovertemplate=f"{key}<br>score %{{y:.4f}} (may attend)<extra></extra>", **panel[1]),
+        dict(type="scatter", x=blocked, y=[0.0] * len(blocked), name="blocked",
+             mode="markers+text", text=["blocked"] * len(blocked), textposition="top center",
+             customdata=[names[i] for i in blocked],
+             marker=dict(symbol="x-thin", size=12, line=dict(width=2, color=BLOCKED_MARK)),
+             textfont=dict(color=BLOCKED_MARK),
+             hovertemplate=f"{key}: blocked (mask 0)<br>score + ({number_text(blocked_score)}) "
+                           "→ weight 0<extra></extra>", **panel[1]),
+        dict(type="bar", x=x, y=weights, name="softmax weight", marker=dict(color=WEIGHT_COLOR),
+             customdata=names, hovertemplate=f"{key}<br>weight %{{y:.4f}}<extra></extra>",
+             **panel[2]),
+    ]
+    layout = subplot_layout(3, 1, shared_xaxes=True, vertical_spacing=0.09,
+                            subplot_titles=list(row_panels(blocked_score)))
+    # Shade blocked keys in every panel: position i spans [i - 0.5, i + 0.5].
+    shapes = [dict(type="rect", x0=i - 0.5, x1=i + 0.5, xref=axes["xaxis"],
+                   yref=f"{axes['yaxis']} domain", y0=0, y1=1, fillcolor=BLOCKED_MARK,
+                   opacity=0.15, line=dict(width=0), layer="below")
+              for i in blocked for axes in panel]
+    for row, y_title in enumerate(("score", "score", "weight"), start=1):
+        suffix = "" if row == 1 else str(row)
+        layout[f"xaxis{suffix}"].update(token_axis(keys, range=[-0.5, max(len(keys), 1) - 0.5]))
+        layout[f"yaxis{suffix}"]["title"] = dict(text=y_title)
+    layout["xaxis3"]["title"] = dict(text="key")
+    layout.update(title=title_dict(title), height=620, showlegend=False, bargap=0.25,
+                  margin=dict(l=10, r=10, t=80 if title else 40, b=10))
+    if shapes:
+        layout["shapes"] = shapes
+    return unvalidated_figure(data, layout)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from .common import (
     cell_hover,
@@ -18,8 +17,11 @@ from .common import (
     diverging,
     positions,
     readable,
+    subplot_axes,
+    subplot_layout,
     tick_text,
     token_axis,
+    unvalidated_figure,
 )
 
 __all__ = ["dot_similarity", "encoder_input_fig", "positional_heatmap_fig", "similarity_fig",
@@ -80,22 +82,24 @@ def similarity_fig(matrix, labels: list[str], title: str | None = None) -> go.Fi
         where = "position %{y:d} · position %{x:d}"
     else:
         where = cell_hover("position", "position").replace("<br>", " · ")
-    fig = go.Figure(go.Heatmap(
-        z=matrix, x=positions(labels), y=positions(labels),
+    heatmap = dict(
+        type="heatmap", z=matrix, x=positions(labels), y=positions(labels),
         **diverging(np.abs(matrix).max(initial=0)), colorbar=colorbar("dot product"),
         customdata=cell_tokens(labels, labels),
-        hovertemplate=f"{where}<br>%{{z:.4f}}<extra></extra>"))
-    fig.update_xaxes(**token_axis(labels, title="position"))
-    fig.update_yaxes(**token_axis(labels, title="position", autorange="reversed",
-                                  scaleanchor="x", constrain="domain"))
-    fig.update_layout(title=title or "Dot product between positions", height=460, margin=_MARGIN)
-    return readable(fig)
+        hovertemplate=f"{where}<br>%{{z:.4f}}<extra></extra>")
+    layout = dict(
+        xaxis=token_axis(labels, title=dict(text="position")),
+        yaxis=token_axis(labels, title=dict(text="position"), autorange="reversed",
+                         scaleanchor="x", constrain="domain"),
+        title=dict(text=title or "Dot product between positions"), height=460, margin=_MARGIN)
+    return unvalidated_figure([heatmap], layout)
 
 
 def encoder_input_fig(token_part, position_part, total, tokens: list[str],
                       shared_scale: bool = True) -> go.Figure:
     """Three (tokens × d_model) heatmaps side by side: token embedding, position code and their
-    sum, the encoder's input. shared_scale: one colour scale for all three."""
+    sum, the encoder's input. shared_scale: one colour scale for all three. Built as dicts
+    (figures.common.unvalidated_figure), as similarity_fig: both are large."""
     token_part = check_matrix(token_part, rows=len(tokens), name="token_part")
     d_model = token_part.shape[1]
     position_part = check_matrix(position_part, len(tokens), d_model, name="position_part")
@@ -103,24 +107,26 @@ def encoder_input_fig(token_part, position_part, total, tokens: list[str],
     names = ("token embedding", "position code", "sum = encoder input")
     rows = np.broadcast_to(np.array(tick_text(tokens), dtype=object)[:, None],
                            (len(tokens), d_model))  # each cell's token, for the hover
-    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, subplot_titles=names,
-                        horizontal_spacing=0.03)
+    data = []
     for k, (name, part) in enumerate(zip(names, (token_part, position_part, total))):
         scale = dict(coloraxis="coloraxis") if shared_scale else dict(
             **diverging(np.abs(part).max(initial=0)),
             colorbar=colorbar("value", x=0.325 + 0.345 * k, thickness=8, len=0.9))
-        fig.add_trace(go.Heatmap(
-            z=part, x=np.arange(d_model), y=positions(tokens), name=name, customdata=rows,
-            **scale, hovertemplate=f"{name}<br>token %{{y:d}} (%{{customdata}}), dimension %{{x}}"
-                                   "<br>%{z:.4f}<extra></extra>"),
-            row=1, col=k + 1)
-        fig.update_xaxes(title="dimension", row=1, col=k + 1)
+        data.append(dict(
+            type="heatmap", z=part, x=np.arange(d_model), y=positions(tokens), name=name,
+            customdata=rows, **scale,
+            hovertemplate=f"{name}<br>token %{{y:d}} (%{{customdata}}), dimension %{{x}}"
+                          "<br>%{z:.4f}<extra></extra>", **subplot_axes(1, k + 1, 3)))
+    layout = subplot_layout(1, 3, shared_yaxes=True, subplot_titles=list(names),
+                            horizontal_spacing=0.03)
+    for axis in ("xaxis", "xaxis2", "xaxis3"):
+        layout[axis]["title"] = dict(text="dimension")
+    for axis in ("yaxis", "yaxis2", "yaxis3"):
+        layout[axis].update(token_axis(tokens, autorange="reversed"))
     if shared_scale:
         bound = max(np.abs(p).max(initial=0) for p in (token_part, position_part, total))
         scale = diverging(bound)
-        fig.update_layout(coloraxis=dict(colorscale=scale["colorscale"], cmid=0,
-                                         cmin=scale["zmin"], cmax=scale["zmax"],
-                                         colorbar=colorbar("value")))
-    fig.update_yaxes(**token_axis(tokens, autorange="reversed"))
-    fig.update_layout(height=max(320, 140 + 22 * len(tokens)), margin=_MARGIN)
-    return readable(fig)
+        layout["coloraxis"] = dict(colorscale=scale["colorscale"], cmid=0, cmin=scale["zmin"],
+                                   cmax=scale["zmax"], colorbar=colorbar("value"))
+    layout.update(height=max(320, 140 + 22 * len(tokens)), margin=_MARGIN)
+    return unvalidated_figure(data, layout)

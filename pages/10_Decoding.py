@@ -54,8 +54,9 @@ else:
 
 @st.fragment
 def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
-    """One step of the decode and the alignment: the step, layer and head pickers rerun them
-    alone (a fragment), never the decode (it comes in from the page's run)."""
+    """One step of the decode and the alignment: the step, layer and head pickers and every tick
+    of Play (explorer.player.advance) rerun them alone (a fragment), never the decode (it comes
+    in from the page's run)."""
     cfg = ckpt.config
     source_tokens = ckpt.source_tokenizer.ids_to_pieces(ckpt.encode_source(source))
     steps, last = result.steps, len(result.steps) - 1

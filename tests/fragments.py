@@ -59,10 +59,15 @@ def widget_fragments() -> dict[str, str]:
 
 
 @contextmanager
-def _only_fragment(fragment_id: str):
-    original = LocalScriptRunner._run_script
+def _only_fragment(fragment_id: str, first_only: bool = False):
+    """Runs rerun the fragment alone: every run, or (first_only) the first, the browser's
+    request, while the reruns the script itself asks for (st.rerun) keep the scope they name."""
+    original, runs = LocalScriptRunner._run_script, []
 
     def run_script(self, rerun_data):
+        runs.append(rerun_data)
+        if first_only and len(runs) > 1:
+            return original(self, rerun_data)
         return original(self, dataclasses.replace(rerun_data, fragment_id_queue=[fragment_id]))
 
     LocalScriptRunner._run_script = run_script
@@ -76,6 +81,19 @@ def fragment_of(at, kind: str, key: str) -> str | None:
     """The id of the fragment that drew the keyed widget in the last full run, or None when
     it was drawn outside every fragment."""
     return widget_fragments().get(getattr(at, kind)(key=key).id)
+
+
+def click_in_fragment(at, key: str):
+    """Click a keyed button drawn inside a fragment and rerun that fragment alone, as the
+    browser does; the reruns the script then asks for (st.rerun) run as they ask: the fragment
+    alone (scope "fragment") or the whole script (scope "app"). Returns the AppTest."""
+    fragment_id = fragment_of(at, "button", key)
+    assert fragment_id, f"{key} is not drawn inside a fragment"
+    at.button(key=key).click()
+    with _only_fragment(fragment_id, first_only=True):
+        at._run(at._tree.get_widget_states())
+    assert not at.exception, at.exception
+    return at
 
 
 def set_in_fragment(at, kind: str, key: str, value):

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
+from figures import aggregate, arithmetic, compare, decoding, masks, positional
 from figures.attention import attention_heatmap_fig, linked_view_fig, model_view_fig
 from figures.common import subplot_axes, subplot_layout, unvalidated_figure
 from figures.token_view import token_view_fig
@@ -32,6 +33,37 @@ FIGURES = {
     "token view": lambda: token_view_fig(rows((2, 3, 4)), TARGET, SOURCE,
                                          head_labels=["head 0", "head 1"], query_index=1),
 }
+LOOK_AHEAD = np.tril(np.ones((4, 4)))  # (q, k), 1 = may attend
+ARITHMETIC = arithmetic.head_arithmetic(np.arange(3.0), rows((4, 3), 1), rows((4, 2), 2),
+                                        LOOK_AHEAD[1], blocked_score=-1e9)
+CODES = np.random.default_rng(3).normal(size=(4, 6))  # (positions, d_model)
+FIGURES |= {
+    "score steps": lambda: arithmetic.score_steps_fig(ARITHMETIC, SOURCE, title="t"),
+    "contributions": lambda: arithmetic.contributions_fig(
+        ARITHMETIC["weighted_values"], ARITHMETIC["context"], SOURCE),
+    "K matrix": lambda: arithmetic.matrix_fig(ARITHMETIC["K"], SOURCE, ["0", "1", "2"], "K"),
+    "q vector": lambda: arithmetic.vector_fig(ARITHMETIC["q"], ["0", "1", "2"], "q"),
+    "layer grid": lambda: aggregate.layer_grid_fig(rows((2, 3, 4)), TARGET, SOURCE,
+                                                   ["layer 0", "layer 1"], title="t"),
+    "mask heatmap": lambda: masks.mask_heatmap_fig(LOOK_AHEAD, SOURCE, SOURCE, "t"),
+    "batch mask": lambda: masks.batch_mask_fig(np.array([[1, 1, 0], [1, 1, 1]]), np.ones((2, 3)),
+                                               [TARGET, TARGET], ["a", "b"], "t"),
+    "masking row": lambda: masks.masking_row_fig(np.arange(4.0), LOOK_AHEAD[1], rows(4), SOURCE,
+                                                 "t", blocked_score=-1e9),
+    "position similarity": lambda: positional.similarity_fig(CODES @ CODES.T, SOURCE),
+    "encoder input": lambda: positional.encoder_input_fig(CODES, CODES, 2 * CODES, SOURCE),
+    "encoder input, own scales": lambda: positional.encoder_input_fig(
+        CODES, CODES, 2 * CODES, SOURCE, shared_scale=False),
+    "side by side": lambda: compare.side_by_side_fig([rows((3, 4)), rows((4, 4))], ["a", "b"],
+                                                     [TARGET, SOURCE], [SOURCE, SOURCE]),
+    "difference": lambda: compare.difference_fig(rows((3, 4)), rows((3, 4), 1), TARGET, SOURCE),
+    "heads grid": lambda: decoding.heads_grid_fig(rows((3, 4)), SOURCE, "t"),
+    "alignment": lambda: decoding.alignment_fig(rows((3, 4)), TARGET, SOURCE, "t"),
+    "top k": lambda: decoding.top_k_fig([("▁a", 3, 0.5), ("b", 4, 0.2)], 9, ("c", 9, 0.01), "t"),
+    "step attention, one head": lambda: decoding.step_attention_fig(rows(4), SOURCE, "t"),
+    "step attention, heads": lambda: decoding.step_attention_fig(rows((2, 4)), SOURCE),
+    "self-attention row": lambda: decoding.self_attention_row_fig(rows((2, 3)), TARGET, "t"),
+}
 
 
 @pytest.mark.parametrize("build", FIGURES.values(), ids=FIGURES.keys())
@@ -39,6 +71,14 @@ def test_plotly_validation_accepts_the_unvalidated_figures(build):
     fig = build()
     validated = go.Figure(fig.to_dict())  # raises ValueError on any invalid property or value
     assert json.loads(pio.to_json(validated)) == json.loads(pio.to_json(fig))
+
+
+def test_a_named_colour_scale_is_expanded_as_plotly_expands_it():
+    from figures.common import named_colorscale
+
+    for name in ("Blues", "RdBu", "Viridis", "RdBu_r"):
+        validated = go.Figure(go.Heatmap(z=[[1.0]], colorscale=name)).data[0].colorscale
+        assert named_colorscale(name) == [list(stop) for stop in validated]
 
 
 def test_an_invalid_property_is_not_caught_there_but_here():

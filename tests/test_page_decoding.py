@@ -149,6 +149,26 @@ def test_step_buttons_and_play(page):
     assert page.button(key="dec_next").proto.icon == ":material/skip_next:"
 
 
+def test_play_reruns_the_step_fragment_alone_never_the_page(page, translate_calls, monkeypatch):
+    from fragments import click_in_fragment
+
+    from explorer import sidebar
+
+    run(page.slider(key="dec_max_len").set_value(3))  # steps 0, 1, 2
+    run(page.select_slider(key="dec_step").set_value(0))
+    baseline, renders = len(translate_calls), []
+    original = sidebar.render
+    monkeypatch.setattr(sidebar, "render", lambda: renders.append(1) or original())
+    click_in_fragment(page, "dec_play")  # as the browser: the button's fragment reruns alone
+    assert page.select_slider(key="dec_step").value == 2  # one step per tick, to the last
+    assert page.button(key="dec_play").label == "Play"  # ... where it stopped
+    assert not renders  # every tick reran the step fragment alone: not app.py, not the sidebar
+    assert len(translate_calls) == baseline  # nor the decode
+    run(page)  # a full rerun afterwards stays on the last step, stopped
+    assert page.select_slider(key="dec_step").value == 2
+    assert page.button(key="dec_play").label == "Play"
+
+
 def test_stepping_and_slicing_never_rerun_the_model(page, translate_calls):
     run(page)
     baseline = len(translate_calls)
