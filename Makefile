@@ -44,4 +44,4 @@ clean:
 
 # Issue 15: many more hostile checkpoint files than `make test` loads (FUZZ_CASES, FUZZ_SEED).
 fuzz: install
-	FUZZ_CASES=$${FUZZ_CASES:-600} $(BIN)/python tests/fuzz_cases.py
+	FUZZ_CASES=$${FUZZ_CASES:-800} $(BIN)/python tests/fuzz_cases.py

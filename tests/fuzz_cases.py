@@ -10,16 +10,18 @@ The cases:
   CRAFTED     one file per known escape (archive, NPZ, JSON, metadata, config, weights): always run.
   MUTATORS    seeded random mutations of the same levels plus raw byte flips, truncations and
               splices: case i of seed s is always the same file.
-  OTHER_FORMAT_GENERATORS  the hook for the other formats the uploader accepts (Keras
-              .weights.h5 and .keras, TensorFlow checkpoints, safetensors), which other
-              helpers are writing now: append (name, generator, loader) there; see its comment.
+  OTHER_CRAFTED, OTHER_FORMAT_GENERATORS  the other formats the uploader accepts (Keras
+              .weights.h5 and .keras, TensorFlow checkpoints, Marian safetensors), crafted and
+              random, loaded through the uploader's path: tests/fuzz_formats.py fills them.
 
 Run from the repository root:
   python tests/fuzz_cases.py --cases 600 --jobs 2          (make fuzz; FUZZ_CASES sets --cases)
   python tests/fuzz_cases.py --only zip_version_needed_99 --write /tmp/cases   (one case's file)
+  python tests/fuzz_cases.py --only h5-s0-17 --write /tmp/cases   (a random case, any format)
+  python tests/fuzz_cases.py --format tf --format h5 --cases 300   (those formats' cases only)
 The report prints the cases tried, refused, accepted-and-working, the slowest refusal and the
 largest memory growth of one load (peak RSS of a child that loads the case minus the peak RSS of
-a child that only imports), measured again alone for the worst cases.
+a child that only imports), in all and per format, the worst cases measured again alone.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ DECODE_STEPS = 128  # the child decodes at most this many tokens per sentence (t
 SENTENCES = ("friday, march 5, 2021", "", "the 12th of never " * 30)
 
 Case = tuple  # (name, bytes, loader)
+if __name__ == "__main__":  # one module, however it is imported (tests/fuzz_formats.py imports it)
+    sys.modules.setdefault("fuzz_cases", sys.modules[__name__])
 
 
 # ============================================================================= ZIP writing
@@ -975,32 +979,75 @@ def mutate_zip_field(rng, base):
 
 
 # ============================================================================= other formats
-# The hook for the other formats the uploader accepts. Each item is (name, generator, loader):
-# generator(rng: np.random.Generator, index: int) -> bytes makes one hostile file (mutations of a
-# valid file of that format); loader is "module:function", the function the uploader calls for
-# that format, which must return a Checkpoint or raise CheckpointError. Every case then runs
-# through the same child, limits and checks as the checkpoint cases. Empty until the Keras
-# (.weights.h5, .keras), TensorFlow-checkpoint and safetensors importers land.
+# The other formats the uploader accepts: tests/fuzz_formats.py (imported at the end of this
+# module) appends (name, make() -> bytes, loader) to OTHER_CRAFTED and (name, generator(rng,
+# index) -> bytes, loader) to OTHER_FORMAT_GENERATORS; loader is "module:function", which takes
+# the case file's path and returns a Checkpoint or raises CheckpointError. Every case then runs
+# through the same child, limits and checks as the checkpoint cases. LOAD_SECONDS: a loader's
+# own time limit, where it does more than load (a conversion builds the model three times);
+# LOADER_IMPORTS: the modules it imports when first called (imported before memory is measured).
+OTHER_CRAFTED: list[tuple[str, Callable[[], bytes], str]] = []
 OTHER_FORMAT_GENERATORS: list[tuple[str, Callable[[np.random.Generator, int], bytes], str]] = []
+LOAD_SECONDS: dict[str, float] = {}
+LOADER_IMPORTS: dict[str, tuple[str, ...]] = {}
+
+
+def format_of(name: str) -> str:
+    """A case's format by its name: an other format's generator name ("h5_nan", "tf-s0-3"), or
+    "ckpt" for the checkpoint's own cases."""
+    head = re.split(r"[_-]", name, maxsplit=1)[0]
+    return head if head in {n for n, _, _ in OTHER_FORMAT_GENERATORS} else "ckpt"
 
 
 # ============================================================================= the cases
-def generate(random: int, seed: int = 0, base: bytes | None = None, only: str | None = None,
-             crafted: bool = True):
-    """Yield (name, bytes, loader): every crafted case (unless crafted=False), then `random`
-    seeded mutations (the mutators and the other formats in turn): "<mutator>-s<seed>-<i>"."""
-    base = BASE.read_bytes() if base is None else base
-    for name, make in CRAFTED if crafted else ():
-        if only in (None, name):
-            yield name, make(base), LOADER
-    makers = [(n, lambda rng, i, f=f: f(rng, base), LOADER) for n, f in MUTATORS] + \
+def crafted_names() -> list[str]:
+    return [name for name, _ in CRAFTED] + [name for name, _, _ in OTHER_CRAFTED]
+
+
+def _makers(base: bytes) -> list[tuple[str, Callable, str]]:
+    return [(n, lambda rng, i, f=f: f(rng, base), LOADER) for n, f in MUTATORS] + \
         list(OTHER_FORMAT_GENERATORS)
-    for i in range(random):
+
+
+def random_case(maker: str, seed: int, i: int, base: bytes | None = None) -> Case:
+    """Random case i of seed `seed` made by `maker` (a mutator or a format): the same bytes as
+    generate() gives it under that name, whichever maker generate() drew for i."""
+    base = BASE.read_bytes() if base is None else base
+    makers = _makers(base)
+    rng = np.random.default_rng([seed, i])
+    rng.integers(len(makers))  # the draw that picks a maker in generate()
+    name, make, loader = next(m for m in makers if m[0] == maker)
+    return f"{name}-s{seed}-{i}", make(rng, i), loader
+
+
+def generate(random: int, seed: int = 0, base: bytes | None = None, only: str | None = None,
+             crafted: bool = True, formats=None):
+    """Yield (name, bytes, loader): every crafted case (unless crafted=False), then `random`
+    seeded mutations (the mutators and the other formats in turn): "<mutator>-s<seed>-<i>".
+    only: one case by name (a random one is made directly, whatever `random` is). formats: only
+    the cases of these formats (format_of), the random ones drawn among their makers."""
+    base = BASE.read_bytes() if base is None else base
+    wanted = (lambda name: format_of(name) in formats) if formats else (lambda name: True)
+    for name, make in CRAFTED if crafted else ():
+        if only in (None, name) and wanted(name):
+            yield name, make(base), LOADER
+    for name, make, loader in OTHER_CRAFTED if crafted else ():
+        if only in (None, name) and wanted(name):
+            yield name, make(), loader
+    makers = _makers(base)
+    label = re.fullmatch(r"(.+)-s(\d+)-(\d+)", only or "")
+    if label and label[1] in {m[0] for m in makers}:
+        yield random_case(label[1], int(label[2]), int(label[3]), base)
+        return
+    pool = [m for m in makers if wanted(m[0])]
+    for i in range(random if only is None and pool else 0):
         rng = np.random.default_rng([seed, i])
-        name, make, loader = makers[int(rng.integers(len(makers)))]
-        label = f"{name}-s{seed}-{i}"
-        if only in (None, label):
-            yield label, make(rng, i), loader
+        pick = int(rng.integers(len(makers)))
+        if formats:  # the same draw, among the wanted makers
+            yield random_case(pool[pick % len(pool)][0], seed, i, base)
+            continue
+        name, make, loader = makers[pick]
+        yield f"{name}-s{seed}-{i}", make(rng, i), loader
 
 
 # ============================================================================= the child
@@ -1065,6 +1112,8 @@ def child_main() -> None:
         if loader_name not in loaders:
             module, function = loader_name.split(":")
             loaders[loader_name] = getattr(importlib.import_module(module), function)
+            for name in LOADER_IMPORTS.get(loader_name, ()):  # not counted as the case's growth
+                importlib.import_module(name)
         Path("/proc/self/clear_refs").write_text("5")  # resets the peak RSS (VmHWM)
         before = _status()["VmRSS"]
         started = time.perf_counter()
@@ -1109,6 +1158,7 @@ class Result:
     size: int = 0
     path: str = ""
     trace: str = ""
+    loader: str = LOADER
 
     @property
     def ok(self) -> bool:
@@ -1117,9 +1167,11 @@ class Result:
 
 
 def is_sentence(message: str) -> bool:
-    """A refusal a person can read: one line, starts like a sentence, no traceback noise."""
+    """A refusal a person can read: one line, starts like a sentence (a capital, a quote, or a
+    file's name such as "config.json in ..."), no traceback noise."""
+    file_name = re.fullmatch(r"[\w-]+(\.[\w-]+)+", message.split(" ", 1)[0].rstrip(":"))
     return (10 < len(message) < 1000 and "\n" not in message
-            and (message[0].isupper() or message[0] == "'")
+            and (message[0].isupper() or message[0] == "'" or file_name is not None)
             and not any(noise in message for noise in ("Traceback", 'File "', "<class",
                                                         "object at 0x")))
 
@@ -1160,7 +1212,7 @@ class Child:
             self.process.stdin.flush()
         except BrokenPipeError:
             return None
-        line = self._line(CASE_SECONDS)
+        line = self._line(LOAD_SECONDS.get(loader, CASE_SECONDS))
         if line is None:
             return None
         fields = json.loads(line)
@@ -1220,7 +1272,7 @@ def run_cases(cases, jobs: int = 2, workdir: Path | None = None, log=None) -> li
                 result.detail = (f"the child {'died' if dead else 'ran past the time limit'} "
                                  f"in {stage} after {time.perf_counter() - started:.1f} s")
                 result.total_s = time.perf_counter() - started
-            result.size, result.path = size, str(path)
+            result.size, result.path, result.loader = size, str(path), loader
             with lock:
                 results[index] = result
                 if log:
@@ -1237,24 +1289,30 @@ def run_cases(cases, jobs: int = 2, workdir: Path | None = None, log=None) -> li
 
 
 def isolated_peak(path: str | None, loader: str = LOADER) -> int:
-    """Peak RSS (bytes) of a fresh child that loads `path` (None: only imports)."""
-    code = ("import sys, re, pathlib; sys.path.insert(0, %r)\n"
+    """Peak RSS (bytes) of a fresh child that imports the loader and loads `path` (None: only
+    imports)."""
+    code = ("import sys, re, pathlib; sys.path[:0] = [%r, %r]\n"
             "import transformer.checkpoint\n"
             "from importlib import import_module\n"
             "path, loader = %r, %r\n"
+            "m, f = loader.split(':')\n"
+            "load = getattr(import_module(m), f)\n"
+            "for name in %r: import_module(name)\n"
             "if path:\n"
-            "    m, f = loader.split(':')\n"
-            "    try: getattr(import_module(m), f)(path)\n"
+            "    try: load(path)\n"
             "    except Exception: pass\n"
             "text = pathlib.Path('/proc/self/status').read_text()\n"
             "print(int(re.search(r'VmHWM:\\s+(\\d+)', text).group(1)) * 1024)\n"
-            % (str(ROOT), path, loader))
+            % (str(ROOT), str(ROOT / "tests"), path, loader, LOADER_IMPORTS.get(loader, ())))
+    seconds = START_SECONDS + LOAD_SECONDS.get(loader, CASE_SECONDS)
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=child_env(),
-                         capture_output=True, text=True, timeout=START_SECONDS + CASE_SECONDS)
+                         capture_output=True, text=True, timeout=seconds)
     return int(out.stdout.strip().splitlines()[-1])
 
 
-def summary(results: list[Result]) -> dict:
+def summary(results: list[Result], by_format: bool = False) -> dict:
+    """Cases tried, refused, accepted and working, failed, the slowest refusal (name, s) and the
+    largest growth of one load (name, MB, file bytes); with by_format, also per format."""
     refused = [r for r in results if r.outcome == "refused"]
     accepted = [r for r in results if r.outcome == "accepted"]
     failed = [r for r in results if not r.ok]
@@ -1264,7 +1322,10 @@ def summary(results: list[Result]) -> dict:
             "failed": len(failed),
             "slowest_refusal": (slowest.name, round(slowest.load_s, 3)) if slowest else None,
             "largest_growth_in_child": (hungriest.name, round(hungriest.grew / 2**20, 1),
-                                        hungriest.size) if hungriest else None}
+                                        hungriest.size) if hungriest else None,
+            **({"formats": {f: summary([r for r in results if format_of(r.name) == f])
+                            for f in sorted({format_of(r.name) for r in results})}}
+               if by_format else {})}
 
 
 def main(argv=None) -> int:
@@ -1273,9 +1334,12 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=int(os.environ.get("FUZZ_SEED", "0")))
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("FUZZ_JOBS", "2")))
     parser.add_argument("--only", help="one case by name (crafted name or mutator-sSEED-I)")
+    parser.add_argument("--format", action="append", metavar="F",
+                        help="only the cases of this format (ckpt, h5, keras, tf, marian; "
+                             "repeatable), the random ones drawn among its makers")
     parser.add_argument("--write", help="write the case files here and stop")
     parser.add_argument("--isolate", type=int, default=3,
-                        help="re-measure this many of the hungriest cases alone")
+                        help="re-measure this many of the hungriest cases of each format alone")
     parser.add_argument("--loader", default=LOADER,
                         help="module:function that loads a checkpoint case (to compare loaders)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -1284,14 +1348,16 @@ def main(argv=None) -> int:
         child_main()
         return 0
     started = time.perf_counter()
-    random = max(0, args.cases - len(CRAFTED))  # --cases counts the crafted ones too
+    crafted = [n for n in crafted_names() if not args.format or format_of(n) in args.format]
+    random = max(0, args.cases - len(crafted))  # --cases counts the crafted ones too
     cases = [(name, data, args.loader if loader == LOADER else loader)
-             for name, data, loader in generate(random, args.seed, only=args.only)]
+             for name, data, loader in generate(random, args.seed, only=args.only,
+                                                formats=args.format)]
     if args.write:
         out = Path(args.write)
         out.mkdir(parents=True, exist_ok=True)
-        for name, data, _ in cases:
-            (out / f"{name}.ckpt").write_bytes(data)
+        for name, data, loader in cases:  # other formats: a ZIP of the uploaded files
+            (out / f"{name}{'.ckpt' if loader == args.loader else '.upload.zip'}").write_bytes(data)
         print(f"wrote {len(cases)} files to {out}")
         return 0
     print(f"{len(cases)} cases generated in {time.perf_counter() - started:.1f} s "
@@ -1303,13 +1369,17 @@ def main(argv=None) -> int:
               f"{result.name}: {result.detail[:110]}", flush=True)
 
     results = run_cases(cases, args.jobs, log=log)
-    report = summary(results)
-    if args.isolate:
-        baseline = isolated_peak(None)
-        worst = sorted(results, key=lambda r: r.grew, reverse=True)[:args.isolate]
+    report = summary(results, by_format=True)
+    if args.isolate:  # the hungriest cases of each format, each against its loader's imports
+        worst = [r for f in sorted({format_of(r.name) for r in results})
+                 for r in sorted((r for r in results if format_of(r.name) == f),
+                                 key=lambda r: r.grew, reverse=True)[:args.isolate]]
+        baselines = {loader: isolated_peak(None, loader) for loader in {r.loader for r in worst}}
         report["isolated_growth_mb"] = {
-            r.name: round((isolated_peak(r.path) - baseline) / 2**20, 1) for r in worst}
-        report["import_only_peak_mb"] = round(baseline / 2**20, 1)
+            r.name: round((isolated_peak(r.path, r.loader) - baselines[r.loader]) / 2**20, 1)
+            for r in worst}
+        report["import_only_peak_mb"] = {loader: round(peak / 2**20, 1)
+                                         for loader, peak in baselines.items()}
     report["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, indent=2))
     for r in results:
@@ -1317,6 +1387,8 @@ def main(argv=None) -> int:
             print(f"FAILED {r.name} ({r.path}): {r.outcome}: {r.detail}\n{r.trace}")
     return 0 if report["failed"] == 0 else 1
 
+
+import fuzz_formats  # noqa: E402, F401 - registers the other formats' cases (it imports this module)
 
 if __name__ == "__main__":
     sys.exit(main())

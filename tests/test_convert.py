@@ -434,3 +434,50 @@ def _datasets(group, prefix=""):
             yield prefix + key
         else:
             yield from _datasets(item, prefix + key + "/")
+
+
+# ------------------------------------------------------------------ hostile files (issue 15)
+TUTORIAL_DATES = ROOT / "tests" / "fixtures" / "tutorial_dates"
+
+
+def _tutorial_dates_edited(tmp_path, change):
+    """The tutorial's dates model (tests/fixtures/tutorial_dates) with its weights edited."""
+    import h5py
+
+    path = tmp_path / "model.weights.h5"
+    path.write_bytes((TUTORIAL_DATES / "model.weights.h5").read_bytes())
+    with h5py.File(path, "r+") as f:
+        change(f)
+    return path
+
+
+def test_a_scalar_where_a_kernel_belongs_is_named(tmp_path):
+    name = "encoder/enc_layers/encoder_layer/self_attention/mha/query_dense/vars/0"
+
+    def scalar(f):
+        del f[name]
+        f[name] = np.float32(0.5)
+    weights = _tutorial_dates_edited(tmp_path, scalar)
+    with pytest.raises(CheckpointError, match=r"^'model\.weights\.h5': the query kernel of "
+                                              r"'encoder/.*/query_dense' has shape \(\); expected 3"):
+        convert_tf_tutorial(weights, TUTORIAL_DATES / "source_vocab.txt",
+                            TUTORIAL_DATES / "target_vocab.txt")
+
+
+def test_a_vocabulary_that_is_no_vocabulary_is_a_sentence(tmp_path):
+    source = tmp_path / "source_vocab.txt"
+    source.write_bytes((TUTORIAL_DATES / "source_vocab.txt").read_bytes().replace(
+        b"[UNK]", b"[\xff\xfe]"))
+    with pytest.raises(CheckpointError, match=r"A vocabulary file is invalid: "
+                                              r"source_vocab\.txt: not UTF-8 text"):
+        convert_tf_tutorial(TUTORIAL_DATES / "model.weights.h5", source,
+                            TUTORIAL_DATES / "target_vocab.txt")
+
+
+def test_a_tf_checkpoint_given_as_files_is_named_by_its_prefix(tmp_path):
+    from fuzz_formats import tf_bundle, vocabularies
+
+    index, data = tf_bundle(lambda entries, data: entries.pop(0) and None)  # a gamma is missing
+    with pytest.raises(CheckpointError, match=r"^'tutorial': "):
+        convert_tf_tutorial({"tutorial.index": index, "tutorial.data-00000-of-00001": data},
+                            *vocabularies().values())

@@ -3,17 +3,21 @@ memory limit and a timeout, are refused with a sentence or give a model that wor
 
 The files come from tests/fuzz_cases.py (mutations of the bundled checkpoint at every level).
 This module runs the quick subset: every crafted case of the archive, NPZ and JSON levels, a
-sample of the metadata, config, weights and tokenizer cases, and FUZZ_TEST_RANDOM seeded random
-mutations (FUZZ_SEED). `make fuzz` runs many more (FUZZ_CASES).
+sample of the metadata, config, weights and tokenizer cases, FUZZ_TEST_RANDOM seeded random
+mutations (FUZZ_SEED), and for each other format the uploader accepts (tests/fuzz_formats.py:
+Keras .weights.h5 and .keras, TensorFlow checkpoints, Marian safetensors) its valid file, the
+crafted cases that broke the readers, and FUZZ_TEST_RANDOM_PER_FORMAT random ones. `make fuzz`
+runs many more (FUZZ_CASES).
 """
 
 from __future__ import annotations
 
+import io
 import os
 
 import fuzz_cases
 import pytest
-from fuzz_cases import CRAFTED, generate, is_sentence, run_cases
+from fuzz_cases import crafted_names, format_of, generate, is_sentence, random_case, run_cases
 
 QUICK_LEVELS = ("zip", "npz", "json")  # cheap: refused before any model is built
 QUICK_OTHERS = ("metadata_held_out_list", "metadata_name_lone_surrogate", "metadata_history_nan",
@@ -22,7 +26,18 @@ QUICK_OTHERS = ("metadata_held_out_list", "metadata_name_lone_surrogate", "metad
                 "config_layers_100", "config_d_model_odd", "weights_nan", "weights_overflow",
                 "weights_float64", "weights_extra", "weights_zeros_valid",
                 "tokenizer_model_truncated")
+QUICK_FORMATS = (  # the other formats: each one's valid file, then what broke a reader
+    "h5_valid", "h5_sparse_900mb", "h5_hard_link_cycle", "h5_external_link_passwd",
+    "h5_deep_nesting", "h5_scalar_kernel", "h5_vocabulary_not_utf8",
+    "keras_lambda_config_valid", "keras_lying_size_bomb", "keras_bzip2_weights",
+    "keras_name_not_utf8",
+    "tf_valid", "tf_shape_negative", "tf_shape_huge", "tf_index_entry_not_proto",
+    "tf_slices_absurd", "tf_data_truncated",
+    "marian_valid", "marian_offsets_overlapping", "marian_dtype_bf16",
+    "marian_config_activation_list", "marian_vocab_5000_digits")
+FORMATS = ("h5", "keras", "tf", "marian")
 RANDOM_CASES = int(os.environ.get("FUZZ_TEST_RANDOM", "16"))
+RANDOM_PER_FORMAT = int(os.environ.get("FUZZ_TEST_RANDOM_PER_FORMAT", "2"))
 SEED = int(os.environ.get("FUZZ_SEED", "0"))
 
 MUST_REFUSE = {  # crafted case -> words its refusal names (the escapes the issue lists first)
@@ -59,20 +74,40 @@ MUST_REFUSE = {  # crafted case -> words its refusal names (the escapes the issu
     "weights_overflow": ["NaN or infinite"],
     "weights_float64": ["float64"],
     "weights_extra": ["encoder_layer_9/backdoor/kernel"],
+    # other formats: each of these escaped as a crash, a hang, a killed process or 900 MB
+    "h5_sparse_900mb": ["model.weights.h5", "declares more weights", "at least 900"],
+    "h5_hard_link_cycle": ["links the group", "into itself"],
+    "h5_external_link_passwd": ["a link", "to another place or file"],
+    "h5_deep_nesting": ["64 groups deep"],
+    "h5_scalar_kernel": ["query kernel", "shape ()"],
+    "h5_vocabulary_not_utf8": ["source_vocab.txt", "not UTF-8"],
+    "keras_lying_size_bomb": ["model.weights.h5", "more than", "declares"],
+    "keras_bzip2_weights": ["version 4.6"],
+    "keras_name_not_utf8": ["not valid UTF-8"],
+    "tf_shape_negative": ["shape [-1, 2, 32]"],
+    "tf_shape_huge": ["data file is truncated, or the .index is damaged"],
+    "tf_index_entry_not_proto": ["damaged"],
+    "tf_slices_absurd": ["split in parts"],
+    "tf_data_truncated": ["data file is truncated"],
+    "marian_offsets_overlapping": ["model.safetensors", "invalid offset"],
+    "marian_dtype_bf16": ["model.safetensors"],
+    "marian_config_activation_list": ["activation_function"],
+    "marian_vocab_5000_digits": ["vocab.json", "too long"],
 }
-MUST_ACCEPT = [name for name, _ in CRAFTED if name.endswith("_valid")] + [
+MUST_ACCEPT = [name for name in crafted_names() if name.endswith("_valid")] + [
     "metadata_held_out_list", "metadata_name_lone_surrogate", "metadata_history_nan",
     "config_max_len_4", "config_max_len_16384"]
 
 
 def quick(name: str) -> bool:
-    return name.startswith(QUICK_LEVELS) or name in QUICK_OTHERS
+    return name.startswith(QUICK_LEVELS) or name in QUICK_OTHERS or name in QUICK_FORMATS
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    cases = [case for name, _ in CRAFTED if quick(name) for case in generate(0, only=name)]
-    cases += generate(RANDOM_CASES, SEED, crafted=False)
+    cases = [case for name in crafted_names() if quick(name) for case in generate(0, only=name)]
+    cases += generate(RANDOM_CASES, SEED, crafted=False, formats=["ckpt"])
+    cases += [random_case(f, SEED, i) for f in FORMATS for i in range(RANDOM_PER_FORMAT)]
     results = run_cases(cases, jobs=2, workdir=tmp_path_factory.mktemp("fuzz"))
     summary = fuzz_cases.summary(results)
     print("\nfuzz subset:", summary)
@@ -109,6 +144,18 @@ def test_valid_variants_and_odd_metadata_are_accepted_and_work(results):
 
 
 @pytest.mark.slow
+def test_every_format_the_uploader_accepts_is_fuzzed_through_the_uploader(results):
+    """The valid file of each format converts and works (so the refusals are the files' fault,
+    not the loader's), and each format has its random cases."""
+    for fmt in FORMATS:
+        ours = [r for r in results.values() if format_of(r.name) == fmt]
+        valid = [r for r in ours if r.name.endswith("_valid")]
+        assert valid and all(r.outcome == "accepted" for r in valid), list(map(describe, valid))
+        assert all(r.loader == "fuzz_formats:load_upload" for r in ours)
+        assert sum(r.name.startswith(f"{fmt}-s{SEED}-") for r in ours) == RANDOM_PER_FORMAT
+
+
+@pytest.mark.slow
 def test_no_load_grows_memory_past_three_times_the_file_plus_the_model(results):
     # The bundled model is 3.9 MB of weights; TensorFlow's graph building adds tens of MB the
     # first time a model is built in the child. The lying-size bomb grew the old loader by twice
@@ -125,6 +172,8 @@ def test_cases_are_seeded_and_reproducible():
     first = list(generate(6, seed=3, crafted=False))
     again = list(generate(6, seed=3, crafted=False))
     other = list(generate(6, seed=4, crafted=False))
+    assert [n for n, _, _ in generate(6, seed=3, crafted=False, formats=["tf"])] == \
+        [f"tf-s3-{i}" for i in range(6)]
     assert [(n, d) for n, d, _ in first] == [(n, d) for n, d, _ in again]
     assert [d for _, d, _ in first] != [d for _, d, _ in other]
     assert all(n.endswith(f"-s3-{i}") for i, (n, _, _) in enumerate(first))
@@ -136,11 +185,23 @@ def test_one_case_can_be_regenerated_by_name():
     assert (again_name, again) == (name, data)
     (crafted_name, crafted, _), = generate(0, only="zip_version_needed_99")
     assert crafted_name == "zip_version_needed_99" and crafted[:4] == b"PK\x03\x04"
+    (name, data, loader), = generate(0, only="marian-s5-7")  # any format's, directly
+    assert (name, data, loader) == random_case("marian", 5, 7)
+
+
+def test_format_cases_are_the_uploaded_files():
+    import fuzz_formats
+
+    (_, data, loader), = generate(0, only="tf_valid")
+    files = fuzz_formats.upload_files(io.BytesIO(data))
+    assert sorted(files) == ["source_vocab.txt", "target_vocab.txt", "tutorial.data-00000-of-00001",
+                             "tutorial.index"]
+    assert loader == fuzz_formats.UPLOAD_LOADER
 
 
 def test_other_formats_hook_is_a_list_of_generators():
-    # Other helpers append (name, generator(rng, index) -> bytes, "module:loader") here.
-    assert isinstance(fuzz_cases.OTHER_FORMAT_GENERATORS, list)
-    for item in fuzz_cases.OTHER_FORMAT_GENERATORS:
-        name, make, loader = item
+    # tests/fuzz_formats.py appends (name, generator(rng, index) -> bytes, "module:loader") here.
+    assert [name for name, _, _ in fuzz_cases.OTHER_FORMAT_GENERATORS] == list(FORMATS)
+    for name, make, loader in fuzz_cases.OTHER_FORMAT_GENERATORS + fuzz_cases.OTHER_CRAFTED:
         assert callable(make) and ":" in loader, name
+    assert all(format_of(name) in FORMATS for name, _, _ in fuzz_cases.OTHER_CRAFTED)

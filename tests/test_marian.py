@@ -429,3 +429,17 @@ def test_hub_download_offline_is_a_sentence(capsys, monkeypatch):
     assert code == 2
     err = capsys.readouterr().err
     assert "Could not download 'Helsinki-NLP/opus-mt-en-fr'" in err and "--model-dir" in err
+
+
+# ------------------------------------------------------------------ hostile files (issue 15)
+def test_an_activation_that_is_not_a_name_is_a_sentence():
+    with pytest.raises(CheckpointError, match=r"gives activation_function \[\"gelu\"\]; only"):
+        read_marian(with_config(activation_function=["gelu"]))
+
+
+def test_a_vocabulary_with_a_5000_digit_id_is_a_sentence():
+    files = fixture_files()
+    text = files["vocab.json"].decode()
+    files["vocab.json"] = (text[:text.rindex("}")] + ', "zz": ' + "9" * 5000 + "}").encode()
+    with pytest.raises(CheckpointError, match=r"vocab\.json: holds a number too long to be an id"):
+        marian_checkpoint_bytes(files)

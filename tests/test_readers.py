@@ -102,3 +102,149 @@ def test_natural_key():
     names = ["layer_with_weights-10", "layer_with_weights-9", "dense", "dense_1"]
     assert sorted(names, key=natural_key) == ["dense", "dense_1", "layer_with_weights-9",
                                               "layer_with_weights-10"]
+
+
+# ------------------------------------------------------------------ hostile files (issue 15)
+def test_h5_a_group_linked_into_itself_is_refused_not_walked_forever():
+    def build(f):
+        group = f.create_group("layers/dense")
+        group.create_dataset("vars/0", data=np.ones((2, 2), np.float32))
+        group["again"] = group
+    with pytest.raises(CheckpointError, match="links the group 'layers/dense/again' into itself"):
+        read_keras_h5(_h5(build), name="w.h5")
+
+
+def test_h5_declared_sizes_are_bounded_by_the_file_before_anything_is_read():
+    """A chunked dataset whose chunks were never written reads as its fill value: 900 MB from a
+    file of a few kilobytes, unless the declared sizes are checked first."""
+    def build(f):
+        f.create_dataset("layers/d/vars/0", data=np.ones((2, 2), np.float32))
+        f.create_dataset("layers/big/vars/0", (225 * 2**10, 2**10), np.float32, chunks=(1024, 1024))
+    data = _h5(build)
+    assert len(data) < 100_000
+    with pytest.raises(CheckpointError, match=r"'w\.h5' declares more weights than it can hold: "
+                                              r"at least 900\.0 MB"):
+        read_keras_h5(data, name="w.h5")
+
+
+def test_h5_too_many_objects_or_too_deep_is_refused():
+    deep = _h5(lambda f: f.create_dataset("/".join(["g"] * 70) + "/0", data=np.ones(2)))
+    with pytest.raises(CheckpointError, match="nested more than 64 groups deep"):
+        read_keras_h5(deep, name="w.h5")
+
+
+def test_h5_a_filter_hdf5_lacks_is_damage_not_a_plugin_to_load():
+    def build(f):
+        dataset = f.create_dataset("layers/d/vars/0", (4, 4), np.float32, chunks=(4, 4),
+                                   compression=32015, allow_unknown_filter=True)
+        dataset.id.write_direct_chunk((0, 0), bytes(64))
+    with pytest.raises(CheckpointError, match="could not be read as an HDF5 weights file"):
+        read_keras_h5(_h5(build), name="w.h5")
+
+
+def _keras(members, method=zipfile.ZIP_DEFLATED):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", method) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_keras_archive_is_unpacked_within_its_declared_size():
+    """The weights member declares its real size but inflates to 64 MB of zeros: zipfile would
+    hand all of it over; the bounded reader stops one byte past the declared size."""
+    import zlib
+
+    weights = _h5(lambda f: f.create_dataset("layers/d/vars/0", data=np.ones((2, 2), np.float32)))
+    data = _keras({"model.weights.h5": weights}, zipfile.ZIP_STORED)
+    stream = zlib.compressobj(9, zlib.DEFLATED, -15)
+    bomb = stream.compress(bytes(64 * 2**20)) + stream.flush()
+    start = data.index(weights)
+    local = bytearray(data[:start])
+    local[8:10] = (8).to_bytes(2, "little")  # method: deflated
+    local[18:22] = len(bomb).to_bytes(4, "little")  # compressed size
+    directory = bytearray(data[start + len(weights):])
+    directory[10:12] = (8).to_bytes(2, "little")
+    directory[20:24] = len(bomb).to_bytes(4, "little")
+    end = directory.rindex(b"PK\x05\x06")
+    directory[end + 16:end + 20] = (len(local) + len(bomb)).to_bytes(4, "little")
+    with pytest.raises(CheckpointError, match="unpacks to more than the .* bytes its header "
+                                              "declares"):
+        read_keras_archive(bytes(local) + bomb + bytes(directory), name="m.keras")
+
+
+@pytest.mark.parametrize("method, says", [(zipfile.ZIP_BZIP2, "version 4.6"),
+                                          (zipfile.ZIP_LZMA, "version 6.3")])
+def test_keras_archive_methods_the_bounded_reader_does_not_read_are_refused(method, says):
+    weights = _h5(lambda f: f.create_dataset("layers/d/vars/0", data=np.ones((2, 2), np.float32)))
+    with pytest.raises(CheckpointError, match=says):
+        read_keras_archive(_keras({"model.weights.h5": weights}, method), name="m.keras")
+
+
+def _bundle(entries, data=b""):
+    """A TF checkpoint written field by field (tests/fuzz_formats.py), so that fields can lie."""
+    from fuzz_formats import TF_SUFFIX, bundle_entry, bundle_header, sstable
+
+    items = sorted((f"model/{name}{TF_SUFFIX}".encode(), bundle_entry(**fields))
+                   for name, fields in entries.items())
+    return sstable([(b"", bundle_header())] + items), data
+
+
+def test_tf_checkpoint_hand_written_reads_like_tensorflow_writes_it():
+    from fuzz_formats import masked_crc32c
+
+    half = np.arange(4, dtype="<f2").tobytes()
+    whole = np.arange(6, dtype="<f4").tobytes()
+    index, data = _bundle({"w": dict(dtype=1, shape=(2, 3), offset=0, size=24,
+                                     crc=masked_crc32c(whole)),
+                           "h": dict(dtype=19, shape=(4,), offset=24, size=8,
+                                     crc=masked_crc32c(half))}, whole + half)
+    arrays = read_tf_checkpoint(index, data, name="ckpt")
+    assert list(arrays) == ["model/h", "model/w"]
+    np.testing.assert_array_equal(arrays["model/w"], np.arange(6).reshape(2, 3))
+    assert arrays["model/h"].dtype == np.float32
+
+
+@pytest.mark.parametrize("fields, says", [
+    # TensorFlow's own reader aborts the process on these (Check failed: d >= 0)
+    (dict(shape=(-1, 2)), r"the shape \[-1, 2\], which no array has"),
+    (dict(shape=(-32, -64)), r"the shape \[-32, -64\]"),
+    (dict(shape=(2**31, 2**31, 2**31), size=24), r"is 24 bytes at 0 of the data file, which has 24"),
+    (dict(offset=2**40), r"at 1,099,511,627,776 of the data file"),
+    (dict(dtype=7), r"holds 'model/w' of type string; only float weights"),
+    (dict(dtype=999), r"of type an unknown type \(999\)"),
+    (dict(slices=[[(0, 1), (0, -1)]]), "split in parts"),
+])
+def test_tf_checkpoint_entries_are_checked_before_the_data_is_read(fields, says):
+    index, data = _bundle({"w": {**dict(dtype=1, shape=(2, 3), offset=0, size=24), **fields}},
+                          bytes(24))
+    with pytest.raises(CheckpointError, match=says):
+        read_tf_checkpoint(index, data, name="ckpt")
+
+
+def test_tf_checkpoint_index_that_is_not_a_proto_is_a_sentence():
+    from fuzz_formats import bundle_header, sstable
+
+    index = sstable([(b"", bundle_header()), (b"model/w/.ATTRIBUTES/VARIABLE_VALUE", b"\xff" * 40)])
+    with pytest.raises(CheckpointError, match="the .index entry of 'model/w' is damaged"):
+        read_tf_checkpoint(index, bytes(24), name="ckpt")
+    index = bytearray(_bundle({"w": dict(dtype=1, shape=(2, 3), size=24)})[0])
+    index[20] ^= 0xFF  # inside a block: its checksum no longer fits
+    with pytest.raises(CheckpointError, match="could not be read: its .index is damaged"):
+        read_tf_checkpoint(bytes(index), bytes(24), name="ckpt")
+
+
+def test_tf_checkpoint_written_by_hand_is_one_tensorflow_reads(tmp_path):
+    """The fuzz test's TF checkpoints are written field by field: TensorFlow's own reader reads
+    the valid one as ours does, so the hostile ones are mutations of a real checkpoint."""
+    import tensorflow as tf
+    from fuzz_formats import TF_SUFFIX, tf_bundle
+
+    index, data = tf_bundle()
+    (tmp_path / "t.index").write_bytes(index)
+    (tmp_path / "t.data-00000-of-00001").write_bytes(data)
+    reader = tf.train.load_checkpoint(str(tmp_path / "t"))
+    ours = read_tf_checkpoint(index, data, name="t")
+    assert sorted(reader.get_variable_to_shape_map()) == sorted(k + TF_SUFFIX for k in ours)
+    for key, value in ours.items():
+        np.testing.assert_array_equal(reader.get_tensor(key + TF_SUFFIX), value)

@@ -39,6 +39,7 @@ import numpy as np
 
 from .checkpoint import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint
 from .readers import natural_key, read_weights
+from .tokenizer import TokenizerError
 
 __all__ = ["convert_keras_seq2seq", "convert_tf_tutorial", "infer_keras_seq2seq",
            "infer_tf_tutorial", "detect_recipe", "recipe_of_weights", "is_weights_file",
@@ -269,7 +270,20 @@ def _token_table(node, file_label):
     """The token embedding matrix of an embedding node (the example's PositionalEmbedding holds
     token_embeddings; the tutorial's node is the Embedding itself)."""
     token = node.child("token_embeddings") or node
-    return token.array(0, "embeddings", file_label)
+    table = token.array(0, "embeddings", file_label)
+    if table.ndim != 2:
+        raise CheckpointError(f"{file_label}: the weight {token.label!r} has shape "
+                              f"{table.shape}; expected (vocabulary, d_model).")
+    return table
+
+
+def _model_width(node, ndim, file_label):
+    """d_model: the inputs of the first attention's query kernel, which has `ndim` dimensions."""
+    kernel = node.array(0, "kernel", file_label)
+    if kernel.ndim != ndim or not kernel.shape[0]:
+        raise CheckpointError(f"{file_label}: the query kernel of {node.label!r} has shape "
+                              f"{kernel.shape}; expected {ndim} dimensions, the first d_model.")
+    return kernel.shape[0]
 
 
 def _final_dense(root, used, d_model, file_label):
@@ -312,8 +326,9 @@ def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
             "keras.layers.MultiHeadAttention (query_dense, key_dense, value_dense, output_dense) "
             "nor the hand-written one (q_linear, k_linear, v_linear, concat_linear).")
 
-    d_model = first_attention.child("query_dense" if form == "keras-mha" else "q_linear") \
-        .array(0, "kernel", file_label).shape[0]
+    d_model = _model_width(first_attention.child("query_dense" if form == "keras-mha"
+                                                 else "q_linear"),
+                           3 if form == "keras-mha" else 2, file_label)
     final = _final_dense(root, [n.path for n in encoders + decoders + embeddings], d_model, file_label)
     out_kernel, out_bias = _dense(final, file_label, d_model, None, "output Dense")
     source_emb, target_emb = _split_embeddings(embeddings, encoders, decoders,
@@ -436,7 +451,7 @@ def infer_tf_tutorial(arrays: dict[str, np.ndarray], file_label: str,
     if not _is_keras_mha(first):
         raise CheckpointError(f"{file_label}: {encoders[0].label + '/self_attention'!r} has no "
                               "keras MultiHeadAttention (mha).")
-    d_model = first.child("query_dense").array(0, "kernel", file_label).shape[0]
+    d_model = _model_width(first.child("query_dense"), 3, file_label)
     final = _final_dense(root, [n.path for n in encoders + decoders + embeddings], d_model, file_label)
     out_kernel, out_bias = _dense(final, file_label, d_model, None, "final Dense")
     source_emb, target_emb = _split_embeddings(embeddings, encoders, decoders, out_kernel.shape[1],
@@ -540,7 +555,9 @@ def _read_input(source, default_name):
     """(bytes or {name: bytes} / path for the readers, label, [(file name, sha256)])."""
     if isinstance(source, dict):
         files = {str(k): _as_bytes(v, str(k)) for k, v in source.items()}
-        return files, ", ".join(Path(k).name for k in files), \
+        index = [Path(k).name for k in files if k.endswith(".index")]  # a TF checkpoint: its prefix
+        label = index[0][:-len(".index")] if index else ", ".join(Path(k).name for k in files)
+        return files, label, \
             [(Path(k).name, hashlib.sha256(v).hexdigest()) for k, v in files.items()]
     if isinstance(source, (str, Path)):
         path = Path(source)
@@ -572,11 +589,15 @@ def _convert(recipe, weights, source_vocab, target_vocab, num_heads, make_tokeni
 
     files, label, hashes = _read_input(weights, "weights")
     arrays = read_weights(files)
-    architecture = infer(arrays, label, num_heads)
+    architecture = infer(arrays, repr(label), num_heads)  # messages start with the file's name
     src_data, src_label, src_hash = _read_input(source_vocab, "source vocabulary")
     tgt_data, tgt_label, tgt_hash = _read_input(target_vocab, "target vocabulary")
-    source_tok, target_tok = make_tokenizers(next(iter(src_data.values())),
-                                             next(iter(tgt_data.values())), src_label, tgt_label)
+    try:
+        source_tok, target_tok = make_tokenizers(next(iter(src_data.values())),
+                                                 next(iter(tgt_data.values())), src_label,
+                                                 tgt_label)
+    except TokenizerError as err:  # the message names the file
+        raise CheckpointError(f"A vocabulary file is invalid: {str(err).rstrip('.')}.") from None
     c = architecture.config
     for tok, tok_label, size, side in ((source_tok, src_label, c["src_vocab_size"], "source"),
                                        (target_tok, tgt_label, c["tgt_vocab_size"], "target")):
@@ -597,7 +618,7 @@ def _convert(recipe, weights, source_vocab, target_vocab, num_heads, make_tokeni
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"The model {label!r} describes cannot be built here: {err}.") from None
     model = Transformer(config).build_weights()
-    _assign(model, architecture.weights, label)
+    _assign(model, architecture.weights, repr(label))
     metadata = {
         "name": Path(label).stem.replace(".weights", "") or recipe,
         "source": {"recipe": recipe, "form": architecture.form,

@@ -382,7 +382,7 @@ def marian_config(hf_config: dict, label: str = "the Marian model") -> dict:
         raise CheckpointError(f"{where} gives max_position_embeddings {max_len}; the limit is "
                               f"{limits.MAX_POSITIONS}.")
     activation = hf_config.get("activation_function", "gelu")  # MarianConfig's default
-    if activation not in ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise CheckpointError(
             f"{where} gives activation_function {json.dumps(activation)[:80]}; only "
             f"{_join(list(ACTIVATIONS))} (gelu: the exact erf form) are implemented here.")

@@ -189,6 +189,10 @@ def parse_vocab_json(data, name: str = "vocab.json") -> dict[str, int]:
                              f"column {e.colno})") from None
     except RecursionError:
         raise TokenizerError(f"{name}: JSON nested too deeply") from None
+    except ValueError as e:  # an integer of more digits than Python converts (4,300)
+        if isinstance(e, TokenizerError):  # from pairs()
+            raise
+        raise TokenizerError(f"{name}: holds a number too long to be an id") from None
     if not isinstance(vocab, dict) or not vocab:
         raise TokenizerError(f"{name}: expected a non-empty JSON object mapping each piece to "
                              f"its id, got {type(vocab).__name__}")

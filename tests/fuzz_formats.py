@@ -1,0 +1,1592 @@
+"""Hostile uploads in the other formats the uploader accepts (issue 15), for tests/fuzz_cases.py.
+
+Each is a mutation of a valid file of its format:
+  h5_      a Keras .weights.h5: the TF tutorial's dates model (tests/fixtures/tutorial_dates)
+  keras_   a .keras archive holding the same weights (config.json and metadata.json beside them)
+  tf_      a TensorFlow checkpoint (.index + .data-00000-of-00001) of the same weights, written
+           here field by field so that every field can lie
+  marian_  a Marian model (tests/fixtures/marian): model.safetensors, config.json, vocab.json,
+           source.spm and target.spm, as files or as one .zip
+
+A case file holds the files of one upload as the browser sends them (in a stored ZIP that only
+load_upload reads); load_upload takes them through the uploader's own path (explorer.uploads).
+Crafted cases (CRAFTED, named by format prefix) cover the known dangers; GENERATORS make seeded
+random ones ("<format>-s<seed>-<i>"). Importing this module registers both with fuzz_cases
+(OTHER_CRAFTED, OTHER_FORMAT_GENERATORS), which imports it last.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import struct
+import zipfile
+from typing import Callable
+
+import fuzz_cases
+import numpy as np
+from fuzz_cases import (
+    BASE,
+    JSON_VALUES,
+    ROOT,
+    Entry,
+    _member_mutation,
+    bomb_megabytes,
+    entry,
+    members_of,
+    pack,
+    write_zip,
+    zeros_deflated,
+)
+
+UPLOAD_LOADER = "fuzz_formats:load_upload"
+TUTORIAL = ROOT / "tests" / "fixtures" / "tutorial_dates"
+MARIAN = ROOT / "tests" / "fixtures" / "marian"
+TYPED_HEADS = 2  # the import form's "number of heads", when it asks (the weights do not say)
+LOAD_SECONDS = 60.0  # a conversion builds the model three times (see load_upload)
+
+
+def upload_file(files: dict[str, bytes]) -> bytes:
+    """The case file of one upload: the uploaded files by name, in a stored ZIP."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as container:
+        for name, data in files.items():
+            container.writestr(name, data)
+    return out.getvalue()
+
+
+def upload_files(path) -> dict[str, bytes]:
+    with zipfile.ZipFile(path) as container:
+        return {info.filename: container.read(info) for info in container.infolist()}
+
+
+def load_upload(path):
+    """What the sidebar does with uploaded files (explorer.models.accept_upload, then
+    run_requested_import): read_upload (unzip, detect the recipe), the import form's default
+    answers (explorer.models.import_choices; TYPED_HEADS when it asks for heads), convert (which
+    loads the converted checkpoint once), then load_checkpoint of its bytes as the app loads it."""
+    from explorer import uploads
+    from transformer.checkpoint import load_checkpoint
+
+    upload = uploads.read_upload(upload_files(path))
+    if upload.recipe == "marian":
+        choices = uploads.Choices("marian")
+    else:
+        source, target = upload.vocabularies
+        choices = uploads.Choices(upload.recipe or uploads.WEIGHT_RECIPES[0],
+                                  TYPED_HEADS if upload.needs_heads else None, source, target)
+    return load_checkpoint(uploads.convert(upload, choices))
+
+
+CRAFTED: list[tuple[str, Callable[[], bytes]]] = []  # (name, make() -> the case file)
+
+
+def crafted(function):
+    CRAFTED.append((function.__name__, function))
+    return function
+
+
+def _flip(rng, data: bytes, count: int, start: int = 0, stop: int | None = None) -> bytes:
+    out = bytearray(data)
+    stop = len(out) if stop is None else min(stop, len(out))
+    for at in rng.integers(start, max(start + 1, stop), count):
+        if at < len(out):
+            out[at] = int(rng.integers(256))
+    return bytes(out)
+
+
+def _byte_mutation(rng, data: bytes) -> bytes:
+    """Flips anywhere or near the start (headers), a truncation, a splice or inserted bytes."""
+    how = int(rng.integers(5))
+    if how == 0:
+        return _flip(rng, data, int(rng.integers(1, 16)))
+    if how == 1:
+        return _flip(rng, data, int(rng.integers(1, 8)), 0, 4096)
+    return _member_mutation(rng, data)
+
+
+# ---------------------------------------------------------------- Keras .weights.h5
+@functools.cache
+def tutorial_h5() -> bytes:
+    """The tutorial fixture's weights without its optimizer's state (which the reader skips):
+    608 KB, 385 KB of them the model's weights."""
+    import h5py
+
+    out = io.BytesIO()
+    with h5py.File(TUTORIAL / "model.weights.h5", "r") as source, h5py.File(out, "w") as h5:
+        for key in source:
+            if key != "optimizer":
+                source.copy(source[key], h5, key)
+    return out.getvalue()
+
+
+@functools.cache
+def _vocabularies() -> tuple:
+    return tuple((n, (TUTORIAL / n).read_bytes()) for n in ("source_vocab.txt",
+                                                            "target_vocab.txt"))
+
+
+def vocabularies() -> dict[str, bytes]:
+    return dict(_vocabularies())
+
+
+def h5_arrays(data: bytes) -> dict[str, np.ndarray]:
+    import h5py
+
+    arrays = {}
+    with h5py.File(io.BytesIO(data), "r") as h5:
+        h5.visititems(lambda name, item: arrays.__setitem__(name, item[()])
+                      if isinstance(item, h5py.Dataset) else None)
+    return arrays
+
+
+def h5_edit(change: Callable, base: bytes | None = None, libver=None) -> bytes:
+    """The weights file after change(h5py.File) (opened for writing, in memory)."""
+    import h5py
+
+    buffer = io.BytesIO(tutorial_h5() if base is None else base)
+    with h5py.File(buffer, "r+", libver=libver) as h5:
+        change(h5)
+    return buffer.getvalue()
+
+
+def h5_upload(h5: bytes, name: str = "model.weights.h5") -> bytes:
+    return upload_file({name: h5, **vocabularies()})
+
+
+QUERY = "encoder/enc_layers/encoder_layer/self_attention/mha/query_dense/vars/0"  # (32, 2, 32)
+FINAL = "final_layer/vars/0"  # (32, 257)
+
+
+def h5_replace(name: str, **dataset) -> Callable:
+    def change(h5):
+        del h5[name]
+        h5.create_dataset(name, **dataset)
+    return change
+
+
+@crafted
+def h5_valid():
+    return h5_upload(tutorial_h5())
+
+
+@crafted
+def h5_with_optimizer_valid():
+    return h5_upload((TUTORIAL / "model.weights.h5").read_bytes())
+
+
+_QUERY_SHAPE = (32, 2, 32)
+for _label, _value in {
+    "string": lambda: np.array([b"__import__('os')"] * 4, dtype=object),
+    "int32": lambda: np.ones(_QUERY_SHAPE, np.int32),
+    "bool": lambda: np.ones(_QUERY_SHAPE, bool),
+    "complex": lambda: np.ones(_QUERY_SHAPE, np.complex64),
+    "compound": lambda: np.zeros(_QUERY_SHAPE, [("a", "<f4"), ("b", "<f4")]),
+    "float128": lambda: np.ones(_QUERY_SHAPE, np.longdouble),
+    "float64_valid": lambda: np.full(_QUERY_SHAPE, 0.01, np.float64),
+    "float16_valid": lambda: np.full(_QUERY_SHAPE, 0.01, np.float16),
+}.items():
+    CRAFTED.append((f"h5_dtype_{_label}", lambda v=_value: h5_upload(h5_edit(
+        h5_replace(QUERY, data=v())))))
+
+
+@crafted
+def h5_dtype_vlen():
+    import h5py
+
+    def change(h5):
+        del h5[QUERY]
+        dataset = h5.create_dataset(QUERY, (4,), dtype=h5py.vlen_dtype(np.float32))
+        for i in range(4):
+            dataset[i] = np.ones(i + 1, np.float32)
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_dtype_big_endian_valid():
+    return h5_upload(h5_edit(h5_replace(QUERY, data=np.full(_QUERY_SHAPE, 0.01, ">f4"))))
+
+
+@crafted
+def h5_sparse_huge():
+    """A chunked dataset declaring 2**40 floats with no chunk written (the fill value): 4 TB."""
+    return h5_upload(h5_edit(lambda h5: h5.create_dataset(
+        "encoder/extra/vars/0", (2**20, 2**20), np.float32, chunks=(64, 64))))
+
+
+@crafted
+def h5_sparse_900mb():
+    """Declares 900 MB of floats (under the 1 GB array limit) and holds none: the file is tiny."""
+    return h5_upload(h5_edit(lambda h5: h5.create_dataset(
+        "encoder/extra/vars/0", (225 * 2**10, 2**10), np.float32, chunks=(1024, 1024))))
+
+
+@crafted
+def h5_sparse_fill_nan():
+    """A real weight's shape, its chunks never written, its fill value NaN."""
+    return h5_upload(h5_edit(h5_replace(QUERY, shape=_QUERY_SHAPE, dtype=np.float32,
+                                        chunks=_QUERY_SHAPE, fillvalue=np.nan)))
+
+
+@crafted
+def h5_gzip_bomb():
+    """FUZZ_BOMB_MB of zeros in gzip chunks (~1,000 to 1 packed), under the final layer's name."""
+    rows = bomb_megabytes() * 2**20 // (4 * 2**10)
+
+    def change(h5):
+        dataset = h5.create_dataset("encoder/bomb/vars/0", (rows, 2**10), np.float32,
+                                    chunks=(256, 2**10), compression="gzip", compression_opts=9,
+                                    fillvalue=1.0)
+        block = np.zeros((256, 2**10), np.float32)
+        for start in range(0, rows, 256):
+            dataset[start:start + 256] = block
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_unknown_filter():
+    """A chunk filtered by a filter HDF5 does not have (32015, Zstandard): HDF5 would look for
+    a plugin library to load."""
+    def change(h5):
+        del h5[QUERY]
+        dataset = h5.create_dataset(QUERY, _QUERY_SHAPE, np.float32, chunks=_QUERY_SHAPE,
+                                    compression=32015, allow_unknown_filter=True)
+        dataset.id.write_direct_chunk((0, 0, 0), b"\x28\xb5\x2f\xfd" + bytes(60))
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_external_link_passwd():
+    import h5py
+
+    def change(h5):
+        del h5[QUERY]
+        h5[QUERY] = h5py.ExternalLink("/etc/passwd", "/")
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_external_link_self():
+    """A link into the uploaded file's own name (which may exist in the server's folder)."""
+    import h5py
+
+    def change(h5):
+        del h5[QUERY]
+        h5[QUERY] = h5py.ExternalLink("model.weights.h5", "/" + QUERY)
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_soft_link():
+    import h5py
+
+    def change(h5):
+        del h5[QUERY]
+        h5[QUERY] = h5py.SoftLink("/" + QUERY.replace("query", "key"))
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_soft_link_loop():
+    import h5py
+
+    def change(h5):
+        del h5[QUERY]
+        h5[QUERY] = h5py.SoftLink("/" + QUERY)
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_hard_link_cycle():
+    """A group that holds itself: a walk that follows hard links never ends."""
+    def change(h5):
+        group = h5["encoder/enc_layers/encoder_layer"]
+        group["again"] = group
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_external_storage_passwd():
+    """A dataset whose data lives in /etc/passwd (HDF5 "external storage")."""
+    return h5_upload(h5_edit(h5_replace(QUERY, shape=(64,), dtype=np.uint8,
+                                        external=[("/etc/passwd", 0, 64)])))
+
+
+@crafted
+def h5_external_storage_float():
+    return h5_upload(h5_edit(h5_replace(QUERY, shape=_QUERY_SHAPE, dtype=np.float32,
+                                        external=[("/etc/passwd", 0, 4 * 2048)])))
+
+
+@crafted
+def h5_virtual_dataset():
+    import h5py
+
+    def change(h5):
+        del h5[QUERY]
+        layout = h5py.VirtualLayout(shape=_QUERY_SHAPE, dtype=np.float32)
+        layout[:] = h5py.VirtualSource("/etc/passwd.h5", "data", shape=_QUERY_SHAPE)
+        h5.create_virtual_dataset(QUERY, layout, fillvalue=0.5)
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_nan():
+    def change(h5):
+        h5[QUERY][0, 0, 0] = np.nan
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_inf():
+    def change(h5):
+        h5[FINAL][1, 1] = np.inf
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_overflow():
+    """Finite weights that overflow float32 on real tokens."""
+    def change(h5):
+        h5["encoder/pos_embedding/embedding/vars/0"][...] = 3e38
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_float64_overflows_float32():
+    """Finite float64 weights that become inf as float32."""
+    return h5_upload(h5_edit(h5_replace(QUERY, data=np.full(_QUERY_SHAPE, 1e300))))
+
+
+@crafted
+def h5_missing_weight():
+    def change(h5):
+        del h5[QUERY]
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_extra_weight():
+    return h5_upload(h5_edit(lambda h5: h5.create_dataset(
+        "encoder/enc_layers/encoder_layer/backdoor/vars/0", data=np.ones((4, 4), np.float32))))
+
+
+@crafted
+def h5_renamed_weight():
+    def change(h5):
+        h5.move(QUERY, QUERY.replace("vars/0", "vars/7"))
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_renamed_group():
+    def change(h5):
+        h5.move("encoder/enc_layers/encoder_layer_1", "encoder/enc_layers/encoder_layer_9")
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_scalar_kernel():
+    return h5_upload(h5_edit(h5_replace(QUERY, data=np.float32(0.5))))
+
+
+@crafted
+def h5_scalar_embedding():
+    return h5_upload(h5_edit(h5_replace("decoder/pos_embedding/embedding/vars/0",
+                                        data=np.float32(0.5))))
+
+
+@crafted
+def h5_empty_kernel():
+    return h5_upload(h5_edit(h5_replace(QUERY, data=np.zeros((32, 2, 0), np.float32))))
+
+
+@crafted
+def h5_empty_embedding():
+    return h5_upload(h5_edit(h5_replace("encoder/pos_embedding/embedding/vars/0",
+                                        data=np.zeros((0, 32), np.float32))))
+
+
+@crafted
+def h5_kernel_4d():
+    return h5_upload(h5_edit(h5_replace(QUERY, data=np.zeros((32, 2, 32, 1), np.float32))))
+
+
+@crafted
+def h5_transposed_final():
+    def change(h5):
+        value = h5[FINAL][()]
+        del h5[FINAL]
+        h5[FINAL] = value.T.copy()
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_huge_attribute():
+    """A 16 MB attribute (never read: only arrays are)."""
+    return h5_upload(h5_edit(lambda h5: h5.create_group("blobs").attrs.create(
+        "blob", np.zeros(2**22, np.float32)), libver="latest"))
+
+
+@crafted
+def h5_attribute_names_code():
+    def change(h5):
+        h5.attrs["keras_version"] = "__import__('os').system('touch PWNED')"
+        h5[QUERY].attrs["class_name"] = "Lambda"
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_deep_nesting():
+    """A weight 3,000 groups deep (a walk that recurses per level overflows Python's stack)."""
+    def change(h5):
+        h5.create_dataset("/".join(["g"] * 3000) + "/vars/0", data=np.ones(2, np.float32))
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_many_datasets():
+    def change(h5):
+        group = h5.create_group("encoder/many")
+        for i in range(9000):
+            group.create_dataset(f"d{i}/vars/0", data=np.float32(i))
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_many_groups():
+    """20,000 empty groups: a walk pays for each."""
+    def change(h5):
+        group = h5.create_group("encoder/many")
+        for i in range(20_000):
+            group.create_group(str(i))
+    return h5_upload(h5_edit(change))
+
+
+@crafted
+def h5_truncated():
+    data = tutorial_h5()
+    return h5_upload(data[:len(data) // 2])
+
+
+@crafted
+def h5_superblock_flipped():
+    data = bytearray(tutorial_h5())
+    data[8:40] = bytes(range(200, 232))
+    return h5_upload(bytes(data))
+
+
+@crafted
+def h5_only_magic():
+    return h5_upload(b"\x89HDF\r\n\x1a\n")
+
+
+@crafted
+def h5_named_h5_but_zip():
+    return h5_upload(members_of(BASE.read_bytes())["weights.npz"])
+
+
+@crafted
+def h5_two_weight_files():
+    return upload_file({"a.weights.h5": tutorial_h5(), "b.weights.h5": tutorial_h5(),
+                        **vocabularies()})
+
+
+@crafted
+def h5_vocabulary_not_utf8():
+    files = {"model.weights.h5": tutorial_h5(), **vocabularies()}
+    files["source_vocab.txt"] = files["source_vocab.txt"].replace(b"[UNK]", b"[\xff\xfe]")
+    return upload_file(files)
+
+
+@crafted
+def h5_vocabulary_duplicates():
+    files = {"model.weights.h5": tutorial_h5(), **vocabularies()}
+    lines = files["target_vocab.txt"].split(b"\n")
+    files["target_vocab.txt"] = b"\n".join(lines[:10] + lines[:10] + lines[20:])
+    return upload_file(files)
+
+
+@crafted
+def h5_vocabulary_empty():
+    return upload_file({"model.weights.h5": tutorial_h5(), "source_vocab.txt": b"",
+                        "target_vocab.txt": vocabularies()["target_vocab.txt"]})
+
+
+@crafted
+def h5_vocabulary_huge_line():
+    files = {"model.weights.h5": tutorial_h5(), **vocabularies()}
+    files["source_vocab.txt"] = files["source_vocab.txt"].replace(b"[UNK]", b"x" * 2**20, 1)
+    return upload_file(files)
+
+
+@crafted
+def h5_vocabulary_lone_surrogate():
+    files = {"model.weights.h5": tutorial_h5(), **vocabularies()}
+    files["source_vocab.txt"] = files["source_vocab.txt"].replace(b"\n,\n", b"\n\xed\xa0\x80\n")
+    return upload_file(files)
+
+
+def random_h5(rng: np.random.Generator, index: int) -> bytes:
+    """One random .weights.h5 case: bytes damaged, or one weight rewritten."""
+    if rng.integers(2):
+        return h5_upload(_byte_mutation(rng, tutorial_h5()))
+    names = sorted(h5_arrays(tutorial_h5()))
+    name = names[int(rng.integers(len(names)))]
+    value = h5_arrays(tutorial_h5())[name]
+    how = int(rng.integers(7))
+    if how == 0:  # odd values
+        flat = value.reshape(-1).copy()
+        flat[rng.integers(0, flat.size, int(rng.integers(1, 8)))] = \
+            [np.nan, np.inf, -np.inf, 3e38, 1e20][int(rng.integers(5))]
+        value = flat.reshape(value.shape)
+    elif how == 1:  # another dtype
+        value = value.astype([np.float16, np.float64, np.int8, np.int64, np.uint16,
+                              np.complex64, bool][int(rng.integers(7))])
+    elif how == 2:  # another shape
+        shape = list(value.shape) or [1]
+        at = int(rng.integers(len(shape)))
+        shape[at] = max(0, shape[at] + int(rng.integers(-2, 3)))
+        value = np.resize(value, shape)
+    elif how == 3:
+        value = value.reshape(-1)
+    elif how == 4:
+        value = value.reshape(value.shape + (1,))
+    elif how == 5:  # gone
+        return h5_upload(h5_edit(lambda h5: h5.__delitem__(name)))
+    else:  # moved elsewhere
+        other = names[int(rng.integers(len(names)))] + "_" + str(int(rng.integers(3)))
+        return h5_upload(h5_edit(lambda h5: h5.move(name, other)))
+    return h5_upload(h5_edit(h5_replace(name, data=value)))
+
+
+# ---------------------------------------------------------------- Keras .keras
+KERAS_CONFIG = {"module": None, "class_name": "Transformer", "registered_name": "Transformer",
+                "config": {"num_layers": 2, "d_model": 32, "num_heads": 2, "dff": 64},
+                "build_config": {"input_shape": [[None, None], [None, None]]}}
+KERAS_METADATA = {"keras_version": "3.15.1", "date_saved": "2026-05-09@07:35:25"}
+LAMBDA_CONFIG = {  # what a Keras deserializer would run: a marshalled lambda, os.system by name
+    "module": "keras.layers", "class_name": "Lambda", "registered_name": None,
+    "config": {"name": "lambda", "function": {
+        "class_name": "__lambda__", "config": {
+            "code": ("4wEAAAAAAAAAAAAAAAEAAAADAAAAQwAAAHMMAAAAdABkAYMBAQBkAFMAKQJO"
+                     "eg50b3VjaCBQV05FRCkB2gJvc6kB2gF4qQByBAAAAPoIPHN0ZGluPtoIPGxh"
+                     "bWJkYT4BAAAAcwAAAAA="),
+            "defaults": None, "closure": None}},
+        "arguments": {"command": "touch PWNED"}},
+    "layers": [{"module": "os", "class_name": "system", "config": {"command": "touch PWNED"}},
+               {"module": "builtins", "class_name": "eval", "config": "__import__('os')"}]}
+
+
+def keras_file(h5: bytes | None = None, config=None, extra: dict | None = None) -> bytes:
+    """A .keras archive as Keras writes it (stored members: metadata, config, weights)."""
+    members = {"metadata.json": json.dumps(KERAS_METADATA).encode(),
+               "config.json": json.dumps(KERAS_CONFIG if config is None else config).encode(),
+               "model.weights.h5": tutorial_h5() if h5 is None else h5, **(extra or {})}
+    return pack(members, method=0, version=20)
+
+
+def keras_upload(archive: bytes, name: str = "model.keras") -> bytes:
+    return upload_file({name: archive, **vocabularies()})
+
+
+def keras_entries(h5: bytes | None = None) -> list[Entry]:
+    return [entry(n, c) for n, c in members_of(keras_file(h5)).items()]
+
+
+@crafted
+def keras_lambda_config_valid():
+    """A config.json that names a Lambda and os.system: never read, only the weights are."""
+    return keras_upload(keras_file(config=LAMBDA_CONFIG, extra={"assets/x.py": b"import os"}))
+
+
+@crafted
+def keras_config_not_json_valid():
+    return keras_upload(pack({"config.json": b"\xff not json {", "model.weights.h5":
+                              tutorial_h5()}, method=8))
+
+
+@crafted
+def keras_no_weights():
+    return keras_upload(pack({"config.json": json.dumps(LAMBDA_CONFIG).encode(),
+                              "metadata.json": b"{}"}, method=8))
+
+
+@crafted
+def keras_weights_twice():
+    entries = keras_entries()
+    return keras_upload(write_zip(entries + [entry("model.weights.h5", tutorial_h5())]))
+
+
+@crafted
+def keras_weights_in_folder():
+    return keras_upload(pack({"config.json": b"{}", "sub/model.weights.h5": tutorial_h5()}))
+
+
+@crafted
+def keras_lying_size_bomb():
+    """model.weights.h5 declares its real size and unpacks to FUZZ_BOMB_MB of zeros."""
+    entries = keras_entries()
+    entries[-1].payload = zeros_deflated(bomb_megabytes())
+    return keras_upload(write_zip(entries))
+
+
+@crafted
+def keras_declared_bomb():
+    """model.weights.h5 declares 900 MB and deflates to that: its ratio gives it away."""
+    entries = keras_entries()
+    entries[-1] = Entry(b"model.weights.h5", zeros_deflated(900), 8, 0, 900 * 2**20)
+    return keras_upload(write_zip(entries))
+
+
+@crafted
+def keras_bzip2_weights():
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, content in members_of(keras_file()).items():
+            archive.writestr(name, content, compress_type=zipfile.ZIP_BZIP2
+                             if name == "model.weights.h5" else zipfile.ZIP_STORED)
+    return keras_upload(out.getvalue())
+
+
+@crafted
+def keras_lzma_weights_damaged():
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for name, content in members_of(keras_file()).items():
+            archive.writestr(name, content, compress_type=zipfile.ZIP_LZMA
+                             if name == "model.weights.h5" else zipfile.ZIP_STORED)
+    data = bytearray(out.getvalue())
+    at = data.find(b"model.weights.h5") + 16 + 40
+    data[at:at + 64] = bytes(64)
+    return keras_upload(bytes(data))
+
+
+@crafted
+def keras_version_needed_99():
+    entries = keras_entries()
+    entries[-1].version = 99
+    return keras_upload(write_zip(entries))
+
+
+@crafted
+def keras_name_not_utf8():
+    entries = keras_entries()
+    entries[0].name = entries[0].local_name = b"metadata\xff\xfe.json"
+    entries[0].flags = 0x800
+    return keras_upload(write_zip(entries))
+
+
+@crafted
+def keras_zip64_absurd_offsets():
+    data = bytearray(write_zip(keras_entries(), end_patch=dict(
+        cd_offset=0xFFFFFFFF, cd_size=0xFFFFFFFF, count=0xFFFF, count_disk=0xFFFF)))
+    end = data.rfind(b"PK\x05\x06")
+    record = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, 2**62, 2**62, 2**62,
+                         2**62)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, end, 1)
+    return keras_upload(bytes(data[:end] + record + locator + data[end:]))
+
+
+@crafted
+def keras_huge_central_directory():
+    """100,000 directory entries, all pointing at the weights."""
+    body = write_zip([entry("model.weights.h5", tutorial_h5(), method=0)])
+    start = body.rfind(b"PK\x01\x02")
+    one = body[start:body.rfind(b"PK\x05\x06")]
+    directory = one + b"".join(one.replace(b"model.weights.h5", b"%016d" % i, 1)
+                               for i in range(100_000))
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, len(directory), start, 0)
+    return keras_upload(body[:start] + directory + end)
+
+
+@crafted
+def keras_overlapping_members():
+    entries = keras_entries()
+    for e in entries:
+        e.offset = 0
+    return keras_upload(write_zip(entries))
+
+
+@crafted
+def keras_bad_crc():
+    entries = keras_entries()
+    entries[-1].crc ^= 0xDEADBEEF
+    return keras_upload(write_zip(entries))
+
+
+@crafted
+def keras_truncated():
+    data = keras_file()
+    return keras_upload(data[:len(data) // 2])
+
+
+@crafted
+def keras_weights_not_hdf5():
+    return keras_upload(keras_file(h5=b"\x89HDF\r\n\x1a\n" + bytes(range(256)) * 8))
+
+
+@crafted
+def keras_weights_is_keras():
+    return keras_upload(keras_file(h5=keras_file()))
+
+
+@crafted
+def keras_weights_external_link():
+    import h5py
+
+    def change(h5):
+        del h5[QUERY]
+        h5[QUERY] = h5py.ExternalLink("/etc/passwd", "/")
+    return keras_upload(keras_file(h5=h5_edit(change)))
+
+
+@crafted
+def keras_weights_nan():
+    def change(h5):
+        h5[QUERY][0, 0, 0] = np.nan
+    return keras_upload(keras_file(h5=h5_edit(change)))
+
+
+@crafted
+def keras_named_weights_h5():
+    """A .keras archive uploaded under the name model.weights.h5."""
+    return h5_upload(keras_file(), name="model.weights.h5")
+
+
+def random_keras(rng: np.random.Generator, index: int) -> bytes:
+    """One random .keras case: archive bytes, one ZIP field, or the weights member damaged."""
+    how = int(rng.integers(4))
+    if how == 0:
+        return keras_upload(_byte_mutation(rng, keras_file()))
+    if how == 1:
+        entries = keras_entries()
+        e = entries[int(rng.integers(len(entries)))]
+        field = ["version", "flags", "method", "size", "csize", "crc", "offset", "local_size",
+                 "local_csize"][int(rng.integers(9))]
+        odd = [0, 1, 8, 12, 14, 20, 45, 46, 63, 99, 0xFFFF, 0xFFFFFFFF, 2**31, e.size - 1,
+               e.size + 1][int(rng.integers(15))]
+        setattr(e, field, odd & (0xFF if field == "version" else 0xFFFF)
+                if field in ("version", "flags", "method") else odd)
+        return keras_upload(write_zip(entries))
+    if how == 2:
+        return keras_upload(keras_file(h5=_byte_mutation(rng, tutorial_h5())))
+    members = members_of(keras_file())
+    name = sorted(members)[int(rng.integers(len(members)))]
+    members[name] = _member_mutation(rng, members[name])
+    return keras_upload(pack(members, method=int(rng.integers(2)) * 8))
+
+
+# ---------------------------------------------------------------- TensorFlow checkpoints
+# A TF checkpoint is a tensor bundle: NAME.index, a LevelDB-format table (sorted keys, blocks
+# with masked CRC32C trailers) mapping "" to a BundleHeaderProto and each variable's name to a
+# BundleEntryProto (dtype, shape, offset, size, crc32c), and NAME.data-00000-of-00001, the raw
+# tensors. It is written here by hand (the protobufs too), so that every field can lie; the
+# valid one holds what tf.train.Checkpoint.write writes for the same variables, minus the object
+# graph the reader never reads (TensorFlow reads it: tests/test_readers.py).
+TF_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+TF_DTYPES = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "string": 7, "complex64": 8,
+             "int64": 9, "bool": 10, "bfloat16": 14, "float16": 19, "resource": 20,
+             "variant": 21, "float8": 24}
+_CRC32C_TABLE: list[int] = []
+
+
+def crc32c(data: bytes) -> int:
+    if not _CRC32C_TABLE:
+        for n in range(256):
+            c = n
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            _CRC32C_TABLE.append(c)
+    table, crc = _CRC32C_TABLE, 0xFFFFFFFF
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data: bytes) -> int:
+    crc = crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def varint(n: int) -> bytes:
+    n &= 2**64 - 1  # negative int64: ten bytes, as protobuf writes them
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, value) -> bytes:
+    """One protobuf field: int -> varint, bytes -> length-delimited."""
+    if isinstance(value, (bytes, bytearray)):
+        return varint(number << 3 | 2) + varint(len(value)) + bytes(value)
+    return varint(number << 3) + varint(int(value))
+
+
+def bundle_entry(dtype=1, shape=(), offset=0, size=0, crc=0, shard_id=0, slices=(),
+                 unknown_rank=False, **_) -> bytes:
+    """BundleEntryProto: dtype 1, shape 2 (TensorShapeProto: dim 2 {size 1}, unknown_rank 3),
+    shard_id 3, offset 4, size 5, crc32c 6 (fixed32), slices 7."""
+    dims = b"".join(_field(2, _field(1, d)) for d in shape)
+    shape_proto = dims + (_field(3, 1) if unknown_rank else b"")
+    out = _field(1, dtype) + _field(2, shape_proto)
+    if shard_id:
+        out += _field(3, shard_id)
+    out += _field(4, offset) + _field(5, size) + varint(6 << 3 | 5) + struct.pack("<I", crc)
+    for extent in slices:  # TensorSliceProto: extent 1 {start 1, length 2}
+        out += _field(7, b"".join(_field(1, _field(1, s) + _field(2, n)) for s, n in extent))
+    return out
+
+
+def bundle_header(num_shards=1, endianness=0, producer=1, min_consumer=0) -> bytes:
+    """BundleHeaderProto: num_shards 1, endianness 2, version 3 (VersionDef: producer 1,
+    min_consumer 2)."""
+    version = _field(1, producer) + (_field(2, min_consumer) if min_consumer else b"")
+    return _field(1, num_shards) + (_field(2, endianness) if endianness else b"") + \
+        _field(3, version)
+
+
+def _block(items: list[tuple[bytes, bytes]], restart_every: int = 16) -> bytes:
+    out, restarts = bytearray(), []
+    for i, (key, value) in enumerate(items):
+        if i % restart_every == 0:
+            restarts.append(len(out))
+        out += varint(0) + varint(len(key)) + varint(len(value)) + key + value
+    restarts = restarts or [0]
+    out += b"".join(struct.pack("<I", r) for r in restarts) + struct.pack("<I", len(restarts))
+    return bytes(out)
+
+
+def sstable(items: list[tuple[bytes, bytes]], block_entries: int = 64) -> bytes:
+    """A LevelDB-format table (as TensorFlow's table_builder writes it, uncompressed)."""
+    out, index = bytearray(), []
+
+    def put(block: bytes) -> bytes:
+        handle = varint(len(out)) + varint(len(block))
+        out.extend(block + b"\x00" + struct.pack("<I", masked_crc32c(block + b"\x00")))
+        return handle
+
+    for start in range(0, len(items), block_entries):
+        chunk = items[start:start + block_entries]
+        index.append((chunk[-1][0], put(_block(chunk))))
+    meta = put(_block([]))
+    index_handle = put(_block(index, 1))
+    footer = (meta + index_handle).ljust(40, b"\x00")
+    return bytes(out + footer + struct.pack("<Q", 0xDB4775248B80FB57))
+
+
+@functools.cache
+def _tutorial_bundle() -> tuple:
+    arrays = h5_arrays(tutorial_h5())
+    entries, data = [], bytearray()
+    for name in sorted(arrays):
+        raw = np.ascontiguousarray(arrays[name], "<f4").tobytes()
+        entries.append(dict(key=name + TF_SUFFIX, dtype=1, shape=arrays[name].shape,
+                            offset=len(data), size=len(raw), crc=masked_crc32c(raw)))
+        data += raw
+    return tuple(tuple(e.items()) for e in entries), bytes(data)
+
+
+def tf_bundle(change: Callable | None = None, header: dict | None = None,
+              sort: bool = True) -> tuple[bytes, bytes]:
+    """(index, data) of the tutorial's weights as a TF checkpoint, after change(entries, data)
+    (entries: dicts of bundle_entry's fields plus "key"; it may return new data bytes)."""
+    frozen, data = _tutorial_bundle()
+    entries = [dict(e) for e in frozen]
+    if change is not None:
+        data = change(entries, data) or data
+    items = [(e["key"].encode() if isinstance(e["key"], str) else e["key"], bundle_entry(**e))
+             for e in entries]
+    items = sorted(items) if sort else items
+    return sstable([(b"", bundle_header(**(header or {})))] + items), data
+
+
+def tf_upload(index: bytes, data: bytes | None, prefix: str = "tutorial") -> bytes:
+    files = {f"{prefix}.index": index}
+    if data is not None:
+        files[f"{prefix}.data-00000-of-00001"] = data
+    return upload_file({**files, **vocabularies()})
+
+
+def tf_entry(name: str, entries: list[dict]) -> dict:
+    return next(e for e in entries if e["key"] == name + TF_SUFFIX)
+
+
+def _tf_case(label: str, change: Callable | None = None, header: dict | None = None,
+             sort: bool = True):
+    CRAFTED.append((f"tf_{label}", lambda: tf_upload(*tf_bundle(change, header, sort))))
+
+
+def _set(name: str, **fields) -> Callable:
+    def change(entries, data):
+        tf_entry(name, entries).update(fields)
+    return change
+
+
+_tf_case("valid")
+_tf_case("shape_huge", _set(QUERY, shape=(2**31, 2**31, 2**31)))
+_tf_case("shape_overflows_int64", _set(QUERY, shape=(2**62, 2**62, 4)))
+_tf_case("shape_negative", _set(QUERY, shape=(-1, 2, 32)))
+_tf_case("shape_negative_pair", _set(QUERY, shape=(-32, -64)))
+_tf_case("shape_minus_two", _set(QUERY, shape=(-2,)))
+_tf_case("shape_unknown_rank", _set(QUERY, shape=(), unknown_rank=True))
+_tf_case("shape_disagrees_with_size", _set(QUERY, shape=(64, 2, 32)))
+_tf_case("shape_scalar", _set(QUERY, shape=()))
+_tf_case("shape_zero", _set(QUERY, shape=(0, 2, 32), size=0))
+_tf_case("shape_rank_40", _set(QUERY, shape=(1,) * 40))
+_tf_case("size_huge", _set(QUERY, size=2**40))
+_tf_case("size_negative", _set(QUERY, size=-1))
+_tf_case("offset_past_end", _set(QUERY, offset=2**40))
+_tf_case("offset_negative", _set(QUERY, offset=-8))
+_tf_case("crc_wrong", _set(QUERY, crc=12345))
+_tf_case("shard_id_7", _set(QUERY, shard_id=7))
+_tf_case("slices", _set(QUERY, slices=[[(0, 16), (0, -1), (0, -1)]]))
+_tf_case("slices_absurd", _set(QUERY, slices=[[(2**40, 2**40)]] * 3))
+for _dtype in ("float64", "float16", "bfloat16", "int32", "string", "complex64", "bool",
+               "resource", "variant", "float8"):
+    _tf_case(f"dtype_{_dtype}", _set(QUERY, dtype=TF_DTYPES[_dtype]))
+_tf_case("dtype_999", _set(QUERY, dtype=999))
+_tf_case("dtype_negative", _set(QUERY, dtype=-5))
+_tf_case("header_shards_2", header=dict(num_shards=2))
+_tf_case("header_shards_0", header=dict(num_shards=0))
+_tf_case("header_shards_huge", header=dict(num_shards=2**31))
+_tf_case("header_big_endian", header=dict(endianness=1))
+_tf_case("header_version_future", header=dict(producer=99, min_consumer=99))
+_tf_case("keys_unsorted", sort=False)
+
+
+@crafted
+def tf_offset_overlapping():
+    """Every weight of one shape reads the same bytes (with the right checksum)."""
+    def change(entries, data):
+        first = tf_entry(QUERY, entries)
+        for e in entries:
+            if e["shape"] == first["shape"]:
+                e.update(offset=first["offset"], crc=first["crc"])
+    return tf_upload(*tf_bundle(change))
+
+
+@crafted
+def tf_data_truncated():
+    index, data = tf_bundle()
+    return tf_upload(index, data[:len(data) // 2])
+
+
+@crafted
+def tf_data_empty():
+    return tf_upload(tf_bundle()[0], b"")
+
+
+@crafted
+def tf_data_missing():
+    return tf_upload(tf_bundle()[0], None)
+
+
+@crafted
+def tf_data_only():
+    return upload_file({"tutorial.data-00000-of-00001": tf_bundle()[1], **vocabularies()})
+
+
+@crafted
+def tf_index_truncated():
+    index, data = tf_bundle()
+    return tf_upload(index[:len(index) // 2], data)
+
+
+@crafted
+def tf_index_footer_only():
+    return tf_upload(tf_bundle()[0][-48:], tf_bundle()[1])
+
+
+@crafted
+def tf_index_empty_table():
+    return tf_upload(sstable([]), tf_bundle()[1])
+
+
+@crafted
+def tf_index_header_only():
+    return tf_upload(sstable([(b"", bundle_header())]), tf_bundle()[1])
+
+
+@crafted
+def tf_index_handles_absurd():
+    """The footer points the index block 1 TB away."""
+    index, data = tf_bundle()
+    footer = (varint(0) + varint(10) + varint(2**40) + varint(2**40)).ljust(40, b"\x00")
+    return tf_upload(index[:-48] + footer + index[-8:], data)
+
+
+@crafted
+def tf_index_block_size_lies():
+    """The footer gives the index block a size past the file (and its checksum fits nothing)."""
+    index, data = tf_bundle()
+    footer = (varint(0) + varint(8) + varint(0) + varint(len(index) * 4)).ljust(40, b"\x00")
+    return tf_upload(index[:-48] + footer + index[-8:], data)
+
+
+@crafted
+def tf_index_entry_not_proto():
+    def change(entries, data):
+        tf_entry(QUERY, entries)["key"] = QUERY + TF_SUFFIX
+    index, data = tf_bundle(change)
+    items = [(b"", bundle_header()), ((QUERY + TF_SUFFIX).encode(), b"\xff" * 40)]
+    return tf_upload(sstable(items), data)
+
+
+@crafted
+def tf_many_entries():
+    """100,000 tiny variables: one name each."""
+    def change(entries, data):
+        entries.extend(dict(key=f"extra/{i:06d}{TF_SUFFIX}", dtype=1, shape=(1,), offset=0,
+                            size=4, crc=masked_crc32c(data[:4])) for i in range(100_000))
+    return tf_upload(*tf_bundle(change))
+
+
+@crafted
+def tf_long_key():
+    def change(entries, data):
+        entries.append(dict(key="k" * 2**20 + TF_SUFFIX, dtype=1, shape=(1,), offset=0, size=4,
+                            crc=masked_crc32c(data[:4])))
+    return tf_upload(*tf_bundle(change))
+
+
+@crafted
+def tf_key_not_utf8():
+    def change(entries, data):
+        entries.append(dict(key=b"encoder/\xff\xfe" + TF_SUFFIX.encode(), dtype=1, shape=(1,),
+                            offset=0, size=4, crc=masked_crc32c(data[:4])))
+    return tf_upload(*tf_bundle(change))
+
+
+@crafted
+def tf_nan_weight():
+    def change(entries, data):
+        e = tf_entry(QUERY, entries)
+        raw = bytearray(data[e["offset"]:e["offset"] + e["size"]])
+        raw[:4] = np.float32(np.nan).tobytes()
+        e["crc"] = masked_crc32c(bytes(raw))
+        return data[:e["offset"]] + bytes(raw) + data[e["offset"] + e["size"]:]
+    return tf_upload(*tf_bundle(change))
+
+
+@crafted
+def tf_optimizer_only():
+    def change(entries, data):
+        for e in entries:
+            e["key"] = "optimizer/" + e["key"]
+    return tf_upload(*tf_bundle(change))
+
+
+def random_tf(rng: np.random.Generator, index: int) -> bytes:
+    """One random TF checkpoint case: the index's or the data's bytes, or one entry's field."""
+    how = int(rng.integers(4))
+    if how == 0:
+        bundle_index, data = tf_bundle()
+        return tf_upload(_byte_mutation(rng, bundle_index), data)
+    if how == 1:
+        bundle_index, data = tf_bundle()
+        return tf_upload(bundle_index, _byte_mutation(rng, data))
+    names = [dict(e)["key"][:-len(TF_SUFFIX)] for e in _tutorial_bundle()[0]]
+    name = names[int(rng.integers(len(names)))]
+    field = ["dtype", "shape", "offset", "size", "crc", "shard_id"][int(rng.integers(6))]
+    odd = {"dtype": list(TF_DTYPES.values()) + [0, 999, -1],
+           "shape": [(), (1,), (0,), (-1,), (2**31,), (32, 2, 32), (257, 32), (2**40, 2**40),
+                     (1,) * 33, (-1, -1)],
+           "offset": [0, 1, 3, -1, 2**31, 2**63 - 1, 400_000],
+           "size": [0, 1, 4, -1, 2**31, 2**63 - 1, 8192],
+           "crc": [0, 1, 0xFFFFFFFF],
+           "shard_id": [1, 2, -1, 2**31]}[field]
+    value = odd[int(rng.integers(len(odd)))]
+    return tf_upload(*tf_bundle(_set(name, **{field: value}),
+                                sort=bool(how == 2 or rng.integers(2))))
+
+
+# ---------------------------------------------------------------- Marian (safetensors)
+MARIAN_UPLOAD = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json",
+                 "tokenizer_config.json")
+
+
+@functools.cache
+def _marian() -> tuple:
+    return tuple((n, (MARIAN / n).read_bytes()) for n in MARIAN_UPLOAD)
+
+
+def marian_files(changes: dict | None = None) -> dict[str, bytes]:
+    """The fixture's files, some replaced ({file name: bytes, or None to leave it out})."""
+    files = dict(_marian())
+    for name, value in (changes or {}).items():
+        if value is None:
+            files.pop(name, None)
+        else:
+            files[name] = value
+    return files
+
+
+def marian_upload(files: dict[str, bytes] | None = None, zipped: bool = False) -> bytes:
+    files = marian_files() if files is None else files
+    return upload_file({"opus-mt-xx-yy.zip": pack(files)} if zipped else files)
+
+
+def safetensors_split(data: bytes) -> tuple[dict, bytes]:
+    (length,) = struct.unpack_from("<Q", data)
+    return json.loads(data[8:8 + length]), data[8 + length:]
+
+
+def safetensors_join(header, body: bytes, length: int | None = None) -> bytes:
+    text = header if isinstance(header, bytes) else json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text) if length is None else length) + text + body
+
+
+def with_safetensors(change: Callable) -> bytes:
+    """The fixture's model.safetensors after change(header, body) (it may return new ones)."""
+    header, body = safetensors_split(dict(_marian())["model.safetensors"])
+    result = change(header, body)
+    if result is not None:
+        header, body = result
+    return marian_upload(marian_files({"model.safetensors": safetensors_join(header, body)}))
+
+
+def with_marian_json(name: str, change: Callable) -> bytes:
+    value = json.loads(dict(_marian())[name])
+    result = change(value)
+    text = json.dumps(value if result is None else result).encode()
+    return marian_upload(marian_files({name: text}))
+
+
+MARIAN_WEIGHT = "model.encoder.layers.0.self_attn.q_proj.weight"
+
+
+@crafted
+def marian_valid():
+    return marian_upload()
+
+
+@crafted
+def marian_zipped_valid():
+    return marian_upload(zipped=True)
+
+
+@crafted
+def marian_header_length_huge():
+    data = dict(_marian())["model.safetensors"]
+    return marian_upload(marian_files({"model.safetensors": struct.pack("<Q", 2**63) + data[8:]}))
+
+
+@crafted
+def marian_header_length_99mb():
+    """Declares a 99 MB header (under safetensors' 100 MB cap) in a 66 KB file."""
+    data = dict(_marian())["model.safetensors"]
+    return marian_upload(marian_files({"model.safetensors": struct.pack("<Q", 99 * 2**20) +
+                                      data[8:]}))
+
+
+@crafted
+def marian_header_not_json():
+    return with_safetensors(lambda h, b: (b"{not json" + b" " * 7, b))
+
+
+@crafted
+def marian_header_not_utf8():
+    return with_safetensors(lambda h, b: (b'{"\xff\xfe": 1}', b))
+
+
+@crafted
+def marian_header_deep_nesting():
+    return with_safetensors(lambda h, b: (b'{"__metadata__": ' + b"[" * 100_000 +
+                                          b"]" * 100_000 + b"}", b))
+
+
+@crafted
+def marian_header_is_list():
+    return with_safetensors(lambda h, b: ([1, 2, 3], b))
+
+
+@crafted
+def marian_offsets_out_of_range():
+    return with_safetensors(lambda h, b: h[MARIAN_WEIGHT].update(data_offsets=[0, 2**40]))
+
+
+@crafted
+def marian_offsets_overlapping():
+    def change(header, body):
+        first = header[MARIAN_WEIGHT]["data_offsets"]
+        for name, info in header.items():
+            if name != "__metadata__" and info["shape"] == header[MARIAN_WEIGHT]["shape"]:
+                info["data_offsets"] = list(first)
+    return with_safetensors(change)
+
+
+@crafted
+def marian_offsets_reversed():
+    return with_safetensors(lambda h, b: h[MARIAN_WEIGHT].update(
+        data_offsets=h[MARIAN_WEIGHT]["data_offsets"][::-1]))
+
+
+@crafted
+def marian_offsets_negative():
+    return with_safetensors(lambda h, b: h[MARIAN_WEIGHT].update(data_offsets=[-16, 1008]))
+
+
+@crafted
+def marian_offsets_float():
+    return with_safetensors(lambda h, b: h[MARIAN_WEIGHT].update(data_offsets=[0.5, 1024.5]))
+
+
+@crafted
+def marian_shape_product_wrong():
+    return with_safetensors(lambda h, b: h[MARIAN_WEIGHT].update(shape=[16, 17]))
+
+
+@crafted
+def marian_shape_overflows():
+    return with_safetensors(lambda h, b: h[MARIAN_WEIGHT].update(shape=[2**32, 2**32, 2**32]))
+
+
+@crafted
+def marian_shape_negative():
+    return with_safetensors(lambda h, b: h[MARIAN_WEIGHT].update(shape=[-16, -16]))
+
+
+@crafted
+def marian_shape_transposed_square_valid():
+    """A square weight with its rows and columns swapped: same shape, so only numbers change."""
+    def change(header, body):
+        start, stop = header[MARIAN_WEIGHT]["data_offsets"]
+        value = np.frombuffer(body[start:stop], "<f4").reshape(header[MARIAN_WEIGHT]["shape"])
+        return header, body[:start] + value.T.tobytes() + body[stop:]
+    return with_safetensors(change)
+
+
+@crafted
+def marian_shape_rank_0():
+    def change(header, body):
+        start, _ = header[MARIAN_WEIGHT]["data_offsets"]
+        header[MARIAN_WEIGHT].update(shape=[], data_offsets=[start, start + 4])
+    return with_safetensors(change)
+
+
+for _dtype in ("BF16", "F64", "F16", "I64", "I8", "U8", "BOOL", "F8_E4M3", "F8_E5M2", "C64",
+               "F4", "XYZ"):
+    def _marian_dtype(dtype=_dtype):
+        def change(header, body):
+            header[MARIAN_WEIGHT]["dtype"] = dtype
+        return with_safetensors(change)
+    CRAFTED.append((f"marian_dtype_{_dtype.lower()}", _marian_dtype))
+
+
+def _halved(dtype: str) -> Callable:
+    """Every weight stored in 16 bits (offsets and sizes right): float16, or bfloat16 (the
+    upper halves of the float32s)."""
+    def change(header, body):
+        out, at = bytearray(), 0
+        for name in sorted((n for n in header if n != "__metadata__"),
+                           key=lambda n: header[n]["data_offsets"][0]):
+            start, stop = header[name]["data_offsets"]
+            value = np.frombuffer(body[start:stop], "<f4")
+            half = (value.astype("<f2") if dtype == "F16" else
+                    (value.view("<u4") >> 16).astype("<u2")).tobytes()
+            header[name].update(dtype=dtype, data_offsets=[at, at + len(half)])
+            out += half
+            at += len(half)
+        return header, bytes(out)
+    return change
+
+
+@crafted
+def marian_dtype_f16_consistent_valid():
+    return with_safetensors(_halved("F16"))
+
+
+@crafted
+def marian_dtype_bf16_consistent():
+    return with_safetensors(_halved("BF16"))
+
+
+@crafted
+def marian_duplicate_names():
+    def change(header, body):
+        text = json.dumps(header)
+        entry_text = json.dumps({MARIAN_WEIGHT: header[MARIAN_WEIGHT]})[1:-1]
+        return text[:-1].encode() + b", " + entry_text.encode() + b"}", body
+    return with_safetensors(change)
+
+
+@crafted
+def marian_metadata_odd():
+    return with_safetensors(lambda h, b: h.update(__metadata__={"format": ["pt"], "x": 2**70,
+                                                                "y": {"z": None}}))
+
+
+@crafted
+def marian_metadata_huge():
+    return with_safetensors(lambda h, b: h.update(__metadata__={"x": "y" * 2**22}))
+
+
+@crafted
+def marian_unknown_weight():
+    def change(header, body):
+        header["model.encoder.layers.9.backdoor.weight"] = {
+            "dtype": "F32", "shape": [1], "data_offsets": [len(body), len(body) + 4]}
+        return header, body + bytes(4)
+    return with_safetensors(change)
+
+
+@crafted
+def marian_missing_weight():
+    return with_safetensors(lambda h, b: h.pop(MARIAN_WEIGHT) and None)
+
+
+@crafted
+def marian_body_truncated():
+    return with_safetensors(lambda h, b: (h, b[:len(b) // 2]))
+
+
+@crafted
+def marian_body_extra():
+    return with_safetensors(lambda h, b: (h, b + bytes(4096)))
+
+
+@crafted
+def marian_nan_weight():
+    def change(header, body):
+        start = header[MARIAN_WEIGHT]["data_offsets"][0]
+        return header, body[:start] + np.float32(np.nan).tobytes() + body[start + 4:]
+    return with_safetensors(change)
+
+
+@crafted
+def marian_safetensors_is_pickle():
+    return marian_upload(marian_files({"model.safetensors": b"\x80\x04\x95" + bytes(64) + b"."}))
+
+
+MARIAN_CONFIG_CASES = {
+    "d_model_huge": {"d_model": 10**12}, "d_model_negative": {"d_model": -16},
+    "d_model_string": {"d_model": "16"}, "d_model_float": {"d_model": 16.0},
+    "d_model_bool": {"d_model": True}, "heads_zero": {"encoder_attention_heads": 0,
+                                                     "decoder_attention_heads": 0},
+    "heads_3": {"encoder_attention_heads": 3, "decoder_attention_heads": 3},
+    "layers_1000": {"encoder_layers": 1000}, "layers_0": {"decoder_layers": 0},
+    "vocab_huge": {"vocab_size": 2**62, "decoder_vocab_size": 2**62},
+    "vocab_digits": {"vocab_size": 10**30},
+    "positions_huge": {"max_position_embeddings": 10**9},
+    "positions_2": {"max_position_embeddings": 2},
+    "activation_unknown": {"activation_function": "__import__('os').system"},
+    "activation_list": {"activation_function": ["gelu"]},
+    "scale_string": {"scale_embedding": "yes"}, "eos_list": {"eos_token_id": [0, 1]},
+    "eos_equals_pad": {"eos_token_id": 188}, "pad_huge": {"pad_token_id": 10**20},
+    "dropout_nan": {"dropout": float("nan")}, "dropout_big_valid": {"dropout": 5},
+    "model_type_bart": {"model_type": "bart"}, "architectures_other": {
+        "architectures": ["MarianForCausalLM"]},
+    "unknown_field": {"auto_map": {"AutoModel": "evil.Model"}},
+    "name_lone_surrogate_valid": {"_name_or_path": "\ud800 opus-mt"},
+    "name_huge_valid": {"_name_or_path": "x" * 100_000},
+}
+for _label, _values in MARIAN_CONFIG_CASES.items():
+    CRAFTED.append((f"marian_config_{_label}", lambda v=_values: with_marian_json(
+        "config.json", lambda c: c.update(v))))
+
+
+@crafted
+def marian_config_not_a_dict():
+    return marian_upload(marian_files({"config.json": b"[1, 2]"}))
+
+
+@crafted
+def marian_config_5000_digits():
+    text = dict(_marian())["config.json"].decode()
+    return marian_upload(marian_files({"config.json": (text[:text.rindex("}")] + ', "zz": ' +
+                                                   "9" * 5000 + "}").encode()}))
+
+
+@crafted
+def marian_config_deep_nesting():
+    return marian_upload(marian_files({"config.json": b'{"a": ' + b"[" * 100_000 + b"]" * 100_000
+                                      + b"}"}))
+
+
+@crafted
+def marian_config_not_utf8():
+    return marian_upload(marian_files({"config.json": b'{"model_type": "\xff"}'}))
+
+
+@crafted
+def marian_vocab_not_a_dict():
+    return marian_upload(marian_files({"vocab.json": b'["<pad>", "</s>"]'}))
+
+
+@crafted
+def marian_vocab_duplicate_ids():
+    return with_marian_json("vocab.json", lambda v: {k: (i % 7) for i, k in enumerate(v)})
+
+
+@crafted
+def marian_vocab_huge_ids():
+    return with_marian_json("vocab.json", lambda v: {k: (2**62 if i == 5 else i)
+                                                    for i, k in enumerate(v)})
+
+
+@crafted
+def marian_vocab_negative_id():
+    return with_marian_json("vocab.json", lambda v: v.update({"zz": -1}))
+
+
+@crafted
+def marian_vocab_id_types():
+    return with_marian_json("vocab.json", lambda v: v.update({"zz": "3", "yy": 1.5, "xx": None,
+                                                              "ww": [1]}))
+
+
+@crafted
+def marian_vocab_gap():
+    return with_marian_json("vocab.json", lambda v: {k: (i if i < 10 else i + 1000)
+                                                    for i, k in enumerate(v)})
+
+
+@crafted
+def marian_vocab_not_utf8():
+    text = dict(_marian())["vocab.json"]
+    return marian_upload(marian_files({"vocab.json": text.replace(b'"</s>"', b'"\xff\xfe"', 1)}))
+
+
+@crafted
+def marian_vocab_lone_surrogate():
+    return with_marian_json("vocab.json", lambda v: v.update({"\ud800": len(v)}))
+
+
+@crafted
+def marian_vocab_empty_key():
+    return with_marian_json("vocab.json", lambda v: v.update({"": len(v)}))
+
+
+@crafted
+def marian_vocab_5000_digits():
+    text = dict(_marian())["vocab.json"].decode()
+    return marian_upload(marian_files({"vocab.json": (text[:text.rindex("}")] + ', "zz": ' +
+                                                  "9" * 5000 + "}").encode()}))
+
+
+@crafted
+def marian_spm_truncated():
+    spm = dict(_marian())["source.spm"]
+    return marian_upload(marian_files({"source.spm": spm[:1000]}))
+
+
+@crafted
+def marian_spm_swapped():
+    m = dict(_marian())
+    return marian_upload(marian_files({"source.spm": m["target.spm"], "target.spm": m["source.spm"]}))
+
+
+@crafted
+def marian_spm_random_bytes():
+    return marian_upload(marian_files({"target.spm": np.random.default_rng(3).bytes(1500)}))
+
+
+@crafted
+def marian_spm_piece_not_utf8():
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(dict(_marian())["target.spm"])
+    model.pieces[5].ClearField("piece")
+    data = model.SerializeToString()
+    raw = model.pieces[5].SerializeToString()  # piece 1: bytes that are not UTF-8
+    fixed = _field(1, b"\xff\xfe") + raw
+    data = data.replace(_field(1, raw), _field(1, fixed), 1)
+    return marian_upload(marian_files({"target.spm": data}))
+
+
+@crafted
+def marian_missing_vocab():
+    return marian_upload(marian_files({"vocab.json": None}))
+
+
+@crafted
+def marian_with_pickle_weights():
+    files = marian_files({"model.safetensors": None})
+    files["pytorch_model.bin"] = b"\x80\x04\x95" + bytes(64) + b"."
+    return marian_upload(files)
+
+
+@crafted
+def marian_zip_lying_size_bomb():
+    entries = [entry(n, c) for n, c in marian_files().items()]
+    at = next(i for i, e in enumerate(entries) if e.name == b"model.safetensors")
+    entries[at].payload = zeros_deflated(bomb_megabytes())
+    return upload_file({"opus.zip": write_zip(entries)})
+
+
+@crafted
+def marian_zip_bzip2_member():
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in marian_files().items():
+            archive.writestr(name, content, compress_type=zipfile.ZIP_BZIP2
+                             if name == "vocab.json" else None)
+    return upload_file({"opus.zip": out.getvalue()})
+
+
+@crafted
+def marian_zip_nested_folders():
+    return upload_file({"opus.zip": pack({f"a/b/c/{n}": c for n, c in
+                                          marian_files().items()})})
+
+
+@crafted
+def marian_zip_two_models():
+    files = marian_files()
+    return upload_file({"two.zip": pack({**{f"a/{n}": c for n, c in files.items()},
+                                         **{f"b/{n}": c for n, c in files.items()}})})
+
+
+def random_marian(rng: np.random.Generator, index: int) -> bytes:
+    """One random Marian case: a file's bytes, a JSON value, a safetensors header field, or the
+    zipped upload's bytes."""
+    how = int(rng.integers(5))
+    files = marian_files()
+    if how == 0:
+        name = sorted(files)[int(rng.integers(len(files)))]
+        files[name] = _byte_mutation(rng, files[name])
+        return marian_upload(files)
+    if how == 1:
+        name = ["config.json", "vocab.json", "tokenizer_config.json"][int(rng.integers(3))]
+        value = json.loads(files[name])
+        keys = sorted(value) + ["zz_new"]
+        key = keys[int(rng.integers(len(keys)))]
+        value[key] = JSON_VALUES[int(rng.integers(len(JSON_VALUES)))]
+        files[name] = json.dumps(value).encode()
+        return marian_upload(files)
+    if how == 2:
+        header, body = safetensors_split(files["model.safetensors"])
+        names = sorted(header)
+        name = names[int(rng.integers(len(names)))]
+        field = ["dtype", "shape", "data_offsets", "whole"][int(rng.integers(4))]
+        odd = {"dtype": ["F32", "F16", "BF16", "F64", "I32", "U8", "", None, 7],
+               "shape": [[], [1], [0], [-1], [2**40], [16, 16], [189, 16], None, "x"],
+               "data_offsets": [[0, 0], [0, 4], [4, 0], [-4, 4], [0, 2**40], None, [0],
+                                [0, 4, 8]],
+               "whole": [None, 1, [], {}, "x", {"dtype": "F32"}]}[field]
+        value = odd[int(rng.integers(len(odd)))]
+        if field == "whole" or not isinstance(header[name], dict):
+            header[name] = value
+        else:
+            header[name][field] = value
+        files["model.safetensors"] = safetensors_join(header, body)
+        return marian_upload(files)
+    if how == 3:
+        return upload_file({"opus.zip": _byte_mutation(rng, pack(files))})
+    return with_safetensors(lambda h, b: (h, _byte_mutation(rng, b)))
+
+
+GENERATORS = [("h5", random_h5), ("keras", random_keras), ("tf", random_tf),
+              ("marian", random_marian)]
+fuzz_cases.OTHER_CRAFTED.extend((name, make, UPLOAD_LOADER) for name, make in CRAFTED)
+fuzz_cases.OTHER_FORMAT_GENERATORS.extend((name, make, UPLOAD_LOADER) for name, make in GENERATORS)
+fuzz_cases.LOAD_SECONDS[UPLOAD_LOADER] = LOAD_SECONDS
+fuzz_cases.LOADER_IMPORTS[UPLOAD_LOADER] = ("explorer.uploads", "transformer.convert",
+                                            "transformer.marian", "h5py", "safetensors.numpy")
