@@ -130,6 +130,7 @@ def accept_upload() -> None:
     (Marian's files, which tell everything, are converted in this run)."""
     files = st.session_state.get(state.UPLOADER) or []
     files = files if isinstance(files, list) else [files]
+    files = _changed(files)
     for key in (state.IMPORT, state.IMPORT_REQUESTED, state.IMPORT_RECIPE, state.IMPORT_HEADS,
                 state.IMPORT_VOCABS):
         st.session_state.pop(key, None)
@@ -155,6 +156,22 @@ def accept_upload() -> None:
     st.session_state[state.IMPORT] = upload
     if not upload.asks:
         st.session_state[state.IMPORT_REQUESTED] = True
+
+
+def _changed(files: list) -> list:
+    """The files this change of the uploader is about. The uploader keeps what it was given
+    before (it takes several files), so a second checkpoint dropped on it arrives beside the
+    first: a change that adds a .ckpt is about the added files alone; one that adds other
+    files is about all it holds (a model's weights and vocabularies may come in several
+    drops); one that only removes files adds nothing."""
+    seen = st.session_state.get(state.UPLOADER_SEEN, set())
+    st.session_state[state.UPLOADER_SEEN] = {f.file_id for f in files}
+    added = [f for f in files if f.file_id not in seen]
+    if not added:
+        return []
+    if any(f.name.lower().endswith(".ckpt") for f in added):
+        return added
+    return files
 
 
 def _accept_checkpoint(uploaded) -> None:

@@ -10,6 +10,7 @@ from transformer.text import clean_text
 MODEL = "model_choice"  # "bundled:<file name>" or "upload:<sha256>"
 UPLOADS = "uploaded_checkpoints"  # {sha256: (file name, bytes)}: this session's uploads
 UPLOADER = "checkpoint_uploader"  # the file_uploader widget
+UPLOADER_SEEN = "uploader_seen_files"  # file ids the uploader held after its last change
 UPLOAD_MESSAGE = "upload_message"  # ("error" | "success", text) from the last upload
 IMPORT = "pending_import"  # explorer.uploads.Upload: uploaded files waiting for the import form
 IMPORT_RECIPE = "import_recipe"  # the import form's widgets: recipe, number of heads,

@@ -78,6 +78,31 @@ def test_uploading_a_valid_checkpoint_switches_the_model(app, tiny_checkpoint_by
     assert at.title[0].value == "Model: tiny-upload"
 
 
+def test_a_second_checkpoint_dropped_on_the_uploader_opens_too(app, tiny_checkpoint_bytes):
+    """The uploader keeps the first file beside the second (it takes several): the second
+    checkpoint still opens and becomes active, both stay listed, and removing one from the
+    uploader changes nothing."""
+    from transformer.checkpoint import checkpoint_bytes, load_checkpoint
+
+    first = load_checkpoint(tiny_checkpoint_bytes)
+    second_bytes = checkpoint_bytes(first.model, first.source_tokenizer, first.target_tokenizer,
+                                    {**first.metadata, "name": "second-upload"})
+    at = _page(app, "pages/1_Model.py")
+    at.file_uploader(key=state.UPLOADER).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
+    uploader = at.file_uploader(key=state.UPLOADER)
+    # A browser's uploader still holds tiny.ckpt (same file id) when second.ckpt is dropped;
+    # AppTest's starts each run empty, so give it what it holds (its own fallback, made explicit).
+    uploader._files = uploader._get_files_to_register()
+    assert [name for _, name, _, _ in uploader._files] == ["tiny.ckpt"]
+    uploader.upload("second.ckpt", second_bytes).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("Loaded second.ckpt" in s.value for s in at.success)
+    assert at.title[0].value == "Model: second-upload"
+    assert sum("(uploaded" in o for o in at.selectbox(key=state.MODEL).options) == 2
+    at.file_uploader(key=state.UPLOADER).clear().run()
+    assert not at.exception and at.title[0].value == "Model: second-upload"
+
+
 @pytest.mark.parametrize("payload", [b"not a checkpoint", b"PK\x03\x04truncated", b""])
 def test_uploading_an_invalid_checkpoint_keeps_the_model(app, tiny_checkpoint_bytes, payload):
     at = _page(app, "pages/1_Model.py")
