@@ -153,6 +153,7 @@ class RssMonitor(threading.Thread):
         self.phase_peak_kb: dict[str, int] = {}
         self.phase = "start-up"
         self.stopped = threading.Event()
+        self.cpu: dict[str, float] = {}  # CPU seconds of each part during the sessions phase
 
     def run(self):
         while not self.stopped.is_set():
@@ -245,6 +246,7 @@ class Session:
         self.index, self.context, self.url = index, context, url
         self.page = None
         self.latencies: list[tuple[str, float]] = []
+        self.served: list[tuple[str, float]] = []  # until the server's run finished (no drawing)
         self.problems: list[str] = []
         self.websockets_opened = 0
         self.websockets_closed = 0
@@ -288,6 +290,7 @@ class Session:
                 self.run_finished.clear()
                 left = ACTION_TIMEOUT_MS / 1000 - (time.perf_counter() - t0)
                 await asyncio.wait_for(self.run_finished.wait(), timeout=max(left, 0.001))
+            self.served.append((kind, time.perf_counter() - t0))
             left_ms = ACTION_TIMEOUT_MS - (time.perf_counter() - t0) * 1000
             await self.page.wait_for_function(READY_JS, arg=spec, timeout=max(left_ms, 1),
                                               polling=100)
@@ -404,6 +407,33 @@ async def drive_session(s: Session, label: str, sentence: str, expected: str, pa
     return seen
 
 
+def cpu_seconds(server_pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by the server, by Chromium's processes (the
+    browser, its renderers and GPU process) and by this bench (its Python and Playwright's
+    driver), from /proc: where the two cores went."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {"server": 0.0, "Chromium": 0.0, "bench": 0.0}
+    mine = {os.getpid()}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        seconds = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        ppid, pid = int(fields[1]), int(entry.name)
+        if pid == server_pid:
+            used["server"] += seconds
+        elif b"chromium" in cmdline:
+            used["Chromium"] += seconds
+        elif pid in mine or ppid in mine or b"playwright" in cmdline:
+            used["bench"] += seconds
+    return used
+
+
 async def load_phase(browser, url, n_sessions, labels, expected, n_pages, monitor):
     sessions = []
     for i in range(n_sessions):
@@ -414,12 +444,15 @@ async def load_phase(browser, url, n_sessions, labels, expected, n_pages, monito
     barrier = asyncio.Barrier(n_sessions)
     plan = [(labels[i % len(labels)], sentence_for(i)) for i in range(n_sessions)]
     monitor.phase = "sessions"
+    cpu_before = cpu_seconds(monitor.pid)
     t0 = time.perf_counter()
     results = await asyncio.gather(
         *(drive_session(s, label, sentence, expected[label, sentence], NAV_PAGES[:n_pages],
                         barrier) for s, (label, sentence) in zip(sessions, plan)),
         return_exceptions=True)
     wall = time.perf_counter() - t0
+    cpu_after = cpu_seconds(monitor.pid)
+    monitor.cpu = {name: cpu_after[name] - cpu_before[name] for name in cpu_after}
     for s, r in zip(sessions, results):
         if isinstance(r, BaseException):
             s.problems.append(f"aborted: {type(r).__name__}: {str(r).splitlines()[0][:300]}")
@@ -587,6 +620,17 @@ async def main_async(args):
           f"differently by the bundled models, so their check also catches a wrong model)")
     isolation = all(not s.problems for s in sessions) and \
         all(isinstance(r, dict) for r in results)
+
+    cores = os.cpu_count() or 1
+    spent = ", ".join(f"{name} {sec:.1f} s ({sec / (wall * cores):.0%})"
+                      for name, sec in monitor.cpu.items())
+    print(f"where the CPU went in this phase ({wall:.1f} s x {cores} cores = "
+          f"{wall * cores:.0f} core-seconds): {spent}")
+
+    served = [sec for s in sessions for _, sec in s.served]
+    print(f"until the server's run finished (before the browser draws): p50 "
+          f"{percentile(served, 50):.2f} s, p95 {percentile(served, 95):.2f} s "
+          f"({len(served)} actions)")
 
     lat = [sec for s in sessions for _, sec in s.latencies]
     kinds: dict[str, list[float]] = {}
