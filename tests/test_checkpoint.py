@@ -349,9 +349,9 @@ def test_empty_file(tmp_path):
 
 
 def test_no_such_file_and_unreadable_sources(tmp_path):
-    assert_refused(tmp_path / "missing.ckpt", "No checkpoint file", "missing.ckpt")
-    assert_refused(tmp_path, "No checkpoint file")  # a folder is not a file
-    assert_refused(12345, "Cannot read a checkpoint from a int")
+    assert_refused(tmp_path / "missing.ckpt", "No file at", "missing.ckpt", "(the checkpoint)")
+    assert_refused(tmp_path, "No file at")  # a folder is not a file
+    assert_refused(12345, "Cannot read the checkpoint from a int")
     assert_refused(io.StringIO("text"), "binary mode")
 
 

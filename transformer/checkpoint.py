@@ -199,7 +199,7 @@ def checkpoint_bytes(model, source_tokenizer, target_tokenizer, metadata=None) -
 
 def load_checkpoint(source) -> Checkpoint:
     """Load a checkpoint from a path, bytes or a binary file object. Raises CheckpointError."""
-    data = _read_source(source)
+    data = read_input(source, "the checkpoint")
     members = _read_members(data)
     fmt = _parse_json(members, "format.json")
     if fmt != {"format": FORMAT_NAME, "version": FORMAT_VERSION}:
@@ -234,28 +234,38 @@ def load_checkpoint(source) -> Checkpoint:
 
 
 # ------------------------------------------------------------------ reading, defensively
-def _read_source(source) -> bytes:
+def read_input(source, what: str, limit: int | None = None, allow_empty: bool = False) -> bytes:
+    """The bytes of one input a user gives: bytes, a path, or a binary file object (an upload,
+    io.BytesIO), never reading more than `limit` (default MAX_FILE_BYTES) + 1 bytes. `what`
+    names it in the sentences ("the checkpoint", "'model.weights.h5'"). Every reader of user
+    files reads through here."""
+    limit = MAX_FILE_BYTES if limit is None else limit
+    # "the checkpoint" starts a sentence as "The checkpoint"; a file name stays as it is
+    what_ = what[:1].upper() + what[1:] if what.split(" ", 1)[0] in ("the", "a", "an") else what
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
     elif isinstance(source, (str, Path)):
         path = Path(source)
         if not path.is_file():
-            raise CheckpointError(f"No checkpoint file at {path}.")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise CheckpointError(
-                f"The checkpoint is {path.stat().st_size / 2**20:.0f} MB; the limit is "
-                f"{MAX_FILE_BYTES / 2**20:.0f} MB.")
-        data = path.read_bytes()
+            raise CheckpointError(f"No file at {path} ({what}).")
+        size = path.stat().st_size
+        if size > limit:
+            raise CheckpointError(f"{what_} is {size / 2**20:.1f} MB; the limit is "
+                                  f"{limit / 2**20:.0f} MB.")
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    elif hasattr(source, "getvalue"):  # Streamlit's UploadedFile, io.BytesIO
+        data = source.getvalue()
     elif hasattr(source, "read"):
-        data = source.read(MAX_FILE_BYTES + 1)
-        if not isinstance(data, (bytes, bytearray)):
-            raise CheckpointError("The checkpoint must be opened in binary mode.")
+        data = source.read(limit + 1)
     else:
-        raise CheckpointError(f"Cannot read a checkpoint from a {type(source).__name__}.")
-    if len(data) > MAX_FILE_BYTES:
-        raise CheckpointError(f"The checkpoint is larger than the {MAX_FILE_BYTES / 2**20:.0f} MB limit.")
-    if not data:
-        raise CheckpointError("The checkpoint file is empty.")
+        raise CheckpointError(f"Cannot read {what} from a {type(source).__name__}.")
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CheckpointError(f"{what_} must be opened in binary mode.")
+    if len(data) > limit:
+        raise CheckpointError(f"{what_} is larger than the {limit / 2**20:.0f} MB limit.")
+    if not data and not allow_empty:
+        raise CheckpointError(f"{what_} is empty.")
     return bytes(data)
 
 

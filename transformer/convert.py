@@ -37,7 +37,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoint import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint
+from .checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    checkpoint_bytes,
+    load_checkpoint,
+    read_input,
+)
 from .readers import natural_key, read_weights
 from .tokenizer import TokenizerError
 
@@ -554,7 +560,7 @@ def tf_tutorial_tokenizers(source_vocab: bytes, target_vocab: bytes, source_name
 def _read_input(source, default_name):
     """(bytes or {name: bytes} / path for the readers, label, [(file name, sha256)])."""
     if isinstance(source, dict):
-        files = {str(k): _as_bytes(v, str(k)) for k, v in source.items()}
+        files = {str(k): read_input(v, repr(str(k)), allow_empty=True) for k, v in source.items()}
         index = [Path(k).name for k in files if k.endswith(".index")]  # a TF checkpoint: its prefix
         label = index[0][:-len(".index")] if index else ", ".join(Path(k).name for k in files)
         return files, label, \
@@ -564,22 +570,13 @@ def _read_input(source, default_name):
         if path.suffix == ".index" or (not path.exists() and Path(str(path) + ".index").exists()):
             prefix = str(path)[:-len(".index")] if path.suffix == ".index" else str(path)
             names = [prefix + ".index", prefix + ".data-00000-of-00001"]
-            files = {n: _as_bytes(Path(n), Path(n).name) for n in names}
+            files = {n: read_input(Path(n), repr(Path(n).name), allow_empty=True) for n in names}
             return files, Path(prefix).name, \
                 [(Path(k).name, hashlib.sha256(v).hexdigest()) for k, v in files.items()]
-        data = _as_bytes(path, path.name)
+        data = read_input(path, repr(path.name), allow_empty=True)
         return {path.name: data}, path.name, [(path.name, hashlib.sha256(data).hexdigest())]
-    data = _as_bytes(source, default_name)
+    data = read_input(source, f"the {default_name}", allow_empty=True)
     return {default_name: data}, default_name, [(default_name, hashlib.sha256(data).hexdigest())]
-
-
-def _as_bytes(source, label):
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source)
-    path = Path(source)
-    if not path.is_file():
-        raise CheckpointError(f"No file at {path} ({label}).")
-    return path.read_bytes()
 
 
 def _convert(recipe, weights, source_vocab, target_vocab, num_heads, make_tokenizers, infer,

@@ -43,7 +43,13 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from . import archive, limits
-from .checkpoint import Checkpoint, CheckpointError, checkpoint_bytes, load_checkpoint
+from .checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    checkpoint_bytes,
+    load_checkpoint,
+    read_input,
+)
 
 __all__ = ["MarianFiles", "read_marian", "marian_config", "marian_weights", "marian_tokenizers",
            "marian_checkpoint_bytes", "convert_marian", "REQUIRED_FILES", "ALLOWED_FIELDS"]
@@ -178,14 +184,14 @@ def _gather(source) -> tuple[dict[str, bytes], str]:
             named[name] = value
         zips = [n for n in named if n.lower().endswith(".zip")]
         if len(named) == 1 and zips:
-            return _from_zip(_as_bytes(named[zips[0]], zips[0], MAX_ZIP_BYTES),
+            return _from_zip(read_input(named[zips[0]], zips[0], MAX_ZIP_BYTES),
                              f"the archive {zips[0]!r}")
         if zips:
             raise CheckpointError(f"Give either a .zip of the Marian model or its files, not "
                                   f"both ({zips[0]!r} came with other files).")
         wanted = {n: v for n, v in named.items() if n in MAX_FILE_BYTES}
         present = {n: b"" for n in named if n not in MAX_FILE_BYTES}  # named in hints only
-        files = {n: _as_bytes(v, n, MAX_FILE_BYTES[n]) for n, v in wanted.items()}
+        files = {n: read_input(v, n, MAX_FILE_BYTES[n]) for n, v in wanted.items()}
         return {**present, **files}, "the given files"
     if isinstance(source, (str, Path)):
         path = Path(source)
@@ -196,7 +202,7 @@ def _gather(source) -> tuple[dict[str, bytes], str]:
         if path.suffix.lower() != ".zip":
             raise CheckpointError(f"{path.name!r} is neither a folder nor a .zip: give the "
                                   "Marian model's folder, a .zip of it, or its files.")
-        return _from_zip(_as_bytes(path, path.name, MAX_ZIP_BYTES), f"the archive {path.name!r}")
+        return _from_zip(read_input(path, path.name, MAX_ZIP_BYTES), f"the archive {path.name!r}")
     if isinstance(source, (bytes, bytearray, memoryview)):
         return _from_zip(bytes(source), "the given .zip archive")
     raise CheckpointError(f"Cannot read a Marian model from a {type(source).__name__}: give a "
@@ -209,7 +215,7 @@ def _from_folder(path: Path) -> tuple[dict[str, bytes], str]:
     for child in path.iterdir():
         name = child.name
         if name in MAX_FILE_BYTES and child.is_file():  # follows links (Hugging Face's cache)
-            raw[name] = _as_bytes(child, name, MAX_FILE_BYTES[name])
+            raw[name] = read_input(child, name, MAX_FILE_BYTES[name])
         elif name in ("pytorch_model.bin", "tf_model.h5", "target_vocab.json"):
             raw[name] = b""  # present: named in a hint, never read
     return raw, label
@@ -247,36 +253,6 @@ def _from_zip(data: bytes, label: str) -> tuple[dict[str, bytes], str]:
         except archive.ArchiveError as err:
             raise CheckpointError(str(err)) from None
     return raw, label
-
-
-def _as_bytes(value, name: str, limit: int) -> bytes:
-    """The bytes of a file given as bytes, a path or an uploaded-file object; at most `limit`."""
-    if isinstance(value, (str, Path)):
-        path = Path(value)
-        if not path.is_file():
-            raise CheckpointError(f"No file at {path} ({name}).")
-        size = path.stat().st_size
-        if size > limit:
-            raise CheckpointError(f"{name} is {size / 2**20:.1f} MB; a Marian model's {name} may "
-                                  f"have at most {limit / 2**20:.0f} MB.")
-        with path.open("rb") as handle:
-            data = handle.read(limit + 1)
-    elif isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-    elif hasattr(value, "getvalue"):  # Streamlit's UploadedFile, io.BytesIO
-        data = bytes(value.getvalue())
-    elif hasattr(value, "read"):
-        data = value.read(limit + 1)
-    else:
-        raise CheckpointError(f"{name} was given as a {type(value).__name__}; give its bytes.")
-    if not isinstance(data, (bytes, bytearray)):
-        raise CheckpointError(f"{name} must be opened in binary mode.")
-    if len(data) > limit:
-        raise CheckpointError(f"{name} is larger than the {limit / 2**20:.0f} MB a Marian "
-                              f"model's {name} may have.")
-    if not data:
-        raise CheckpointError(f"{name} is empty.")
-    return bytes(data)
 
 
 def _parse_json(data: bytes, name: str, label: str):

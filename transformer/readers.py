@@ -27,11 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from . import archive
-from .checkpoint import CheckpointError
+from .checkpoint import CheckpointError, read_input
 from .limits import (
     MAX_COMPRESSION_RATIO,
     MAX_DIRECTORY_BYTES,
-    MAX_FILE_BYTES,
     MAX_MEMBER_BYTES,
     RATIO_CHECKED_ABOVE,
     load_budget,
@@ -83,15 +82,15 @@ def read_weights(files, name: str | None = None) -> dict[str, np.ndarray]:
                 "Give one weights file (.weights.h5 or .keras) or a TensorFlow checkpoint's "
                 f".index and .data files; got {', '.join(sorted(map(str, files)))[:200]}.")
         ((file_name, data),) = files.items()
-        return read_weights(_bytes(data, str(file_name)), name=Path(str(file_name)).name)
+        return read_weights(read_input(data, repr(str(file_name))), name=Path(str(file_name)).name)
     if isinstance(files, (str, Path)):
         path = Path(files)
         if path.suffix == ".index" or (not path.exists() and Path(str(path) + ".index").exists()):
             prefix = str(path)[: -len(".index")] if path.suffix == ".index" else str(path)
             return read_tf_checkpoint(Path(prefix + ".index"), Path(prefix + TF_DATA_SUFFIX),
                                       name=Path(prefix).name)
-        return read_weights(_bytes(path, path.name), name=name or path.name)
-    data = _bytes(files, name or "the weights file")
+        return read_weights(read_input(path, repr(path.name)), name=name or path.name)
+    data = read_input(files, repr(name) if name else "the weights file")
     label = name or "the weights file"
     if data.startswith(HDF5_MAGIC):
         return read_keras_h5(data, name=label)
@@ -116,7 +115,7 @@ def read_keras_h5(source, name: str | None = None) -> dict[str, np.ndarray]:
     import h5py
 
     label = name or (Path(source).name if isinstance(source, (str, Path)) else "the weights file")
-    data = _bytes(source, label)
+    data = read_input(source, repr(label))
     if not data.startswith(HDF5_MAGIC):
         raise CheckpointError(f"{label!r} is not an HDF5 file (a Keras .weights.h5).")
     budget = min(MAX_ARRAY_BYTES, load_budget(len(data)))
@@ -188,7 +187,7 @@ def read_keras_archive(source, name: str | None = None) -> dict[str, np.ndarray]
     """The weights of a .keras archive: its model.weights.h5 member, nothing else, unpacked by
     transformer.archive (stored or deflated, never past its declared size)."""
     label = name or (Path(source).name if isinstance(source, (str, Path)) else "the .keras file")
-    data = _bytes(source, label)
+    data = read_input(source, repr(label))
     where = f"the .keras archive {label!r}"
     try:
         entries = archive.read_directory(data, where, MAX_KERAS_MEMBERS, MAX_DIRECTORY_BYTES)
@@ -239,8 +238,8 @@ def read_tf_checkpoint(index, data, name: str | None = None) -> dict[str, np.nda
     the data file before its bytes are read; the data's own checksums are not recomputed (a
     damaged weight reads as other numbers, and loading refuses NaN and infinite ones)."""
     label = name or (Path(index).stem if isinstance(index, (str, Path)) else "the checkpoint")
-    index_bytes = _bytes(index, f"{label}.index")
-    data_bytes = _bytes(data, f"{label}{TF_DATA_SUFFIX}", allow_empty=True)
+    index_bytes = read_input(index, repr(f"{label}.index"))
+    data_bytes = read_input(data, repr(f"{label}{TF_DATA_SUFFIX}"), allow_empty=True)
     what = f"The TensorFlow checkpoint {label!r}"
     if len(index_bytes) > MAX_TF_INDEX_BYTES:
         raise CheckpointError(f"{what} has an .index of {len(index_bytes) / 2**20:.0f} MB; a "
@@ -402,30 +401,3 @@ def _masked_crc32c(data: bytes) -> int:
         crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
     crc ^= 0xFFFFFFFF
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-# ------------------------------------------------------------------ helpers
-def _bytes(source, label: str, allow_empty: bool = False) -> bytes:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data = bytes(source)
-    elif isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.is_file():
-            raise CheckpointError(f"No file at {path}.")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise CheckpointError(
-                f"{label!r} is {path.stat().st_size / 2**20:.0f} MB; the limit is "
-                f"{MAX_FILE_BYTES / 2**20:.0f} MB.")
-        data = path.read_bytes()
-    elif hasattr(source, "read"):
-        data = source.read(MAX_FILE_BYTES + 1)
-        if not isinstance(data, (bytes, bytearray)):
-            raise CheckpointError(f"{label!r} must be opened in binary mode.")
-        data = bytes(data)
-    else:
-        raise CheckpointError(f"Cannot read {label!r} from a {type(source).__name__}.")
-    if len(data) > MAX_FILE_BYTES:
-        raise CheckpointError(f"{label!r} is larger than the {MAX_FILE_BYTES / 2**20:.0f} MB limit.")
-    if not data and not allow_empty:
-        raise CheckpointError(f"{label!r} is empty.")
-    return data
