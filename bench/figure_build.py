@@ -33,6 +33,7 @@ from model_view import attention_maps  # noqa: E402
 from figures import aggregate, arithmetic, compare, decoding, head_stats, masks, positional  # noqa: E402
 from figures.attention import attention_heatmap_fig, linked_view_fig, model_view_fig  # noqa: E402
 from figures.token_view import head_colour, token_view_fig  # noqa: E402
+from transformer.kinds import KIND_NAMES, head_label  # noqa: E402
 
 
 def figures(maps: dict) -> dict:
@@ -80,9 +81,9 @@ def other_figures(n: int, layers: int, heads: int, seed: int = 0) -> dict:
     pe = rng.normal(size=(n, d_model))  # (positions, d_model): stands for the codes
     batch_ids = rng.integers(0, 1000, size=(8, n))
     entries = [{"kind": kind, "layer": layer, "head": head, "delta_log_prob": float(rng.normal())}
-               for kind in ("encoder", "decoder", "cross") for layer in range(layers)
+               for kind in KIND_NAMES for layer in range(layers)
                for head in range(heads)]
-    labels = [f"{e['kind']} L{e['layer']} H{e['head']}" for e in entries]
+    labels = [head_label(e["kind"], e["layer"], e["head"]) for e in entries]
     steps = weight_rows((heads, n), rng)  # (H, k): one decoding step's cross-attention
     return {
         f"arithmetic.score_steps_fig ({n} keys, half blocked)":

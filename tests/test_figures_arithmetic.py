@@ -17,6 +17,7 @@ from figures.arithmetic import (
     steps_table,
     vector_fig,
 )
+from transformer.kinds import KIND_NAMES
 
 BLOCKED = -1e9  # the model's constant (transformer.attention.BLOCKED_SCORE), passed in
 head_arithmetic = functools.partial(arithmetic.head_arithmetic, blocked_score=BLOCKED)
@@ -180,7 +181,7 @@ def bundled_maps():
     return ckpt.attention("Friday, March 5, 2021", details=True)
 
 
-@pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
+@pytest.mark.parametrize("kind", KIND_NAMES)
 def test_matches_the_bundled_model(bundled_maps, kind):
     from transformer.attention import BLOCKED_SCORE
 

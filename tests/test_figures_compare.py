@@ -7,6 +7,7 @@ from figure_ticks import cell_data, tick_texts, ticks
 
 from explorer.models import training_run
 from figures.compare import difference_fig, importance_fig, side_by_side_fig, token_log_prob_fig
+from transformer.kinds import KIND_NAMES
 
 Q, K = ["<s>", "a", "b"], ["x", "y", "x", "</s>"]
 
@@ -104,7 +105,7 @@ def test_importance_bars_sorted_and_coloured_by_kind():
                {"kind": "decoder", "layer": 0, "head": 1, "delta_log_prob": 0.25},
                {"kind": "cross", "layer": 0, "head": 0, "delta_log_prob": -0.1}]
     fig = importance_fig(entries)
-    assert [t.name for t in fig.data] == ["encoder", "decoder", "cross"]
+    assert [t.name for t in fig.data] == list(KIND_NAMES)
     assert len({t.marker.color for t in fig.data}) == 3
     assert list(fig.layout.yaxis.categoryarray) == [
         "cross L1 H2", "encoder L0 H0", "cross L0 H0", "decoder L0 H1"]

@@ -5,6 +5,8 @@ import json
 
 from conftest import open_page as _page
 
+from transformer.kinds import KIND_NAMES
+
 ABLATION = "pages/13_Ablation.py"
 
 
@@ -36,4 +38,4 @@ def test_ablation_page_per_head_importance(app):
     assert not at.exception, at.exception
     spec = chart(at, "abl_importance")
     assert sum(len(t["y"]) for t in spec["data"]) == 24  # 3 kinds x 2 layers x 4 heads
-    assert {t["name"] for t in spec["data"]} == {"encoder", "decoder", "cross"}
+    assert {t["name"] for t in spec["data"]} == set(KIND_NAMES)
