@@ -789,25 +789,14 @@ TF_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 TF_DTYPES = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "string": 7, "complex64": 8,
              "int64": 9, "bool": 10, "bfloat16": 14, "float16": 19, "resource": 20,
              "variant": 21, "float8": 24}
-_CRC32C_TABLE: list[int] = []
-
-
-def crc32c(data: bytes) -> int:
-    if not _CRC32C_TABLE:
-        for n in range(256):
-            c = n
-            for _ in range(8):
-                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-            _CRC32C_TABLE.append(c)
-    table, crc = _CRC32C_TABLE, 0xFFFFFFFF
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
 
 
 def masked_crc32c(data: bytes) -> int:
-    crc = crc32c(data)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    """The index's block and entry checksums, as transformer.readers checks them (imported
+    here, not at module level: the runner that generates cases loads no TensorFlow)."""
+    from transformer.readers import masked_crc32c as checksum
+
+    return checksum(data)
 
 
 def varint(n: int) -> bytes:

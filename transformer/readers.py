@@ -24,6 +24,7 @@ import re
 import struct
 from pathlib import Path
 
+import google_crc32c
 import numpy as np
 
 from . import archive
@@ -351,7 +352,7 @@ def _tf_block(index: bytes, handle: tuple[int, int], damaged) -> list[tuple[byte
     offset, size = handle
     block = index[offset:offset + size]
     if index[offset + size] != 0 or struct.unpack_from("<I", index, offset + size + 1)[0] != \
-            _masked_crc32c(index[offset:offset + size + 1]):
+            masked_crc32c(index[offset:offset + size + 1]):
         raise damaged  # compressed (TensorFlow writes tables uncompressed), or damaged
     if size < 4:
         raise damaged
@@ -385,19 +386,8 @@ def _varint(data: bytes, at: int, damaged) -> tuple[int, int]:
     raise damaged
 
 
-_CRC32C_TABLE = []
-
-
-def _masked_crc32c(data: bytes) -> int:
-    """LevelDB's masked CRC-32C of a block (the index is small: a byte at a time will do)."""
-    if not _CRC32C_TABLE:
-        for n in range(256):
-            c = n
-            for _ in range(8):
-                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-            _CRC32C_TABLE.append(c)
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    crc ^= 0xFFFFFFFF
+def masked_crc32c(data: bytes) -> int:
+    """LevelDB's masked CRC-32C of a block, as TensorFlow's checkpoint index stores it (the
+    CRC-32C itself from google-crc32c)."""
+    crc = google_crc32c.value(bytes(data))
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
