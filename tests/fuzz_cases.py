@@ -58,6 +58,8 @@ SENTENCES = ("friday, march 5, 2021", "", "the 12th of never " * 30)
 Case = tuple  # (name, bytes, loader)
 if __name__ == "__main__":  # one module, however it is imported (tests/fuzz_formats.py imports it)
     sys.modules.setdefault("fuzz_cases", sys.modules[__name__])
+if str(ROOT) not in sys.path:  # the runner and its children import the project (transformer)
+    sys.path.insert(0, str(ROOT))
 
 
 # ============================================================================= ZIP writing
@@ -1090,7 +1092,6 @@ def child_main() -> None:
     import resource
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    sys.path.insert(0, str(ROOT))
     import keras
 
     from transformer.checkpoint import CheckpointError
