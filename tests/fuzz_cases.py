@@ -144,6 +144,11 @@ def members_of(data: bytes) -> dict[str, bytes]:
     return dict(_MEMBERS[key])
 
 
+def entries_of(data: bytes) -> list[Entry]:
+    """The members as fresh ZIP entries (deflated), in the archive's order, to lie about."""
+    return [entry(name, content) for name, content in members_of(data).items()]
+
+
 def pack(members: dict[str, bytes], method: int = 8, **fields) -> bytes:
     return write_zip([entry(name, content, method, **fields) for name, content in members.items()])
 
@@ -234,7 +239,7 @@ def zip_lying_size_bomb(base):
 
 @crafted
 def zip_lying_size_small_json(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[2].payload = zeros_deflated(64)  # metadata.json: declares ~2 KB
     return write_zip(entries)
 
@@ -269,7 +274,7 @@ def zip_lzma_damaged(base):
 def zip_bzip2_bomb(base):
     """metadata.json declares 2 bytes; its bzip2 stream unpacks to FUZZ_BOMB_MB / 4."""
     import bz2
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[2] = Entry(b"metadata.json", bz2.compress(bytes(bomb_megabytes() // 4 * 2**20), 1),
                        12, zlib.crc32(b"{}"), 2, version=46)
     return write_zip(entries)
@@ -277,21 +282,21 @@ def zip_bzip2_bomb(base):
 
 @crafted
 def zip_method_unknown(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[0].method = 99
     return write_zip(entries)
 
 
 @crafted
 def zip_version_needed_99(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[1].version = 99
     return write_zip(entries)
 
 
 @crafted
 def zip_version_needed_63(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     for e in entries:
         e.version = 63
     return write_zip(entries)
@@ -299,7 +304,7 @@ def zip_version_needed_63(base):
 
 @crafted
 def zip_name_not_utf8(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[3].name = entries[3].local_name = b"source_tokenizer\xff\xfe.json"
     entries[3].flags = 0x800
     return write_zip(entries)
@@ -307,14 +312,14 @@ def zip_name_not_utf8(base):
 
 @crafted
 def zip_name_cp437(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[3].name = b"source_tokenizer\x81.json"  # cp437 u-umlaut, no UTF-8 flag
     return write_zip(entries)
 
 
 @crafted
 def zip64_absurd_offsets(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     data = bytearray(write_zip(entries, end_patch=dict(cd_offset=0xFFFFFFFF, cd_size=0xFFFFFFFF,
                                                        count=0xFFFF, count_disk=0xFFFF)))
     end = data.rfind(b"PK\x05\x06")
@@ -326,7 +331,7 @@ def zip64_absurd_offsets(base):
 
 @crafted
 def zip64_sizes_in_directory(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     e = entries[-1]
     e.extra = struct.pack("<HHQQ", 1, 16, 2**62, 2**61)
     e.size, e.csize = 0xFFFFFFFF, 0xFFFFFFFF
@@ -365,7 +370,7 @@ def zip_many_members(base):
 @crafted
 def zip_overlapping_members(base):
     """Every member's directory entry points at the same compressed weights."""
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     weights_at = sum(30 + len(e.name) + len(e.payload) for e in entries[:-1])
     for e in entries:
         e.offset = weights_at
@@ -374,7 +379,7 @@ def zip_overlapping_members(base):
 
 @crafted
 def zip_encrypted_flag(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[1].flags = 1
     return write_zip(entries)
 
@@ -401,28 +406,28 @@ def zip_stored_size_lie(base):
 
 @crafted
 def zip_local_header_disagrees(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[-1].local_size = 10**9
     return write_zip(entries)
 
 
 @crafted
 def zip_local_name_disagrees(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[1].local_name = b"config.jsom"
     return write_zip(entries)
 
 
 @crafted
 def zip_bad_crc(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[1].crc ^= 0xDEADBEEF
     return write_zip(entries)
 
 
 @crafted
 def zip_size_declared_short(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[-1].size -= 1000  # unpacks to more than declared
     entries[-1].local_size = entries[-1].size
     return write_zip(entries)
@@ -430,7 +435,7 @@ def zip_size_declared_short(base):
 
 @crafted
 def zip_size_declared_long(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     entries[-1].size += 1000  # unpacks to fewer bytes than declared
     entries[-1].local_size = entries[-1].size
     return write_zip(entries)
@@ -438,18 +443,18 @@ def zip_size_declared_long(base):
 
 @crafted
 def zip_multi_disk(base):
-    return write_zip([entry(n, c) for n, c in members_of(base).items()], end_patch=dict(disk=1))
+    return write_zip(entries_of(base), end_patch=dict(disk=1))
 
 
 @crafted
 def zip_directory_offset_past_end(base):
-    return write_zip([entry(n, c) for n, c in members_of(base).items()],
+    return write_zip(entries_of(base),
                      end_patch=dict(cd_offset=2**31))
 
 
 @crafted
 def zip_count_larger_than_directory(base):
-    return write_zip([entry(n, c) for n, c in members_of(base).items()],
+    return write_zip(entries_of(base),
                      end_patch=dict(count=9, count_disk=9))
 
 
@@ -460,7 +465,7 @@ def zip_prepended_and_appended(base):
 
 @crafted
 def zip_comment(base):
-    return write_zip([entry(n, c) for n, c in members_of(base).items()], comment=b"PK\x05\x06hi")
+    return write_zip(entries_of(base), comment=b"PK\x05\x06hi")
 
 
 @crafted
@@ -477,7 +482,7 @@ def zip_directory_entry(base):
 
 @crafted
 def zip_member_named_twice(base):
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     return write_zip(entries + [entry("config.json", b"{}")])
 
 
@@ -968,7 +973,7 @@ def mutate_weight_values(rng, base):
 @mutator
 def mutate_zip_field(rng, base):
     """Rewrite one ZIP header field of one member to an odd number."""
-    entries = [entry(n, c) for n, c in members_of(base).items()]
+    entries = entries_of(base)
     e = entries[int(rng.integers(len(entries)))]
     field = ["version", "flags", "method", "size", "csize", "crc", "offset", "local_size",
              "local_csize"][int(rng.integers(9))]
