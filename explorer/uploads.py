@@ -169,10 +169,9 @@ def unzip(data: bytes, where: str) -> dict[str, bytes]:
         if name in files:
             raise CheckpointError(f"{where[0].upper() + where[1:]} holds two files named "
                                   f"{name!r}; give one model per archive.")
-        ratio = entry.size / max(entry.compressed_size, 1)
         total += entry.size
-        if entry.size > limits.MAX_MEMBER_BYTES or total > limits.MAX_TOTAL_BYTES or (
-                entry.size > limits.RATIO_CHECKED_ABOVE and ratio > limits.MAX_COMPRESSION_RATIO):
+        if total > limits.MAX_TOTAL_BYTES or archive.unpacks_too_far(
+                entry.size, entry.compressed_size, limits.MAX_MEMBER_BYTES):
             raise CheckpointError(
                 f"{name} in {where} unpacks to {entry.size / 2**20:.1f} MB from "
                 f"{entry.compressed_size / 2**20:.1f} MB (at most "

@@ -237,6 +237,15 @@ def _zip64_sizes(extra: bytes, size: int, compressed: int, damaged: ArchiveError
 
 
 # ============================================================================= bounded reading
+def unpacks_too_far(size: int, compressed_size: int, limit: int) -> bool:
+    """A member that declares more than `limit` bytes, or (above limits.RATIO_CHECKED_ABOVE)
+    packs more than limits.MAX_COMPRESSION_RATIO to 1: refused as a possible bomb before it
+    is unpacked."""
+    ratio = size / max(compressed_size, 1)
+    return size > limit or (size > limits.RATIO_CHECKED_ABOVE
+                            and ratio > limits.MAX_COMPRESSION_RATIO)
+
+
 def read_member(data, member: Member, where: str, prefix: int | None = None):
     """The member's bytes: never more than its declared size is produced (one byte more and it is
     refused), and the buffer is allocated once, at that size (a bytearray; a stored member is a

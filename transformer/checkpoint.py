@@ -295,9 +295,7 @@ def _read_members(data: bytes) -> dict[str, bytes]:
             f"{MAX_TOTAL_BYTES / 2**20:.0f} MB.")
     for entry in entries:
         limit = _member_limit(entry.name)
-        ratio = entry.size / max(entry.compressed_size, 1)
-        if entry.size > limit or (entry.size > limits.RATIO_CHECKED_ABOVE
-                                  and ratio > MAX_COMPRESSION_RATIO):
+        if bounded_zip.unpacks_too_far(entry.size, entry.compressed_size, limit):
             raise CheckpointError(
                 f"{entry.name!r} in the checkpoint unpacks to {entry.size / 2**20:.1f} MB from "
                 f"{entry.compressed_size / 2**20:.1f} MB (at most {limit / 2**20:.1f} MB, packed "
@@ -393,9 +391,7 @@ def _weights_directory(raw) -> dict[str, bounded_zip.Member]:
     total = sum(member.size for member in directory.values())
     budget = limits.load_budget(len(raw))
     for name, member in directory.items():
-        ratio = member.size / max(member.compressed_size, 1)
-        if member.size > MAX_MEMBER_BYTES or (member.size > limits.RATIO_CHECKED_ABOVE
-                                              and ratio > MAX_COMPRESSION_RATIO):
+        if bounded_zip.unpacks_too_far(member.size, member.compressed_size, MAX_MEMBER_BYTES):
             raise CheckpointError(
                 f"The weight {_quoted(name)} in the checkpoint unpacks to "
                 f"{member.size / 2**20:.1f} MB from {member.compressed_size / 2**20:.1f} MB: "

@@ -241,9 +241,7 @@ def _from_zip(data: bytes, label: str) -> tuple[dict[str, bytes], str]:
             raw[name] = b""  # present: named in a hint, never read
             continue
         limit = MAX_FILE_BYTES[name]
-        ratio = entry.size / max(entry.compressed_size, 1)
-        if entry.size > limit or (entry.size > limits.RATIO_CHECKED_ABOVE
-                                  and ratio > limits.MAX_COMPRESSION_RATIO):
+        if archive.unpacks_too_far(entry.size, entry.compressed_size, limit):
             raise CheckpointError(
                 f"{name} in {label} unpacks to {entry.size / 2**20:.1f} MB from "
                 f"{entry.compressed_size / 2**20:.1f} MB (at most {limit / 2**20:.0f} MB, packed "

@@ -30,10 +30,8 @@ import numpy as np
 from . import archive
 from .checkpoint import CheckpointError, read_input
 from .limits import (
-    MAX_COMPRESSION_RATIO,
     MAX_DIRECTORY_BYTES,
     MAX_MEMBER_BYTES,
-    RATIO_CHECKED_ABOVE,
     load_budget,
 )
 
@@ -203,9 +201,7 @@ def read_keras_archive(source, name: str | None = None) -> dict[str, np.ndarray]
             f"{label!r} has no {KERAS_WEIGHTS_MEMBER!r}: it holds no weights (was it saved "
             "with model.save(...) after the model was built?).")
     info = infos[0]
-    ratio = info.size / max(info.compressed_size, 1)
-    if info.size > MAX_MEMBER_BYTES or (
-            info.size > RATIO_CHECKED_ABOVE and ratio > MAX_COMPRESSION_RATIO):
+    if archive.unpacks_too_far(info.size, info.compressed_size, MAX_MEMBER_BYTES):
         raise CheckpointError(
             f"{KERAS_WEIGHTS_MEMBER!r} in {label!r} unpacks to {info.size / 2**20:.0f} MB: "
             "refused (too large, or a possible decompression bomb).")
