@@ -51,28 +51,29 @@ else:
     if len(sentences) > MAX_SENTENCES:
         st.warning(f"Only the first {MAX_SENTENCES} of {len(sentences)} sentences are used.")
         sentences = sentences[:MAX_SENTENCES]
-    if not sentences:
-        st.info("No sentences to compute over: paste some, one per line, or pick another "
-                "source above.")
-        links.finish()  # st.stop() ends the run before app.py would write the URL and link
-        st.stop()
 batched = source != "current"  # the sidebar's sentence with its target; others as one batch
-maps_list = results.sentence_maps(ckpt, sentences, target, batched)
-with st.expander(f"The {len(sentences)} sentence(s) and the model's translations"):
-    st.dataframe([{"source": s, "translation": ckpt.target_tokenizer.decode(m["output_ids"])}
-                  for s, m in zip(sentences, maps_list)], hide_index=True)
 
-stats = results.statistics(ckpt, sentences, target, batched)
-table = statistics_table(stats)
-st.subheader("Every head, every statistic")
-st.caption("Click a column header to sort. Alignment agreement is empty outside cross-attention.")
-st.dataframe(table, hide_index=True, key="stats_table", placeholder="", column_config={
-    name: st.column_config.NumberColumn(label, format="%.4f")
-    for name, label in STATISTICS.items()})
-export_buttons([[row[name] if row[name] is not None else float("nan") for name in STATISTICS]
-                for row in table], [head_label(r["kind"], r["layer"], r["head"]) for r in table],
-               list(STATISTICS), "head_statistics", results.current_attention(),
-               key="stats_export")
+
+def every_statistic(ckpt, sentences: list[str], target, batched: bool) -> dict:
+    """The sentences and translations, every statistic of every head (a sortable table and its
+    exports); returns the statistics."""
+    maps_list = results.sentence_maps(ckpt, sentences, target, batched)
+    with st.expander(f"The {len(sentences)} sentence(s) and the model's translations"):
+        st.dataframe([{"source": s, "translation": ckpt.target_tokenizer.decode(m["output_ids"])}
+                      for s, m in zip(sentences, maps_list)], hide_index=True)
+
+    stats = results.statistics(ckpt, sentences, target, batched)
+    table = statistics_table(stats)
+    st.subheader("Every head, every statistic")
+    st.caption("Click a column header to sort. Alignment agreement is empty outside cross-attention.")
+    st.dataframe(table, hide_index=True, key="stats_table", placeholder="", column_config={
+        name: st.column_config.NumberColumn(label, format="%.4f")
+        for name, label in STATISTICS.items()})
+    export_buttons([[row[name] if row[name] is not None else float("nan") for name in STATISTICS]
+                    for row in table], [head_label(r["kind"], r["layer"], r["head"]) for r in table],
+                   list(STATISTICS), "head_statistics", results.current_attention(),
+                   key="stats_export")
+    return stats
 
 
 @st.fragment
@@ -102,4 +103,9 @@ def one_statistic(ckpt, sentences: list[str], target, batched: bool, stats: dict
     links.follow_in_fragment()
 
 
-one_statistic(ckpt, sentences, target, batched, stats)
+if sentences:
+    one_statistic(ckpt, sentences, target, batched,
+                  every_statistic(ckpt, sentences, target, batched))
+else:
+    st.info("No sentences to compute over: paste some, one per line, or pick another source "
+            "above.")
