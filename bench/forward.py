@@ -15,9 +15,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-from transformer import Transformer, TransformerConfig  # noqa: E402
+from transformer import Transformer, TransformerConfig  # noqa: E402  (before TensorFlow)
+
+# isort: split
+import tensorflow as tf  # noqa: E402
 
 
 def median_seconds(fn, repeats):

@@ -11,6 +11,9 @@ player    the decoding page's step player; sidebar: the shared sidebar; export: 
 tokens    which piece of the text each token id stands for
 """
 
+import transformer  # noqa: F401  (first: its TensorFlow settings apply before Keras loads it)
+
+# isort: split
 import keras
 from streamlit.runtime.pages_manager import PagesManager
 

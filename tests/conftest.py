@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import transformer  # noqa: E402, F401  (its TensorFlow settings apply before a test imports it)
+
 ARTIFACTS = ROOT / "test-artifacts"
 
 

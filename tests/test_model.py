@@ -725,3 +725,18 @@ def test_weight_shapes_from_the_config_equal_the_built_model(case):
     config, model = cached_model(**case)
     built = {w.path.removeprefix("transformer/"): tuple(w.shape) for w in model.weights}
     assert weight_shapes(config) == built
+
+
+@pytest.mark.parametrize("setting, onednn", [(None, False), ("1", True)])
+def test_the_package_and_the_app_run_tensorflow_without_onednn_unless_asked(setting, onednn):
+    """transformer (imported first by the app's explorer package) turns oneDNN's kernels off
+    before TensorFlow loads; a user's explicit TF_ENABLE_ONEDNN_OPTS=1 still turns them on."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    if setting is not None:
+        env["TF_ENABLE_ONEDNN_OPTS"] = setting
+    probe = ("import {0}; from tensorflow.python.util import _pywrap_util_port; "
+             "print(_pywrap_util_port.IsMklEnabled())")
+    for package in ("transformer", "explorer"):
+        out = subprocess.run([sys.executable, "-c", probe.format(package)], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=300, check=True)
+        assert out.stdout.split()[-1] == str(onednn), (package, out.stdout, out.stderr[-2000:])

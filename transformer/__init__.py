@@ -6,7 +6,15 @@ The names below are imported on first use, so that the TensorFlow-free modules
 TensorFlow.
 """
 
+import os
 from importlib import import_module
+
+# TensorFlow's own (Eigen) CPU kernels, not oneDNN's: on a decode step's tiny matrices oneDNN's
+# cost 50-70 us per call in setup, and the bundled model's translation took 24 ms instead of 15
+# (bench/profile_decode.py prints the kernels and their time). TensorFlow reads this once, when
+# it is imported, so it is set here, before any of this package imports it; an explicit
+# TF_ENABLE_ONEDNN_OPTS=1 still wins.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 _EXPORTS = {  # name: the module that defines it
     "MultiHeadAttention": "attention", "scaled_dot_product_attention": "attention",
