@@ -34,4 +34,7 @@ def test_numbers_are_unchanged(golden, now, checkpoint):
         elif expected.dtype.kind in "iub":
             np.testing.assert_array_equal(actual, expected, err_msg=key)
         else:
-            np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=key)
+            # float32 arithmetic in another order (TensorFlow's own kernels instead of oneDNN's,
+            # one 2-D matmul per projection) moves these by at most 2.4e-6; a wrong mask, head
+            # or weight moves them by far more.
+            np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5, err_msg=key)

@@ -6,6 +6,8 @@ the decoder, teacher forcing and cached decoding all go through it.
 
 from __future__ import annotations
 
+import math
+
 import keras
 import tensorflow as tf
 
@@ -22,8 +24,9 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     Returns (output (..., q_len, d_v), weights (..., q_len, k_len), scores (..., q_len, k_len)).
     Blocked keys get exactly 0 weight; a query whose keys are all blocked gets an all-zero row.
     """
-    d_k = tf.cast(tf.shape(k)[-1], q.dtype)
-    scores = tf.matmul(q, k, transpose_b=True) / tf.sqrt(d_k)  # (..., q_len, k_len)
+    d_k = k.shape[-1]  # static (head_dim) in the model; dynamic only for a caller's own tensors
+    scale = math.sqrt(d_k) if d_k is not None else tf.sqrt(tf.cast(tf.shape(k)[-1], q.dtype))
+    scores = tf.matmul(q, k, transpose_b=True) / scale  # (..., q_len, k_len)
     if mask is None:
         weights = tf.nn.softmax(scores, axis=-1)
     else:
@@ -33,6 +36,28 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         # where it is uniform: multiplying by the mask makes both exactly 0.
         weights = weights * mask
     return tf.matmul(weights, v), weights, scores
+
+
+def leading_dims(x, inner=1):
+    """x's dimensions before its last `inner` ones, for a reshape: the static ones as ints and,
+    when only one is unknown (the batch, in a decode step), -1 for it, so the graph holds no
+    shape ops; from tf.shape otherwise."""
+    dims = x.shape[:-inner].as_list()
+    if sum(d is None for d in dims) <= 1:
+        return [-1 if d is None else d for d in dims]
+    shape = tf.shape(x)
+    return [shape[i] if d is None else d for i, d in enumerate(dims)]
+
+
+def dense(layer, x):
+    """A keras Dense layer applied to x (..., d_in) as one 2-D matmul: the same numbers as
+    layer(x), without the ~8 shape ops Keras puts around the matmul of a rank-3 input (a
+    cached decode step makes 4 + 6 * layers of these calls; bench/profile_decode.py)."""
+    d_in, d_out = layer.kernel.shape
+    y = tf.matmul(tf.reshape(x, [-1, d_in]), layer.kernel)  # (..., d_in) -> (rows, d_out)
+    if layer.use_bias:
+        y = tf.nn.bias_add(y, layer.bias)
+    return tf.reshape(layer.activation(y), leading_dims(x) + [d_out])
 
 
 class MultiHeadAttention(keras.layers.Layer):
@@ -78,21 +103,20 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def split_heads(self, x):
         """(B, T, heads * head_dim) -> (B, heads, T, head_dim)."""
-        batch, length = tf.shape(x)[0], tf.shape(x)[1]
-        x = tf.reshape(x, (batch, length, self.num_heads, self.head_dim))
+        x = tf.reshape(x, leading_dims(x) + [self.num_heads, self.head_dim])
         return tf.transpose(x, (0, 2, 1, 3))
 
     def merge_heads(self, x):
         """(B, heads, T, head_dim) -> (B, T, heads * head_dim)."""
-        batch, length = tf.shape(x)[0], tf.shape(x)[2]
-        x = tf.transpose(x, (0, 2, 1, 3))
-        return tf.reshape(x, (batch, length, self.num_heads * self.head_dim))
+        x = tf.transpose(x, (0, 2, 1, 3))  # (B, T, heads, head_dim)
+        return tf.reshape(x, leading_dims(x, inner=2) + [self.num_heads * self.head_dim])
 
     def project_key_value(self, value):
         """Per-head keys and values of a sequence: (B, S, d_model) -> two (B, heads, S, head_dim).
 
         The static cache of cross-attention: decoding computes it once per source."""
-        return self.split_heads(self.key(value)), self.split_heads(self.value(value))
+        return (self.split_heads(dense(self.key, value)),
+                self.split_heads(dense(self.value, value)))
 
     def call(self, query, value=None, attention_mask=None, head_mask=None, return_qkv=False,
              cache=None, cache_update_index=None):
@@ -109,7 +133,7 @@ class MultiHeadAttention(keras.layers.Layer):
         cache "cache" (k, v); with return_qkv, "q", "k", "v" (B, heads, T, head_dim) and
         "scores" (B, heads, Tq, Tk) before masking.
         """
-        q = self.split_heads(self.query(query))  # (B, heads, Tq, head_dim)
+        q = self.split_heads(dense(self.query, query))  # (B, heads, Tq, head_dim)
         if cache is None:
             k, v = self.project_key_value(value)
         elif cache_update_index is None:
@@ -120,7 +144,8 @@ class MultiHeadAttention(keras.layers.Layer):
         if head_mask is not None:
             head_mask = tf.cast(head_mask, context.dtype)
             context = context * head_mask[tf.newaxis, :, tf.newaxis, tf.newaxis]
-        result = {"output": self.output_dense(self.merge_heads(context)), "weights": weights}
+        result = {"output": dense(self.output_dense, self.merge_heads(context)),
+                  "weights": weights}
         if cache is not None and cache_update_index is not None:
             result["cache"] = (k, v)
         if return_qkv:

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, dense
 
 SINUSOID_LAYOUTS = ("interleaved", "concat")
 ACTIVATIONS = ("relu", "gelu", "swish", "silu")  # swish = silu = x * sigmoid(x)
@@ -69,14 +69,15 @@ class PositionalEmbedding(keras.layers.Layer):
             self.position_embedding.build()
 
     def position_codes(self, length, offset=0):
-        """(length, d_model) codes for positions offset .. offset + length - 1."""
+        """(length, d_model) codes for positions offset .. offset + length - 1 (of static length
+        when length is an int, as in a decode step)."""
         if self.position_embedding is None:
-            return self.sinusoids[offset:offset + length]
-        return self.position_embedding(tf.range(offset, offset + length))
+            return tf.slice(self.sinusoids, [offset, 0], [length, self.d_model])
+        return self.position_embedding(offset + tf.range(length))
 
     def call(self, ids, offset=0):
         """(B, T) ids -> (B, T, d_model). offset: position of the first id (for cached decoding)."""
-        length = tf.shape(ids)[1]
+        length = ids.shape[1] or tf.shape(ids)[1]  # static in a decode step
         tf.debugging.assert_less_equal(
             offset + length, self.max_len,
             message=f"sequence longer than max_len ({self.max_len}): encode with max_len to cut it")
@@ -104,7 +105,7 @@ class FeedForward(keras.layers.Layer):
         self.output_dense.build((None, None, self.dff))
 
     def call(self, x):
-        return self.output_dense(self.intermediate(x))
+        return dense(self.output_dense, dense(self.intermediate, x))
 
 
 def _gelu(x):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from .attention import dense
 from .config import TransformerConfig
 from .kinds import KIND_NAMES, layer_counts
 from .layers import DecoderLayer, EncoderLayer, PositionalEmbedding
@@ -178,7 +179,7 @@ class Transformer(keras.Model):
     def project(self, x):
         """(B, T, d_model) -> logits (B, T, tgt_vocab)."""
         if not self.config.tie_output:
-            return self.output_projection(x)
+            return dense(self.output_projection, x)
         logits = tf.matmul(x, self.target_token_embedding.embeddings, transpose_b=True)
         return logits + self.output_bias if self.config.output_bias else logits
 
