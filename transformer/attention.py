@@ -162,9 +162,11 @@ def _write(cache, new, index):
     """Write new (k, v) (B, heads, n, head_dim) into the fixed-size cache (B, heads, S, head_dim)
     at slots index .. index + n - 1. The cache keeps its shape, so a compiled step never
     retraces."""
-    size, n = tf.shape(cache[0])[2], tf.shape(new[0])[2]
-    slots = tf.range(size)
+    n = new[0].shape[2] or tf.shape(new[0])[2]
+    slots = tf.range(tf.shape(cache[0])[2])
     write = ((slots >= index) & (slots < index + n))[tf.newaxis, tf.newaxis, :, tf.newaxis]
+    if n == 1:  # a decode step: the one new position broadcasts over the slots
+        return tuple(tf.where(write, x, old) for x, old in zip(new, cache))
     source = tf.clip_by_value(slots - index, 0, n - 1)  # slot s takes new position s - index
     # A gather, not a pad at a step-dependent offset, so that XLA can compile the decode loop.
     return tuple(tf.where(write, tf.gather(x, source, axis=2), old) for x, old in zip(new, cache))

@@ -328,6 +328,7 @@ class _SharedLoop:
         shapes = [(tuple(w.shape), w.dtype) for w in model.weights]
         handles = [tf.TensorSpec([], tf.resource)] * len(shapes)
         self._template = None  # a weak reference to the model whose call traces
+        self._concrete = None  # the traced function, once traced
         self._lock = threading.Lock()
 
         def run(weight_handles, *args):
@@ -347,11 +348,16 @@ class _SharedLoop:
 
     def __call__(self, model, *args):
         handles = [w.value.handle for w in model.weights]  # the backend's tf.Variables
-        with self._lock:  # only while the first call traces: the template must stay alive
-            if self.fn.experimental_get_tracing_count() == 0:
-                self._template = weakref.ref(model)
-                return self.fn(handles, *args)
-        return self.fn(handles, *args)
+        if self._concrete is None:
+            with self._lock:  # only while the first call traces: the template must stay alive
+                if self.fn.experimental_get_tracing_count() == 0:
+                    self._template = weakref.ref(model)
+                    out = self.fn(handles, *args)
+                    # The one trace (the signature is fixed), called directly from now on:
+                    # tf.function's dispatch matched every argument's type, ~2 ms a call.
+                    self._concrete = self.fn.get_concrete_function()
+                    return out
+        return self._concrete(handles, *args)
 
     def tracing_count(self) -> int:
         return self.fn.experimental_get_tracing_count()
