@@ -35,7 +35,11 @@ test-fast: install
 bench: install chromium
 	$(BIN)/python bench/forward.py
 	$(BIN)/python bench/decode.py
+	$(BIN)/python bench/profile_decode.py --model bundled
+	$(BIN)/python bench/profile_decode.py --model paper-base --runs 3
 	$(BIN)/python bench/open_model.py
+	$(BIN)/python bench/page_rerun.py
+	$(BIN)/python bench/figure_build.py
 	$(BIN)/python bench/model_view.py
 	$(BIN)/python bench/load.py
 
