@@ -6,7 +6,8 @@
    checkpoint's load_checkpoint and its first translation of "Friday, March 5, 2021" with every
    step's attention (the first decode of an architecture traces the compiled loop), then each
    bundled epoch opened after it: load + first translation + the attention maps. Goal: bundled
-   checkpoint load + first translation <= 1 s.
+   checkpoint load + first translation <= 1 s. Then where a cold open's time goes, phase by
+   phase (fresh processes again).
 2. The app (Streamlit's AppTest runs the real app.py, in a fresh process per repeat): the home
    page, then the sidebar's "Active model" switched to each bundled epoch in turn; the server
    time of each switch's rerun (loading the model, translating, the page). Goal: switching
@@ -48,6 +49,46 @@ for name in %(names)r:
 print("RESULT " + json.dumps(out))
 """
 
+# Where a cold open's time goes: the load's own steps (timed by wrapping transformer.checkpoint's
+# functions, which load_checkpoint looks up as it runs), then the first translation split into
+# tracing the decode loop (the loop's tf.function traced on its own), and the rest (Grappler
+# and the first run, the host's work).
+PHASES = r"""
+import json, os, sys, time
+sys.path.insert(0, %(root)r)
+t0 = time.perf_counter()
+import transformer
+import tensorflow as tf
+from transformer import checkpoint, decoding
+phases = {"import TensorFlow": time.perf_counter() - t0}
+for name, label in (("_load_tokenizer", "load: the two tokenizers (with their checks)"),
+                    ("_read_weights", "load: read and check the weights"),
+                    ("_build_model", "load: build the model (create its variables)"),
+                    ("_assign_weights", "load: assign the weights"),
+                    ("_check_finite", "load: the finiteness probe (an eager forward pass)")):
+    def timed(*args, _f=getattr(checkpoint, name), _label=label, **kwargs):
+        start = time.perf_counter()
+        try:
+            return _f(*args, **kwargs)
+        finally:
+            phases[_label] = phases.get(_label, 0) + time.perf_counter() - start
+    setattr(checkpoint, name, timed)
+t0 = time.perf_counter()
+ckpt = checkpoint.load_checkpoint(checkpoint.DEFAULT_CHECKPOINT)
+phases["load: everything else"] = time.perf_counter() - t0 - sum(
+    v for k, v in phases.items() if k.startswith("load:"))
+loop = decoding._compiled_step(ckpt.model, True)
+t0 = time.perf_counter()
+graph = loop.trace(ckpt.model).graph.as_graph_def()
+ops = len(graph.node) + sum(len(f.node_def) for f in graph.library.function)
+phases["first translation: trace the decode loop (%%d graph ops)" %% ops] = (
+    time.perf_counter() - t0)
+t0 = time.perf_counter()
+ckpt.translate(%(sentence)r)
+phases["first translation: Grappler, first run, host"] = time.perf_counter() - t0
+print("RESULT " + json.dumps(phases))
+"""
+
 
 def bundled_names() -> list[str]:
     from transformer.checkpoint import ASSETS, DEFAULT_CHECKPOINT
@@ -58,6 +99,14 @@ def bundled_names() -> list[str]:
 
 def library_run(names) -> list[dict]:
     code = LIBRARY % dict(root=str(ROOT), names=names, sentence=SENTENCE)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def phases_run() -> dict:
+    code = PHASES % dict(root=str(ROOT), sentence=SENTENCE)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
@@ -124,6 +173,11 @@ def main() -> None:
     cold = statistics.median(r[0]["load"] + r[0]["translate"] for r in runs)
     print(f"   bundled checkpoint load + first translation: {cold:.3f} s (goal <= 1 s: "
           f"{'met' if cold <= 1 else 'NOT met'})")
+
+    phases = [phases_run() for _ in range(args.repeats)]
+    print(f"   where it goes (a fresh process each, median of {args.repeats}; seconds):")
+    for what in phases[0]:
+        print(f"     {statistics.median(p[what] for p in phases):6.3f}  {what}")
 
     app = [app_in_a_fresh_process() for _ in range(args.repeats)]
     print(f"\n2. The app (AppTest, server time of one rerun; median of {args.repeats}):")

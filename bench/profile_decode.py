@@ -11,8 +11,9 @@ per kernel, next to the host's share and the size of the compiled step.
 Prints, per decode step: the wall time of the whole decode and of the one compiled call (the
 rest is the host: tokenizing, padding, turning the arrays into steps), the kernels' time and
 count by type (both executor threads together, so it can exceed the wall time), and the
-graph nodes of the loop's body by type (constants left out). The profiler itself slows every
-kernel a little: compare the shares, and take times from bench/decode.py.
+graph nodes of the loop's body by type (constants left out); for paper-base, the weight
+matmuls' kernel time against NumPy streaming the same matrices (bench/decode.py). The profiler
+itself slows every kernel a little: compare the shares, and take times from bench/decode.py.
 """
 
 import argparse
@@ -81,7 +82,7 @@ def kernel_times(logdir):
 def body_nodes(model):
     """Node types of the decode loop's body graph (constants left out)."""
     loop = decoding._compiled_step(model, True)
-    graph = loop.fn.get_concrete_function().graph.as_graph_def()
+    graph = loop.trace(model).graph.as_graph_def()
     bodies = [f for f in graph.library.function if f.signature.name.startswith("while_body")]
     return collections.Counter(node.op for f in bodies for node in f.node_def
                                if node.op != "Const")
@@ -117,6 +118,14 @@ def main():
               f"{micros / total:6.1%}")
     print(f"  the loop body's graph: {sum(nodes.values())} nodes besides constants; "
           + ", ".join(f"{op} {n}" for op, n in nodes.most_common(12)))
+    if args.model == "paper-base":  # the step's weight matmuls against their memory stream
+        from decode import step_weights, stream_time  # bench/decode.py
+
+        matmuls = sum(t for kind, (t, _) in kernels.items()
+                      if kind.endswith("MatMul") and "Batch" not in kind) / per_step
+        stream, _ = stream_time(step_weights(model))
+        print(f"  the weight matmuls' kernels take {matmuls / 1000:.2f} ms per step; NumPy "
+              f"streams the same matrices in {stream * 1000:.2f} ms ({matmuls / 1e6 / stream:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -346,18 +346,20 @@ class _SharedLoop:
         self.fn = tf.function(run, input_signature=[handles] + signature, jit_compile=xla or None,
                               autograph=False)
 
+    def trace(self, model):
+        """The loop's one concrete function (the signature is fixed), traced on first use with
+        `model` as the template. Calls go to it directly: tf.function's dispatch matched every
+        argument's type, ~2 ms a call."""
+        if self._concrete is None:
+            with self._lock:  # one trace, while the template is alive
+                if self._concrete is None:
+                    self._template = weakref.ref(model)
+                    self._concrete = self.fn.get_concrete_function()
+        return self._concrete
+
     def __call__(self, model, *args):
         handles = [w.value.handle for w in model.weights]  # the backend's tf.Variables
-        if self._concrete is None:
-            with self._lock:  # only while the first call traces: the template must stay alive
-                if self.fn.experimental_get_tracing_count() == 0:
-                    self._template = weakref.ref(model)
-                    out = self.fn(handles, *args)
-                    # The one trace (the signature is fixed), called directly from now on:
-                    # tf.function's dispatch matched every argument's type, ~2 ms a call.
-                    self._concrete = self.fn.get_concrete_function()
-                    return out
-        return self._concrete(handles, *args)
+        return self.trace(model)(handles, *args)
 
     def tracing_count(self) -> int:
         return self.fn.experimental_get_tracing_count()
