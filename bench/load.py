@@ -529,6 +529,12 @@ def models_module():
     return explorer.models
 
 
+def _against(seconds: float, goal: float) -> str:
+    """A latency and its goal: met, or how far off."""
+    verdict = "met" if seconds <= goal else f"NOT met, {seconds - goal:.2f} s over"
+    return f"{seconds:.2f} s (goal <= {goal:g} s: {verdict})"
+
+
 def percentile(values: list[float], q: float) -> float:
     values = sorted(values)
     if not values:
@@ -686,8 +692,8 @@ async def main_async(args):
         ("sessions held concurrently", (f"{held}/{args.sessions} (all open at once, one "
                                         f"websocket each from first load to the end)")),
         ("isolation check passed", "yes" if isolation else "NO"),
-        ("page render latency p50", f"{percentile(lat, 50):.2f} s"),
-        ("page render latency p95", f"{percentile(lat, 95):.2f} s"),
+        ("page render latency p50", _against(percentile(lat, 50), 1.0)),
+        ("page render latency p95", _against(percentile(lat, 95), 3.0)),
         ("page render latency max", (f"{max(lat, default=float('nan')):.2f} s "
                                      f"({len(lat)} actions)")),
         ("server RSS idle", f"{rss_idle:.0f} MB"),
