@@ -740,3 +740,17 @@ def test_the_package_and_the_app_run_tensorflow_without_onednn_unless_asked(sett
         out = subprocess.run([sys.executable, "-c", probe.format(package)], env=env, cwd=ROOT,
                              capture_output=True, text=True, timeout=300, check=True)
         assert out.stdout.split()[-1] == str(onednn), (package, out.stdout, out.stderr[-2000:])
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_sequence_longer_than_max_len_gets_the_sentence_that_says_so(positional, compiled):
+    model = Transformer(TransformerConfig(
+        src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2, dff=32,
+        num_encoder_layers=1, num_decoder_layers=1, max_len=8, positional=positional,
+    )).build_weights()
+    encode = model.encode
+    if compiled:
+        encode = tf.function(model.encode, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"longer than max_len \(8\)"):
+        encode(np.full((1, 10), 5, np.int32))

@@ -78,13 +78,14 @@ class PositionalEmbedding(keras.layers.Layer):
     def call(self, ids, offset=0):
         """(B, T) ids -> (B, T, d_model). offset: position of the first id (for cached decoding)."""
         length = ids.shape[1] or tf.shape(ids)[1]  # static in a decode step
-        tf.debugging.assert_less_equal(
+        fits = tf.debugging.assert_less_equal(
             offset + length, self.max_len,
             message=f"sequence longer than max_len ({self.max_len}): encode with max_len to cut it")
         x = self.token_embedding(ids)
         if self.scale_embeddings:
             x = x * tf.sqrt(tf.cast(self.d_model, x.dtype))
-        return x + self.position_codes(length, offset)[tf.newaxis]
+        with tf.control_dependencies([fits]):  # this sentence, not the slice's own error
+            return x + self.position_codes(length, offset)[tf.newaxis]
 
 
 class FeedForward(keras.layers.Layer):
