@@ -48,11 +48,12 @@ LOAD_SECONDS = 60.0  # a conversion builds the model three times (see load_uploa
 
 
 def upload_file(files: dict[str, bytes]) -> bytes:
-    """The case file of one upload: the uploaded files by name, in a stored ZIP."""
+    """The case file of one upload: the uploaded files by name, in a stored ZIP (with a fixed
+    date, so that a seed gives the same bytes whenever it runs)."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as container:
         for name, data in files.items():
-            container.writestr(name, data)
+            container.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
     return out.getvalue()
 
 

@@ -205,8 +205,10 @@ def test_a_copied_link_reopens_the_view_in_a_fresh_browser_session(server, brows
     assert page.get_by_label("Source sentence").input_value() == "5th of march 2021"
     title = page.locator(".stPlotlyChart").nth(0).locator(".gtitle").first
     expect(title).to_have_text(re.compile(r"^Cross-attention, layer 1, head 2$"), timeout=60_000)
+    # The copy-link control is written when the page's run finishes, which may be after the
+    # figure is drawn: wait for it.
     link = page.locator('[data-testid="stSidebar"]').get_by_text(re.compile(r"attn_head=2"))
-    assert link.count() >= 1
+    expect(link.first).to_be_attached(timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(ARTIFACTS / "screenshots" / "Attention_Maps-from-link.png"))
     context.close()
