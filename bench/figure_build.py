@@ -158,8 +158,7 @@ def bundled_maps() -> dict:
     from explorer.state import DEFAULT_SOURCE
     from transformer import DEFAULT_CHECKPOINT, load_checkpoint
     maps = load_checkpoint(DEFAULT_CHECKPOINT).attention(DEFAULT_SOURCE)
-    return {"encoder": maps["encoder"], "cross": maps["cross"], "decoder": maps["decoder"],
-            "source_tokens": maps["source_tokens"], "target_tokens": maps["target_tokens"]}
+    return {key: maps[key] for key in (*KIND_NAMES, "source_tokens", "target_tokens")}
 
 
 def main():

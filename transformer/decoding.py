@@ -30,7 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from .kinds import head_masks
+from .kinds import KIND_NAMES, head_masks, layer_counts
 from .masks import pad_ids
 
 TOP_K = 5
@@ -282,8 +282,7 @@ def _loop_args(model, source_ids, head_mask, max_len, seconds):
     sources, cache_len = _bucketed(model, source_ids, max_len)
     seconds = math.inf if seconds is None else float(seconds)
     return (tf.constant(sources), tf.constant(cache_len, tf.int32), tf.constant(max_len, tf.int32),
-            tf.constant(seconds, tf.float64), head_mask["encoder"], head_mask["decoder"],
-            head_mask["cross"])
+            tf.constant(seconds, tf.float64), *(head_mask[kind] for kind in KIND_NAMES))
 
 
 def _deadline(seconds) -> float:
@@ -398,13 +397,14 @@ def _compiled_beam(model) -> _SharedLoop:
 
 def _signature(c, greedy):
     """The loop's inputs after the weights: source_ids, cache_len, max_steps, seconds,
-    [stop_at_end,] three head masks. Without XLA one trace serves every batch, source and cache
-    length (the dimensions are left open); with XLA each bucket compiles once."""
-    mask = lambda layers: tf.TensorSpec([layers, c.num_heads], tf.float32)  # noqa: E731
+    [stop_at_end,] a head mask per kind (in KIND_NAMES' order: encoder, decoder, cross).
+    Without XLA one trace serves every batch, source and cache length (the dimensions are left
+    open); with XLA each bucket compiles once."""
+    layers = layer_counts(c)
     return ([tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
              tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float64)] +
             ([tf.TensorSpec([], tf.bool)] if greedy else []) +
-            [mask(c.num_encoder_layers), mask(c.num_decoder_layers), mask(c.num_decoder_layers)])
+            [tf.TensorSpec([layers[kind], c.num_heads], tf.float32) for kind in KIND_NAMES])
 
 
 def _step_log_probs(model, tokens, t, cache, memory_mask, self_mask, cross_mask, banned):
