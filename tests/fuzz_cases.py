@@ -931,12 +931,18 @@ def mutate_json_value(rng, base):
     members = members_of(base)
     name = ["config.json", "metadata.json", "source_tokenizer.json", "target_tokenizer.json",
             "format.json"][int(rng.integers(5))]
-    value = json.loads(members[name])
+    members[name] = odd_json_field(rng, members[name])
+    return pack(members)
+
+
+def odd_json_field(rng, data: bytes) -> bytes:
+    """A JSON object's bytes with one of its fields (or a new one, "zz_new") set to an odd
+    value from JSON_VALUES."""
+    value = json.loads(data)
     keys = sorted(value) + ["zz_new"]
     key = keys[int(rng.integers(len(keys)))]
     value[key] = JSON_VALUES[int(rng.integers(len(JSON_VALUES)))]
-    members[name] = json.dumps(value).encode()
-    return pack(members)
+    return json.dumps(value).encode()
 
 
 @mutator

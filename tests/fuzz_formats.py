@@ -28,13 +28,13 @@ import fuzz_cases
 import numpy as np
 from fuzz_cases import (
     BASE,
-    JSON_VALUES,
     ROOT,
     Entry,
     _member_mutation,
     bomb_megabytes,
     entry,
     members_of,
+    odd_json_field,
     pack,
     write_zip,
     zeros_deflated,
@@ -1545,11 +1545,7 @@ def random_marian(rng: np.random.Generator, index: int) -> bytes:
         return marian_upload(files)
     if how == 1:
         name = ["config.json", "vocab.json", "tokenizer_config.json"][int(rng.integers(3))]
-        value = json.loads(files[name])
-        keys = sorted(value) + ["zz_new"]
-        key = keys[int(rng.integers(len(keys)))]
-        value[key] = JSON_VALUES[int(rng.integers(len(JSON_VALUES)))]
-        files[name] = json.dumps(value).encode()
+        files[name] = odd_json_field(rng, files[name])
         return marian_upload(files)
     if how == 2:
         header, body = safetensors_split(files["model.safetensors"])
