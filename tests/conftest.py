@@ -27,6 +27,22 @@ def tiny_checkpoint_bytes() -> bytes:
     return build()
 
 
+@pytest.fixture(scope="session")
+def from_scratch_run(tmp_path_factory) -> Path:
+    """The "Transformer from scratch" notebook trained and saved with its own code, under TF 2.x
+    Keras 2 (tf_keras, in its own process; about 30 s): tests/from_scratch_run.py says what the
+    folder holds (the ModelCheckpoint folder, .weights.h5, .keras, vocabularies, its outputs)."""
+    import subprocess
+
+    pytest.importorskip("tf_keras")
+    out = tmp_path_factory.mktemp("from_scratch")
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    run = subprocess.run([sys.executable, str(ROOT / "tests" / "from_scratch_run.py"), str(out)],
+                         env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out
+
+
 @pytest.fixture
 def patched_pages_manager(monkeypatch):
     """Streamlit 1.67's AppTest marks apps with a pages/ folder as pages-directory apps, so

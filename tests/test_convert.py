@@ -213,6 +213,144 @@ def test_handwritten_seq2seq_equals_the_original(tmp_path, seq2seq_vocabs):
     _assert_same(_ours(checkpoint, SEQ2SEQ_SOURCE, SEQ2SEQ_TARGET), probs, maps)
 
 
+# ------------------------------------------------------------------ the from-scratch notebook
+# The notebook this project grew from (../shared/seeds/002), trained and saved by its own code
+# under TF 2.x Keras 2 (the from_scratch_run fixture), in each of the three forms its users have.
+FROM_SCRATCH_FORMS = {"weights.h5": "model.weights.h5", "keras": "model.keras",
+                      "ModelCheckpoint folder": "checkpoint"}
+
+
+def _from_scratch(run, saved_as):
+    return convert_keras_seq2seq(run / FROM_SCRATCH_FORMS[saved_as], run / "eng_vocab.txt",
+                                 run / "fra_vocab.txt", num_heads=json.loads(
+                                     (run / "reference.json").read_text())["num_heads"])
+
+
+@pytest.mark.parametrize("saved_as", list(FROM_SCRATCH_FORMS))
+def test_from_scratch_notebook_equals_the_original(from_scratch_run, saved_as):
+    run = from_scratch_run
+    sizes = json.loads((run / "reference.json").read_text())
+    with pytest.raises(CheckpointError, match="--num-heads"):
+        convert_keras_seq2seq(run / FROM_SCRATCH_FORMS[saved_as], run / "eng_vocab.txt",
+                              run / "fra_vocab.txt")
+    checkpoint = _from_scratch(run, saved_as)
+    c = checkpoint.config
+    assert checkpoint.metadata["source"]["form"] == "from-scratch-notebook"
+    assert (c.d_model, c.num_heads, c.head_dim, c.dff) == (
+        sizes["embed_dim"], sizes["num_heads"], sizes["embed_dim"] // sizes["num_heads"],
+        sizes["dense_dim"])
+    assert (c.max_len, c.pad_source_to, c.mask_padding, c.positional) == (
+        sizes["sequence_length"], sizes["sequence_length"], False, "learned")
+    # Both embeddings have max_tokens rows; the vocabularies have fewer words: every row stays.
+    assert (c.src_vocab_size, c.tgt_vocab_size) == (sizes["max_tokens"], sizes["max_tokens"])
+    assert sizes["source_words"] < sizes["max_tokens"] and sizes["target_words"] < sizes["max_tokens"]
+    with np.load(run / "reference.npz") as ref:
+        ours = _ours(checkpoint, ref["source"], ref["target"])
+        _assert_same(ours, ref["probs"], {"encoder": [ref["encoder"]], "decoder": [ref["decoder"]],
+                                          "cross": [ref["cross"]]})
+        # Its TextVectorization: the held-out sources padded to sequence_length.
+        for sentence, ids in zip(sizes["held_out"], ref["source"]):
+            assert checkpoint.encode_source(sentence) == ids.tolist()
+
+
+def test_from_scratch_notebook_translates_as_its_decode_sequence(from_scratch_run):
+    """The notebook's decode_sequence on held-out sentences (run by the original under tf_keras):
+    the same words from each of the three saved forms."""
+    reference = json.loads((from_scratch_run / "reference.json").read_text())
+    assert len(reference["held_out"]) >= 10
+    for saved_as in FROM_SCRATCH_FORMS:
+        checkpoint = _from_scratch(from_scratch_run, saved_as)
+        tokens = checkpoint.target_tokenizer
+        assert (tokens.id_to_piece(checkpoint.config.start_id),
+                tokens.id_to_piece(checkpoint.config.end_id)) == ("[start]", "[end]")
+        for sentence, theirs in zip(reference["held_out"], reference["translations"]):
+            result = checkpoint.translate(sentence)
+            assert result.stopped_by == "end"
+            assert " ".join(["[start]", result.text, "[end]"]) == theirs, sentence
+
+
+def test_from_scratch_notebook_under_keras_3_equals_the_original(tmp_path, monkeypatch):
+    """Keras 3 users: the notebook's PositionalEmbedding.compute_mask calls tf.math.not_equal on a
+    KerasTensor, which Keras 3 refuses while building the model; with that one line written in
+    keras.ops (what a Keras 3 user must change) the rest is the notebook's, saved as Keras 3 saves."""
+    from originals import keras_from_scratch as nb
+
+    monkeypatch.setattr(nb.PositionalEmbedding, "compute_mask",
+                        lambda self, inputs, mask=None: keras.ops.not_equal(inputs, 0))
+    recorded = []
+    monkeypatch.setattr(nb, "scaled_dot_product_attention", _notebook_recorder(nb, recorded))
+    keras.utils.set_random_seed(5)
+    model = nb.build_transformer(SEQ_LEN, TGT_VOCAB, D_MODEL, DFF, HEADS)  # one max_tokens
+    source = np.array([[4, 5, 6, 7, 0, 0], [8, 9, 0, 0, 0, 0]], np.int64)
+    probs = model([source, SEQ2SEQ_TARGET]).numpy()
+    encoder, decoder_self, cross = recorded
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes(_lines(["", "[UNK]", "[start]", "[end]"] + [f"w{i}" for i in range(10)]))
+    for saved_as in ("weights.h5", "keras"):
+        path = tmp_path / f"m.{saved_as}"
+        model.save_weights(path) if saved_as == "weights.h5" else model.save(path)
+        checkpoint = convert_keras_seq2seq(path, vocab, vocab, num_heads=HEADS)
+        assert checkpoint.metadata["source"]["form"] == "from-scratch-notebook"
+        _assert_same(_ours(checkpoint, source, SEQ2SEQ_TARGET), probs,
+                     {"encoder": [encoder], "decoder": [decoder_self], "cross": [cross]})
+
+
+def _notebook_recorder(nb, recorded):
+    from from_scratch_run import attention_recorder
+
+    return attention_recorder(recorded)
+
+
+def test_the_recipes_are_told_apart_by_what_is_inside_their_attention(tmp_path, from_scratch_run):
+    from transformer.convert import recipe_of_weights
+    from transformer.readers import read_weights
+
+    assert recipe_of_weights(read_weights(from_scratch_run / "checkpoint")) == \
+        ("keras-seq2seq", "from-scratch-notebook")
+    assert recipe_of_weights(read_weights(from_scratch_run / "model.keras")) == \
+        ("keras-seq2seq", "from-scratch-notebook")
+    _tutorial_original().save_weights(tmp_path / "tutorial.weights.h5")
+    # The tutorial names its decoder's layers causal_self_attention and cross_attention too.
+    assert recipe_of_weights(read_weights(tmp_path / "tutorial.weights.h5")) == ("tf-tutorial", "keras-mha")
+    with pytest.raises(CheckpointError) as err:
+        convert_tf_tutorial(from_scratch_run / "model.weights.h5", from_scratch_run / "eng_vocab.txt",
+                            from_scratch_run / "fra_vocab.txt")
+    message = str(err.value)
+    assert "global_self_attention" in message and "q_linear" in message
+    assert "from scratch" in message and "keras-seq2seq recipe" in message
+    with pytest.raises(CheckpointError) as err:
+        convert_keras_seq2seq(tmp_path / "tutorial.weights.h5", from_scratch_run / "eng_vocab.txt",
+                              from_scratch_run / "fra_vocab.txt")
+    message = str(err.value)
+    assert "Its layers are: " in message and "mha" in message and "tf-tutorial recipe" in message
+
+
+def test_a_file_of_no_recipe_names_the_layers_it_holds(tmp_path):
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(3)(keras.layers.Dense(8)(inputs)))
+    model.save_weights(tmp_path / "other.weights.h5")  # Keras 3 names them by class
+    with pytest.raises(CheckpointError, match=r"Its layers are: dense, dense_1\."):
+        convert_keras_seq2seq(tmp_path / "other.weights.h5", tmp_path / "v", tmp_path / "v")
+
+
+def test_the_model_checkpoint_folder_is_read_from_its_files_as_uploaded(from_scratch_run, capsys):
+    """The app receives the folder's files by name (".index", ".data-00000-of-00001", and the
+    "checkpoint" text file); the CLI takes the folder."""
+    folder = from_scratch_run / "checkpoint"
+    files = {name: (folder / name).read_bytes() for name in (".index", ".data-00000-of-00001",
+                                                             "checkpoint")}
+    from_files = convert_keras_seq2seq(files, from_scratch_run / "eng_vocab.txt",
+                                       from_scratch_run / "fra_vocab.txt", num_heads=4)
+    from_folder = _from_scratch(from_scratch_run, "ModelCheckpoint folder")
+    assert from_files.translate("We like the dog.").text == from_folder.translate("We like the dog.").text
+    assert from_folder.name == "checkpoint"
+    out = from_scratch_run / "cli.ckpt"
+    assert main(["keras-seq2seq", "--weights", str(folder) + "/", "--source-vocab",
+                 str(from_scratch_run / "eng_vocab.txt"), "--target-vocab",
+                 str(from_scratch_run / "fra_vocab.txt"), "--num-heads", "4", "--out", str(out)]) == 0
+    assert load_checkpoint(out).translate("We like the dog.").text == "nous aimons le chien"
+
+
 # ------------------------------------------------------------------ the TF tutorial (Keras 3)
 def _tutorial_original():
     from originals import tf_tutorial
@@ -379,13 +517,35 @@ def test_wrong_recipe_is_named(tmp_path, seq2seq_vocabs, tutorial_vocabs):
 
 def test_vocabulary_of_the_wrong_size_names_the_file_and_the_weight(tmp_path, seq2seq_vocabs):
     _seq2seq_original().save_weights(tmp_path / "model.weights.h5")
+    long = tmp_path / "long_vocab.txt"
+    long.write_bytes(_lines(["", "[UNK]"] + [f"w{i}" for i in range(SRC_VOCAB + 3)]))
+    with pytest.raises(CheckpointError) as err:
+        convert_keras_seq2seq(tmp_path / "model.weights.h5", long, seq2seq_vocabs[1])
+    message = str(err.value)
+    assert "long_vocab.txt" in message and f"{SRC_VOCAB + 5} tokens" in message
+    assert f"{SRC_VOCAB} rows" in message and "source_token_embedding" in message
+
+
+def test_a_vocabulary_with_fewer_words_than_max_tokens_keeps_every_row(tmp_path, seq2seq_vocabs):
+    """TextVectorization(max_tokens=30) adapted on 12 words: the notebooks size the embeddings by
+    max_tokens, so the model has 30 rows and the file 12 words. Every row stays (the model's
+    softmax is over all of them); ids 12..29 have no word and are named so."""
+    _seq2seq_original().save_weights(tmp_path / "model.weights.h5")
     short = tmp_path / "short_vocab.txt"
     short.write_bytes(_lines(["", "[UNK]"] + [f"w{i}" for i in range(10)]))
-    with pytest.raises(CheckpointError) as err:
-        convert_keras_seq2seq(tmp_path / "model.weights.h5", short, seq2seq_vocabs[1])
-    message = str(err.value)
-    assert "short_vocab.txt" in message and "12 tokens" in message and f"{SRC_VOCAB} rows" in message
-    assert "source_token_embedding" in message
+    checkpoint = convert_keras_seq2seq(tmp_path / "model.weights.h5", short, seq2seq_vocabs[1])
+    tokens = checkpoint.source_tokenizer
+    assert tokens.vocab_size == checkpoint.config.src_vocab_size == SRC_VOCAB
+    assert tokens.encode("w3 w9 w10") == [5, 11, 1]  # w10 is not a word of the file: [UNK]
+    assert tokens.ids_to_pieces([11, 12, SRC_VOCAB - 1]) == ["w9", "[unused 12]", f"[unused {SRC_VOCAB - 1}]"]
+    assert tokens.decode([5, 12]) == "w3 [unused 12]"
+    # The checkpoint keeps them through its own file format.
+    from transformer.checkpoint import checkpoint_bytes
+
+    again = load_checkpoint(checkpoint_bytes(checkpoint.model, tokens, checkpoint.target_tokenizer,
+                                             checkpoint.metadata))
+    assert again.source_tokenizer.ids_to_pieces([12]) == ["[unused 12]"]
+    assert again.source_tokenizer.vocab_size == SRC_VOCAB
 
 
 def test_num_heads_that_contradicts_the_kernels(tmp_path, seq2seq_vocabs):

@@ -1,5 +1,6 @@
 """Tests for transformer.word_tokenizer; the oracle is the real keras.layers.TextVectorization."""
 
+import importlib
 import json
 import re
 import string
@@ -28,6 +29,10 @@ def custom_standardization(input_string):
 
 KERAS_STANDARDIZE = {name: name for name in STANDARDIZATIONS}
 KERAS_STANDARDIZE["keras_seq2seq"] = custom_standardization
+# The "Transformer from scratch" notebook's, from its original (tests/originals).
+KERAS_STANDARDIZE["keras_from_scratch"] = importlib.import_module(
+    "originals.keras_from_scratch").custom_standardization
+FRAMED = ("keras_seq2seq", "keras_from_scratch")  # adapted on "[start] ... [end]" targets
 
 CORPUS = [
     "Go.", "Hi!", "Run!", "I'm sorry, Tom.", "Where's the café?", "Don't touch my crème brûlée.",
@@ -48,7 +53,7 @@ def layers():
     out = {}
     for name, standardize in KERAS_STANDARDIZE.items():
         layer = keras.layers.TextVectorization(standardize=standardize)
-        layer.adapt(TARGETS if name == "keras_seq2seq" else CORPUS)
+        layer.adapt(TARGETS if name in FRAMED else CORPUS)
         # As a user saves it: get_vocabulary() one token per line.
         out[name] = layer, "\n".join(layer.get_vocabulary()).encode("utf-8")
     return out
@@ -118,6 +123,7 @@ def test_standardizations():
         "lower": "¿qué? [start] École, École!",
         "strip_punctuation": "¿Qué start ÉCOLE École",
         "keras_seq2seq": "qué [start] École École",
+        "keras_from_scratch": "¿qué [start] École École",  # "¿" is not in string.punctuation
         None: text,
     }
     for name, standardized in expected.items():

@@ -5,12 +5,18 @@ Recipes:
 ``keras-seq2seq``  the Keras example "English-to-Spanish translation with a sequence-to-sequence
     Transformer" in its two forms: keras.layers.MultiHeadAttention (key_dim = embed_dim per head:
     the heads are read from the kernels) and the notebook variant with a hand-written attention
-    (q_linear, k_linear, v_linear, concat_linear; d_k = embed_dim // heads: --num-heads needed).
-    Learned positions (max_len = sequence_length), no embedding scaling, post-LayerNorm with
-    Keras's epsilon 1e-3, a softmax Dense (our logits are its pre-softmax values), no padding
-    mask (the example's Keras 3 form applies none but the look-ahead mask) and sources padded to
-    sequence_length as TextVectorization pads them; the target vocabulary's "[start]"/"[end]"
-    are the start and end ids, the source is plain words.
+    (q_linear, k_linear, v_linear, concat_linear; d_k = embed_dim // heads: --num-heads needed);
+    and the "Transformer from scratch" English-to-French notebook this project grew from
+    (../shared/seeds/002), whose blocks use the TF tutorial's outer names (global_self_attention,
+    causal_self_attention, cross_attention, feed_forward, layer_norm_1..3) around the same
+    hand-written attention, and whose target standardization keeps "¿". The forms are told apart
+    by what is inside their attention layers (KERAS_FORMS). Learned positions (max_len =
+    sequence_length), no embedding scaling, post-LayerNorm with Keras's epsilon 1e-3, a softmax
+    Dense (our logits are its pre-softmax values), no padding mask (the example's Keras 3 form
+    applies none but the look-ahead mask) and sources padded to sequence_length as
+    TextVectorization pads them; the target vocabulary's "[start]"/"[end]" are the start and end
+    ids, the source is plain words. Embeddings of max_tokens rows over a vocabulary of fewer words
+    are kept whole (ids past the words are "[unused N]").
 ``tf-tutorial``  the TensorFlow tutorial "Neural machine translation with a Transformer and Keras":
     embeddings times sqrt(d_model) plus [sin | cos] positions, keras MultiHeadAttention (heads
     from the kernels), LayerNormalization epsilon 1e-3, a logits Dense, WordPiece vocabularies
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -44,7 +51,7 @@ from .checkpoint import (
     load_checkpoint,
     read_input,
 )
-from .readers import natural_key, read_weights
+from .readers import TF_DATA_SUFFIX, checkpoint_label, natural_key, read_weights, tf_checkpoint_prefix
 from .tokenizer import TokenizerError
 
 __all__ = ["convert_keras_seq2seq", "convert_tf_tutorial", "infer_keras_seq2seq",
@@ -304,37 +311,105 @@ def _final_dense(root, used, d_model, file_label):
     return denses[0]
 
 
+@dataclass(frozen=True)
+class KerasLayout:
+    """The attribute names a Keras form's TransformerEncoder and TransformerDecoder give their
+    layers (the names its weight files keep)."""
+    encoder_attention: str
+    decoder_self_attention: str
+    decoder_cross_attention: str
+    feedforward: str
+    norms: tuple  # after self-attention, after cross-attention (decoder), after the feed-forward
+
+    def encoders(self, nodes):
+        return _ordered([n for n in nodes if n.child(self.encoder_attention)
+                         and n.child(self.feedforward) and n.child(self.norms[0])
+                         and n.child(self.norms[1]) and not n.child(self.decoder_cross_attention)])
+
+    def decoders(self, nodes):
+        return _ordered([n for n in nodes if n.child(self.decoder_self_attention)
+                         and n.child(self.decoder_cross_attention) and n.child(self.feedforward)
+                         and all(n.child(name) for name in self.norms)])
+
+
+# The Keras example's layers (both of its attentions), and the "Transformer from scratch"
+# English-to-French notebook's (../shared/seeds/002): the TF tutorial's outer names around a
+# hand-written attention.
+EXAMPLE_LAYOUT = KerasLayout("attention", "attention_1", "attention_2", "dense_proj",
+                             ("layernorm_1", "layernorm_2", "layernorm_3"))
+FROM_SCRATCH_LAYOUT = KerasLayout("global_self_attention", "causal_self_attention",
+                                  "cross_attention", "feed_forward",
+                                  ("layer_norm_1", "layer_norm_2", "layer_norm_3"))
+FORM_LABELS = {
+    "keras-mha": "the Keras example",
+    "handwritten-mha": "the Keras example with a hand-written attention",
+    "from-scratch-notebook": "the \"Transformer from scratch\" English-to-French notebook",
+}
+# form -> (layout, attention): what each form of the keras-seq2seq recipe holds.
+KERAS_FORMS = {
+    "keras-mha": (EXAMPLE_LAYOUT, "keras"),
+    "handwritten-mha": (EXAMPLE_LAYOUT, "handwritten"),
+    "from-scratch-notebook": (FROM_SCRATCH_LAYOUT, "handwritten"),
+}
+_GENERIC = re.compile(r"^(layer(_with_weights)?-\d+|layers|vars)$")
+
+
+def _attention_kind(node) -> str | None:
+    """What is inside an attention layer: "keras" (keras.layers.MultiHeadAttention's query_dense,
+    key_dense, value_dense, output_dense), "handwritten" (q_linear, k_linear, v_linear,
+    concat_linear) or None."""
+    if _is_keras_mha(node):
+        return "keras"
+    if _is_handwritten_mha(node):
+        return "handwritten"
+    return None
+
+
+def _layers_found(root) -> str:
+    """The names of the layers a file holds, for a sentence that says what is there when no
+    recipe fits."""
+    names = sorted({n.path[-1] for n in root.walk() if n.path and (n.children or n.variables)
+                    and not _GENERIC.match(n.path[-1])}, key=natural_key)
+    if not names:
+        return "no named layers"
+    shown = ", ".join(names[:24])
+    return shown + (f" and {len(names) - 24} more" if len(names) > 24 else "")
+
+
+def keras_form(nodes) -> tuple[str | None, list, list]:
+    """(form, encoder nodes, decoder nodes) of the keras-seq2seq recipe: the layout whose blocks
+    the file holds, told apart from the others (and from the TF tutorial, whose blocks wrap a
+    keras MultiHeadAttention named "mha") by what is inside the blocks' attention layers."""
+    for form, (layout, attention) in KERAS_FORMS.items():
+        encoders, decoders = layout.encoders(nodes), layout.decoders(nodes)
+        if encoders and decoders and \
+                _attention_kind(encoders[0].child(layout.encoder_attention)) == attention:
+            return form, encoders, decoders
+    return None, [], []
+
+
 def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
                         num_heads: int | None = None) -> Architecture:
     root = _tree(arrays, file_label)
     nodes = list(root.walk())
-    encoders = _ordered([n for n in nodes if n.child("attention") and n.child("dense_proj")
-                         and n.child("layernorm_1") and n.child("layernorm_2")
-                         and not n.child("attention_1")])
-    decoders = _ordered([n for n in nodes if n.child("attention_1") and n.child("attention_2")
-                         and n.child("dense_proj") and n.child("layernorm_3")])
-    if not encoders or not decoders:
-        tutorial = any(n.child("causal_self_attention") for n in nodes)
+    form, encoders, decoders = keras_form(nodes)
+    if form is None:
+        tutorial = recipe_of_weights(arrays)[0] == "tf-tutorial"
         raise CheckpointError(
-            f"{file_label} does not hold the Keras example's TransformerEncoder and "
-            "TransformerDecoder (layers with attention, dense_proj, layernorm_1..3)"
+            f"{file_label} does not hold the TransformerEncoder and TransformerDecoder of a "
+            "Keras seq2seq form: the Keras example's (attention, dense_proj, layernorm_1..3 "
+            "around keras MultiHeadAttention or q_linear, k_linear, v_linear, concat_linear) or "
+            "the from-scratch notebook's (global_self_attention, causal_self_attention, "
+            "cross_attention, feed_forward, layer_norm_1..3 around q_linear, k_linear, v_linear, "
+            f"concat_linear). Its layers are: {_layers_found(root)}"
             + ("; it looks like the TensorFlow tutorial's model: use the tf-tutorial recipe."
                if tutorial else "."))
+    layout, kind = KERAS_FORMS[form]
+    handwritten = kind == "handwritten"
     embeddings = [n for n in nodes if n.child("token_embeddings") and n.child("position_embeddings")]
-    first_attention = encoders[0].child("attention")
-    if _is_keras_mha(first_attention):
-        form = "keras-mha"
-    elif _is_handwritten_mha(first_attention):
-        form = "handwritten-mha"
-    else:
-        raise CheckpointError(
-            f"{file_label}: the attention {first_attention.label!r} is neither "
-            "keras.layers.MultiHeadAttention (query_dense, key_dense, value_dense, output_dense) "
-            "nor the hand-written one (q_linear, k_linear, v_linear, concat_linear).")
-
-    d_model = _model_width(first_attention.child("query_dense" if form == "keras-mha"
-                                                 else "q_linear"),
-                           3 if form == "keras-mha" else 2, file_label)
+    first_attention = encoders[0].child(layout.encoder_attention)
+    d_model = _model_width(first_attention.child("q_linear" if handwritten else "query_dense"),
+                           2 if handwritten else 3, file_label)
     final = _final_dense(root, [n.path for n in encoders + decoders + embeddings], d_model, file_label)
     out_kernel, out_bias = _dense(final, file_label, d_model, None, "output Dense")
     source_emb, target_emb = _split_embeddings(embeddings, encoders, decoders,
@@ -344,7 +419,7 @@ def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
 
     def attention(node):
         nonlocal heads, head_dim
-        if form == "keras-mha":
+        if not handwritten:
             if not _is_keras_mha(node):
                 raise CheckpointError(f"{file_label}: {node.label!r} is not a keras MultiHeadAttention.")
             parts, h, k = _keras_mha(node, d_model, file_label)
@@ -362,10 +437,10 @@ def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
             raise CheckpointError(f"{file_label}: {node.label!r} is not a hand-written attention.")
         return _handwritten_mha(node, d_model, file_label)
 
-    if form == "handwritten-mha":
+    if handwritten:
         if num_heads is None:
             raise CheckpointError(
-                f"{file_label} is the Keras example with a hand-written attention (q_linear, "
+                f"{file_label} is a Keras seq2seq model with a hand-written attention (q_linear, "
                 "k_linear, v_linear, concat_linear): its weights do not tell how many heads it "
                 "has. Give it with --num-heads (num_heads=...), the value the model was built with.")
         if num_heads <= 0 or d_model % num_heads:
@@ -377,23 +452,27 @@ def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
     dff = None
     for i, node in enumerate(encoders):
         prefix = f"encoder_layer_{i}"
-        _put_attention(weights, f"{prefix}/self_attention", attention(node.child("attention")))
-        ffn = _feedforward(node.child("dense_proj"), d_model, file_label)
+        _put_attention(weights, f"{prefix}/self_attention",
+                       attention(node.child(layout.encoder_attention)))
+        ffn = _feedforward(node.child(layout.feedforward), d_model, file_label)
         dff = ffn[0][0].shape[1] if dff is None else dff
         _check_dff(ffn, dff, node, file_label)
-        _put_block_rest(weights, prefix, ffn, {
-            "self_attention_layer_norm": _layer_norm(node.child("layernorm_1"), d_model, file_label),
-            "feedforward_layer_norm": _layer_norm(node.child("layernorm_2"), d_model, file_label)})
+        first_norm, second_norm = (_layer_norm(node.child(name), d_model, file_label)
+                                   for name in layout.norms[:2])
+        _put_block_rest(weights, prefix, ffn, {"self_attention_layer_norm": first_norm,
+                                               "feedforward_layer_norm": second_norm})
     for i, node in enumerate(decoders):
         prefix = f"decoder_layer_{i}"
-        _put_attention(weights, f"{prefix}/self_attention", attention(node.child("attention_1")))
-        _put_attention(weights, f"{prefix}/cross_attention", attention(node.child("attention_2")))
-        ffn = _feedforward(node.child("dense_proj"), d_model, file_label)
+        _put_attention(weights, f"{prefix}/self_attention",
+                       attention(node.child(layout.decoder_self_attention)))
+        _put_attention(weights, f"{prefix}/cross_attention",
+                       attention(node.child(layout.decoder_cross_attention)))
+        ffn = _feedforward(node.child(layout.feedforward), d_model, file_label)
         _check_dff(ffn, dff, node, file_label)
-        _put_block_rest(weights, prefix, ffn, {
-            "self_attention_layer_norm": _layer_norm(node.child("layernorm_1"), d_model, file_label),
-            "cross_attention_layer_norm": _layer_norm(node.child("layernorm_2"), d_model, file_label),
-            "feedforward_layer_norm": _layer_norm(node.child("layernorm_3"), d_model, file_label)})
+        norms = [_layer_norm(node.child(name), d_model, file_label) for name in layout.norms]
+        _put_block_rest(weights, prefix, ffn, dict(zip(
+            ("self_attention_layer_norm", "cross_attention_layer_norm", "feedforward_layer_norm"),
+            norms)))
 
     lengths = {}
     for side, node in (("source", source_emb), ("target", target_emb)):
@@ -444,19 +523,18 @@ def infer_tf_tutorial(arrays: dict[str, np.ndarray], file_label: str,
     encoders = _ordered([n for n in nodes if n.child("self_attention") and n.child("ffn")])
     decoders = _ordered([n for n in nodes if n.child("causal_self_attention")
                          and n.child("cross_attention") and n.child("ffn")])
-    if not encoders or not decoders:
-        keras_example = any(n.child("attention_1") for n in nodes)
+    if not encoders or not decoders or not _is_keras_mha(
+            encoders[0].child("self_attention").child("mha")):
+        form = keras_form(nodes)[0]
         raise CheckpointError(
             f"{file_label} does not hold the TensorFlow tutorial's EncoderLayer and DecoderLayer "
-            "(self_attention, causal_self_attention, cross_attention, ffn)"
-            + ("; it looks like the Keras example's model: use the keras-seq2seq recipe."
-               if keras_example else "."))
+            "(self_attention, causal_self_attention, cross_attention, each around a keras "
+            f"MultiHeadAttention named mha, and ffn). Its layers are: {_layers_found(root)}"
+            + (f"; it looks like a Keras seq2seq model ({FORM_LABELS[form]}): use the "
+               "keras-seq2seq recipe." if form else "."))
     embeddings = [n.child("pos_embedding").child("embedding") for n in nodes
                   if n.child("pos_embedding") and n.child("pos_embedding").child("embedding")]
     first = encoders[0].child("self_attention").child("mha")
-    if not _is_keras_mha(first):
-        raise CheckpointError(f"{file_label}: {encoders[0].label + '/self_attention'!r} has no "
-                              "keras MultiHeadAttention (mha).")
     d_model = _model_width(first.child("query_dense"), 3, file_label)
     final = _final_dense(root, [n.path for n in encoders + decoders + embeddings], d_model, file_label)
     out_kernel, out_bias = _dense(final, file_label, d_model, None, "final Dense")
@@ -534,21 +612,32 @@ def infer_tf_tutorial(arrays: dict[str, np.ndarray], file_label: str,
 
 # ------------------------------------------------------------------ tokenizers (one per recipe)
 def keras_seq2seq_tokenizers(source_vocab: bytes, target_vocab: bytes, source_name: str,
-                             target_name: str):
-    """The example's TextVectorization layers: English with the default standardization, Spanish
-    with its custom_standardization ("[start]"/"[end]" kept)."""
+                             target_name: str, architecture: Architecture):
+    """The forms' TextVectorization layers: the source with the default standardization, the
+    target with the form's custom_standardization ("[start]"/"[end]" kept; the Keras example also
+    strips "¿"). Both forms size their embeddings by max_tokens, which may exceed the words the
+    layer was adapted to: the tokenizer then covers the model's rows (ids past the file's words
+    have no word)."""
     from .word_tokenizer import WordTokenizer
 
-    source = WordTokenizer.from_vocabulary(source_vocab, standardize="lower_and_strip_punctuation",
-                                           name=source_name)
-    target = WordTokenizer.from_vocabulary(target_vocab, standardize="keras_seq2seq",
-                                           start_token="[start]", end_token="[end]",
-                                           name=target_name)
-    return source, target
+    target_standardize = ("keras_from_scratch" if architecture.form == "from-scratch-notebook"
+                          else "keras_seq2seq")
+    c = architecture.config
+    sides = ((source_vocab, source_name, "lower_and_strip_punctuation", None, None, c["src_vocab_size"]),
+             (target_vocab, target_name, target_standardize, "[start]", "[end]", c["tgt_vocab_size"]))
+    tokenizers = []
+    for data, name, standardize, start, end, rows in sides:
+        tok = WordTokenizer.from_vocabulary(data, standardize=standardize, start_token=start,
+                                            end_token=end, name=name)
+        if tok.vocab_size < rows:  # TextVectorization(max_tokens=rows) adapted on fewer words
+            tok = WordTokenizer(tok.tokens, standardize=standardize, start_token=start,
+                                end_token=end, name=name, vocab_size=rows)
+        tokenizers.append(tok)
+    return tuple(tokenizers)
 
 
 def tf_tutorial_tokenizers(source_vocab: bytes, target_vocab: bytes, source_name: str,
-                           target_name: str):
+                           target_name: str, architecture: Architecture):
     """The tutorial's tf_text.BertTokenizer(vocab, lower_case=True) on each side."""
     from .wordpiece_tokenizer import WordPieceTokenizer
 
@@ -561,17 +650,18 @@ def _read_input(source, default_name):
     """(bytes or {name: bytes} / path for the readers, label, [(file name, sha256)])."""
     if isinstance(source, dict):
         files = {str(k): read_input(v, repr(str(k)), allow_empty=True) for k, v in source.items()}
-        index = [Path(k).name for k in files if k.endswith(".index")]  # a TF checkpoint: its prefix
-        label = index[0][:-len(".index")] if index else ", ".join(Path(k).name for k in files)
+        index = [k for k in files if k.endswith(".index")]  # a TF checkpoint: its prefix
+        label = checkpoint_label(index[0][:-len(".index")]) if index else \
+            ", ".join(Path(k).name for k in files)
         return files, label, \
             [(Path(k).name, hashlib.sha256(v).hexdigest()) for k, v in files.items()]
     if isinstance(source, (str, Path)):
         path = Path(source)
-        if path.suffix == ".index" or (not path.exists() and Path(str(path) + ".index").exists()):
-            prefix = str(path)[:-len(".index")] if path.suffix == ".index" else str(path)
-            names = [prefix + ".index", prefix + ".data-00000-of-00001"]
+        prefix = tf_checkpoint_prefix(path)
+        if prefix is not None:
+            names = [prefix + ".index", prefix + TF_DATA_SUFFIX]
             files = {n: read_input(Path(n), repr(Path(n).name), allow_empty=True) for n in names}
-            return files, Path(prefix).name, \
+            return files, checkpoint_label(prefix), \
                 [(Path(k).name, hashlib.sha256(v).hexdigest()) for k, v in files.items()]
         data = read_input(path, repr(path.name), allow_empty=True)
         return {path.name: data}, path.name, [(path.name, hashlib.sha256(data).hexdigest())]
@@ -592,7 +682,7 @@ def _convert(recipe, weights, source_vocab, target_vocab, num_heads, make_tokeni
     try:
         source_tok, target_tok = make_tokenizers(next(iter(src_data.values())),
                                                  next(iter(tgt_data.values())), src_label,
-                                                 tgt_label)
+                                                 tgt_label, architecture)
     except TokenizerError as err:  # the message names the file
         raise CheckpointError(f"A vocabulary file is invalid: {str(err).rstrip('.')}.") from None
     c = architecture.config
@@ -685,16 +775,18 @@ def is_weights_file(name: str) -> bool:
 
 
 def recipe_of_weights(arrays) -> tuple[str | None, str | None]:
-    """(recipe, form) the weight names show: ("keras-seq2seq", "keras-mha" | "handwritten-mha"),
+    """(recipe, form) the weight names show: ("keras-seq2seq", a form of KERAS_FORMS),
     ("tf-tutorial", "keras-mha"), or (None, None) when they show neither. Only the names are
-    read (arrays: {name: array} or the names)."""
+    read (arrays: {name: array} or the names). The recipes are told apart by what is inside
+    their attention layers, not by the outer names they share (the from-scratch notebook and the
+    tutorial both call theirs causal_self_attention and cross_attention): the tutorial wraps a
+    keras MultiHeadAttention named "mha" with its own LayerNormalization."""
     nodes = list(_tree({name: None for name in arrays}, "").walk())
-    if any(n.child("causal_self_attention") for n in nodes):
+    form = keras_form(nodes)[0]
+    if form is not None:
+        return "keras-seq2seq", form
+    if any(n.path and n.path[-1] == "mha" and _is_keras_mha(n) for n in nodes):
         return "tf-tutorial", "keras-mha"
-    if any(n.child("dense_proj") and (n.child("attention") or n.child("attention_1"))
-           for n in nodes):
-        handwritten = any(_is_handwritten_mha(n) for n in nodes)
-        return "keras-seq2seq", "handwritten-mha" if handwritten else "keras-mha"
     return None, None
 
 
@@ -722,11 +814,14 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m transformer.convert",
         description="Convert a translator trained with someone else's code into a checkpoint.")
     sub = parser.add_subparsers(dest="recipe", required=True)
-    for recipe, text in (("keras-seq2seq", "the Keras English-to-Spanish example (either form)"),
+    for recipe, text in (("keras-seq2seq", "the Keras English-to-Spanish example (either form) "
+                                           "or the 'Transformer from scratch' English-to-French "
+                                           "notebook"),
                          ("tf-tutorial", "the TensorFlow 'Transformer and Keras' tutorial")):
         p = sub.add_parser(recipe, help=text)
         p.add_argument("--weights", required=True,
-                       help=".weights.h5, .keras, or a TF checkpoint's .index file (or its prefix)")
+                       help=".weights.h5, .keras, or a TF checkpoint's .index file (or its prefix, "
+                            "or the folder ModelCheckpoint wrote it in)")
         p.add_argument("--source-vocab", required=True, help="source vocabulary file")
         p.add_argument("--target-vocab", required=True, help="target vocabulary file")
         p.add_argument("--num-heads", type=int, default=None,

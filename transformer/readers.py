@@ -59,6 +59,32 @@ def natural_key(name: str):
 
 
 # ------------------------------------------------------------------ dispatch
+def tf_checkpoint_prefix(path: Path) -> str | None:
+    """The prefix of the TensorFlow checkpoint a path names, or None when it names none: its
+    .index file, its prefix, or a folder holding one checkpoint. A folder is what Keras 2's
+    ModelCheckpoint(filepath="/tmp/checkpoint/", save_weights_only=True) writes: the prefix is
+    the folder itself, so its files are named ".index" and ".data-00000-of-00001"."""
+    path = Path(path)
+    if path.suffix == ".index" or path.name == ".index":
+        return str(path)[: -len(".index")]
+    if path.is_dir():
+        indexes = sorted(p for p in path.iterdir() if p.name.endswith(".index") and p.is_file())
+        if len(indexes) != 1:
+            raise CheckpointError(
+                f"The folder {path.name!r} holds {len(indexes)} TensorFlow checkpoints (.index "
+                "files); give the .index file of the one to open.")
+        return str(indexes[0])[: -len(".index")]
+    if not path.exists() and Path(str(path) + ".index").exists():
+        return str(path)
+    return None
+
+
+def checkpoint_label(prefix: str) -> str:
+    """A TF checkpoint's name for sentences: its prefix's file name, or the folder's name when
+    the prefix is a folder ("/tmp/checkpoint/")."""
+    return Path(prefix).name or Path(prefix).parent.name or "checkpoint"
+
+
 def read_weights(files, name: str | None = None) -> dict[str, np.ndarray]:
     """Read whichever of the three formats `files` is.
 
@@ -75,7 +101,7 @@ def read_weights(files, name: str | None = None) -> dict[str, np.ndarray]:
                 raise CheckpointError(
                     f"The TensorFlow checkpoint {Path(index[0]).name!r} comes without its data "
                     f"file {Path(prefix).name + TF_DATA_SUFFIX!r}: upload both.")
-            return read_tf_checkpoint(files[index[0]], data, name=Path(prefix).name)
+            return read_tf_checkpoint(files[index[0]], data, name=checkpoint_label(prefix))
         if len(files) != 1:
             raise CheckpointError(
                 "Give one weights file (.weights.h5 or .keras) or a TensorFlow checkpoint's "
@@ -84,10 +110,10 @@ def read_weights(files, name: str | None = None) -> dict[str, np.ndarray]:
         return read_weights(read_input(data, repr(str(file_name))), name=Path(str(file_name)).name)
     if isinstance(files, (str, Path)):
         path = Path(files)
-        if path.suffix == ".index" or (not path.exists() and Path(str(path) + ".index").exists()):
-            prefix = str(path)[: -len(".index")] if path.suffix == ".index" else str(path)
+        prefix = tf_checkpoint_prefix(path)
+        if prefix is not None:
             return read_tf_checkpoint(Path(prefix + ".index"), Path(prefix + TF_DATA_SUFFIX),
-                                      name=Path(prefix).name)
+                                      name=checkpoint_label(prefix))
         return read_weights(read_input(path, repr(path.name)), name=name or path.name)
     data = read_input(files, repr(name) if name else "the weights file")
     label = name or "the weights file"

@@ -17,6 +17,14 @@ Standardizations (``STANDARDIZATIONS``):
 ``"keras_seq2seq"``  the Keras English-to-Spanish example's ``custom_standardization``:
     lowercase, strip ``string.punctuation + "¿"`` except "[" and "]" (so "[start]" and "[end]"
     survive as words).
+``"keras_from_scratch"``  the "Transformer from scratch" English-to-French notebook's
+    ``custom_standardization``: lowercase, strip ``string.punctuation`` except "[" and "]" ("¿"
+    stays).
+
+A model may have more embedding rows than the vocabulary has words: ``TextVectorization(max_tokens=
+20000)`` adapted on a corpus of 15,000 words gives 15,000 words, while the notebooks size every
+embedding and the output layer by ``max_tokens``. ``vocab_size`` is then the model's rows; ids from
+``len(tokens)`` on have no word (text never gives them) and are shown as "[unused N]".
 
 Start and end are words of the vocabulary when it has them (the example's target vocabulary holds
 "[start]" and "[end]"; its source vocabulary has neither: then ``start_id``/``end_id`` are None).
@@ -28,23 +36,27 @@ import re
 import string
 
 from .tokenizer import Tokenizer, TokenizerError, check_matches, check_spec_ids, check_text
-from .vocab_file import read_vocab_lines, vocab_text
+from .vocab_file import MAX_VOCAB_LINES, read_vocab_lines, vocab_text
 
-__all__ = ["WordTokenizer", "STANDARDIZATIONS", "PAD_TOKEN", "UNK_TOKEN", "PAD_NAME"]
+__all__ = ["WordTokenizer", "STANDARDIZATIONS", "PAD_TOKEN", "UNK_TOKEN", "PAD_NAME", "UNUSED_NAME"]
 
 PAD_TOKEN, UNK_TOKEN = "", "[UNK]"  # TextVectorization's mask and OOV tokens (ids 0 and 1)
 PAD_NAME = "[PAD]"  # how id 0 is shown (its vocabulary token is the empty string)
+UNUSED_NAME = "[unused {}]"  # how an id past the vocabulary's words is shown (a row with no word)
 
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 # TextVectorization's regex [!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\'] is string.punctuation.
 _STRIP_PUNCTUATION = str.maketrans("", "", string.punctuation)
 # The example: strip_chars = string.punctuation + "¿" without "[" and "]".
 _STRIP_SEQ2SEQ = str.maketrans("", "", (string.punctuation + "¿").replace("[", "").replace("]", ""))
+# The from-scratch notebook: strip_chars = string.punctuation without "[" and "]".
+_STRIP_FROM_SCRATCH = str.maketrans("", "", string.punctuation.replace("[", "").replace("]", ""))
 STANDARDIZATIONS = {  # name -> (lowercase ASCII, characters removed)
     "lower_and_strip_punctuation": (True, _STRIP_PUNCTUATION),
     "lower": (True, None),
     "strip_punctuation": (False, _STRIP_PUNCTUATION),
     "keras_seq2seq": (True, _STRIP_SEQ2SEQ),
+    "keras_from_scratch": (True, _STRIP_FROM_SCRATCH),
     None: (False, None),
 }
 _WORD = re.compile(r"[^ \t\n\v\f\r]+")  # tf.strings.split: runs between ASCII whitespace
@@ -63,7 +75,7 @@ class WordTokenizer(Tokenizer):
     def __init__(self, tokens: list[str], *,
                  standardize: str | None = "lower_and_strip_punctuation",
                  start_token: str | None = None, end_token: str | None = None,
-                 name: str = "vocabulary file"):
+                 name: str = "vocabulary file", vocab_size: int | None = None):
         if standardize not in STANDARDIZATIONS:
             raise TokenizerError(f"standardize: must be one of {tuple(STANDARDIZATIONS)}, "
                                  f"got {standardize!r}")
@@ -76,7 +88,11 @@ class WordTokenizer(Tokenizer):
         self.index = {token: i for i, token in enumerate(self.tokens)}
         self.standardize = standardize
         self.lowercase, self._strip = STANDARDIZATIONS[standardize]
-        self.vocab_size = len(self.tokens)
+        self.vocab_size = len(self.tokens) if vocab_size is None else vocab_size
+        if not len(self.tokens) <= self.vocab_size <= MAX_VOCAB_LINES:
+            raise TokenizerError(
+                f"{name}: vocab_size {self.vocab_size} must be at least the vocabulary's "
+                f"{len(self.tokens)} words (the model's rows) and at most {MAX_VOCAB_LINES:,}")
         self.pad_id, self.unk_id = 0, 1
         self.start_id = self._special_id(start_token, "start", name)
         self.end_id = self._special_id(end_token, "end", name)
@@ -100,15 +116,18 @@ class WordTokenizer(Tokenizer):
     def from_vocabulary(cls, data: bytes, *,
                         standardize: str | None = "lower_and_strip_punctuation",
                         start_token: str | None = None, end_token: str | None = None,
-                        name: str = "vocabulary file") -> "WordTokenizer":
+                        name: str = "vocabulary file", vocab_size: int | None = None
+                        ) -> "WordTokenizer":
         """The tokenizer of a TextVectorization vocabulary file (its bytes).
 
         ``standardize``: the layer's (see STANDARDIZATIONS). ``start_token``/``end_token``: the
         words that start and end a target sentence ("[start]"/"[end]" in the Keras example), or
-        None. ``name`` names the file in error messages.
+        None. ``name`` names the file in error messages. ``vocab_size``: the model's embedding
+        rows, when they are more than the file's words (see the module's docstring).
         """
         return cls(read_vocab_lines(data, name), standardize=standardize,
-                   start_token=start_token, end_token=end_token, name=name)
+                   start_token=start_token, end_token=end_token, name=name,
+                   vocab_size=vocab_size)
 
     # ----------------------------------------------------------------- text -> ids
 
@@ -134,13 +153,17 @@ class WordTokenizer(Tokenizer):
     # ----------------------------------------------------------------- ids -> text
 
     def id_to_piece(self, i: int) -> str:
-        """The vocabulary's word of id ``i`` ("[PAD]" for padding, whose word is "")."""
+        """The vocabulary's word of id ``i`` ("[PAD]" for padding, whose word is "", and
+        "[unused N]" for a row past the vocabulary's words)."""
         i = self._check_id(i)
-        return PAD_NAME if i == self.pad_id else self.tokens[i]
+        if i == self.pad_id:
+            return PAD_NAME
+        return self.tokens[i] if i < len(self.tokens) else UNUSED_NAME.format(i)
 
     def _decode_kept(self, ids: list[int]) -> str:
         """The words joined by one space (unknown words are "[UNK]")."""
-        return " ".join(self.tokens[i] for i in ids)
+        return " ".join(self.tokens[i] if i < len(self.tokens) else UNUSED_NAME.format(i)
+                        for i in ids)
 
     # ----------------------------------------------------------------- spec / loading
 
@@ -161,11 +184,12 @@ class WordTokenizer(Tokenizer):
                 raise TokenizerError(f"{name}: must be {value} in a TextVectorization "
                                      f"vocabulary, got {spec[name]!r}")
         tokens = read_vocab_lines(model_bytes, "model_bytes (the vocabulary)")
-        if len(tokens) != spec["vocab_size"]:
+        if len(tokens) > spec["vocab_size"]:
             raise TokenizerError(f"vocab_size: spec says {spec['vocab_size']} but the "
                                  f"vocabulary has {len(tokens)} tokens")
-        start, end = (None if spec[k] is None else tokens[spec[k]] for k in ("start_id", "end_id"))
+        start, end = (None if spec[k] is None or spec[k] >= len(tokens) else tokens[spec[k]]
+                      for k in ("start_id", "end_id"))
         tok = cls(tokens, standardize=spec["standardize"], start_token=start, end_token=end,
-                  name="model_bytes (the vocabulary)")
+                  name="model_bytes (the vocabulary)", vocab_size=spec["vocab_size"])
         check_matches(spec, tok.spec(), ("start_id", "end_id"), "vocabulary")
         return tok
