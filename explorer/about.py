@@ -22,6 +22,10 @@ RECIPES = {
                     "and Keras\"", "Portuguese", "English"),
     "marian": ("Hugging Face's MarianMT (an opus-mt model)", None, None),
 }
+FORMS = {  # a recipe's form whose source code is another's (metadata["source"]["form"])
+    "from-scratch-notebook": ("the Keras notebook \"Transformer from scratch\" (English to "
+                              "French, the one this project grew from)", "English", "French"),
+}
 DATES_TASK = "dates"
 _MONTH_WORDS = ("january", "february", "march", "april", "may", "june", "july", "august",
                 "september", "october", "november", "december")
@@ -69,7 +73,9 @@ def describe(metadata: dict, source_spec: dict | None = None, target_spec: dict 
         (target_spec or {}).get("lang"))
     recipe = provenance.get("recipe") or metadata.get("recipe")
     if isinstance(recipe, str) and recipe in RECIPES:
-        what, usual_source, usual_target = RECIPES[recipe]
+        form = provenance.get("form")
+        what, usual_source, usual_target = (FORMS[form] if isinstance(form, str) and form in FORMS
+                                            else RECIPES[recipe])
         pair = f"{source_lang} → {target_lang}" if source_lang and target_lang else None
         does = (f"It translates {source_lang} into {target_lang}." if pair else
                 "It is a translator converted from a model trained with " + what + ".")
@@ -162,6 +168,8 @@ def origin(metadata: dict) -> Origin:
         recipe = source.get("recipe")
         name = RECIPE_NAMES.get(recipe, str(recipe or "an unknown recipe"))
         form = {"handwritten-mha": " (the hand-written attention form)",
+                "from-scratch-notebook": " (the \"Transformer from scratch\" English-to-French "
+                                         "notebook)",
                 "keras-mha": ""}.get(source.get("form"), "")
         files = []
         for item in source.get("files") or []:

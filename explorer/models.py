@@ -211,7 +211,9 @@ def import_form() -> None:
     with st.form("import_form"):
         st.markdown(f"**Open {plain(upload.label)} as a model**")
         if upload.recipe:
-            st.caption(f"Recipe: {uploads.RECIPE_LABELS[upload.recipe]} (from the weight names).")
+            form = uploads.FORM_LABELS.get(upload.form) if upload.form != "keras-mha" else None
+            st.caption(f"Recipe: {uploads.RECIPE_LABELS[upload.recipe]} (from the weight names)"
+                       + (f": {form}." if form else "."))
         else:
             st.selectbox("Recipe", uploads.WEIGHT_RECIPES, key=state.IMPORT_RECIPE,
                           format_func=uploads.RECIPE_LABELS.get,

@@ -4,7 +4,8 @@ for, and their conversion into our checkpoint, all in memory (nothing is written
 The sidebar's uploader takes a .ckpt (explorer.models loads it), or these:
 
     Keras seq2seq example   a weights file (.weights.h5, .keras, or a TF checkpoint's .index and
-                            .data-00000-of-00001) and two vocabulary files (.txt)
+    (or the from-scratch    .data-00000-of-00001: ModelCheckpoint's folder may come whole) and two
+    notebook)               vocabulary files (.txt)
     TF tutorial             the same files
     Marian (opus-mt)        config.json, model.safetensors, source.spm, target.spm, vocab.json
 
@@ -23,20 +24,28 @@ from pathlib import Path, PurePosixPath
 
 from transformer import archive, limits
 from transformer.checkpoint import CheckpointError
-from transformer.convert import MARIAN_FILES, is_weights_file, recipe_of_weights
+from transformer.convert import (
+    FORM_LABELS,
+    KERAS_FORMS,
+    MARIAN_FILES,
+    is_weights_file,
+    recipe_of_weights,
+)
 from transformer.readers import read_weights
 
 RECIPE_LABELS = {"keras-seq2seq": "Keras seq2seq example", "tf-tutorial": "TF tutorial",
                  "marian": "Marian (opus-mt)"}
 WEIGHT_RECIPES = ("keras-seq2seq", "tf-tutorial")  # the recipes of a weights file + vocabularies
 VOCABULARY_SUFFIXES = ("", ".txt", ".vocab")  # a vocabulary file: one token per line
-NOT_VOCABULARIES = {"readme", "license", "licence", "notice", "copying"}  # stems of other files
+# Stems of other files: documents, and the text file "checkpoint" that TensorFlow writes beside a
+# checkpoint (ModelCheckpoint's folder holds it with .index and .data-00000-of-00001).
+NOT_VOCABULARIES = {"readme", "license", "licence", "notice", "copying", "checkpoint"}
 MARIAN_READ = MARIAN_FILES + ("tokenizer_config.json",)  # what read_marian reads of a folder
 MAX_ZIP_MEMBERS = 256
 # Words in a vocabulary file's name that tell its side (the Keras example's eng/spa, the
 # tutorial's pt/en); anything else keeps the order of the names, and the user may swap.
 SOURCE_WORDS = {"source", "src", "input", "inputs", "inp", "encoder", "eng", "pt"}
-TARGET_WORDS = {"target", "tgt", "output", "outputs", "decoder", "spa", "en"}
+TARGET_WORDS = {"target", "tgt", "output", "outputs", "decoder", "spa", "en", "fra", "fr"}
 
 
 @dataclass
@@ -45,7 +54,7 @@ class Upload:
     files: dict[str, bytes]  # file name -> bytes: only the files the recipe reads
     label: str  # how sentences name them: "the files a, b and c" or "the archive 'x.zip'"
     recipe: str | None  # detected; None when the weight names show neither recipe
-    form: str | None = None  # "keras-mha" | "handwritten-mha" (keras-seq2seq)
+    form: str | None = None  # a form of transformer.convert.KERAS_FORMS (keras-seq2seq)
     weights: list[str] = field(default_factory=list)  # the weights file(s)
     vocabularies: tuple[str, ...] = ()  # (source, target) as guessed from the names
     ignored: list[str] = field(default_factory=list)  # files no recipe reads
@@ -53,10 +62,15 @@ class Upload:
     archive_name: str | None = None  # the .zip's name when the files came in one
 
     @property
+    def handwritten(self) -> bool:
+        """A keras-seq2seq form with the hand-written attention (q_linear, ...)."""
+        return self.form in KERAS_FORMS and KERAS_FORMS[self.form][1] == "handwritten"
+
+    @property
     def needs_heads(self) -> bool:
         """The weights do not tell the number of heads (the hand-written attention), or the
         recipe is unknown."""
-        return self.form == "handwritten-mha" or self.recipe is None
+        return self.handwritten or self.recipe is None
 
     @property
     def asks(self) -> bool:
@@ -223,12 +237,12 @@ def check_choices(upload: Upload, choices: Choices) -> None:
     if {choices.source_vocab, choices.target_vocab} != set(upload.vocabularies):
         raise CheckpointError(f"Pick which of {_join(upload.vocabularies)} is the source "
                               "vocabulary and which the target's.")
-    if upload.form == "handwritten-mha" and choices.recipe == "keras-seq2seq" and (
+    if upload.handwritten and choices.recipe == "keras-seq2seq" and (
             choices.num_heads is None or choices.num_heads < 1):
         raise CheckpointError(
-            f"The weights {_join(upload.weights)} are the Keras example with a hand-written "
-            "attention (q_linear, k_linear, v_linear, concat_linear), which does not tell how "
-            "many heads it has: give the number of heads the model was built with.")
+            f"The weights {_join(upload.weights)} are {FORM_LABELS[upload.form]}, whose "
+            "hand-written attention (q_linear, k_linear, v_linear, concat_linear) does not tell "
+            "how many heads it has: give the number of heads the model was built with.")
 
 
 def convert(upload: Upload, choices: Choices) -> bytes:

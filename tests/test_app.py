@@ -331,6 +331,28 @@ def test_a_tensorflow_checkpoint_opens_and_its_data_file_is_needed(app, tf_check
     _assert_opened(at, expected, ["w3 w4 w5"])
 
 
+def test_the_from_scratch_notebooks_model_checkpoint_folder_opens(app, from_scratch_run):
+    """The seed notebook trained with its own code: the folder its ModelCheckpoint wrote (the
+    files ".index", ".data-00000-of-00001" and "checkpoint") uploaded with two vocabularies; the
+    form asks for the heads (the hand-written attention does not tell), and Home shows the
+    translations the notebook's own decode_sequence gives."""
+    reference = json.loads((from_scratch_run / "reference.json").read_text())
+    folder = from_scratch_run / "checkpoint"
+    files = {name: (folder / name).read_bytes() for name in (".index", ".data-00000-of-00001",
+                                                             "checkpoint")}
+    files |= {name: (from_scratch_run / name).read_bytes() for name in ("eng_vocab.txt",
+                                                                       "fra_vocab.txt")}
+    at = _upload(app, files)
+    assert any("from scratch" in c.value for c in at.caption), [c.value for c in at.caption]
+    at.number_input(key=state.IMPORT_HEADS).set_value(reference["num_heads"])
+    _submit(at)
+    assert not at.error, [e.value for e in at.error]
+    choice = at.session_state[state.MODEL]
+    assert choice.startswith("upload:"), choice
+    for sentence, theirs in list(zip(reference["held_out"], reference["translations"]))[:4]:
+        assert " ".join(["[start]", _shown_translation(at, sentence), "[end]"]) == theirs
+
+
 def test_the_form_asks_for_the_heads_the_weights_do_not_hold(app, handwritten_files):
     from transformer.convert import convert_keras_seq2seq
 

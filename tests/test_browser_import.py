@@ -63,3 +63,40 @@ def test_upload_the_tutorials_files_and_translate_as_the_tutorial(server, browse
     page.screenshot(path=str(shots / "Import-model-page.png"), full_page=True)
     assert page.locator('[data-testid="stException"]').count() == 0
     assert not errors, errors
+
+
+def test_upload_the_from_scratch_notebooks_checkpoint_folder_and_translate_as_it(
+        server, browser, from_scratch_run):  # noqa: F811
+    """The notebook this project grew from, trained by its own code (conftest's from_scratch_run):
+    the folder its ModelCheckpoint wrote and two vocabularies, through the real uploader; the
+    form asks for the heads; the translations shown are decode_sequence's."""
+    reference = json.loads((from_scratch_run / "reference.json").read_text())
+    folder = from_scratch_run / "checkpoint"
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/")
+    wait_for_app(page)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.locator('input[type="file"]').set_input_files(
+        [str(folder / name) for name in (".index", ".data-00000-of-00001", "checkpoint")]
+        + [str(from_scratch_run / name) for name in ("eng_vocab.txt", "fra_vocab.txt")])
+    sidebar.get_by_text("English-to-French notebook", exact=False).wait_for(timeout=120_000)
+    sidebar.get_by_text("source: eng_vocab.txt, target: fra_vocab.txt").wait_for()
+    heads = sidebar.get_by_role("spinbutton", name="Number of heads")
+    heads.fill(str(reference["num_heads"]))
+    heads.press("Tab")
+    wait_for_app(page)
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    sidebar.get_by_role("button", name="Convert and open").scroll_into_view_if_needed()
+    page.screenshot(path=str(shots / "Import-form-from-scratch.png"), full_page=True)
+    sidebar.get_by_role("button", name="Convert and open").click()
+    sidebar.get_by_text("and opened it", exact=False).wait_for(timeout=300_000)
+    wait_for_app(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    for sentence, theirs in list(zip(reference["held_out"], reference["translations"]))[:4]:
+        _set_sentence(page, sentence)
+        assert " ".join(["[start]", _translation_shown(page), "[end]"]) == theirs, sentence
+    page.screenshot(path=str(shots / "Import-from-scratch.png"), full_page=True)
+    assert not errors, errors

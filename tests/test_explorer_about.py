@@ -85,3 +85,14 @@ def test_origin_of_our_own_and_of_converted_checkpoints(dates):
     assert converted.files == [{"file": "m.weights.h5", "role": "weights", "sha256": "ab" * 8}]
     assert converted.command == "python -m x"
     assert about.origin({}).how == "The checkpoint does not record how it was made."
+
+
+def test_the_from_scratch_notebooks_model_is_named_as_such():
+    metadata = {"source": {"recipe": "keras-seq2seq", "form": "from-scratch-notebook"}}
+    told = about.describe(metadata)
+    assert "Transformer from scratch" in told.does and "English into French" in told.does
+    assert "Spanish" not in told.does
+    assert "English-to-French notebook" in about.origin(metadata).how
+    # A form that is no string (a hand-edited file) is the recipe's.
+    odd = about.describe({"source": {"recipe": "keras-seq2seq", "form": ["x"]}})
+    assert "English-to-Spanish" in odd.does

@@ -177,3 +177,31 @@ def test_masked_softmax_equals_the_models_attention():
     expected = masks.masked_softmax(scores.numpy(), np.broadcast_to(mask.numpy(), scores.shape),
                                     blocked_score=BLOCKED_SCORE)
     np.testing.assert_allclose(weights.numpy(), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("options", [{}, {"mask_padding": False}, {"start_id": 0}],
+                         ids=["padding masked", "no padding mask", "start id = pad id"])
+def test_masked_softmax_redoes_every_kind_with_the_models_masks(options):
+    """With the masks a model returns (source_mask for encoder and cross keys, target_mask for
+    the decoder), the NumPy redo equals every attention row of every layer and kind: the Masks
+    page's check holds for every mask option a recipe sets."""
+    pytest.importorskip("tensorflow")
+    from transformer import Transformer, TransformerConfig
+    from transformer.attention import BLOCKED_SCORE
+
+    config = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=8, num_heads=2,
+                               dff=16, num_encoder_layers=2, num_decoder_layers=2, max_len=8,
+                               **options)
+    model = Transformer(config).build_weights()
+    pad = config.pad_id
+    source_ids = np.array([[5, 6, 7, 2, pad, pad], [5, 6, 7, 8, 9, 2]])  # (B, N)
+    target_ids = np.array([[config.start_id, 7, pad, pad], [config.start_id, 7, 8, 9]])  # (B, T)
+    out = model((source_ids, target_ids), return_qkv=True)
+    keys = {"encoder": out["source_mask"], "decoder": out["target_mask"],
+            "cross": out["source_mask"]}
+    for kind, mask in keys.items():
+        scores = np.asarray(out[f"{kind}_scores"])  # (L, B, H, Tq, Tk)
+        mask = np.broadcast_to(np.asarray(mask)[np.newaxis], scores.shape)
+        np.testing.assert_allclose(
+            masks.masked_softmax(scores, mask, blocked_score=BLOCKED_SCORE),
+            np.asarray(out[f"{kind}_attention"]), atol=1e-6, err_msg=kind)
