@@ -41,8 +41,9 @@ def _discrete(colours) -> list:
 
 
 def piece_kinds(ids, special_ids, unk_id) -> np.ndarray:
-    """PIECE, SPECIAL or UNKNOWN for every id."""
-    special = {int(i) for i in special_ids}
+    """PIECE, SPECIAL or UNKNOWN for every id (a special id of None: the tokenizer has no such
+    token, as a TextVectorization source has no start or end word)."""
+    special = {int(i) for i in special_ids if i is not None}
     return np.array([UNKNOWN if i == unk_id else SPECIAL if i in special else PIECE
                      for i in np.asarray(ids).tolist()], dtype=int)
 

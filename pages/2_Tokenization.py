@@ -37,9 +37,11 @@ def show_ids(name, tok, ids, text, key):
                    f"`<unk>` (id {tok.unk_id}) and the model cannot tell them apart.")
 
 
-def show_round_trip(tok, text, key):
-    """decode(encode(text)) against text (as the model reads it: cut to max_len)."""
-    decoded = tok.decode(tok.encode(text, add_start=True, add_end=True, max_len=config.max_len))
+def show_round_trip(tok, text, key, add_start=True, add_end=True):
+    """decode(encode(text)) against text (as the model reads it: cut to max_len; with the start
+    and end tokens the model reads on that side)."""
+    decoded = tok.decode(tok.encode(text, add_start=add_start, add_end=add_end,
+                                    max_len=config.max_len))
     if decoded == text:
         st.success(f"Round trip: decode(encode({quoted(text)})) gives the input back exactly.")
         return
@@ -75,17 +77,18 @@ st.header("Source")
 pre = src.preprocess(source)
 st.code(f"input:        {source!r}\npreprocessed: {pre!r}", language=None)
 source_ids = ckpt.encode_source(source)
-if pre:  # the part of the text the model reads: its first max_len - 2 pieces
-    kept = len(source_ids) - 2
+cut = ckpt.pieces_cut(source)
+kept = len(src.encode(source)) - cut  # the pieces the model reads (besides <s>, </s>, padding)
+if pre:
     spans = src.piece_spans(source)[:kept]
     shown = pre[:spans[-1][1]] if spans else pre
     st.plotly_chart(piece_spans_fig(shown, spans, src.pieces(source)[:kept],
                                     src.encode(source)[:kept], src.unk_id), key="tok_spans")
-if len(src.encode(source)) > len(source_ids) - 2:
-    st.warning(f"The model reads at most {config.max_len} tokens: the pieces after "
-               f"{len(source_ids) - 2} are cut.")
+if cut:
+    st.warning(f"The model reads at most {ckpt.source_len} tokens: the pieces after "
+               f"{kept} are cut.")
 show_ids("Source", src, source_ids, source, "source")
-show_round_trip(src, source, "source")
+show_round_trip(src, source, "source", add_start=config.source_start, add_end=config.source_end)
 
 st.header("Target")
 typed = state.current_target()

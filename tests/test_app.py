@@ -351,6 +351,9 @@ def test_the_from_scratch_notebooks_model_checkpoint_folder_opens(app, from_scra
     assert choice.startswith("upload:"), choice
     for sentence, theirs in list(zip(reference["held_out"], reference["translations"]))[:4]:
         assert " ".join(["[start]", _shown_translation(at, sentence), "[end]"]) == theirs
+    for path in PAGES:  # every page runs on it, the model staying active
+        at = _page(at, path)
+        assert at.session_state[state.MODEL] == choice and not at.error, path
 
 
 def test_the_form_asks_for_the_heads_the_weights_do_not_hold(app, handwritten_files):

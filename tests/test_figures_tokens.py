@@ -44,6 +44,11 @@ def test_piece_kinds():
                                                         UNKNOWN, SPECIAL]
 
 
+def test_piece_kinds_of_a_tokenizer_without_start_and_end():
+    """A TextVectorization source vocabulary has no start or end word: their ids are None."""
+    np.testing.assert_array_equal(piece_kinds([5, 1, 0], [None, None, 0], 1), [PIECE, UNKNOWN, SPECIAL])
+
+
 def test_pieces_fig_one_cell_per_piece_with_its_id():
     fig = pieces_fig(PIECES, IDS, SPECIALS, UNK)
     assert isinstance(fig, go.Figure) and len(fig.data) == 1
