@@ -106,8 +106,15 @@ show_ids("Target", tgt, [tgt.start_id] + output_ids, typed, "target")
 show_round_trip(tgt, target, "target")
 
 st.header("Padding a batch")
-st.markdown("Sentences of a batch are padded on the right with `<pad>` "
-            f"(id {src.pad_id}) to the longest one; the encoder's padding mask hides those cells.")
+pad_piece = src.id_to_piece(src.pad_id)
+if config.pad_source_to:
+    padded = f"to the {config.pad_source_to} ids this model is always fed"
+else:
+    padded = "to the longest one"
+hidden = ("the encoder's padding mask hides those cells" if config.mask_padding else
+          "this model applies no padding mask: it attends to those cells like any other")
+st.markdown(f"Sentences of a batch are padded on the right with `{pad_piece}` (id {src.pad_id}) "
+            f"{padded}; {hidden}.")
 others = st.text_area("Other sentences in the batch, one per line", key="tok_batch",
                       value="3/5/21\nthe 31st of December, 1999")
 batch = [source] + [line for line in others.splitlines() if line.strip()][:8]

@@ -354,6 +354,9 @@ def test_the_from_scratch_notebooks_model_checkpoint_folder_opens(app, from_scra
     for path in PAGES:  # every page runs on it, the model staying active
         at = _page(at, path)
         assert at.session_state[state.MODEL] == choice and not at.error, path
+        if path == "pages/2_Tokenization.py":  # what this model does with padding
+            assert any("padded on the right with `[PAD]` (id 0) to the 10 ids this model is always "
+                       "fed; this model applies no padding mask" in m.value for m in at.markdown)
 
 
 def test_the_form_asks_for_the_heads_the_weights_do_not_hold(app, handwritten_files):
