@@ -15,7 +15,6 @@ from transformer import Checkpoint, batch
 from transformer.ablation import ablate, head_importance
 from transformer.head_stats import batch_statistics, head_similarity_matrix
 from transformer.kinds import KIND_NAMES, head_masks, parse_head_label
-from transformer.masks import decoder_mask, look_ahead_mask, padding_mask
 
 from . import models, state
 
@@ -113,8 +112,12 @@ def _encoder_input(content_hash: str, source: str, _ckpt: Checkpoint) -> dict:
 
 # ------------------------------------------------------------------ batches
 def mask_batch(ckpt: Checkpoint, sources, translations) -> dict:
-    """One padded batch (sources, and <s> + each translation as targets): its ids and tokens
-    per side, its masks from transformer.masks and one forward pass's scores and weights."""
+    """One padded batch (sources, and the start token + each translation as targets): its ids
+    and tokens per side, and one forward pass's masks (the ones the model applied), scores and
+    weights. "padding" (B, 1, 1, N): the model's source_mask (encoder and cross keys);
+    "decoder" (B, 1, T, T): its target_mask; "target_padding" (B, 1, 1, T): the target_mask's
+    last query row (it sees every key but padding); "look_ahead" (T, T): the target_mask of a
+    row without padding."""
     return _mask_batch(ckpt.content_hash, tuple(sources), tuple(translations), ckpt)
 
 
@@ -123,18 +126,21 @@ def _mask_batch(content_hash: str, sources: tuple, translations: tuple, _ckpt: C
                 ) -> dict:
     cfg = _ckpt.config
     rows = {"source": [_ckpt.encode_source(s) for s in sources],
-            "target": [[cfg.start_id] + _ckpt.target_tokenizer.encode(t, max_len=cfg.max_len - 1)
+            "target": [[cfg.start_id] + _ckpt.encode_target(t)[:-1]  # as attention() feeds it
                        for t in translations]}
     out = {}
     for side, tokenizer in (("source", _ckpt.source_tokenizer), ("target", _ckpt.target_tokenizer)):
         width = max(map(len, rows[side]))
         ids = np.array([r + [cfg.pad_id] * (width - len(r)) for r in rows[side]], np.int32)
         out[f"{side}_ids"], out[f"{side}_tokens"] = ids, [tokenizer.ids_to_pieces(r) for r in ids]
-    out["padding"] = np.asarray(padding_mask(out["source_ids"], cfg.pad_id))  # (B, 1, 1, N)
-    out["target_padding"] = np.asarray(padding_mask(out["target_ids"], cfg.pad_id))  # (B, 1, 1, T)
-    out["look_ahead"] = np.asarray(look_ahead_mask(out["target_ids"].shape[1]))  # (T, T)
-    out["decoder"] = np.asarray(decoder_mask(out["target_ids"], cfg.pad_id))  # (B, 1, T, T)
     result = _ckpt.model((out["source_ids"], out["target_ids"]), return_qkv=True)
+    # Every mask is the model's own (no padding masked by some configs; Marian's start token has
+    # the pad id), never recomputed here.
+    out["padding"] = np.asarray(result["source_mask"])  # (B, 1, 1, N)
+    out["decoder"] = np.asarray(result["target_mask"])  # (B, 1, T, T)
+    out["target_padding"] = out["decoder"][:, :, -1:]  # (B, 1, 1, T): the last query's keys
+    no_padding = np.full((1, out["target_ids"].shape[1]), cfg.pad_id + 1, np.int32)  # (1, T)
+    out["look_ahead"] = np.asarray(_ckpt.model.target_mask(no_padding))[0, 0]  # (T, T)
     for kind in KIND_NAMES:  # (L, B, H, Tq, Tk) each
         out[f"{kind}_scores"] = np.asarray(result[f"{kind}_scores"])
         out[f"{kind}_attention"] = np.asarray(result[f"{kind}_attention"])

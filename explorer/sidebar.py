@@ -8,9 +8,10 @@ from . import models, results, state, stepping
 
 UPLOAD_HELP = (
     "A .ckpt written by `python -m transformer.train` or `python -m transformer.convert`; or a "
-    "model trained elsewhere, converted here in memory: the Keras seq2seq example's or the TF "
-    "tutorial's weights file (.weights.h5, .keras, or a TF checkpoint's .index and "
-    ".data-00000-of-00001) with its two vocabulary files, or a Marian (opus-mt) model's "
+    "model trained elsewhere, converted here in memory: the Keras seq2seq example's, the "
+    "'Transformer from scratch' notebook's or the TF tutorial's weights file (.weights.h5, "
+    ".keras, or a TF checkpoint's .index and .data-00000-of-00001, with the 'checkpoint' file "
+    "of ModelCheckpoint's folder or without) with its two vocabulary files, or a Marian (opus-mt) model's "
     "config.json, model.safetensors, source.spm, target.spm and vocab.json. Several files at "
     "once, or one .zip of them. Everything is read as data.")
 EMPTY_TARGET = ("The target is empty: every page shows the decoder with its start token <s> "
@@ -88,7 +89,10 @@ def _say_what_cleaning_changed(raw: str) -> None:
 
 
 def _warn_if_cut(ckpt, text: str, side: str) -> None:
+    """A warning when the text has more pieces than the model reads, naming what cut them: the
+    model's max_len, or the length budget of typed text when that is less (as the step budget
+    is named when a translation stops at it)."""
     cut = ckpt.pieces_cut(text, side)
     if cut:
-        st.warning(f"The {side} is too long for this model (max_len {ckpt.config.max_len}): its "
-                   f"last {cut} pieces were cut, and every page shows the part that fits.")
+        st.warning(f"The {side} is too long for this model: its last {cut} pieces were cut at "
+                   f"{ckpt.length_limit(side)}, and every page shows the part that fits.")

@@ -3,8 +3,9 @@ process under a memory limit and a timeout (issue 15).
 
 Every case must end one of two ways in the child: refused with a CheckpointError sentence, or
 loaded as a model that works on every entry point the pages use (encode_source, pieces_cut,
-translate, attention with details) with finite numbers. Anything else fails: another exception,
-a child killed by the memory limit, a load past the time limit.
+translate, attention with details, and a 10,000-character paste as source and typed target) with
+finite numbers. Anything else fails: another exception, a child killed by the memory limit, a
+load past the time limit.
 
 The cases:
   CRAFTED     one file per known escape (archive, NPZ, JSON, metadata, config, weights): always run.
@@ -54,6 +55,7 @@ EXERCISE_SECONDS = 120.0  # every entry point of an accepted model (generous: 2 
 START_SECONDS = 120.0  # a child's imports (TensorFlow) on a busy 2-core machine
 DECODE_STEPS = 128  # the child decodes at most this many tokens per sentence (the app bounds more)
 SENTENCES = ("friday, march 5, 2021", "", "the 12th of never " * 30)
+LONG_PASTE = ("Friday, March 5, 2021; 2021-03-05 " * 300)[:10_000]  # typed as source and target
 
 Case = tuple  # (name, bytes, loader)
 if __name__ == "__main__":  # one module, however it is imported (tests/fuzz_formats.py imports it)
@@ -753,6 +755,9 @@ def metadata_not_an_object(base):
 CONFIG_CASES = {
     "max_len_0": {"max_len": 0}, "max_len_1": {"max_len": 1}, "max_len_2": {"max_len": 2},
     "max_len_3": {"max_len": 3}, "max_len_4": {"max_len": 4}, "max_len_16384": {"max_len": 16384},
+    # every accepted case is fed a 10,000-character paste (LONG_PASTE); here it meets the most
+    # positions allowed, then also 32 times the heads (the maps' budget cuts it shorter still)
+    "max_len_16384_heads_128": {"max_len": 16384, "num_heads": 128},
     "max_len_huge": {"max_len": 10**15}, "layers_100": {"num_encoder_layers": 100},
     "layers_0": {"num_decoder_layers": 0}, "heads_4096": {"num_heads": 4096, "d_model": 4096},
     "heads_128": {"num_heads": 128}, "d_model_odd": {"d_model": 127, "num_heads": 1},
@@ -1076,7 +1081,12 @@ def _finite(value) -> bool:
 
 
 def exercise(ckpt) -> str:
-    """Every entry point the pages use, on a few sentences; returns a summary or raises."""
+    """Every entry point the pages use, on a few sentences and a long paste (10,000 characters
+    as the source and as a typed target: cut to the length budget as it is tokenized, whatever
+    max_len the file declares); returns a summary ("long paste: <ids kept> ids | <the
+    translations>") or raises."""
+    from transformer import limits
+
     steps = min(ckpt.config.max_len, DECODE_STEPS)
     texts = []
     for number, sentence in enumerate(SENTENCES):
@@ -1094,7 +1104,13 @@ def exercise(ckpt) -> str:
             maps = ckpt.attention(sentence, target=target, details=True)
             bad = [k for k, v in maps.items() if not _finite(v)]
             assert not bad, f"not finite: {bad}"
-    return " | ".join(texts)
+    maps = ckpt.attention(LONG_PASTE, target=LONG_PASTE, details=True)
+    kept = maps["decoder"].shape[-1]
+    assert kept == len(ckpt.encode_target(LONG_PASTE)) <= limits.token_budget(ckpt.config)
+    assert maps["encoder"].shape[-1] <= max(ckpt.source_len, ckpt.config.pad_source_to)
+    bad = [k for k, v in maps.items() if not _finite(v)]
+    assert not bad, f"not finite: {bad}"
+    return " | ".join([f"long paste: {kept} ids"] + texts)
 
 
 def child_main() -> None:

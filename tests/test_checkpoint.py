@@ -1080,3 +1080,156 @@ def test_a_translation_stops_at_the_time_budget(monkeypatch, beam_width):
     assert ckpt.stopped_by_budget(cut) == "the time budget of one translation (0 s)"
     unbounded = ckpt.translate("Friday, March 5, 2021", beam_width=beam_width, seconds=math.inf)
     assert unbounded.token_ids == done.token_ids and unbounded.stopped_by == "end"
+
+
+# ============================================================================= typed text and maps
+LONG_TEXT = ("Friday, March 5, 2021 or 2021-03-05; " * 271)[:10_000]  # a long paste
+
+
+@pytest.fixture(scope="module")
+def long_max_len(valid) -> bytes:
+    """The valid checkpoint with a config that declares max_len 16,384, the most allowed (its
+    positions are sinusoids: no table is stored)."""
+    return with_config(valid, max_len=limits.MAX_POSITIONS)
+
+
+def test_token_budget_bounds_the_maps_of_one_request_for_any_layers_and_heads():
+    def config(**sizes):
+        values = dict(src_vocab_size=16, tgt_vocab_size=16, d_model=256, num_heads=8, dff=32,
+                      num_encoder_layers=6, num_decoder_layers=6, max_len=limits.MAX_POSITIONS)
+        values.update(sizes)
+        return TransformerConfig(**values)
+
+    small = config(num_heads=2, num_encoder_layers=1, num_decoder_layers=1)
+    assert limits.token_budget(small) == limits.MAX_INPUT_TOKENS == 512
+    assert limits.token_budget(config(max_len=64)) == 64
+    paper_base = config()  # 6 + 6 layers of 8 heads (and Marian's opus-mt models)
+    budget = limits.token_budget(paper_base)
+    assert 256 <= budget < limits.MAX_INPUT_TOKENS
+    for c in (small, paper_base):
+        for width in (1, 4, 8):
+            n = limits.step_budget(c, width)
+            assert limits.maps_copies(width) * limits.maps_bytes(c, n) <= limits.MAX_MAPS_BYTES
+    assert limits.step_budget(paper_base, 8) < limits.step_budget(paper_base) == budget
+    # (L_enc + 2 L_dec) H T^2 floats: 1 + 2 layers of 2 heads at T = 10,000 is 2.2 GB
+    assert limits.maps_bytes(small, 10_000) == 4 * 3 * 2 * 10_000**2
+    widest = config(num_heads=limits.MAX_HEADS, num_encoder_layers=limits.MAX_LAYERS,
+                    num_decoder_layers=limits.MAX_LAYERS)
+    assert limits.token_budget(widest) >= limits.MIN_POSITIONS  # <s>, a piece, </s> still fit
+
+
+def test_typed_text_is_cut_to_the_length_budget_whatever_max_len_says(long_max_len):
+    """A 10,000-character source and typed target on a checkpoint that allows max_len 16,384:
+    every map is budget x budget, the cut is the tokenizer's (the first pieces kept, </s> last)
+    and the sidebar's note names the budget."""
+    from transformer.ablation import output_ids_for
+    from transformer.teacher_forcing import teacher_forced
+
+    ckpt = load_checkpoint(long_max_len)
+    c, budget = ckpt.config, limits.token_budget(ckpt.config)
+    assert c.max_len == 16_384 and budget == limits.MAX_INPUT_TOKENS
+    assert ckpt.source_len == ckpt.target_len == budget
+    pieces = ckpt.target_tokenizer.pieces(LONG_TEXT)
+    assert len(pieces) > 4 * budget and len(ckpt.source_tokenizer.pieces(LONG_TEXT)) > 4 * budget
+    maps = ckpt.attention(LONG_TEXT, LONG_TEXT, details=True)
+    assert maps["encoder"].shape == (c.num_encoder_layers, c.num_heads, budget, budget)
+    assert maps["decoder"].shape == maps["cross"].shape == (c.num_decoder_layers, c.num_heads,
+                                                            budget, budget)
+    assert maps["decoder_scores"].shape[-2:] == maps["encoder_scores"].shape[-2:] == (budget,
+                                                                                       budget)
+    typed = ckpt.encode_target(LONG_TEXT)
+    assert list(maps["output_ids"]) == typed and len(typed) == budget
+    assert typed == ckpt.target_tokenizer.encode(LONG_TEXT)[:budget - 1] + [c.end_id]
+    assert list(maps["source_ids"]) == ckpt.encode_source(LONG_TEXT)
+    assert ckpt.pieces_cut(LONG_TEXT, "target") == len(pieces) + 1 - budget
+    assert ckpt.pieces_cut(LONG_TEXT, "source") > 0
+    for side in ("source", "target"):
+        assert ckpt.length_limit(side) == ("the length budget of typed text (512 tokens; the "
+                                           "model's max_len is 16384)")
+    assert teacher_forced(ckpt, LONG_TEXT, LONG_TEXT).token_ids == typed
+    assert output_ids_for(ckpt, LONG_TEXT) == typed
+    # A translation stops at the step budget, even when asked for the model's max_len.
+    endless = ckpt.translate(LONG_TEXT, max_len=c.max_len, stop_at_end=False)
+    assert len(endless.token_ids) == limits.step_budget(c) == limits.MAX_DECODE_STEPS
+    assert endless.stopped_by == "length"
+    assert ckpt.stopped_by_budget(endless) == "the step budget of one translation (512 tokens)"
+
+
+def test_the_model_s_max_len_cuts_below_the_budget_and_is_named(valid):
+    ckpt = load_checkpoint(valid)  # max_len 32
+    assert ckpt.source_len == ckpt.target_len == 32 == limits.token_budget(ckpt.config)
+    assert len(ckpt.encode_target(LONG_TEXT)) == 32
+    assert ckpt.length_limit("target") == "the model's max_len (32 tokens)"
+    fixed = load_checkpoint(with_config(valid, pad_source_to=20))
+    assert fixed.source_len == 20 and len(fixed.encode_source(LONG_TEXT)) == 20
+    assert fixed.length_limit("source") == "the source length the model is fed (20 tokens)"
+
+
+def test_a_model_s_layers_and_heads_lower_the_budget_and_the_note_says_why(valid, monkeypatch):
+    ckpt = load_checkpoint(with_config(valid, max_len=limits.MAX_POSITIONS))
+    monkeypatch.setattr(limits, "MAX_MAPS_BYTES", 40 * limits.maps_copies() *
+                        limits.maps_bytes(ckpt.config, 1) * 40)  # maps of 40 x 40 ids
+    assert ckpt.target_len == ckpt.source_len == 40 == ckpt.step_budget()
+    assert len(ckpt.attention(LONG_TEXT, LONG_TEXT)["decoder"][0, 0]) == 40
+    assert ckpt.length_limit("target").startswith(
+        "the length budget of typed text for a model of this size (40 tokens: the attention maps")
+    endless = ckpt.translate("5 march 2021", stop_at_end=False)
+    assert len(endless.token_ids) == 40
+    assert ckpt.stopped_by_budget(endless).startswith(
+        "the step budget of one translation for a model of this size (40 tokens")
+    beam = ckpt.translate("5 march 2021", beam_width=8)  # eight hypotheses: a shorter budget
+    assert beam.beam_width == 8 and len(beam.beam_steps) <= ckpt.step_budget(8) < 40
+
+
+def test_a_model_fed_a_fixed_source_length_past_the_maps_budget_is_refused(valid, monkeypatch):
+    data = with_config(valid, max_len=limits.MAX_POSITIONS, pad_source_to=limits.MAX_POSITIONS)
+    assert_refused(data, "padded to 16,384 ids", "pad_source_to", "MB; the limit is 256 MB")
+    assert load_checkpoint(with_config(valid, max_len=4096, pad_source_to=1024)).source_len == 512
+
+
+MEMORY_OF_ONE_REQUEST = """
+import json, pathlib, re, sys
+from transformer import load_checkpoint
+from transformer.teacher_forcing import teacher_forced
+
+def status(name):
+    text = pathlib.Path("/proc/self/status").read_text()
+    return int(re.search(name + r":\\s+(\\d+) kB", text).group(1)) * 1024
+
+ckpt = load_checkpoint(sys.argv[1])
+text = sys.argv[2]
+ckpt.attention("5 march 2021", "2021-03-05", details=True)  # TensorFlow's first pass
+teacher_forced(ckpt, "5 march 2021", "2021-03-05")
+pathlib.Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) starts again from now
+before = status("VmRSS")
+maps = ckpt.attention(text, text, details=True)
+forced = teacher_forced(ckpt, text, text)
+own = ckpt.attention(text, details=True)
+print(json.dumps({"grew": status("VmHWM") - before, "T": maps["decoder"].shape[-1]}))
+"""
+
+
+def test_one_request_with_a_long_paste_on_a_max_len_16384_model_stays_bounded(long_max_len,
+                                                                              tmp_path):
+    """Peak RSS growth (in a fresh process) of the attention of a 10,000-character source and
+    typed target with details, its teacher-forced steps and the maps of the model's own
+    translation, on a checkpoint that allows max_len 16,384: under 300 MB, where one set of
+    the uncut maps alone would take more than 1 GB (and a pass with details holds five)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    path = tmp_path / "long.ckpt"
+    path.write_bytes(long_max_len)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+    run = subprocess.run([sys.executable, "-c", MEMORY_OF_ONE_REQUEST, str(path), LONG_TEXT],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["T"] == limits.MAX_INPUT_TOKENS
+    ckpt = load_checkpoint(long_max_len)
+    uncut = len(ckpt.target_tokenizer.pieces(LONG_TEXT)) + 1
+    assert limits.maps_bytes(ckpt.config, uncut) > 2**30  # one uncut pass's maps (details: 5x)
+    assert out["grew"] < 300 * 2**20, out["grew"] / 2**20

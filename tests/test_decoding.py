@@ -4,7 +4,13 @@ Every decoded step's attention is checked against one teacher-forced forward pas
 the cached path against the naive reference; batches against one-by-one decoding.
 """
 
+import json
+import os
+import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -751,3 +757,128 @@ def test_xla_loop_equals_graph_loop(monkeypatch):
     monkeypatch.setattr(decoding, "JIT_COMPILE", True)
     assert_same(greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False), plain)
     assert_beam_equal(beam_search(model, src, beam_width=3, max_len=MAX_LEN), plain_beam)
+
+
+# ============================================================================= 10. unbuilt models
+# From a fresh process: there the first model to reach the compiled loops is the unbuilt one
+# (this module's models have traced them already in this process).
+ROOT = Path(__file__).resolve().parent.parent
+SHAPE_CLAIM = re.compile(r"^(?P<expr>\S.*?)\s+#\s*(?:\([^)]*\)\s*=\s*)?(?P<shape>\([\d, ]+\))\s*$")
+
+
+def run_fresh(script: str) -> dict:
+    """Run a script in a fresh Python process (the project on its path); its last line of
+    stdout, parsed as JSON."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def readme_model_api() -> str:
+    """The README's "The model API" example, as written there."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## The model API", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readmes_model_api_example_runs_from_a_fresh_process_with_the_shapes_it_states():
+    """The example verbatim, each line that states a shape ("out["logits"].shape  # (1, 3, 100)",
+    "... # (layers, batch, heads, N, N) = (2, 1, 4, 6, 6)") followed by a check of it."""
+    example = readme_model_api()
+    assert example.startswith("import numpy as np\nfrom transformer import Transformer")
+    lines, claims = [], 0
+    for line in example.splitlines():
+        lines.append(line)
+        claim = SHAPE_CLAIM.match(line)
+        if claim:
+            claims += 1
+            expr, shape = claim["expr"], claim["shape"]
+            lines.append(f"assert tuple({expr}) == {shape}, ({expr!r}, tuple({expr}))")
+    assert claims >= 4, example  # logits and the three kinds of maps
+    out = run_fresh("\n".join(lines + ["import json", "print(json.dumps({'ran': True}))"]))
+    assert out == {"ran": True}
+
+
+UNBUILT_DECODES = """
+import json
+import numpy as np
+from transformer import Transformer, TransformerConfig, beam_search, greedy_decode
+from transformer.decoding import greedy_decode_batch
+
+config = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2, dff=32,
+                           num_encoder_layers=2, num_decoder_layers=2, max_len=12)
+source_ids = [1, 7, 8, 9, 5, 2]
+out = {}
+
+def ids(decoded):
+    return [int(i) for i in decoded.token_ids]
+
+def built_copy(model):
+    copy = Transformer(config).build_weights()
+    copy.set_weights(model.get_weights())
+    return copy
+
+fresh = Transformer(config)
+out["built_before"] = fresh.built
+out["greedy"] = ids(greedy_decode(fresh, source_ids, max_len=10, stop_at_end=False))
+out["greedy_built_copy"] = ids(greedy_decode(built_copy(fresh), source_ids, max_len=10,
+                                              stop_at_end=False))
+out["greedy_naive"] = ids(greedy_decode(fresh, source_ids, max_len=10, stop_at_end=False,
+                                        use_cache=False))
+fresh = Transformer(config)
+out["beam"] = ids(beam_search(fresh, source_ids, beam_width=3, max_len=10))
+out["beam_built_copy"] = ids(beam_search(built_copy(fresh), source_ids, beam_width=3, max_len=10))
+fresh = Transformer(config)
+out["batch"] = [ids(d) for d in greedy_decode_batch(fresh, [source_ids, source_ids[:3]], max_len=10)]
+out["batch_built_copy"] = [ids(d) for d in greedy_decode_batch(
+    built_copy(fresh), [source_ids, source_ids[:3]], max_len=10)]
+print(json.dumps(out))
+"""
+
+
+def test_decoding_and_beam_search_build_an_unbuilt_model_first_in_a_fresh_process():
+    """greedy_decode(Transformer(config), ...) and beam_search on never-called models (the first
+    models of the process to reach the compiled loops, and the naive paths) decode, with the ids
+    a built copy of the same weights gives."""
+    out = run_fresh(UNBUILT_DECODES)
+    assert out["built_before"] is False
+    assert len(out["greedy"]) == 10  # stop_at_end=False: every step
+    assert out["greedy"] == out["greedy_built_copy"] == out["greedy_naive"]
+    assert out["beam"] and out["beam"] == out["beam_built_copy"]
+    assert out["batch"] == out["batch_built_copy"] and len(out["batch"]) == 2
+
+
+def test_an_unbuilt_model_is_built_by_its_first_decode():
+    model = Transformer(tiny_config(num_encoder_layers=1, num_decoder_layers=1))
+    assert not model.built
+    src = sources(model.config, [5], seed=3)[0]
+    first = greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False)
+    assert model.built and len(model.weights) > 0
+    assert_same(first, greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False,
+                                     use_cache=False))
+
+
+def test_a_model_that_attends_to_padding_shows_every_key_it_attends_to():
+    """The Keras recipes never mask padding and are fed sources padded to sequence_length: each
+    step's cross-attention spreads over the pad keys too, so every key is shown (a row over the
+    real tokens alone would not sum to 1 and would not be the model's numbers)."""
+    from transformer import Transformer, TransformerConfig
+    from transformer.decoding import beam_search
+
+    config = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2,
+                               dff=32, num_encoder_layers=1, num_decoder_layers=1, max_len=8,
+                               mask_padding=False, pad_source_to=8, source_start=False,
+                               source_end=False, positional="learned")
+    model = Transformer(config).build_weights()
+    source = [5, 6, 7] + [config.pad_id] * 5
+    teacher = model((np.array([source]), np.array([[config.start_id]])), return_attention=True)
+    first_cross = np.asarray(teacher["cross_attention"])[:, 0, :, 0]  # (L, H, N) of step 0
+    for result in (greedy_decode(model, source, max_len=4, stop_at_end=False),
+                   beam_search(model, source, beam_width=2, max_len=4)):
+        for step in result.steps:
+            assert step.cross.shape[-1] == len(source)
+            np.testing.assert_allclose(step.cross.sum(-1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(result.steps[0].cross, first_cross, atol=1e-5)

@@ -6,13 +6,15 @@ This module runs the quick subset: every crafted case of the archive, NPZ and JS
 sample of the metadata, config, weights and tokenizer cases, FUZZ_TEST_RANDOM seeded random
 mutations (FUZZ_SEED), and for each other format the uploader accepts (tests/fuzz_formats.py:
 Keras .weights.h5 and .keras, TensorFlow checkpoints, Marian safetensors) its valid file, the
-crafted cases that broke the readers, and FUZZ_TEST_RANDOM_PER_FORMAT random ones. `make fuzz`
-runs many more (FUZZ_CASES).
+crafted cases that broke the readers, and FUZZ_TEST_RANDOM_PER_FORMAT random ones. Every model
+accepted is also fed a 10,000-character paste as source and typed target (issue 22: with max_len
+16,384 it exhausted memory). `make fuzz` runs many more (FUZZ_CASES).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 
 import fuzz_cases
@@ -22,7 +24,8 @@ from fuzz_cases import crafted_names, format_of, generate, is_sentence, random_c
 QUICK_LEVELS = ("zip", "npz", "json")  # cheap: refused before any model is built
 QUICK_OTHERS = ("metadata_held_out_list", "metadata_name_lone_surrogate", "metadata_history_nan",
                 "metadata_not_an_object", "config_max_len_1", "config_max_len_3",
-                "config_max_len_4", "config_max_len_16384", "config_heads_4096",
+                "config_max_len_4", "config_max_len_16384", "config_max_len_16384_heads_128",
+                "config_heads_4096",
                 "config_layers_100", "config_d_model_odd", "weights_nan", "weights_overflow",
                 "weights_float64", "weights_extra", "weights_zeros_valid",
                 "tokenizer_model_truncated")
@@ -96,7 +99,8 @@ MUST_REFUSE = {  # crafted case -> words its refusal names (the escapes the issu
 }
 MUST_ACCEPT = [name for name in crafted_names() if name.endswith("_valid")] + [
     "metadata_held_out_list", "metadata_name_lone_surrogate", "metadata_history_nan",
-    "config_max_len_4", "config_max_len_16384"]
+    "config_max_len_4", "config_max_len_16384", "config_max_len_16384_heads_128"]
+LONG_PASTE_CASES = ("config_max_len_16384", "config_max_len_16384_heads_128")  # issue 22
 
 
 def quick(name: str) -> bool:
@@ -141,6 +145,26 @@ def test_valid_variants_and_odd_metadata_are_accepted_and_work(results):
         if name in results:
             assert results[name].outcome == "accepted", describe(results[name])
     assert sum(name in results for name in MUST_ACCEPT) >= 8
+
+
+@pytest.mark.slow
+def test_a_long_paste_on_a_model_that_declares_max_len_16384_is_cut_to_the_budget(results):
+    """Every accepted case is fed a 10,000-character paste as its source and typed target
+    (fuzz_cases.LONG_PASTE); with max_len 16,384 it used to exhaust memory in the decoder's
+    self-attention. Now it works within the child's memory limit, cut to the length budget:
+    512 ids, fewer with 128 heads (the maps of one request must fit limits.MAX_MAPS_BYTES)."""
+    from transformer import TransformerConfig, limits
+
+    base = json.loads(fuzz_cases.members_of(fuzz_cases.BASE.read_bytes())["config.json"])
+    for name in LONG_PASTE_CASES:
+        config = TransformerConfig.from_dict(
+            {**base, **fuzz_cases.CONFIG_CASES[name.removeprefix("config_")]})
+        budget = limits.token_budget(config)
+        assert config.max_len == 16_384 and budget < 1_000
+        assert results[name].outcome == "accepted", describe(results[name])
+        assert results[name].detail.startswith(f"long paste: {budget} ids |"), describe(
+            results[name])
+    assert results["config_max_len_16384"].detail.startswith("long paste: 512 ids |")
 
 
 @pytest.mark.slow

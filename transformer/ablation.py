@@ -51,9 +51,10 @@ def output_log_probs(ckpt, source_ids, output_ids, head_mask=None) -> np.ndarray
 
 
 def output_ids_for(ckpt, target: str) -> list[int]:
-    """A typed target's output ids as teacher forcing scores them (as Checkpoint.attention
-    tokenizes a target text): its pieces then the end id, cut to the model's max_len."""
-    return ckpt.target_tokenizer.encode(target, add_end=True, max_len=ckpt.config.max_len)
+    """A typed target's output ids as teacher forcing scores them (Checkpoint.encode_target, as
+    Checkpoint.attention tokenizes a target text): its pieces then the end id, cut to the
+    checkpoint's target_len (the model's max_len or the length budget of typed text)."""
+    return ckpt.encode_target(target)
 
 
 def _scored_ids(ckpt, source: str, target_ids) -> list[int]:

@@ -83,27 +83,64 @@ class Checkpoint:
 
     @property
     def source_len(self) -> int:
-        """The most ids a source may have: max_len, or the fixed length a model is fed."""
-        return self.config.pad_source_to or self.config.max_len
+        """The most ids a source may have: max_len, or the fixed length a model is fed, cut to
+        the length budget of typed text (limits.token_budget: the source is padded back to a
+        fixed length, which the load checked against the budget of the attention maps)."""
+        return min(self.config.pad_source_to or self.config.max_len,
+                   limits.token_budget(self.config))
+
+    @property
+    def target_len(self) -> int:
+        """The most ids a typed target may have (its pieces and </s>): max_len, cut to the
+        length budget of typed text (limits.token_budget)."""
+        return min(self.config.max_len, limits.token_budget(self.config))
 
     def pieces_cut(self, text: str, side: str = "source") -> int:
-        """How many pieces of `text` do not fit the model's max_len (and are cut on encoding)."""
+        """How many pieces of `text` do not fit (source_len or target_len), cut on encoding."""
         c = self.config
         if side == "source":  # [<s>] pieces [</s>]
             specials = int(c.source_start) + int(c.source_end)
             return max(0, len(self.source_tokenizer.pieces(text)) + specials - self.source_len)
         if side == "target":  # pieces </s> (the decoder's inputs are <s> pieces)
-            return max(0, len(self.target_tokenizer.pieces(text)) + 1 - c.max_len)
+            return max(0, len(self.target_tokenizer.pieces(text)) + 1 - self.target_len)
         raise ValueError(f"side must be 'source' or 'target', got {side!r}")
+
+    def length_limit(self, side: str = "source") -> str:
+        """What cuts a text of this side, as the end of a sentence the sidebar shows ("the
+        model's max_len (64 tokens)", "the length budget of typed text (512 tokens; the model's
+        max_len is 16384)"): the model's own length, or the budget when it is less."""
+        c = self.config
+        if side not in ("source", "target"):
+            raise ValueError(f"side must be 'source' or 'target', got {side!r}")
+        limit = self.source_len if side == "source" else self.target_len
+        if side == "source" and limit == c.pad_source_to:
+            return f"the source length the model is fed ({limit} tokens)"
+        if limit == c.max_len:
+            return f"the model's max_len ({limit} tokens)"
+        if limit == limits.MAX_INPUT_TOKENS:
+            return (f"the length budget of typed text ({limit} tokens; the model's max_len is "
+                    f"{c.max_len})")
+        return (f"the length budget of typed text for a model of this size ({limit} tokens: "
+                f"the attention maps of one request must fit in "
+                f"{limits.MAX_MAPS_BYTES // limits.MB} MB)")
 
     def encode_source(self, text: str) -> list[int]:
         """The encoder's input ids: <s> pieces </s> (each special as the config says), cut to
-        fit (keeping the specials), then padded to pad_source_to when the model is fed a fixed
-        length."""
+        fit source_len (keeping the specials), then padded to pad_source_to when the model is
+        fed a fixed length. The cut is the tokenizer's: no tensor of the full text exists."""
         c = self.config
         ids = self.source_tokenizer.encode(text, add_start=c.source_start, add_end=c.source_end,
                                            max_len=self.source_len)
         return ids + [c.pad_id] * (c.pad_source_to - len(ids))
+
+    def encode_target(self, text: str) -> list[int]:
+        """A typed target's output ids as teacher forcing scores them: pieces </s>, cut to fit
+        target_len (keeping </s>). The decoder is fed <s> and all but the last."""
+        return self.target_tokenizer.encode(text, add_end=True, max_len=self.target_len)
+
+    def step_budget(self, beam_width: int = 1) -> int:
+        """The most tokens one translation may emit (limits.step_budget)."""
+        return limits.step_budget(self.config, beam_width)
 
     def translate(self, source: str, max_len: int | None = None, use_cache: bool = True,
                   head_mask=None, beam_width: int = 1, stop_at_end: bool = True,
@@ -111,14 +148,14 @@ class Checkpoint:
         """Translation with every step's attention; .text is the translation.
 
         beam_width=1 decodes greedily; more runs beam search (a BeamDecoding, with the beam).
-        max_len: the most tokens to emit; by default the model's max_len, capped by the step
-        budget limits.MAX_DECODE_STEPS. seconds: the time budget, by default
-        limits.MAX_DECODE_SECONDS (math.inf: none); the result's stopped_by says "end",
-        "length" or "time" (see stopped_by_budget)."""
+        max_len: the most tokens to emit, at most the step budget (step_budget: the model's
+        max_len, limits.MAX_DECODE_STEPS and the memory of the attention maps), which is the
+        default. seconds: the time budget, by default limits.MAX_DECODE_SECONDS (math.inf:
+        none); the result's stopped_by says "end", "length" or "time" (see stopped_by_budget)."""
         if seconds is None:
             seconds = limits.MAX_DECODE_SECONDS
-        if max_len is None:
-            max_len = min(self.config.max_len, limits.MAX_DECODE_STEPS)
+        budget = self.step_budget(beam_width)
+        max_len = budget if max_len is None else min(max_len, budget)
         if beam_width != 1:
             return beam_search(self.model, self.encode_source(source), beam_width=beam_width,
                                max_len=max_len, use_cache=use_cache, head_mask=head_mask,
@@ -133,11 +170,15 @@ class Checkpoint:
         stopped at a max_len the user chose below the step budget."""
         if result.stopped_by == "time":
             return f"the time budget of one translation ({limits.MAX_DECODE_SECONDS:g} s)"
-        budget = min(self.config.max_len, limits.MAX_DECODE_STEPS)
+        budget = self.step_budget(getattr(result, "beam_width", 1))
         if result.stopped_by == "length" and len(result.token_ids) >= budget:
             if budget == limits.MAX_DECODE_STEPS:
                 return f"the step budget of one translation ({budget} tokens)"
-            return f"the model's max_len ({budget} tokens)"
+            if budget == self.config.max_len:
+                return f"the model's max_len ({budget} tokens)"
+            return (f"the step budget of one translation for a model of this size ({budget} "
+                    f"tokens: the attention maps of one request must fit in "
+                    f"{limits.MAX_MAPS_BYTES // limits.MB} MB)")
         return None
 
     def attention(self, source: str, target: str | None = None, head_mask=None,
@@ -146,13 +187,13 @@ class Checkpoint:
         in transformer.maps): the maps of each kind, their masks, the tokens and ids of each
         side and the log-probability of each output token; details=True adds Q, K, V and the
         scores before masking.
-        With target=None the target is the model's own greedy translation.
+        With target=None the target is the model's own greedy translation; a typed one is
+        cut to target_len (and the source to source_len) as it is tokenized.
         """
         if target is None:
             output_ids = self.translate(source, head_mask=head_mask).token_ids
         else:
-            output_ids = self.target_tokenizer.encode(target, add_end=True,
-                                                      max_len=self.config.max_len)
+            output_ids = self.encode_target(target)
         return attention_maps(self, [self.encode_source(source)], [output_ids], head_mask,
                               details)[0]
 
@@ -497,6 +538,14 @@ def _check_size(config: TransformerConfig, weights) -> None:
     if config.num_heads > limits.MAX_HEADS:  # heads cost no weights (d_model heads of 1)
         raise CheckpointError(f"The checkpoint's num_heads is {config.num_heads:,}; the limit "
                               f"is {limits.MAX_HEADS}.")
+    if config.pad_source_to > limits.maps_length(config):  # never cut: padding is its input
+        need = limits.maps_copies() * limits.maps_bytes(config, config.pad_source_to)
+        raise CheckpointError(
+            f"The checkpoint's model is fed every source padded to {config.pad_source_to:,} ids "
+            f"(pad_source_to): with its {config.num_encoder_layers} + "
+            f"{config.num_decoder_layers} layers of {config.num_heads} heads, the attention "
+            f"maps of one sentence would take {need / limits.MB:,.0f} MB; the limit is "
+            f"{limits.MAX_MAPS_BYTES // limits.MB} MB.")
     expected = config.parameter_count()
     held = sum(int(w.size) if isinstance(w, np.ndarray) else w.size // 4 for w in weights.values())
     # Small differences (a weight missing or extra) get a precise message once the model is
@@ -522,9 +571,10 @@ def _check_finite(model: Transformer) -> None:
     tokens): every view would be meaningless. The weights themselves were checked as they were
     read. The probe is a batch of sentence-length rows: min(max_len, PROBE_LENGTH) ids spread
     over each vocabulary (the first and last ids included), and a short row padded to that
-    length, through the full teacher-forced pass with every attention map."""
+    length, through the full teacher-forced pass with every attention map (fewer ids when the
+    maps of a model with that many layers and heads would not fit limits.MAX_MAPS_BYTES)."""
     c = model.config
-    n = min(c.max_len, limits.PROBE_LENGTH)
+    n = min(c.max_len, limits.PROBE_LENGTH, limits.maps_length(c))
 
     def rows(vocab: int, start: int) -> np.ndarray:
         spread = np.linspace(0, vocab - 1, n).round().astype(np.int32)  # (n,)

@@ -94,7 +94,7 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
     step on the naive one. seconds: a time budget; after the first step, no step starts once it
     is spent (checked on the device, inside the compiled loop), and a sequence it cuts has
     stopped_by "time"."""
-    config = model.config
+    config = _built(model).config
     source_ids = (np.asarray(sources, np.int32) if isinstance(sources, np.ndarray) and
                   sources.ndim == 2 else pad_ids(sources, config.pad_id))
     _check_max_len(config, max_len)
@@ -108,7 +108,10 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
         for t in range(steps_taken):
             on_step(t)
     tokens = out["tokens"]  # (T, B)
-    lengths = (source_ids != config.pad_id).sum(axis=1)
+    # The keys each source's cross-attention has: its real tokens, or all of them when the model
+    # does not mask padding (it attends to the pad tokens it is fed: they are part of its numbers).
+    lengths = ((source_ids != config.pad_id).sum(axis=1) if config.mask_padding
+               else np.full(source_ids.shape[0], source_ids.shape[1]))
     names = _Names(tokenizer, tokens, out["top_ids"])
     results = []
     for b in range(source_ids.shape[0]):
@@ -131,6 +134,7 @@ class BeamDecoding(Decoding):
     """The best hypothesis of a beam search (its steps hold its own attention), plus the beam."""
 
     score: float = 0.0  # length-normalised log-probability
+    beam_width: int = 1  # the hypotheses kept at each step
     hypotheses: list[Decoding] = field(default_factory=list)  # finished, best first
     beam_steps: list[list[tuple[list[str], float]]] = field(default_factory=list)
     # beam_steps[t]: the hypotheses alive after step t, as (tokens, log-probability), best first
@@ -154,7 +158,7 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
     The cached path runs the whole search in one compiled loop (selection and cache reordering
     on the device) and replays its choices here; the naive path selects on the host each step.
     """
-    config = model.config
+    config = _built(model).config
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
     _check_max_len(config, max_len)
@@ -162,7 +166,8 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
     # Every slot of the fixed-size beam decodes the same source: tile it.
     sources = np.repeat(source_ids[None], beam_width, axis=0)
     masks = _head_masks(model, head_mask)
-    source_len = int((source_ids != config.pad_id).sum())
+    source_len = (int((source_ids != config.pad_id).sum()) if config.mask_padding
+                  else len(source_ids))  # the keys it attends to (see greedy_decode_batch)
     if use_cache:
         out = _cached_beam(model, sources, masks, max_len, seconds)
         names = _Names(tokenizer, out["token"], out["top_ids"])
@@ -252,7 +257,8 @@ class _Beam:
                       for _, ids, steps in ranked]
         best = hypotheses[0]
         return BeamDecoding(best.token_ids, best.tokens, best.text, best.steps, stopped_by,
-                            score=ranked[0][0], hypotheses=hypotheses, beam_steps=self.beam_steps)
+                            score=ranked[0][0], beam_width=self.beam_width, hypotheses=hypotheses,
+                            beam_steps=self.beam_steps)
 
 
 # ================================================================================ cached path
@@ -665,6 +671,15 @@ class _Names:
         if missing:
             self.pieces.update(zip(missing, self.tokenizer.ids_to_pieces(missing)))
         return [self.pieces[i] for i in ids]
+
+
+def _built(model):
+    """The model, its variables created first if it has never been called (as Keras builds a
+    layer on its first call): the compiled loops read the variables themselves, so an unbuilt
+    model would have none to read."""
+    if not model.built:
+        model.build_weights()
+    return model
 
 
 def _check_max_len(config, max_len):

@@ -2,7 +2,8 @@
 
 A checkpoint is data from a stranger. Each number below bounds one resource that a hostile file
 could otherwise spend: bytes read, bytes allocated, entries parsed, layers built, positions
-tabulated, decoding steps and decoding seconds. transformer.checkpoint and transformer.archive import them
+tabulated, decoding steps and decoding seconds, ids read from typed text and the memory of the
+attention maps one request computes. transformer.checkpoint and transformer.archive import them
 from here (and transformer.checkpoint re-exports the MAX_* names it always had).
 
 What one load may take, in memory, follows from them: the file itself, its members unpacked
@@ -11,6 +12,12 @@ is unpacked) and the model the config declares, which must be the size of the we
 holds (checked from the .npy headers before the model is built). So one load grows memory by at
 most file + 2 x load_budget(file) plus TensorFlow's fixed overhead, and refusals stop before the
 model is built.
+
+What one request may take, whatever max_len a checkpoint declares: its (L, H, T, T) attention
+maps grow with the square of the length, so a typed source or target is cut to
+`token_budget(config)` ids and a translation stops at `step_budget(config)` tokens; both keep
+the maps of one request within MAX_MAPS_BYTES for the model's layers and heads (a model fed a
+fixed source length beyond it is refused at load).
 """
 
 from __future__ import annotations
@@ -61,7 +68,51 @@ MAX_DECODE_SECONDS = 10.0  # seconds one translation may take: no step starts af
 # inside the compiled decode loop), so a huge model that never ends holds the server's CPU about
 # this long plus one step; the app says when a translation stopped here
 
+# ---------------------------------------------------------------- typed text and attention maps
+MAX_INPUT_TOKENS = 512  # ids of a typed source or target, whatever max_len says: the step budget,
+# so a typed target may be as long as the longest translation; the app says when it cut a text
+MAX_MAPS_BYTES = 256 * MB  # what the attention maps of one request may take at their peak
+MAPS_COPIES = 5  # peak memory of one pass with details, in float32 maps of one pass (every kind,
+# layer and head): its weights and scores, TensorFlow's and NumPy's copies (measured 4.3 to 5.0;
+# a greedy translation keeping every step's attention, 2.3)
+MAPS_COPIES_PER_BEAM = 2.5  # the same for a beam search, per hypothesis kept (measured 2.3)
+
 
 def load_budget(file_bytes: int) -> int:
     """How many unpacked bytes one load of a file of this size may read (all members)."""
     return min(MAX_TOTAL_BYTES, LOAD_BUDGET_FLOOR + LOAD_BUDGET_PER_FILE_BYTE * file_bytes)
+
+
+def maps_bytes(config, length: int) -> int:
+    """Bytes of the float32 attention maps of one pass whose source and target both have
+    `length` ids: encoder (L_enc, H, N, N), decoder (L_dec, H, T, T), cross (L_dec, H, T, N)."""
+    layers = config.num_encoder_layers + 2 * config.num_decoder_layers
+    return 4 * layers * config.num_heads * length * length
+
+
+def maps_copies(beam_width: int = 1) -> float:
+    """How many maps of one pass a request holds at its peak: a pass with details, or a beam
+    search of beam_width hypotheses (each keeps its own attention), whichever is more."""
+    return max(MAPS_COPIES, MAPS_COPIES_PER_BEAM * beam_width)
+
+
+def maps_length(config, beam_width: int = 1) -> int:
+    """The longest source and target (in ids) whose maps fit MAX_MAPS_BYTES at their peak (see
+    maps_copies), never below MIN_POSITIONS: a model with the most layers and heads allowed
+    still reads <s>, a piece and </s>."""
+    per_id2 = maps_copies(beam_width) * maps_bytes(config, 1)  # bytes per length squared
+    return max(MIN_POSITIONS, int((MAX_MAPS_BYTES / per_id2) ** 0.5))
+
+
+def token_budget(config) -> int:
+    """The most ids of one typed source or target (<s>, </s> included) a request reads: the
+    model's max_len, MAX_INPUT_TOKENS and the length whose attention maps fit MAX_MAPS_BYTES,
+    whichever is least. Text is cut to it when it is tokenized, before any tensor exists."""
+    return min(config.max_len, MAX_INPUT_TOKENS, maps_length(config))
+
+
+def step_budget(config, beam_width: int = 1) -> int:
+    """The most tokens one translation may emit: the model's max_len, MAX_DECODE_STEPS and the
+    length whose attention maps (those of the decode, then of the pass over its output) fit
+    MAX_MAPS_BYTES with beam_width hypotheses, whichever is least."""
+    return min(config.max_len, MAX_DECODE_STEPS, maps_length(config, beam_width))

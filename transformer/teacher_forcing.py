@@ -20,12 +20,12 @@ __all__ = ["teacher_forced"]
 
 def teacher_forced(ckpt, source: str, target: str, head_mask=None) -> Decoding:
     """`target` teacher-forced after `source` as a Decoding (token_ids: the target's ids and
-    </s>, cut to max_len; one DecodeStep per position) from ONE forward pass. Each step's top_k
-    ranks every token of the vocabulary, as greedy decoding's steps do; the forced token need
-    not be among them."""
+    </s>, cut to the checkpoint's target_len as Checkpoint.attention cuts it; one DecodeStep per
+    position) from ONE forward pass. Each step's top_k ranks every token of the vocabulary, as
+    greedy decoding's steps do; the forced token need not be among them."""
     config = ckpt.config
     tokenizer = ckpt.target_tokenizer
-    output_ids = tokenizer.encode(target, add_end=True, max_len=config.max_len)
+    output_ids = ckpt.encode_target(target)
     target_ids = [config.start_id] + output_ids[:-1]  # the decoder's inputs: shifted right
     source_ids = np.asarray([ckpt.encode_source(source)], np.int32)
     out = ckpt.model((source_ids, np.asarray([target_ids], np.int32)), return_attention=True,
