@@ -37,11 +37,18 @@ def show_ids(name, tok, ids, text, key):
                    f"`<unk>` (id {tok.unk_id}) and the model cannot tell them apart.")
 
 
-def show_round_trip(tok, text, key, add_start=True, add_end=True):
-    """decode(encode(text)) against text (as the model reads it: cut to max_len; with the start
-    and end tokens the model reads on that side)."""
-    decoded = tok.decode(tok.encode(text, add_start=add_start, add_end=add_end,
-                                    max_len=config.max_len))
+def show_round_trip(tok, text, key, side, add_start=True, add_end=True):
+    """decode(encode(text)) against text as the model reads it: cut to the side's length (the
+    model's, or the budget of typed text), with the start and end tokens it reads on that side.
+    A cut text is compared with the part the model reads (the pieces kept, preprocessed)."""
+    limit = ckpt.source_len if side == "source" else ckpt.target_len
+    decoded = tok.decode(tok.encode(text, add_start=add_start, add_end=add_end, max_len=limit))
+    cut = ckpt.pieces_cut(text, side)
+    if cut:
+        spans = tok.piece_spans(text)[:len(tok.pieces(text)) - cut]
+        text = tok.preprocess(text)[:spans[-1][1]] if spans else ""
+        st.caption(f"The round trip of the {len(spans)} pieces the model reads (the last {cut} "
+                   "were cut):")
     if decoded == text:
         st.success(f"Round trip: decode(encode({quoted(text)})) gives the input back exactly.")
         return
@@ -88,7 +95,8 @@ if cut:
     st.warning(f"The model reads at most {ckpt.source_len} tokens: the pieces after "
                f"{kept} are cut.")
 show_ids("Source", src, source_ids, source, "source")
-show_round_trip(src, source, "source", add_start=config.source_start, add_end=config.source_end)
+show_round_trip(src, source, "source", "source", add_start=config.source_start,
+                add_end=config.source_end)
 
 st.header("Target")
 typed = state.current_target()
@@ -99,11 +107,11 @@ if typed is None:
                "`<s>` first.")
 else:
     target = typed
-    output_ids = tgt.encode(target, add_end=True, max_len=config.max_len)
+    output_ids = ckpt.encode_target(target)  # cut as every page cuts it
     st.caption(f"The target you typed, {quoted(target)}, as the decoder reads it "
                "(teacher forcing).")
 show_ids("Target", tgt, [tgt.start_id] + output_ids, typed, "target")
-show_round_trip(tgt, target, "target")
+show_round_trip(tgt, target, "target", "target")
 
 st.header("Padding a batch")
 pad_piece = src.id_to_piece(src.pad_id)

@@ -9,13 +9,16 @@ from figures.positional import (
     similarity_fig,
     sinusoids_fig,
 )
-from transformer import positional_encoding
+from transformer import limits, positional_encoding
 
 BASE = 10000.0  # the paper's base, the one the model's layers use
+MAX_SHOWN = 1024  # positions drawn at most: the similarity maps are positions x positions
+DEFAULT_SHOWN = limits.MAX_INPUT_TOKENS  # a model's first positions, as many as text may fill
 
 
 def use_model_settings():
-    st.session_state.update(pe_d_model=config.d_model, pe_length=config.max_len, pe_base=BASE)
+    st.session_state.update(pe_d_model=config.d_model, pe_base=BASE,
+                            pe_length=min(config.max_len, DEFAULT_SHOWN))
 
 
 @st.fragment
@@ -28,7 +31,7 @@ def sinusoids(ckpt, learned: bool) -> None:
         use_model_settings()
     cols = st.columns([1, 1, 1, 1])
     d_model = cols[0].number_input("d_model", 1, max(1024, config.d_model), key="pe_d_model")
-    length = cols[1].number_input("Positions", 1, max(1024, config.max_len), key="pe_length")
+    length = cols[1].number_input("Positions", 1, MAX_SHOWN, key="pe_length")
     base = cols[2].number_input("Base", 1.0, 1e7, step=1000.0, key="pe_base")
     cols[3].button("Use the model's settings", on_click=use_model_settings, key="pe_reset")
     pe = positional_encoding(length, d_model, base)
@@ -74,13 +77,17 @@ st.header("The sinusoidal encoding")
 sinusoids(ckpt, learned)
 
 st.header("Learned position embeddings")
-sinusoidal = positional_encoding(config.max_len, config.d_model)
+shown = min(config.max_len, DEFAULT_SHOWN)
+sinusoidal = positional_encoding(shown, config.d_model)
 if learned:
-    codes = results.position_codes(ckpt)
+    codes = results.position_codes(ckpt)[:shown]
+    if shown < config.max_len:
+        st.caption(f"The first {shown} of its {config.max_len:,} positions (as many as a typed "
+                   "text may fill).")
     st.plotly_chart(positional_heatmap_fig(codes, "The model's learned position embeddings"),
                     key="pe_learned")
     left, right = st.columns(2)
-    labels = [str(p) for p in range(config.max_len)]
+    labels = [str(p) for p in range(shown)]
     left.plotly_chart(similarity_fig(dot_similarity(codes), labels, "Learned: dot products"),
                       key="pe_learned_similarity")
     right.plotly_chart(similarity_fig(dot_similarity(sinusoidal), labels,

@@ -210,16 +210,6 @@ def _with_config(ckpt: bytes, **changes) -> bytes:
 
 LONG_PAGES = ["pages/4_Masks.py", "pages/5_Attention_Maps.py", "pages/10_Decoding.py",
               "pages/13_Ablation.py"]
-# Pages that do not yet work on a model whose config allows max_len 16,384, for reasons of their
-# own (they do not go through the length budget): remove a page once it does.
-LONG_MAX_LEN_NOT_YET = {
-    "pages/2_Tokenization.py": "its round trip encodes with max_len, not the budget, and diffs "
-                               "10,000 characters with difflib (about 220 s per side)",
-    "pages/3_Positional_Encodings.py": "its position similarity is max_len x max_len (a 4 GB "
-                                       "array at 16,384)",
-}
-
-
 @pytest.fixture
 def long_model_app(app, tiny_checkpoint_bytes):
     """The app on an uploaded model whose config allows max_len 16,384, with a 10,000-character
@@ -256,5 +246,4 @@ def test_a_long_paste_on_a_max_len_16384_model_is_cut_at_the_budget_with_a_note(
 @pytest.mark.slow
 def test_every_page_works_on_a_long_paste_on_a_max_len_16384_model(long_model_app):
     for path in PAGES:
-        if path not in LONG_MAX_LEN_NOT_YET:
-            open_page(long_model_app, path)
+        open_page(long_model_app, path)
