@@ -754,3 +754,18 @@ def test_a_sequence_longer_than_max_len_gets_the_sentence_that_says_so(positiona
         encode = tf.function(model.encode, input_signature=[tf.TensorSpec([None, None], tf.int32)])
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"longer than max_len \(8\)"):
         encode(np.full((1, 10), 5, np.int32))
+
+
+def test_a_model_partly_built_by_a_call_builds_the_rest_and_decodes():
+    """model.encode on a fresh model builds the encoder's layers; decoding then builds the rest
+    (build_weights keeps what a call built: Keras refuses new state on a built layer)."""
+    from transformer import Transformer, TransformerConfig
+    from transformer.decoding import greedy_decode
+
+    config = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2,
+                               dff=32, num_encoder_layers=1, num_decoder_layers=1, max_len=8)
+    model = Transformer(config)
+    memory = model.encode(np.array([[1, 5, 6, 2]]))["memory"]
+    result = greedy_decode(model, [1, 5, 6, 2], max_len=4, stop_at_end=False)
+    assert len(result.token_ids) == 4
+    np.testing.assert_allclose(model.encode(np.array([[1, 5, 6, 2]]))["memory"], memory, atol=1e-6)

@@ -69,16 +69,18 @@ class Transformer(keras.Model):
 
     def build(self, input_shape=None):
         """Every variable, from the config alone: each layer builds its own weights from
-        d_model (no forward pass, which would trace the whole model symbolically)."""
+        d_model (no forward pass, which would trace the whole model symbolically). A layer that
+        a call already built (model.encode on a fresh model builds the encoder's) is kept."""
+        shape = (None, None, self.config.d_model)
         for layer in (self.source_embedding, self.target_embedding, *self.encoder_layers,
                       *self.decoder_layers):
-            layer.build()
-        shape = (None, None, self.config.d_model)
-        if self.config.norm_first:
-            self.encoder_norm.build(shape)
-            self.decoder_norm.build(shape)
-        if not self.config.tie_output:
-            self.output_projection.build(shape)
+            if not layer.built:
+                layer.build()
+        for layer in ((self.encoder_norm, self.decoder_norm) if self.config.norm_first else ()) \
+                + (() if self.config.tie_output else (self.output_projection,)):
+            if not layer.built:
+                layer.build(shape)
+        self.built = True
 
     def build_weights(self) -> "Transformer":
         """Create every variable (see build); returns the model."""
