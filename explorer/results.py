@@ -210,16 +210,21 @@ def _ablation(content_hash: str, source: str, target_ids, silenced: tuple, _ckpt
     return ablate(_ckpt, source, list(silenced), target_ids=target_ids)
 
 
-def importance(ckpt: Checkpoint, source: str, target_ids, on_progress=None) -> list:
-    """transformer.ablation.head_importance (each head silenced alone), cached;
-    on_progress(done, total) is called only while it computes."""
-    return _importance(ckpt.content_hash, source, _ids(target_ids), ckpt, on_progress)
+def importance(ckpt: Checkpoint, source: str, target_ids) -> list:
+    """transformer.ablation.head_importance (each head silenced alone), cached; a progress bar
+    shows only while it computes. The bar is made inside the cached function (as
+    _batch_attention's is), so a cache hit replays it whole: a bar made by the page and updated
+    from inside would be a closure Streamlit cannot replay (CacheReplayClosureError)."""
+    return _importance(ckpt.content_hash, source, _ids(target_ids), ckpt)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _importance(content_hash: str, source: str, target_ids, _ckpt: Checkpoint,
-                _on_progress=None) -> list:
-    return head_importance(_ckpt, source, on_progress=_on_progress, target_ids=target_ids)
+def _importance(content_hash: str, source: str, target_ids, _ckpt: Checkpoint) -> list:
+    bar = st.progress(0.0, text="Silencing one head at a time…")
+    entries = head_importance(_ckpt, source, target_ids=target_ids, on_progress=lambda done,
+                              total: bar.progress(done / total, text=f"Silenced {done} of {total}"))
+    bar.empty()
+    return entries
 
 
 def _ids(target_ids):

@@ -59,10 +59,7 @@ def silenced(ckpt, source: str, target_ids, scored: str, labels: list[str]) -> N
     if st.button("Compute per-head importance", key="abl_run_importance"):
         st.session_state["abl_importance_for"] = asked
     if st.session_state.get("abl_importance_for") == asked:
-        bar = st.progress(0.0, text="Silencing one head at a time…")
-        entries = results.importance(ckpt, source, target_ids, on_progress=lambda done, total:
-                                     bar.progress(done / total, text=f"Silenced {done} of {total}"))
-        bar.empty()
+        entries = results.importance(ckpt, source, target_ids)  # with its progress bar
         st.plotly_chart(importance_fig(entries, title="Change in log-probability, most harmful first"),
                         key="abl_importance")
 

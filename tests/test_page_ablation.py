@@ -39,3 +39,27 @@ def test_ablation_page_per_head_importance(app):
     spec = chart(at, "abl_importance")
     assert sum(len(t["y"]) for t in spec["data"]) == 24  # 3 kinds x 2 layers x 4 heads
     assert {t["name"] for t in spec["data"]} == set(KIND_NAMES)
+
+
+def test_per_head_importance_again_and_in_another_session(app, patched_pages_manager):
+    """Issue 24 (a): the importance, computed once, comes from the cache when the button is
+    pressed again, when every cross head is silenced after it, and in another session; a
+    progress bar made outside the cached function broke each replay (CacheReplayClosureError)."""
+    from conftest import ROOT
+    from streamlit.testing.v1 import AppTest
+
+    at = _page(app, ABLATION)
+    at.button(key="abl_run_importance").click().run()
+    assert not at.exception, at.exception
+    first = chart(at, "abl_importance")
+    at.button(key="abl_run_importance").click().run()
+    assert not at.exception, at.exception
+    at.button(key="abl_all_cross").click().run()
+    assert not at.exception, at.exception
+    assert chart(at, "abl_importance") == first
+    other = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    other.run()
+    other = _page(other, ABLATION)
+    other.button(key="abl_run_importance").click().run()
+    assert not other.exception, other.exception
+    assert chart(other, "abl_importance") == first
