@@ -189,3 +189,35 @@ def origin(metadata: dict) -> Origin:
         return Origin("Trained by this project (python -m transformer.train) with this command:",
                       command)
     return Origin("The checkpoint does not record how it was made.")
+
+
+def mask_texts(config, start_piece: str) -> dict[str, str]:  # start_piece: as shown, quoted
+    """What the Masks page says of this model's masks, from its config: "masks" (what they
+    block: padding or not, a start token that has the pad id, as Marian's), "what" (the name of
+    its batch masks), "row_caption" (its decoder and memory masks), "row_intro" (one row)."""
+    if not config.mask_padding:
+        return {
+            "masks": "**This model applies no padding mask**: every key is visible, padding "
+                     "included; only the decoder's look-ahead mask blocks keys (later target "
+                     "tokens).",
+            "what": "mask (no padding masked)",
+            "row_caption": "Decoder mask = the look-ahead mask alone: this model applies no "
+                           "padding mask. The memory mask is its source mask, all 1, broadcast by "
+                           "cross-attention over the T target queries: every query may attend to "
+                           "every source key, padding included.",
+            "row_intro": "Row 0 (the sidebar's sentence) inside the padded batch; this model "
+                         "masks no padding, so padded keys get a weight like any other key."}
+    masks = ("This model masks padding: no query attends to a padded key, and the decoder never "
+             "looks at later target tokens.")
+    if config.start_id == config.pad_id:
+        masks += (f" Its start token {start_piece} has the pad id ({config.pad_id}): position 0 "
+                  "of every target is the start token, **not padding**, and stays visible; only "
+                  "later positions with that id are padding.")
+    return {
+        "masks": masks,
+        "what": "padding mask",
+        "row_caption": "Decoder mask = target padding mask × look-ahead mask. The memory mask is "
+                       "the source padding mask, broadcast by cross-attention over the T target "
+                       "queries: no query may attend to source padding.",
+        "row_intro": "Row 0 (the sidebar's sentence) inside the padded batch, so padding blocks "
+                     "some keys when another sentence is longer."}

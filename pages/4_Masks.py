@@ -4,7 +4,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import links, models, results, state
+from explorer import about, links, models, results, state
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import kind_picker, quoted
 from figures.common import plotly_text, short_label
@@ -15,23 +15,8 @@ DEFAULT_OTHERS = "5 Mar 2021\nWednesday, September 22, 1999"
 MAX_ROWS = 8  # batch rows run through the model at once
 
 
-def what_this_model_masks(config, start_piece: str) -> str:
-    """What the model's masks block, in words: padding or not, and a start token that has the
-    pad id (Marian)."""
-    if not config.mask_padding:
-        return ("**This model applies no padding mask**: every key is visible, padding included; "
-                "only the decoder's look-ahead mask blocks keys (later target tokens).")
-    text = ("This model masks padding: no query attends to a padded key, and the decoder never "
-            "looks at later target tokens.")
-    if config.start_id == config.pad_id:
-        text += (f" Its start token {quoted(start_piece)} has the pad id ({config.pad_id}): "
-                 "position 0 of every target is the start token, **not padding**, and stays "
-                 "visible; only later positions with that id are padding.")
-    return text
-
-
 @st.fragment
-def row_masks(batch: dict, names: list[str], mask_padding: bool) -> None:
+def row_masks(batch: dict, names: list[str], caption: str) -> None:
     """The decoder and memory masks of one batch row: the row picker reruns them alone (a
     fragment)."""
     (B, N), T = batch["source_ids"].shape, batch["target_ids"].shape[1]
@@ -51,15 +36,7 @@ def row_masks(batch: dict, names: list[str], mask_padding: bool) -> None:
     cols[2].plotly_chart(mask_heatmap_fig(np.broadcast_to(pad[row, 0], (T, N)), tgt_tokens, src_tokens,
                                           f"Memory mask, row {row}: source_mask<br>"
                                           f"(B, 1, 1, N) = {pad.shape}"))
-    if mask_padding:
-        st.caption("Decoder mask = target padding mask × look-ahead mask. The memory mask is the "
-                   "source padding mask, broadcast by cross-attention over the T target queries: "
-                   "no query may attend to source padding.")
-    else:
-        st.caption("Decoder mask = the look-ahead mask alone: this model applies no padding mask. "
-                   "The memory mask is its source mask, all 1, broadcast by cross-attention over "
-                   "the T target queries: every query may attend to every source key, padding "
-                   "included.")
+    st.caption(caption)
 
 
 @st.fragment
@@ -105,7 +82,8 @@ st.markdown(
     "not (**0**, blocked). Blocked keys get −10⁹ added to their score before the softmax, so "
     "their attention weight is exactly 0. Every mask here is the one the model applied in its "
     "forward pass (`model.source_mask`, `model.target_mask`).")
-st.markdown(what_this_model_masks(cfg, start_piece))
+texts = about.mask_texts(cfg, quoted(start_piece))
+st.markdown(texts["masks"])
 others = st.text_area("Other sentences of the batch, one per line (row 0 is the sidebar's "
                       "sentence)", DEFAULT_OTHERS, key="mask_batch")
 sources = [state.current_source()] + [s.strip() for s in others.splitlines() if s.strip()]
@@ -125,20 +103,15 @@ st.caption(f"Source side: `ckpt.encode_source` padded to N = {N}{fixed}. Target 
 
 st.subheader("The batch's masks")
 pad, tgt_pad, look, dec = (batch[k] for k in ("padding", "target_padding", "look_ahead", "decoder"))
-what = "padding mask" if cfg.mask_padding else "mask (no padding masked)"
+what = texts["what"]
 st.plotly_chart(batch_mask_fig(pad[:, 0, 0], batch["source_ids"], batch["source_tokens"], names,
                                f"Source {what}: the model's source_mask<br>"
                                f"(B, 1, 1, N) = {pad.shape}"))
 st.plotly_chart(batch_mask_fig(tgt_pad[:, 0, 0], batch["target_ids"], batch["target_tokens"],
                                names, f"Target {what}: the last query row of the model's "
                                       f"target_mask<br>(B, 1, 1, T) = {tgt_pad.shape}"))
-row_masks(batch, names, cfg.mask_padding)
+row_masks(batch, names, texts["row_caption"])
 
 st.subheader("What masking does to one attention row")
-if cfg.mask_padding:
-    st.markdown("Row 0 (the sidebar's sentence) inside the padded batch, so padding blocks some "
-                "keys when another sentence is longer.")
-else:
-    st.markdown("Row 0 (the sidebar's sentence) inside the padded batch; this model masks no "
-                "padding, so padded keys get a weight like any other key.")
+st.markdown(texts["row_intro"])
 masking_row(batch)

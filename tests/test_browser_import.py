@@ -31,14 +31,20 @@ def _set_sentence(page, sentence: str) -> None:
     wait_for_app(page)
 
 
-def test_upload_the_tutorials_files_and_translate_as_the_tutorial(server, browser):  # noqa: F811
+def _upload_on_home(server, browser, paths):  # noqa: F811
+    """(page, sidebar, page errors) after dropping `paths` on the real sidebar uploader."""
     page = browser.new_page(viewport={"width": 1400, "height": 1100})
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{server}/")
     wait_for_app(page)
     sidebar = page.locator('[data-testid="stSidebar"]')
-    sidebar.locator('input[type="file"]').set_input_files([str(FIXTURE / f) for f in FILES])
+    sidebar.locator('input[type="file"]').set_input_files([str(p) for p in paths])
+    return page, sidebar, errors
+
+
+def test_upload_the_tutorials_files_and_translate_as_the_tutorial(server, browser):  # noqa: F811
+    page, sidebar, errors = _upload_on_home(server, browser, [FIXTURE / f for f in FILES])
     # The short form: the recipe read from the weight names, the vocabularies by their names.
     sidebar.get_by_text("TF tutorial (from the weight names)").wait_for(timeout=120_000)
     sidebar.get_by_text("source: source_vocab.txt, target: target_vocab.txt").wait_for()
@@ -72,15 +78,10 @@ def test_upload_the_from_scratch_notebooks_checkpoint_folder_and_translate_as_it
     form asks for the heads; the translations shown are decode_sequence's."""
     reference = json.loads((from_scratch_run / "reference.json").read_text())
     folder = from_scratch_run / "checkpoint"
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{server}/")
-    wait_for_app(page)
-    sidebar = page.locator('[data-testid="stSidebar"]')
-    sidebar.locator('input[type="file"]').set_input_files(
-        [str(folder / name) for name in (".index", ".data-00000-of-00001", "checkpoint")]
-        + [str(from_scratch_run / name) for name in ("eng_vocab.txt", "fra_vocab.txt")])
+    page, sidebar, errors = _upload_on_home(
+        server, browser,
+        [folder / name for name in (".index", ".data-00000-of-00001", "checkpoint")]
+        + [from_scratch_run / name for name in ("eng_vocab.txt", "fra_vocab.txt")])
     sidebar.get_by_text("English-to-French notebook", exact=False).wait_for(timeout=120_000)
     sidebar.get_by_text("source: eng_vocab.txt, target: fra_vocab.txt").wait_for()
     heads = sidebar.get_by_role("spinbutton", name="Number of heads")
