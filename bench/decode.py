@@ -16,7 +16,7 @@ its median and the load average (1 min) when it was measured:
   and the cached step / stream ratio (goal: <= 1.3);
 - the bundled model's "Friday, March 5, 2021" translation with all attention (goal: <= 10 ms),
   and the first call's cost (trace, or with --xla trace + compile per bucket).
---xla sets transformer.decoding.JIT_COMPILE (XLA compiles the loop once per bucket).
+--xla sets transformer.inference.decoding.JIT_COMPILE (XLA compiles the loop once per bucket).
 """
 
 import os
@@ -29,14 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from transformer import (  # noqa: E402
+from transformer import (
     DEFAULT_CHECKPOINT,
     Transformer,
     TransformerConfig,
-    decoding,  # noqa: E402
     greedy_decode,
     load_checkpoint,
 )
+from transformer.inference import decoding
 
 SOURCE_LEN, REPEATS = 32, 3
 FRIDAY = "Friday, March 5, 2021"

@@ -33,7 +33,7 @@ from model_view import attention_maps  # noqa: E402
 from figures import aggregate, arithmetic, compare, decoding, head_stats, masks, positional  # noqa: E402
 from figures.attention import attention_heatmap_fig, linked_view_fig, model_view_fig  # noqa: E402
 from figures.token_view import head_colour, token_view_fig  # noqa: E402
-from transformer.kinds import KIND_NAMES, head_label  # noqa: E402
+from transformer.core.kinds import KIND_NAMES, head_label  # noqa: E402
 
 
 def figures(maps: dict) -> dict:

@@ -35,7 +35,7 @@ LIBRARY = r"""
 import json, os, sys, time
 sys.path.insert(0, %(root)r)
 from transformer import load_checkpoint
-from transformer.checkpoint import ASSETS
+from transformer.inference.session import ASSETS
 out = []
 for name in %(names)r:
     t0 = time.perf_counter()
@@ -49,7 +49,7 @@ for name in %(names)r:
 print("RESULT " + json.dumps(out))
 """
 
-# Where a cold open's time goes: the load's own steps (timed by wrapping transformer.checkpoint's
+# Where a cold open's time goes: the load's own steps (timed by wrapping transformer.checkpoint.format's
 # functions, which load_checkpoint looks up as it runs), then the first translation split into
 # tracing the decode loop (the loop's tf.function traced on its own), and the rest (Grappler
 # and the first run, the host's work).
@@ -59,7 +59,8 @@ sys.path.insert(0, %(root)r)
 t0 = time.perf_counter()
 import transformer
 import tensorflow as tf
-from transformer import checkpoint, decoding
+from transformer.checkpoint import format as checkpoint
+from transformer.inference import decoding
 phases = {"import TensorFlow": time.perf_counter() - t0}
 for name, label in (("_load_tokenizer", "load: the two tokenizers (with their checks)"),
                     ("_read_weights", "load: read and check the weights"),
@@ -91,7 +92,7 @@ print("RESULT " + json.dumps(phases))
 
 
 def bundled_names() -> list[str]:
-    from transformer.checkpoint import ASSETS, DEFAULT_CHECKPOINT
+    from transformer.inference.session import ASSETS, DEFAULT_CHECKPOINT
 
     epochs = sorted(p.name for p in ASSETS.glob("*.ckpt") if p.name != DEFAULT_CHECKPOINT.name)
     return [DEFAULT_CHECKPOINT.name] + epochs

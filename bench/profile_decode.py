@@ -30,14 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
-from transformer import (  # noqa: E402
+from transformer import (
     DEFAULT_CHECKPOINT,
     Transformer,
     TransformerConfig,
-    decoding,
     greedy_decode,
     load_checkpoint,
 )
+from transformer.inference import decoding
 
 # isort: split
 import tensorflow as tf  # noqa: E402

@@ -9,7 +9,7 @@ import io
 
 import numpy as np
 
-from transformer.kinds import KINDS
+from transformer.core.kinds import KINDS
 
 
 def matrix_csv(matrix, row_labels, col_labels, corner: str = "query \\\\ key") -> bytes:

@@ -1,9 +1,9 @@
-"""Heads by label ("cross L1 H2", transformer.kinds' one format): the labels a model or a set
+"""Heads by label ("cross L1 H2", transformer.core.kinds' one format): the labels a model or a set
 of maps offers, and one head's map with its token axes."""
 
 from __future__ import annotations
 
-from transformer.kinds import KIND_NAMES, KINDS, head_labels, layer_counts, parse_head_label
+from transformer.core.kinds import KIND_NAMES, KINDS, head_labels, layer_counts, parse_head_label
 
 
 def labels_of_maps(maps: dict) -> list[str]:

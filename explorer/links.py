@@ -19,7 +19,7 @@ from urllib.parse import urlencode, urljoin
 
 import streamlit as st
 
-from transformer.kinds import KIND_NAMES, KINDS, kind_by_label
+from transformer.core.kinds import KIND_NAMES, KINDS, kind_by_label
 
 from . import models, state
 

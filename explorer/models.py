@@ -20,8 +20,8 @@ from pathlib import Path
 import streamlit as st
 
 from transformer import Checkpoint, CheckpointError, load_checkpoint
-from transformer.checkpoint import ASSETS, DEFAULT_CHECKPOINT
-from transformer.data import date_pairs
+from transformer.inference.session import ASSETS, DEFAULT_CHECKPOINT
+from transformer.training.data import date_pairs
 
 from . import state, uploads
 from .widgets import plain

@@ -11,10 +11,11 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from transformer import Checkpoint, batch
-from transformer.ablation import ablate, head_importance
-from transformer.head_stats import batch_statistics, head_similarity_matrix
-from transformer.kinds import KIND_NAMES, head_masks, parse_head_label
+from transformer import Checkpoint
+from transformer.analysis.head_stats import batch_statistics, head_similarity_matrix
+from transformer.core.kinds import KIND_NAMES, head_masks, parse_head_label
+from transformer.inference import batch
+from transformer.inference.ablation import ablate, head_importance
 
 from . import models, state
 
@@ -67,14 +68,14 @@ def _decode(content_hash: str, source: str, max_len: int, stop: bool, beam_width
 
 
 def teacher_forced(ckpt: Checkpoint, source: str, target: str):
-    """transformer.teacher_forcing.teacher_forced (a typed target stepped through as a
+    """transformer.inference.teacher_forcing.teacher_forced (a typed target stepped through as a
     Decoding, from one teacher-forced pass), cached."""
     return _teacher_forced(ckpt.content_hash, source, target, ckpt)
 
 
 @st.cache_data(max_entries=64, show_spinner="Teacher-forcing the target…")
 def _teacher_forced(content_hash: str, source: str, target: str, _ckpt: Checkpoint):
-    from transformer.teacher_forcing import teacher_forced as forced
+    from transformer.inference.teacher_forcing import teacher_forced as forced
 
     return forced(_ckpt, source, target)
 
@@ -148,7 +149,7 @@ def _mask_batch(content_hash: str, sources: tuple, translations: tuple, _ckpt: C
 
 
 def batch_attention(ckpt: Checkpoint, sources) -> list[dict]:
-    """transformer.batch.attention_batch (each source with the model's own translation),
+    """transformer.inference.batch.attention_batch (each source with the model's own translation),
     cached; a progress bar shows only while it computes."""
     return _batch_attention(ckpt.content_hash, tuple(sources), ckpt)
 
@@ -198,7 +199,7 @@ def _similarity(content_hash: str, sentences: tuple, target, batched: bool, kind
 
 # ------------------------------------------------------------------ ablation
 def ablation(ckpt: Checkpoint, source: str, target_ids, silenced) -> dict:
-    """transformer.ablation.ablate with the heads labelled in `silenced`, scoring `target_ids`
+    """transformer.inference.ablation.ablate with the heads labelled in `silenced`, scoring `target_ids`
     (None: the model's own translation), cached."""
     heads = tuple(parse_head_label(label) for label in silenced)
     return _ablation(ckpt.content_hash, source, _ids(target_ids), heads, ckpt)
@@ -211,7 +212,7 @@ def _ablation(content_hash: str, source: str, target_ids, silenced: tuple, _ckpt
 
 
 def importance(ckpt: Checkpoint, source: str, target_ids) -> list:
-    """transformer.ablation.head_importance (each head silenced alone), cached; a progress bar
+    """transformer.inference.ablation.head_importance (each head silenced alone), cached; a progress bar
     shows only while it computes. The bar is made inside the cached function (as
     _batch_attention's is), so a cache hit replays it whole: a bar made by the page and updated
     from inside would be a closure Streamlit cannot replay (CacheReplayClosureError)."""

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from transformer.text import text_notes
+from transformer.core.text import text_notes
 
 from . import models, results, state, stepping
 
@@ -83,7 +83,7 @@ def _warn_if_budget_reached(ckpt) -> None:
 
 def _say_what_cleaning_changed(raw: str) -> None:
     """Text a browser can send but the tokenizers cannot read (lone surrogates, far too long)
-    is cleaned at one place (transformer.text); say what changed."""
+    is cleaned at one place (transformer.core.text); say what changed."""
     for note in text_notes(raw):
         st.info(note)
 

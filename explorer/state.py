@@ -4,8 +4,8 @@ Imports nothing else from explorer: the other modules import this one."""
 
 import streamlit as st
 
-from transformer.checkpoint import DEFAULT_CHECKPOINT
-from transformer.text import clean_text
+from transformer.core.text import clean_text
+from transformer.inference.session import DEFAULT_CHECKPOINT
 
 MODEL = "model_choice"  # "bundled:<file name>" or "upload:<sha256>"
 UPLOADS = "uploaded_checkpoints"  # {sha256: (file name, bytes)}: this session's uploads
@@ -55,7 +55,7 @@ def uploads() -> dict:
 
 
 def current_source() -> str:
-    """The sidebar's sentence, cleaned as the tokenizers clean it (transformer.text), so that
+    """The sidebar's sentence, cleaned as the tokenizers clean it (transformer.core.text), so that
     every page shows and computes the same text; the sidebar says what cleaning changed."""
     return clean_text(st.session_state.get(SOURCE, DEFAULT_SOURCE))[0]
 

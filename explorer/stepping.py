@@ -1,5 +1,5 @@
 """What the decoding page steps through, and the sentences that say so: the model's own decode
-of the sidebar's sentence, or a typed target teacher-forced (transformer.teacher_forcing)."""
+of the sidebar's sentence, or a typed target teacher-forced (transformer.inference.teacher_forcing)."""
 
 from __future__ import annotations
 

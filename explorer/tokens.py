@@ -3,7 +3,7 @@ simplified for a view: special tokens hidden, pieces merged into words by each s
 
 from __future__ import annotations
 
-from transformer.analysis import SPECIAL_TOKENS, has_word_boundaries, simplify_tokens
+from transformer.analysis.flow import SPECIAL_TOKENS, has_word_boundaries, simplify_tokens
 
 
 def text_pieces(tok, ids, text: str | None) -> list[str]:
@@ -15,7 +15,7 @@ def text_pieces(tok, ids, text: str | None) -> list[str]:
 
 
 def special_pieces(*tokenizers) -> tuple[str, ...]:
-    """The special pieces to hide: transformer.analysis' usual ones and each tokenizer's own
+    """The special pieces to hide: transformer.analysis.flow' usual ones and each tokenizer's own
     pad, unk, start and end pieces (a word-level vocabulary names them "[START]", ...)."""
     found = list(SPECIAL_TOKENS)
     for tok in tokenizers:
@@ -27,7 +27,7 @@ def special_pieces(*tokenizers) -> tuple[str, ...]:
 
 def simplify(weights, query_tokens, key_tokens, sides: tuple[str, str], tokenizers: dict, *,
              hide_special: bool, merge_words: bool, renormalise: bool = True):
-    """transformer.analysis.simplify_tokens with each side's tokenizer: words follow that
+    """transformer.analysis.flow.simplify_tokens with each side's tokenizer: words follow that
     tokenizer's word boundaries, and a side without any (its pieces make one word) keeps its
     pieces. sides: ("source" | "target") of the queries and of the keys; tokenizers: {side:
     tokenizer}. Returns (weights, query labels, key labels, note): note is a sentence naming the

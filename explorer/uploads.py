@@ -10,7 +10,7 @@ The sidebar's uploader takes a .ckpt (explorer.models loads it), or these:
     Marian (opus-mt)        config.json, model.safetensors, source.spm, target.spm, vocab.json
 
 either as several files at once or as one .zip holding them. The recipe is read from the files
-(transformer.convert.detect_recipe); what they cannot tell is asked in a short form (Choices).
+(transformer.importers.detect_recipe); what they cannot tell is asked in a short form (Choices).
 No Streamlit here: explorer.models runs this in the sidebar.
 """
 
@@ -22,16 +22,12 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from transformer import archive, limits
-from transformer.checkpoint import CheckpointError
-from transformer.convert import (
-    FORM_LABELS,
-    KERAS_FORMS,
-    MARIAN_FILES,
-    is_weights_file,
-    recipe_of_weights,
-)
-from transformer.readers import read_weights
+from transformer.checkpoint import archive
+from transformer.checkpoint.format import CheckpointError
+from transformer.checkpoint.readers import read_weights
+from transformer.core import limits
+from transformer.importers import MARIAN_FILES, is_weights_file
+from transformer.importers.keras_seq2seq import FORM_LABELS, KERAS_FORMS, recipe_of_weights
 
 RECIPE_LABELS = {"keras-seq2seq": "Keras seq2seq example", "tf-tutorial": "TF tutorial",
                  "marian": "Marian (opus-mt)"}
@@ -54,7 +50,7 @@ class Upload:
     files: dict[str, bytes]  # file name -> bytes: only the files the recipe reads
     label: str  # how sentences name them: "the files a, b and c" or "the archive 'x.zip'"
     recipe: str | None  # detected; None when the weight names show neither recipe
-    form: str | None = None  # a form of transformer.convert.KERAS_FORMS (keras-seq2seq)
+    form: str | None = None  # a form of transformer.importers.keras_seq2seq.KERAS_FORMS (keras-seq2seq)
     weights: list[str] = field(default_factory=list)  # the weights file(s)
     vocabularies: tuple[str, ...] = ()  # (source, target) as guessed from the names
     ignored: list[str] = field(default_factory=list)  # files no recipe reads
@@ -248,13 +244,14 @@ def check_choices(upload: Upload, choices: Choices) -> None:
 def convert(upload: Upload, choices: Choices) -> bytes:
     """The checkpoint file (bytes) of the uploaded model, built in memory; loads exactly as an
     uploaded .ckpt does. Raises CheckpointError sentences that name the file and the weight."""
-    from transformer.checkpoint import checkpoint_bytes
-    from transformer.convert import convert_keras_seq2seq, convert_tf_tutorial
+    from transformer.checkpoint.format import checkpoint_bytes
+    from transformer.importers.keras_seq2seq import convert_keras_seq2seq
+    from transformer.importers.tf_tutorial import convert_tf_tutorial
 
     check_choices(upload, choices)
     line = command(upload, choices)
     if choices.recipe == "marian":
-        from transformer.marian import marian_checkpoint_bytes
+        from transformer.importers.marian import marian_checkpoint_bytes
 
         return marian_checkpoint_bytes(upload.files, command=line)
     convert_with = convert_keras_seq2seq if choices.recipe == "keras-seq2seq" \

@@ -6,7 +6,7 @@ import re
 
 import streamlit as st
 
-from transformer.kinds import KIND_NAMES, KINDS, Kind, kind_by_label
+from transformer.core.kinds import KIND_NAMES, KINDS, Kind, kind_by_label
 
 from . import export
 
@@ -47,7 +47,7 @@ def kind_picker(key: str, container=st, label: str = "Attention", kinds=KIND_NAM
 
 def simplify_toggles(container, key_prefix: str) -> tuple[bool, bool]:
     """The two token toggles of the aggregation and token views: (hide special, merge words),
-    meaning transformer.analysis.simplify_tokens' hide_special and merge_words."""
+    meaning transformer.analysis.flow.simplify_tokens' hide_special and merge_words."""
     hide_special = container.toggle(
         "Hide special tokens", key=f"{key_prefix}_hide_special",
         help="Drop <s>, </s>, <pad> and <unk> rows and columns; each remaining row is rescaled "

@@ -1,6 +1,6 @@
 """Aggregated attention maps: one heatmap per layer side by side on a shared colour axis.
 
-The maps come from transformer.analysis (heads reduced, rollouts, source-to-target flow); this
+The maps come from transformer.analysis.flow (heads reduced, rollouts, source-to-target flow); this
 module only draws them and lays them out as a table for export.
 """
 

@@ -1,8 +1,8 @@
 """The arithmetic of one attention head for one query token, redone in NumPy from the model's
 own q, K and V, and drawn step by step.
 
-The rule is transformer.attention's: scores = q·Kᵀ / √d_k; blocked keys (mask 0) get the
-blocked score added (the model's constant, transformer.attention.BLOCKED_SCORE, which the caller
+The rule is transformer.model.attention's: scores = q·Kᵀ / √d_k; blocked keys (mask 0) get the
+blocked score added (the model's constant, transformer.core.masking.BLOCKED_SCORE, which the caller
 passes in: this module imports no TensorFlow); softmax; then weights × mask, so blocked keys get
 exactly 0 and a query whose keys are all blocked gets an all-zero row. The context (the head's
 output for this query) = Σ_j w_j · V_j. Key axes put cells at positions, ticked with the tokens
@@ -51,7 +51,7 @@ def head_arithmetic(q_row, K, V, mask_row=None, *, blocked_score: float) -> dict
 
     q_row: (d_k,); K: (k_len, d_k); V: (k_len, d_v); mask_row: (k_len,), nonzero = may attend
     (None: every key allowed); blocked_score: what the model adds to blocked scores
-    (transformer.attention.BLOCKED_SCORE). Returns "q", "K", "V", "d_k", "dots" (k_len,) = K q,
+    (transformer.core.masking.BLOCKED_SCORE). Returns "q", "K", "V", "d_k", "dots" (k_len,) = K q,
     "scaled" = dots / √d_k, "mask" (0/1 floats), "masked" = scaled + (1 − mask)·blocked_score,
     "weights" (the softmax times the mask), "weighted_values" (k_len, d_v) = w_j V_j,
     "context" (d_v,) = their sum, and "blocked_score" (for the figures' labels).

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from transformer.kinds import KIND_NAMES, KINDS
+from transformer.core.kinds import KIND_NAMES, KINDS
 
 from .common import (
     WEIGHT_SCALE,
@@ -233,7 +233,7 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
                     selected_target=None, blocked: dict | None = None, panel_titles=None,
                     title=None) -> go.Figure:
     """Encoder self (N, N) | decoder self (T, T) | cross (T, N) attention side by side, one colour
-    axis (0..1); each panel's query and key sides come from transformer.kinds. selected_target
+    axis (0..1); each panel's query and key sides come from transformer.core.kinds. selected_target
     (a target row) is outlined in the panels whose queries are target tokens (decoder, cross).
     blocked: {"encoder" | "decoder" | "cross": bool array, True = blocked}, any subset.
     panel_titles default to the kinds' labels.

@@ -3,7 +3,7 @@ head importance under ablation.
 
 NumPy and Plotly only. Maps are (queries, keys) arrays; rows are queries, columns keys; cells
 sit at positions and the ticks are the tokens as they are (figures.common.token_axis). Head
-labels ("cross L1 H2") are transformer.kinds'.
+labels ("cross L1 H2") are transformer.core.kinds'.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from transformer.kinds import KIND_NAMES, head_label
+from transformer.core.kinds import KIND_NAMES, head_label
 
 from .common import (
     WEIGHT_SCALE,
@@ -115,7 +115,7 @@ def importance_fig(entries, title: str | None = None) -> go.Figure:
     log-probability when that head alone is silenced (most harmful first, at the top), coloured
     by kind, each bar labelled with its value: when one bar dwarfs the others, the small ones
     are still read from their labels. entries: [{"kind", "layer", "head", "delta_log_prob"}]
-    (transformer.ablation)."""
+    (transformer.inference.ablation)."""
     entries = sorted(entries, key=lambda e: (float(e["delta_log_prob"]),
                                              KIND_NAMES.index(e["kind"]), e["layer"], e["head"]))
     fig = go.Figure()

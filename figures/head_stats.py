@@ -1,6 +1,6 @@
 """Head statistics drawn: one statistic as a layers x heads grid, and the head similarity matrix.
 
-The numbers come from transformer.head_stats; this module only draws them (NumPy + Plotly).
+The numbers come from transformer.analysis.head_stats; this module only draws them (NumPy + Plotly).
 """
 
 from __future__ import annotations

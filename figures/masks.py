@@ -1,7 +1,7 @@
 """Masks as heatmaps, and what masking does to one attention row.
 
-Convention (transformer.masks): 1 = the query may attend to the key, 0 = the key is blocked.
-The blocked score (what the model adds to blocked scores, transformer.attention.BLOCKED_SCORE) is
+Convention (transformer.model.masks): 1 = the query may attend to the key, 0 = the key is blocked.
+The blocked score (what the model adds to blocked scores, transformer.core.masking.BLOCKED_SCORE) is
 passed in by the caller: this module imports no TensorFlow. Token axes put cells at positions,
 ticked with the tokens as they are (figures.common.token_axis).
 """
@@ -47,7 +47,7 @@ def row_panels(blocked_score: float) -> tuple[str, str, str]:
 def masked_softmax(scores, mask, *, blocked_score: float) -> np.ndarray:
     """The model's rule redone in NumPy for checking, over the last axis: softmax(scores +
     (1 − mask)·blocked_score) × mask, so blocked keys get exactly 0 and a row with every key
-    blocked is all 0. blocked_score: transformer.attention.BLOCKED_SCORE."""
+    blocked is all 0. blocked_score: transformer.core.masking.BLOCKED_SCORE."""
     scores, allowed = np.asarray(scores, dtype=float), np.asarray(mask) != 0
     if scores.shape != allowed.shape:
         raise ValueError(f"scores have shape {scores.shape} but the mask has shape {allowed.shape}")
@@ -121,7 +121,7 @@ def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None,
                     blocked_score: float) -> go.Figure:
     """Three stacked panels over the keys of one query (bars at key positions, ticked with the
     tokens as they are): raw scores, scores after masking (blocked keys left empty, shaded and
-    marked "blocked"), softmax weights. blocked_score: transformer.attention.BLOCKED_SCORE, for
+    marked "blocked"), softmax weights. blocked_score: transformer.core.masking.BLOCKED_SCORE, for
     the titles and hovers. Built as dicts (figures.common.unvalidated_figure): Plotly's
     add_vrect per blocked key took 30 s for 100 blocked keys (bench/figure_build.py)."""
     keys = list(key_tokens)

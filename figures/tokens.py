@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from .common import CHAR_PX, CHART_WIDTH, fit_text, plotly_text, positions, readable, tick_text, token_axis
 
-__all__ = ["PIECE", "SPECIAL", "UNKNOWN", "pad_sequences", "padded_batch_fig", "piece_kinds",
+__all__ = ["PIECE", "SPECIAL", "UNKNOWN", "padded_batch_fig", "piece_kinds",
            "piece_spans_fig", "pieces_fig", "plotly_text", "round_trip_fig", "text_differences"]
 
 PIECE, SPECIAL, UNKNOWN = 0, 1, 2
@@ -117,17 +117,6 @@ def piece_spans_fig(text: str, spans, pieces: list[str], ids, unk_id: int,
     fig.update_layout(title=title or "Piece boundaries over the preprocessed text", height=170,
                       margin=dict(l=10, r=10, t=40, b=10))
     return readable(fig, word_start_note=False)  # characters: ␣ is a space here
-
-
-def pad_sequences(sequences, pad_id: int) -> np.ndarray:
-    """(B, T) int array: each id sequence padded on the right with pad_id to the longest."""
-    rows = [np.asarray(s, dtype=np.int64).ravel() for s in sequences]
-    if not rows:
-        raise ValueError("need at least one sequence to pad")
-    out = np.full((len(rows), max(len(r) for r in rows)), pad_id, dtype=np.int64)
-    for b, r in enumerate(rows):
-        out[b, :len(r)] = r
-    return out
 
 
 def padded_batch_fig(ids_matrix, tokens_matrix: list[list[str]], pad_id: int,

@@ -10,7 +10,7 @@ from explorer import heads, links, models, player, results, state, stepping
 from explorer.choices import clamp_choice, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
-from transformer.decoding import beam_search, length_normalised
+from transformer.inference.decoding import beam_search, length_normalised
 
 LENGTH_PENALTY = inspect.signature(beam_search).parameters["length_penalty"].default
 

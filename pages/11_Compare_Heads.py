@@ -9,8 +9,8 @@ from explorer.choices import forget_if_not_offered
 from explorer.heads import head_map, labels_of_maps
 from figures.attention import attention_heatmap_fig
 from figures.compare import difference_fig, side_by_side_fig
-from transformer.head_stats import cosine_similarity, head_divergence
-from transformer.kinds import KINDS, parse_head_label
+from transformer.analysis.head_stats import cosine_similarity, head_divergence
+from transformer.core.kinds import KINDS, parse_head_label
 
 
 def first_index(options: list, wanted: str) -> int:

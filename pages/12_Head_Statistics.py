@@ -5,8 +5,8 @@ import streamlit as st
 from explorer import links, models, results, state
 from explorer.widgets import export_buttons, kind_picker
 from figures.head_stats import similarity_matrix_fig, stat_heatmap_fig
-from transformer.head_stats import CROSS_ONLY, SHARES, STATISTICS, cluster_order, statistics_table
-from transformer.kinds import head_label, head_labels
+from transformer.analysis.head_stats import CROSS_ONLY, SHARES, STATISTICS, cluster_order, statistics_table
+from transformer.core.kinds import head_label, head_labels
 
 SOURCES = {"current": "The sidebar's sentence", "held_out": "The task's held-out set",
            "pasted": "Sentences I paste"}

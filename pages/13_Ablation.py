@@ -5,8 +5,8 @@ import streamlit as st
 from explorer import heads, models, results, state
 from explorer.choices import forget_if_not_offered
 from figures.compare import importance_fig, token_log_prob_fig
-from transformer.ablation import output_ids_for
-from transformer.kinds import KIND_NAMES, parse_head_label
+from transformer.core.kinds import KIND_NAMES, parse_head_label
+from transformer.inference.ablation import output_ids_for
 
 
 def silence_kind(kind: str, labels: list[str]) -> None:

@@ -4,7 +4,7 @@ import streamlit as st
 from explorer import about, models
 from explorer.widgets import plain, quoted
 from figures.model import architecture_fig, history_fig
-from transformer.summary import parameter_counts
+from transformer.model.summary import parameter_counts
 
 ckpt = models.active_checkpoint()
 config, meta = ckpt.config, ckpt.metadata

@@ -9,7 +9,6 @@ from figures.tokens import (
     PIECE,
     SPECIAL,
     UNKNOWN,
-    pad_sequences,
     padded_batch_fig,
     piece_kinds,
     piece_spans_fig,
@@ -17,6 +16,7 @@ from figures.tokens import (
     round_trip_fig,
     text_differences,
 )
+from transformer.core.masking import pad_ids
 
 KIND_NOTES = {PIECE: "", SPECIAL: "special", UNKNOWN: "unknown"}
 
@@ -126,7 +126,7 @@ st.markdown(f"Sentences of a batch are padded on the right with `{pad_piece}` (i
 others = st.text_area("Other sentences in the batch, one per line", key="tok_batch",
                       value="3/5/21\nthe 31st of December, 1999")
 batch = [source] + [line for line in others.splitlines() if line.strip()][:8]
-batch_ids = pad_sequences([ckpt.encode_source(s) for s in batch], src.pad_id)
+batch_ids = pad_ids([ckpt.encode_source(s) for s in batch], src.pad_id)
 st.plotly_chart(padded_batch_fig(batch_ids, [src.ids_to_pieces(r) for r in batch_ids], src.pad_id,
                                  [f"{b}: {short_label(s, 24)}" for b, s in enumerate(batch)]),
                 key="tok_batch_grid")

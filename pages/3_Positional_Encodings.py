@@ -9,7 +9,8 @@ from figures.positional import (
     similarity_fig,
     sinusoids_fig,
 )
-from transformer import limits, positional_encoding
+from transformer import positional_encoding
+from transformer.core import limits
 
 BASE = 10000.0  # the paper's base, the one the model's layers use
 MAX_SHOWN = 1024  # positions drawn at most: the similarity maps are positions x positions

@@ -9,7 +9,7 @@ from explorer.choices import reset_if_out_of_range
 from explorer.widgets import kind_picker, quoted
 from figures.common import plotly_text, short_label
 from figures.masks import batch_mask_fig, mask_heatmap_fig, masked_softmax, masking_row_fig
-from transformer.attention import BLOCKED_SCORE
+from transformer.core.masking import BLOCKED_SCORE
 
 DEFAULT_OTHERS = "5 Mar 2021\nWednesday, September 22, 1999"
 MAX_ROWS = 8  # batch rows run through the model at once

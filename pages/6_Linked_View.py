@@ -8,7 +8,7 @@ from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
 from figures.attention import clicked_row, linked_view_fig, top_keys
 from figures.common import plotly_text
-from transformer.kinds import KINDS
+from transformer.core.kinds import KINDS
 
 
 def pick_clicked_row() -> None:

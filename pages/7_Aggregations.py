@@ -8,8 +8,8 @@ from explorer import links, models, results, tokens
 from explorer.choices import clamp_choice
 from explorer.widgets import export_buttons, kind_picker, simplify_toggles
 from figures.aggregate import layer_grid_fig, stacked_table
-from transformer.analysis import attention_rollout, head_max, head_mean, source_to_target_flow
-from transformer.kinds import KINDS
+from transformer.analysis.flow import attention_rollout, head_max, head_mean, source_to_target_flow
+from transformer.core.kinds import KINDS
 
 SELF_ATTENTION = [name for name, k in KINDS.items() if k.query_side == k.key_side]  # square maps
 REDUCE = {"mean": head_mean, "max": head_max}

@@ -16,7 +16,7 @@ from figures.arithmetic import (
     vector_fig,
 )
 from figures.common import plotly_text
-from transformer.attention import BLOCKED_SCORE
+from transformer.core.masking import BLOCKED_SCORE
 
 TOLERANCE = 1e-5  # the softmax redone here must match the model's attention row this closely
 

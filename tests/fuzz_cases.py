@@ -48,7 +48,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ROOT / "assets" / "checkpoints" / "dates.ckpt"
-LOADER = "transformer.checkpoint:load_checkpoint"
+LOADER = "transformer.checkpoint.format:load_checkpoint"
 MEMORY_HEADROOM = 3 * 2**30  # address space a child may add after its imports, plus 3x the file
 CASE_SECONDS = 20.0  # one load, accepted or refused (issue 15 asks for 10 s on a server)
 EXERCISE_SECONDS = 120.0  # every entry point of an accepted model (generous: 2 busy cores)
@@ -1085,7 +1085,7 @@ def exercise(ckpt) -> str:
     as the source and as a typed target: cut to the length budget as it is tokenized, whatever
     max_len the file declares); returns a summary ("long paste: <ids kept> ids | <the
     translations>") or raises."""
-    from transformer import limits
+    from transformer.core import limits
 
     steps = min(ckpt.config.max_len, DECODE_STEPS)
     texts = []
@@ -1121,7 +1121,7 @@ def child_main() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import keras
 
-    from transformer.checkpoint import CheckpointError
+    from transformer.checkpoint.format import CheckpointError
 
     protocol = os.fdopen(os.dup(1), "w", buffering=1)  # our lines only: fd 1 now goes to stderr
     os.dup2(2, 1)
@@ -1320,7 +1320,7 @@ def isolated_peak(path: str | None, loader: str = LOADER) -> int:
     """Peak RSS (bytes) of a fresh child that imports the loader and loads `path` (None: only
     imports)."""
     code = ("import sys, re, pathlib; sys.path[:0] = [%r, %r]\n"
-            "import transformer.checkpoint\n"
+            "import transformer.checkpoint.format\n"
             "from importlib import import_module\n"
             "path, loader = %r, %r\n"
             "m, f = loader.split(':')\n"

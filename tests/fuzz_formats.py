@@ -68,7 +68,7 @@ def load_upload(path):
     answers (explorer.models.import_choices; TYPED_HEADS when it asks for heads), convert (which
     loads the converted checkpoint once), then load_checkpoint of its bytes as the app loads it."""
     from explorer import uploads
-    from transformer.checkpoint import load_checkpoint
+    from transformer.inference.session import load_checkpoint
 
     upload = uploads.read_upload(upload_files(path))
     if upload.recipe == "marian":
@@ -793,9 +793,9 @@ TF_DTYPES = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "string": 7, "c
 
 
 def masked_crc32c(data: bytes) -> int:
-    """The index's block and entry checksums, as transformer.readers checks them (imported
+    """The index's block and entry checksums, as transformer.checkpoint.readers checks them (imported
     here, not at module level: the runner that generates cases loads no TensorFlow)."""
-    from transformer.readers import masked_crc32c as checksum
+    from transformer.checkpoint.readers import masked_crc32c as checksum
 
     return checksum(data)
 
@@ -1574,5 +1574,6 @@ GENERATORS = [("h5", random_h5), ("keras", random_keras), ("tf", random_tf),
 fuzz_cases.OTHER_CRAFTED.extend((name, make, UPLOAD_LOADER) for name, make in CRAFTED)
 fuzz_cases.OTHER_FORMAT_GENERATORS.extend((name, make, UPLOAD_LOADER) for name, make in GENERATORS)
 fuzz_cases.LOAD_SECONDS[UPLOAD_LOADER] = LOAD_SECONDS
-fuzz_cases.LOADER_IMPORTS[UPLOAD_LOADER] = ("explorer.uploads", "transformer.convert",
-                                            "transformer.marian", "h5py", "safetensors.numpy")
+fuzz_cases.LOADER_IMPORTS[UPLOAD_LOADER] = ("explorer.uploads", "transformer.importers.keras_seq2seq",
+                                            "transformer.importers.tf_tutorial",
+                                            "transformer.importers.marian", "h5py", "safetensors.numpy")

@@ -1,12 +1,18 @@
-"""transformer.ablation on the bundled model: silencing nothing changes nothing, silencing every
+"""transformer.inference.ablation on the bundled model: silencing nothing changes nothing, silencing every
 cross-attention head breaks the translation, per-head importance equals a recomputation."""
 
 import numpy as np
 import pytest
 
 from transformer import DEFAULT_CHECKPOINT, TransformerConfig, load_checkpoint
-from transformer.ablation import ablate, all_heads, head_importance, output_ids_for, output_log_probs
-from transformer.kinds import head_masks
+from transformer.core.kinds import head_masks
+from transformer.inference.ablation import (
+    ablate,
+    all_heads,
+    head_importance,
+    output_ids_for,
+    output_log_probs,
+)
 
 SOURCE = "Friday, March 5, 2021"
 

@@ -82,7 +82,8 @@ def test_a_second_checkpoint_dropped_on_the_uploader_opens_too(app, tiny_checkpo
     """The uploader keeps the first file beside the second (it takes several): the second
     checkpoint still opens and becomes active, both stay listed, and removing one from the
     uploader changes nothing."""
-    from transformer.checkpoint import checkpoint_bytes, load_checkpoint
+    from transformer.checkpoint.format import checkpoint_bytes
+    from transformer.inference.session import load_checkpoint
 
     first = load_checkpoint(tiny_checkpoint_bytes)
     second_bytes = checkpoint_bytes(first.model, first.source_tokenizer, first.target_tokenizer,
@@ -260,7 +261,7 @@ def test_the_uploader_takes_several_files(app):
 
 
 def test_tf_tutorial_files_open_after_the_form(app, tutorial_files):
-    from transformer.convert import convert_tf_tutorial
+    from transformer.importers.tf_tutorial import convert_tf_tutorial
 
     recorded = json.loads((TUTORIAL / "translations.json").read_text(encoding="utf-8"))
     at = _upload(_page(app, "pages/0_Home.py"), tutorial_files)
@@ -301,7 +302,7 @@ def test_the_model_page_says_where_a_converted_model_came_from(app, tutorial_fil
 
 
 def test_keras_seq2seq_files_open(app, seq2seq_files):
-    from transformer.convert import convert_keras_seq2seq
+    from transformer.importers.keras_seq2seq import convert_keras_seq2seq
 
     at = _upload(app, seq2seq_files)
     assert any("Keras seq2seq example (from the weight names)" in c.value for c in at.caption)
@@ -316,7 +317,7 @@ def test_keras_seq2seq_files_open(app, seq2seq_files):
 
 
 def test_a_tensorflow_checkpoint_opens_and_its_data_file_is_needed(app, tf_checkpoint_files):
-    from transformer.convert import convert_keras_seq2seq
+    from transformer.importers.keras_seq2seq import convert_keras_seq2seq
 
     vocabularies = _seq2seq_vocabularies()
     at = _upload(app, {"ckpt.index": tf_checkpoint_files["ckpt.index"], **vocabularies})
@@ -360,7 +361,7 @@ def test_the_from_scratch_notebooks_model_checkpoint_folder_opens(app, from_scra
 
 
 def test_the_form_asks_for_the_heads_the_weights_do_not_hold(app, handwritten_files):
-    from transformer.convert import convert_keras_seq2seq
+    from transformer.importers.keras_seq2seq import convert_keras_seq2seq
 
     at = _upload(app, handwritten_files)
     heads = at.number_input(key=state.IMPORT_HEADS)
@@ -380,7 +381,7 @@ def test_the_form_asks_for_the_heads_the_weights_do_not_hold(app, handwritten_fi
 
 @pytest.mark.parametrize("zipped", [False, True], ids=["several files", "one zip"])
 def test_marian_files_open_without_a_form(app, marian_files, zipped):
-    from transformer.marian import convert_marian
+    from transformer.importers.marian import convert_marian
 
     files = {"opus-mt-tiny.zip": _zipped(marian_files, "opus-mt-tiny")} if zipped else marian_files
     at = _upload(app, files)  # nothing to ask: converted at once, no form left
@@ -457,12 +458,12 @@ def test_weights_of_no_recipe_ask_for_one_and_the_wrong_one_is_named(with_upload
 
 def test_an_unexpected_converter_error_is_a_sentence(with_upload, tutorial_files, monkeypatch):
     """Whatever a converter raises (not only CheckpointError) stops at the upload boundary."""
-    import transformer.convert
+    import transformer.importers.tf_tutorial
 
     def broken(*args, **kwargs):
         raise KeyError("query_dense")
 
-    monkeypatch.setattr(transformer.convert, "convert_tf_tutorial", broken)
+    monkeypatch.setattr(transformer.importers.tf_tutorial, "convert_tf_tutorial", broken)
     at, before = with_upload
     message = _keep_state(_submit(_upload(at, tutorial_files)), before)
     assert "unexpected KeyError" in message

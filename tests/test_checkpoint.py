@@ -31,18 +31,19 @@ from fuzz_cases import Entry, entry, npy_raw, write_zip, zeros_deflated
 from transformer import (
     Checkpoint,
     CheckpointError,
-    Tokenizer,
     Transformer,
     TransformerConfig,
-    limits,
     load_checkpoint,
     save_checkpoint,
 )
-from transformer import checkpoint as checkpoint_module
-from transformer.checkpoint import MEMBERS, checkpoint_bytes, weight_arrays
-from transformer.data import date_pairs
-from transformer.kinds import KIND_NAMES
-from transformer.metadata import clean_metadata
+from transformer.checkpoint import format as checkpoint_module
+from transformer.checkpoint.format import MEMBERS, checkpoint_bytes
+from transformer.checkpoint.metadata import clean_metadata
+from transformer.core import limits
+from transformer.core.kinds import KIND_NAMES
+from transformer.model.weights import weight_arrays
+from transformer.tokenizers.bpemb import BPEmbTokenizer
+from transformer.training.data import date_pairs
 
 PAIRS = date_pairs(48, seed=7)
 SOURCES = [s for s, _ in PAIRS[:5]]
@@ -173,9 +174,9 @@ def assert_refused(source, *fragments) -> str:
 # ============================================================================= fixtures
 @pytest.fixture(scope="module")
 def tokenizers():
-    source = Tokenizer.train([s for s, _ in PAIRS], 40)
-    target = Tokenizer.train([t for _, t in PAIRS], 40)
-    joint = Tokenizer.train([x for pair in PAIRS for x in pair], 64)
+    source = BPEmbTokenizer.train([s for s, _ in PAIRS], 40)
+    target = BPEmbTokenizer.train([t for _, t in PAIRS], 40)
+    joint = BPEmbTokenizer.train([x for pair in PAIRS for x in pair], 64)
     return source, target, joint
 
 
@@ -1122,8 +1123,8 @@ def test_typed_text_is_cut_to_the_length_budget_whatever_max_len_says(long_max_l
     """A 10,000-character source and typed target on a checkpoint that allows max_len 16,384:
     every map is budget x budget, the cut is the tokenizer's (the first pieces kept, </s> last)
     and the sidebar's note names the budget."""
-    from transformer.ablation import output_ids_for
-    from transformer.teacher_forcing import teacher_forced
+    from transformer.inference.ablation import output_ids_for
+    from transformer.inference.teacher_forcing import teacher_forced
 
     ckpt = load_checkpoint(long_max_len)
     c, budget = ckpt.config, limits.token_budget(ckpt.config)
@@ -1190,7 +1191,8 @@ def test_a_model_fed_a_fixed_source_length_past_the_maps_budget_is_refused(valid
 MEMORY_OF_ONE_REQUEST = """
 import json, pathlib, re, sys
 from transformer import load_checkpoint
-from transformer.teacher_forcing import teacher_forced
+from transformer.inference.teacher_forcing import teacher_forced
+from transformer.tokenizers.bpemb import BPEmbTokenizer
 
 def status(name):
     text = pathlib.Path("/proc/self/status").read_text()

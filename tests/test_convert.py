@@ -1,6 +1,7 @@
-"""Oracles for transformer.convert: each recipe's ORIGINAL model (tests/originals/), built small
-with random weights, saved as its users save it, converted, and compared number for number:
-output probabilities and every attention map of every layer and kind."""
+"""Oracles for the Keras importers (transformer.importers.keras_seq2seq, tf_tutorial): each
+recipe's ORIGINAL model (tests/originals/), built small with random weights, saved as its users
+save it, converted, and compared number for number: output probabilities and every attention
+map of every layer and kind."""
 
 import functools
 import io
@@ -18,8 +19,11 @@ import pytest
 keras = pytest.importorskip("keras")
 import tensorflow as tf  # noqa: E402
 
-from transformer.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
-from transformer.convert import convert_keras_seq2seq, convert_tf_tutorial, main  # noqa: E402
+from transformer.checkpoint.format import CheckpointError  # noqa: E402
+from transformer.importers.cli import main  # noqa: E402
+from transformer.importers.keras_seq2seq import convert_keras_seq2seq  # noqa: E402
+from transformer.importers.tf_tutorial import convert_tf_tutorial  # noqa: E402
+from transformer.inference.session import load_checkpoint  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC_VOCAB, TGT_VOCAB, D_MODEL, HEADS, DFF, SEQ_LEN = 30, 20, 16, 2, 32, 6
@@ -158,7 +162,7 @@ def test_keras_seq2seq_translates_as_its_own_loop(tmp_path, seq2seq_vocabs):
         target = (decoded + [0] * SEQ_LEN)[:SEQ_LEN]  # spa_vectorization(...)[:, :-1]
         predictions = model({"encoder_inputs": np.array([source_ids]),
                              "decoder_inputs": np.array([target], np.int64)})
-        # Our greedy decoding never emits padding or the start id (transformer.decoding); a
+        # Our greedy decoding never emits padding or the start id (transformer.inference.decoding); a
         # trained example never predicts them, this random one might: skip them here too.
         token = int(np.argmax(np.where(np.isin(np.arange(TGT_VOCAB), [0, 2]), -np.inf,
                                        predictions[0, i, :])))
@@ -302,8 +306,8 @@ def _notebook_recorder(nb, recorded):
 
 
 def test_the_recipes_are_told_apart_by_what_is_inside_their_attention(tmp_path, from_scratch_run):
-    from transformer.convert import recipe_of_weights
-    from transformer.readers import read_weights
+    from transformer.checkpoint.readers import read_weights
+    from transformer.importers.keras_seq2seq import recipe_of_weights
 
     assert recipe_of_weights(read_weights(from_scratch_run / "checkpoint")) == \
         ("keras-seq2seq", "from-scratch-notebook")
@@ -540,7 +544,7 @@ def test_a_vocabulary_with_fewer_words_than_max_tokens_keeps_every_row(tmp_path,
     assert tokens.ids_to_pieces([11, 12, SRC_VOCAB - 1]) == ["w9", "[unused 12]", f"[unused {SRC_VOCAB - 1}]"]
     assert tokens.decode([5, 12]) == "w3 [unused 12]"
     # The checkpoint keeps them through its own file format.
-    from transformer.checkpoint import checkpoint_bytes
+    from transformer.checkpoint.format import checkpoint_bytes
 
     again = load_checkpoint(checkpoint_bytes(checkpoint.model, tokens, checkpoint.target_tokenizer,
                                              checkpoint.metadata))

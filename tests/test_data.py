@@ -1,4 +1,4 @@
-"""Tests for transformer.data: the dates task and the TSV corpus reader."""
+"""Tests for transformer.training.data: the dates task and the TSV corpus reader."""
 
 import datetime
 import io
@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from transformer.data import (
+from transformer.training.data import (
     CASES,
     DATE_FORMATS,
     CorpusError,

@@ -24,12 +24,12 @@ from transformer import (
     Transformer,
     TransformerConfig,
     beam_search,
-    decoding,
     greedy_decode,
     greedy_decode_batch,
     load_checkpoint,
 )
-from transformer.decoding import length_normalised
+from transformer.inference import decoding
+from transformer.inference.decoding import length_normalised
 
 ATOL = 1e-5
 MAX_LEN = 8  # the tiny models' config.max_len, and what they decode to
@@ -806,7 +806,7 @@ UNBUILT_DECODES = """
 import json
 import numpy as np
 from transformer import Transformer, TransformerConfig, beam_search, greedy_decode
-from transformer.decoding import greedy_decode_batch
+from transformer.inference.decoding import greedy_decode_batch
 
 config = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2, dff=32,
                            num_encoder_layers=2, num_decoder_layers=2, max_len=12)
@@ -866,7 +866,7 @@ def test_a_model_that_attends_to_padding_shows_every_key_it_attends_to():
     step's cross-attention spreads over the pad keys too, so every key is shown (a row over the
     real tokens alone would not sum to 1 and would not be the model's numbers)."""
     from transformer import Transformer, TransformerConfig
-    from transformer.decoding import beam_search
+    from transformer.inference.decoding import beam_search
 
     config = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2,
                                dff=32, num_encoder_layers=1, num_decoder_layers=1, max_len=8,

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from explorer import about
-from transformer.word_tokenizer import WordTokenizer
+from transformer.tokenizers.word import WordTokenizer
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""explorer.heads: the head labels a model or its maps offer, in transformer.kinds' one format,
+"""explorer.heads: the head labels a model or its maps offer, in transformer.core.kinds' one format,
 and one head's map with its token sides."""
 
 import numpy as np

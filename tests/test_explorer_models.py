@@ -6,7 +6,7 @@ import hashlib
 import pytest
 
 from explorer import models, state
-from transformer.checkpoint import ASSETS, DEFAULT_CHECKPOINT
+from transformer.inference.session import ASSETS, DEFAULT_CHECKPOINT
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_training_checkpoints_follow_the_run_of_a_bundled_choice():
 
 
 def test_examples_are_held_out_dates_of_the_training_seed(session):
-    from transformer.data import date_pairs
+    from transformer.training.data import date_pairs
 
     ckpt = models.active_checkpoint()
     seed = ckpt.metadata.get("seed", 0)

@@ -6,7 +6,7 @@ import pytest
 
 from explorer import results
 from transformer import Checkpoint, load_checkpoint
-from transformer.kinds import KIND_NAMES, head_masks
+from transformer.core.kinds import KIND_NAMES, head_masks
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +64,8 @@ def test_decode_silences_the_labelled_heads_in_any_order(ckpt, calls):
 
 
 def test_statistics_and_similarity_of_one_sentence_or_a_batch(ckpt):
-    from transformer.batch import attention_batch
-    from transformer.head_stats import batch_statistics, head_similarity_matrix
+    from transformer.analysis.head_stats import batch_statistics, head_similarity_matrix
+    from transformer.inference.batch import attention_batch
 
     sentences = ["19 May 1933", "may 20th, 1934"]
     one = [ckpt.attention(sentences[0], "1933-05-19")]
@@ -82,7 +82,7 @@ def test_statistics_and_similarity_of_one_sentence_or_a_batch(ckpt):
 
 
 def test_ablation_takes_head_labels(ckpt):
-    from transformer.ablation import ablate
+    from transformer.inference.ablation import ablate
 
     source = "21 May 1935"
     expected = ablate(ckpt, source, [("cross", 0, 1)])

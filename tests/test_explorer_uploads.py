@@ -1,4 +1,4 @@
-"""explorer.uploads (and transformer.convert.detect_recipe): what uploaded files are, which
+"""explorer.uploads (and transformer.importers.detect_recipe): what uploaded files are, which
 recipe they are for, the guessed vocabulary sides, .zip unpacking, the cache key and the command
 line, and the sentences for files that are not a model."""
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from explorer import uploads
-from transformer.checkpoint import CheckpointError, load_checkpoint
-from transformer.convert import detect_recipe, is_weights_file
+from transformer.checkpoint.format import CheckpointError
+from transformer.importers import detect_recipe, is_weights_file
+from transformer.inference.session import load_checkpoint
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TUTORIAL = {name: (FIXTURES / "tutorial_dates" / name).read_bytes()
@@ -79,7 +80,7 @@ def test_the_key_follows_the_files_and_the_answers():
 
 
 def test_convert_gives_checkpoint_bytes_that_translate_as_the_converter():
-    from transformer.convert import convert_tf_tutorial
+    from transformer.importers.tf_tutorial import convert_tf_tutorial
 
     upload = uploads.read_upload(TUTORIAL)
     data = uploads.convert(upload, uploads.Choices("tf-tutorial", None, *upload.vocabularies))

@@ -17,9 +17,9 @@ from figures.arithmetic import (
     steps_table,
     vector_fig,
 )
-from transformer.kinds import KIND_NAMES
+from transformer.core.kinds import KIND_NAMES
 
-BLOCKED = -1e9  # the model's constant (transformer.attention.BLOCKED_SCORE), passed in
+BLOCKED = -1e9  # the model's constant (transformer.model.attention.BLOCKED_SCORE), passed in
 head_arithmetic = functools.partial(arithmetic.head_arithmetic, blocked_score=BLOCKED)
 
 # d_k = 4 (√d_k = 2), three keys, d_v = 2.
@@ -183,7 +183,7 @@ def bundled_maps():
 
 @pytest.mark.parametrize("kind", KIND_NAMES)
 def test_matches_the_bundled_model(bundled_maps, kind):
-    from transformer.attention import BLOCKED_SCORE
+    from transformer.core.masking import BLOCKED_SCORE
 
     maps = bundled_maps
     last = maps[kind].shape[0] - 1

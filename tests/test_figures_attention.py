@@ -1,6 +1,6 @@
 """figures.attention: traces, token ticks at positions, shape errors, hover, blocked cells drawn
 apart, colour scales, the model view (one colour axis, block-max downsampling) and the linked
-view (its panels' token sides from transformer.kinds)."""
+view (its panels' token sides from transformer.core.kinds)."""
 
 import numpy as np
 import plotly.graph_objects as go
@@ -18,7 +18,7 @@ from figures.attention import (
     model_view_fig,
     top_keys,
 )
-from transformer.kinds import KINDS
+from transformer.core.kinds import KINDS
 
 SRC = ["<s>", "5", "march", "5", "</s>"]
 TGT = ["<s>", "2", "0", "0"]

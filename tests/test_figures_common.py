@@ -75,7 +75,7 @@ def test_check_matrix_names_both_sizes():
 
 
 def test_figures_import_no_tensorflow():
-    # figures use transformer.kinds, which must not bring TensorFlow in (nor may anything else).
+    # figures use transformer.core.kinds, which must not bring TensorFlow in (nor may anything else).
     code = ("import sys, figures.aggregate, figures.arithmetic, figures.attention, "
             "figures.compare, figures.decoding, figures.head_stats, figures.masks, "
             "figures.model, figures.positional, figures.token_view, figures.tokens; "

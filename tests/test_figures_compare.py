@@ -1,5 +1,5 @@
 """figures.compare: side-by-side maps on one colour axis, difference maps, importance bars and
-training runs. (Head labels are transformer.kinds': tests/test_kinds.py.)"""
+training runs. (Head labels are transformer.core.kinds': tests/test_kinds.py.)"""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from figure_ticks import cell_data, tick_texts, ticks
 
 from explorer.models import training_run
 from figures.compare import difference_fig, importance_fig, side_by_side_fig, token_log_prob_fig
-from transformer.kinds import KIND_NAMES
+from transformer.core.kinds import KIND_NAMES
 
 Q, K = ["<s>", "a", "b"], ["x", "y", "x", "</s>"]
 

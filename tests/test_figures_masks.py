@@ -11,7 +11,7 @@ from figure_ticks import cell_data, tick_texts, ticks
 from figures import masks
 from figures.masks import batch_mask_fig, mask_heatmap_fig
 
-BLOCKED = -1e9  # the model's constant (transformer.attention.BLOCKED_SCORE), passed in
+BLOCKED = -1e9  # the model's constant (transformer.model.attention.BLOCKED_SCORE), passed in
 masked_softmax = functools.partial(masks.masked_softmax, blocked_score=BLOCKED)
 masking_row_fig = functools.partial(masks.masking_row_fig, blocked_score=BLOCKED)
 
@@ -166,8 +166,9 @@ def test_the_blocked_score_is_received_not_hard_coded():
 
 def test_masked_softmax_equals_the_models_attention():
     tf = pytest.importorskip("tensorflow")
-    from transformer.attention import BLOCKED_SCORE, scaled_dot_product_attention
-    from transformer.masks import decoder_mask
+    from transformer.core.masking import BLOCKED_SCORE
+    from transformer.model.attention import scaled_dot_product_attention
+    from transformer.model.masks import decoder_mask
 
     rng = np.random.default_rng(0)
     q, k, v = (rng.normal(size=(2, 3, 5, 4)).astype(np.float32) for _ in range(3))
@@ -187,7 +188,7 @@ def test_masked_softmax_redoes_every_kind_with_the_models_masks(options):
     page's check holds for every mask option a recipe sets."""
     pytest.importorskip("tensorflow")
     from transformer import Transformer, TransformerConfig
-    from transformer.attention import BLOCKED_SCORE
+    from transformer.core.masking import BLOCKED_SCORE
 
     config = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=8, num_heads=2,
                                dff=16, num_encoder_layers=2, num_decoder_layers=2, max_len=8,

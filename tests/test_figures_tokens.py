@@ -11,7 +11,6 @@ from figures.tokens import (
     PIECE,
     SPECIAL,
     UNKNOWN,
-    pad_sequences,
     padded_batch_fig,
     piece_kinds,
     piece_spans_fig,
@@ -20,6 +19,7 @@ from figures.tokens import (
     round_trip_fig,
     text_differences,
 )
+from transformer.core.masking import pad_ids
 
 PIECES = ["<s>", "▁friday", ",", "▁", "5", ",", "ü", "</s>"]
 IDS = [2, 75, 205, 197, 211, 205, 1, 3]
@@ -96,15 +96,15 @@ def test_piece_spans_fig_rejects_bad_spans():
         piece_spans_fig("ab", [(0, 1), (1, 3)], ["a", "b"], [4, 5], UNK)
 
 
-def test_pad_sequences():
-    padded = pad_sequences([[2, 5, 6, 3], [2, 3], [2, 7, 3]], pad_id=0)
+def test_pad_ids_pads_a_batch():
+    padded = pad_ids([[2, 5, 6, 3], [2, 3], [2, 7, 3]], pad_id=0)
     assert padded.tolist() == [[2, 5, 6, 3], [2, 3, 0, 0], [2, 7, 3, 0]]
     with pytest.raises(ValueError):
-        pad_sequences([], 0)
+        pad_ids([], 0)
 
 
 def test_padded_batch_fig_pad_cells_are_a_separate_trace():
-    ids = pad_sequences([[2, 5, 6, 3], [2, 3]], pad_id=0)
+    ids = pad_ids([[2, 5, 6, 3], [2, 3]], pad_id=0)
     tokens = [["<s>", "a", "b", "</s>"], ["<s>", "</s>", "<pad>", "<pad>"]]
     fig = padded_batch_fig(ids, tokens, pad_id=0, row_labels=["first", "second"])
     assert [t.type for t in fig.data] == ["heatmap", "heatmap"]

@@ -153,7 +153,8 @@ def test_a_long_paste_on_a_model_that_declares_max_len_16384_is_cut_to_the_budge
     (fuzz_cases.LONG_PASTE); with max_len 16,384 it used to exhaust memory in the decoder's
     self-attention. Now it works within the child's memory limit, cut to the length budget:
     512 ids, fewer with 128 heads (the maps of one request must fit limits.MAX_MAPS_BYTES)."""
-    from transformer import TransformerConfig, limits
+    from transformer import TransformerConfig
+    from transformer.core import limits
 
     base = json.loads(fuzz_cases.members_of(fuzz_cases.BASE.read_bytes())["config.json"])
     for name in LONG_PASTE_CASES:

@@ -228,7 +228,7 @@ def long_model_app(app, tiny_checkpoint_bytes):
 def test_a_long_paste_on_a_max_len_16384_model_is_cut_at_the_budget_with_a_note(long_model_app):
     """Issue 22: the sidebar names the length budget (not max_len) as what cut each side, as it
     names the step budget for a translation; the pages draw the part that fits."""
-    from transformer import limits
+    from transformer.core import limits
 
     at = long_model_app
     budget = (f"at the length budget of typed text ({limits.MAX_INPUT_TOKENS} tokens; the "

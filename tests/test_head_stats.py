@@ -1,4 +1,4 @@
-"""transformer.head_stats against hand-computed examples, and transformer.batch against
+"""transformer.analysis.head_stats against hand-computed examples, and transformer.inference.batch against
 Checkpoint.attention run one sentence at a time."""
 
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.head_stats import (
+from transformer.analysis.head_stats import (
     KINDS,
     STATISTICS,
     batch_statistics,
@@ -176,7 +176,7 @@ def test_module_loads_without_tensorflow():
     code = (
         "import sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "import transformer.head_stats as module\n"
+        "import transformer.analysis.head_stats as module\n"
         "import numpy as np\n"
         "maps = {'encoder': np.eye(2)[None, None], 'source_tokens': ['a', 'b']}\n"
         "assert module.head_statistics(maps, 'encoder')['diagonal'][0, 0] == 1.0\n"
@@ -187,7 +187,7 @@ def test_module_loads_without_tensorflow():
     assert result.returncode == 0, result.stderr
 
 
-# ---------------------------------------------------------------- transformer.batch
+# ---------------------------------------------------------------- transformer.inference.batch
 @pytest.fixture(scope="module")
 def ckpt():
     from transformer import DEFAULT_CHECKPOINT, load_checkpoint
@@ -196,7 +196,7 @@ def ckpt():
 
 
 def test_attention_batch_equals_one_by_one(ckpt):
-    from transformer.batch import attention_batch
+    from transformer.inference.batch import attention_batch
 
     sources = ["5 Mar 2021", "", "Friday, March 5, 2021", "friday 5 march 2021",
                "the 5th of MARCH, 1999 and then some internationalisation"]

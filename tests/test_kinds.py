@@ -1,12 +1,11 @@
-"""transformer.kinds: the three attention kinds as data, the one head label format with its parser,
+"""transformer.core.kinds: the three attention kinds as data, the one head label format with its parser,
 every head's label, layer counts from a config, and the one head-mask builder. (Moved here from
 the figures' tests of figures.compare's labels and figures.decoding's ablation labels.)"""
 
 import numpy as np
 import pytest
 
-from transformer.config import TransformerConfig
-from transformer.kinds import (
+from transformer.core.kinds import (
     KIND_NAMES,
     KINDS,
     head_label,
@@ -17,6 +16,7 @@ from transformer.kinds import (
     layer_counts,
     parse_head_label,
 )
+from transformer.model.config import TransformerConfig
 
 CONFIG = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=4, dff=32,
                            num_encoder_layers=3, num_decoder_layers=2, max_len=16)

@@ -18,16 +18,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.checkpoint import CheckpointError, load_checkpoint, weight_arrays
-from transformer.decoding import log_softmax
-from transformer.kinds import KIND_NAMES as KINDS
-from transformer.marian import (
+from transformer.checkpoint.format import CheckpointError
+from transformer.core.kinds import KIND_NAMES as KINDS
+from transformer.importers.marian import (
     REQUIRED_FILES,
     convert_marian,
     marian_checkpoint_bytes,
     marian_config,
     read_marian,
 )
+from transformer.inference.decoding import log_softmax
+from transformer.inference.session import load_checkpoint
+from transformer.model.weights import weight_arrays
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "marian"
 TOL = 1e-4
@@ -201,7 +203,7 @@ def test_zip_and_uploaded_files_convert_the_same(checkpoint):
 
 
 def test_cli_converts_a_folder(tmp_path, checkpoint, capsys):
-    from transformer.convert import main
+    from transformer.importers.cli import main
 
     out = tmp_path / "tiny-marian.ckpt"
     assert main(["marian", "--model-dir", str(FIXTURE), "--out", str(out)]) == 0
@@ -422,7 +424,7 @@ def test_refuses_a_zip_that_is_not_one():
 
 def test_hub_download_offline_is_a_sentence(capsys, monkeypatch):
     # No network here: the download fails, and the CLI says what to do instead (no traceback).
-    from transformer.convert import main
+    from transformer.importers.cli import main
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     code = main(["marian", "--hub", "Helsinki-NLP/opus-mt-en-fr", "--out", "never.ckpt"])

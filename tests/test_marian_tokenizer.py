@@ -1,4 +1,4 @@
-"""Tests for transformer.marian_tokenizer: tiny SentencePiece models trained here and a vocab.json
+"""Tests for transformer.tokenizers.marian: tiny SentencePiece models trained here and a vocab.json
 laid out as opus-mt's ("</s>" = 0, "<unk>" = 1, the pieces, "<pad>" last)."""
 
 import importlib.util
@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 
-from transformer.marian_tokenizer import (
+from transformer.tokenizers import tokenizer_from_spec
+from transformer.tokenizers.base import TokenizerError
+from transformer.tokenizers.marian import (
     MAX_SPM_BYTES,
     MAX_VOCAB_JSON_BYTES,
     MarianTokenizer,
     parse_vocab_json,
 )
-from transformer.tokenizer import Tokenizer, TokenizerError
 
 SOURCE = [
     "The black cat sleeps on the mat.", "I like green apples and red cherries.",
@@ -141,7 +142,7 @@ def test_spec_round_trip(source, target):
     for tok in (source, target):
         spec = json.loads(json.dumps(tok.spec()))
         assert spec["kind"] == "marian" and spec["side"] == tok.side
-        again = Tokenizer.from_spec(spec, tok.model_bytes)
+        again = tokenizer_from_spec(spec, tok.model_bytes)
         assert isinstance(again, MarianTokenizer) and again.spec() == tok.spec()
         assert again.model_bytes == tok.model_bytes
         for text in SOURCE + TARGET:
@@ -213,7 +214,7 @@ def test_bad_model_bytes(source, files):
          "not a SentencePiece model"),
     ]:
         with pytest.raises(TokenizerError, match=message):
-            Tokenizer.from_spec(spec, blob)
+            tokenizer_from_spec(spec, blob)
 
 
 @pytest.mark.parametrize("field,value,message", [
@@ -227,11 +228,11 @@ def test_bad_model_bytes(source, files):
 def test_bad_spec(source, field, value, message):
     spec = dict(source.spec(), **{field: value})
     with pytest.raises(TokenizerError, match=message):
-        Tokenizer.from_spec(spec, source.model_bytes)
+        tokenizer_from_spec(spec, source.model_bytes)
     spec = source.spec()
     del spec["side"]
     with pytest.raises(TokenizerError, match="missing field"):
-        Tokenizer.from_spec(spec, source.model_bytes)
+        tokenizer_from_spec(spec, source.model_bytes)
 
 
 HF_FIXTURE = Path(__file__).parent / "fixtures" / "marian"

@@ -1,4 +1,4 @@
-"""transformer.masks against hand-written expected arrays (1 = may attend, 0 = blocked)."""
+"""transformer.model.masks against hand-written expected arrays (1 = may attend, 0 = blocked)."""
 
 import numpy as np
 import pytest

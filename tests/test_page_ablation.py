@@ -5,7 +5,7 @@ import json
 
 from conftest import open_page as _page
 
-from transformer.kinds import KIND_NAMES
+from transformer.core.kinds import KIND_NAMES
 
 ABLATION = "pages/13_Ablation.py"
 

@@ -1,6 +1,6 @@
 """pages/7_Aggregations.py ("Aggregations and rollout") through AppTest.
 
-The plotted numbers are checked against transformer.analysis applied to Checkpoint.attention,
+The plotted numbers are checked against transformer.analysis.flow applied to Checkpoint.attention,
 computed here independently of the app."""
 
 import base64
@@ -59,7 +59,7 @@ def expected():
 
 
 def test_page_plots_the_true_aggregations(page, expected):
-    from transformer.analysis import attention_rollout, head_mean, source_to_target_flow
+    from transformer.analysis.flow import attention_rollout, head_mean, source_to_target_flow
 
     shown = charts(page)
     assert set(shown) == set(CHARTS)

@@ -11,7 +11,7 @@ from conftest import plotly_array as array
 from conftest import set_widget as _set
 
 from explorer import state
-from transformer.kinds import kind_by_label
+from transformer.core.kinds import kind_by_label
 
 ATTN, LINK = "pages/5_Attention_Maps.py", "pages/6_Linked_View.py"
 

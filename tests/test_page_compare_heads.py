@@ -26,7 +26,7 @@ def true_maps():
 @pytest.fixture(scope="module")
 def epoch1():
     from transformer import load_checkpoint
-    from transformer.checkpoint import ASSETS
+    from transformer.inference.session import ASSETS
 
     return load_checkpoint(ASSETS / "dates.epoch01.ckpt")
 
@@ -55,7 +55,7 @@ def test_compare_page_renders_every_section(app):
 
 def test_selected_heads_show_the_models_maps_and_difference(app, true_maps, monkeypatch):
     from transformer import Checkpoint
-    from transformer.head_stats import cosine_similarity, head_divergence
+    from transformer.analysis.head_stats import cosine_similarity, head_divergence
 
     at = _page(app, COMPARE)
     calls = []  # picking heads re-slices cached maps: no model run

@@ -32,7 +32,7 @@ def page(app):
 def translate_calls(monkeypatch):
     """Every Checkpoint.translate call from now on (the class attribute, so the app's cached
     model counts too), each delegated to the original."""
-    from transformer.checkpoint import Checkpoint
+    from transformer.inference.session import Checkpoint
 
     calls, original = [], Checkpoint.translate
 
@@ -282,7 +282,7 @@ def test_a_translation_cut_by_the_time_budget_says_so_in_the_sidebar_and_on_the_
         app, monkeypatch):
     """A model whose decode runs out of time (here a budget of 0 s: one step) shows the tokens
     it made and a warning naming the budget, in the sidebar and on the Decoding page."""
-    from transformer import limits
+    from transformer.core import limits
 
     monkeypatch.setattr(limits, "MAX_DECODE_SECONDS", 0.0)
     app.text_input(key=state.SOURCE).set_value("Sunday, 7 November 1999 (time budget)")

@@ -1,6 +1,6 @@
 """pages/12_Head_Statistics.py ("Head statistics") through AppTest.
 
-The numbers shown are checked against transformer.head_stats applied to attention computed here,
+The numbers shown are checked against transformer.analysis.head_stats applied to attention computed here,
 independently of the app (its own checkpoint object, no Streamlit cache)."""
 
 import base64
@@ -11,7 +11,13 @@ import pytest
 from conftest import open_page
 
 from explorer import state
-from transformer.head_stats import KINDS, STATISTICS, batch_statistics, cluster_order, head_similarity_matrix
+from transformer.analysis.head_stats import (
+    KINDS,
+    STATISTICS,
+    batch_statistics,
+    cluster_order,
+    head_similarity_matrix,
+)
 
 PAGE = "pages/12_Head_Statistics.py"
 CHARTS = ("stats_heatmap", "stats_similarity")
@@ -75,13 +81,13 @@ def page(app):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Counts of Checkpoint.attention and transformer.batch.attention_batch calls (the module
+    """Counts of Checkpoint.attention and transformer.inference.batch.attention_batch calls (the module
     attribute the page calls)."""
-    import transformer.batch
-    from transformer.checkpoint import Checkpoint
+    import transformer.inference.batch
+    from transformer.inference.session import Checkpoint
 
     counts = {"attention": 0, "attention_batch": 0}
-    attention, attention_batch = Checkpoint.attention, transformer.batch.attention_batch
+    attention, attention_batch = Checkpoint.attention, transformer.inference.batch.attention_batch
 
     def counted_attention(self, *args, **kwargs):
         counts["attention"] += 1
@@ -92,7 +98,7 @@ def calls(monkeypatch):
         return attention_batch(*args, **kwargs)
 
     monkeypatch.setattr(Checkpoint, "attention", counted_attention)
-    monkeypatch.setattr(transformer.batch, "attention_batch", counted_batch)
+    monkeypatch.setattr(transformer.inference.batch, "attention_batch", counted_batch)
     return counts
 
 
@@ -115,8 +121,8 @@ def test_page_shows_the_true_statistics_of_the_current_sentence(page, expected):
 
 
 def test_held_out_set_is_computed_in_batches(page, ckpt):
-    from transformer.batch import attention_batch
-    from transformer.data import date_pairs
+    from transformer.inference.batch import attention_batch
+    from transformer.training.data import date_pairs
 
     page.radio(key="stats_source").set_value("held_out").run()
     assert not page.exception, page.exception
@@ -175,7 +181,7 @@ def test_pasted_lines_blank_lines_and_empty_paste(page):
 
 
 def test_too_many_lines_are_capped(page, monkeypatch, expected):
-    import transformer.batch
+    import transformer.inference.batch
 
     progress = []
 
@@ -184,7 +190,7 @@ def test_too_many_lines_are_capped(page, monkeypatch, expected):
         progress.append(len(sources))
         return [expected] * len(sources)
 
-    monkeypatch.setattr(transformer.batch, "attention_batch", stand_in)
+    monkeypatch.setattr(transformer.inference.batch, "attention_batch", stand_in)
     page.radio(key="stats_source").set_value("pasted").run()
     page.text_area(key="stats_lines").set_value("\n".join(f"{d} may 1990" for d in range(600))
                                                 ).run()

@@ -13,8 +13,8 @@ from conftest import open_page, plotly_array, set_widget
 
 from explorer import state
 from explorer.widgets import quoted
-from transformer.kinds import KINDS
-from transformer.masks import pad_ids
+from transformer.core.kinds import KINDS
+from transformer.core.masking import pad_ids
 
 PAGE = "pages/4_Masks.py"
 OTHERS = ["5 Mar 2021", "Wednesday, September 22, 1999"]  # the page's default batch
@@ -42,7 +42,7 @@ def keras_example_checkpoint(tmp: Path):
     import keras
     from originals import keras_seq2seq
 
-    from transformer.convert import convert_keras_seq2seq
+    from transformer.importers.keras_seq2seq import convert_keras_seq2seq
 
     words = ["friday", "march", "5", "2021", "mar", "wednesday", "september", "22", "1999"]
     source = ["", "[UNK]", *words, *(f"w{i}" for i in range(19))]
@@ -59,7 +59,7 @@ def seed_notebook_checkpoint(run: Path):
     """The seed notebook (tests/originals/keras_from_scratch.py), trained and saved by its own
     code under tf_keras (conftest's from_scratch_run): the folder its ModelCheckpoint wrote. No
     padding mask, sources fed at sequence_length, [start] / [end]."""
-    from transformer.convert import convert_keras_seq2seq
+    from transformer.importers.keras_seq2seq import convert_keras_seq2seq
 
     return convert_keras_seq2seq(run / "checkpoint", run / "eng_vocab.txt", run / "fra_vocab.txt",
                                  num_heads=4)
@@ -71,7 +71,7 @@ def tf_tutorial_checkpoint(tmp: Path):
     import keras
     from originals import tf_tutorial
 
-    from transformer.convert import convert_tf_tutorial
+    from transformer.importers.tf_tutorial import convert_tf_tutorial
 
     reserved = ["[PAD]", "[UNK]", "[START]", "[END]"]
     source = _vocab(tmp / "pt_vocab.txt", reserved + [f"p{i}" for i in range(25)] + ["##s"])
@@ -87,7 +87,7 @@ def tf_tutorial_checkpoint(tmp: Path):
 
 def marian_checkpoint(tmp: Path):
     """A Marian (opus-mt) model, tests/fixtures/marian: its start token has the pad id."""
-    from transformer.marian import convert_marian
+    from transformer.importers.marian import convert_marian
 
     return convert_marian(FIXTURES / "marian")
 
@@ -113,7 +113,7 @@ def recipe(request, tmp_path_factory):
 def page(app, recipe):
     """The Masks page with the recipe's model active: the bundled default as it opens, any other
     uploaded as a .ckpt, the way a user opens it."""
-    from transformer.checkpoint import checkpoint_bytes
+    from transformer.checkpoint.format import checkpoint_bytes
 
     name, ckpt = recipe
     if name != "own":

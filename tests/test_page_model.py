@@ -20,7 +20,7 @@ def ckpt():
 
 
 def test_model_page_shows_the_checkpoints_own_numbers(app, ckpt):
-    from transformer.summary import parameter_counts
+    from transformer.model.summary import parameter_counts
 
     at = open_page(app, MODEL)
     config, held_out = ckpt.config, ckpt.metadata["held_out"]

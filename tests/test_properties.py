@@ -9,7 +9,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transformer import (
-    Tokenizer,
     Transformer,
     TransformerConfig,
     decoder_mask,
@@ -17,7 +16,8 @@ from transformer import (
     look_ahead_mask,
     padding_mask,
 )
-from transformer.data import date_pairs
+from transformer.tokenizers.bpemb import BPEmbTokenizer
+from transformer.training.data import date_pairs
 
 SETTINGS = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -109,7 +109,7 @@ ALPHABET = "".join(sorted(set("".join(CORPUS).lower()) - {" "}))  # every charac
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return Tokenizer.train(CORPUS, 120, lowercase=True)
+    return BPEmbTokenizer.train(CORPUS, 120, lowercase=True)
 
 
 @SETTINGS

@@ -1,4 +1,4 @@
-"""transformer.readers: weight files read as data, every failure a sentence naming the file."""
+"""transformer.checkpoint.readers: weight files read as data, every failure a sentence naming the file."""
 
 import io
 import zipfile
@@ -7,8 +7,8 @@ import h5py
 import numpy as np
 import pytest
 
-from transformer.checkpoint import CheckpointError
-from transformer.readers import (
+from transformer.checkpoint.format import CheckpointError
+from transformer.checkpoint.readers import (
     natural_key,
     read_keras_archive,
     read_keras_h5,

@@ -1,4 +1,4 @@
-"""Tests for transformer.sentencepiece_model and the probe at load: crafted SentencePiece models
+"""Tests for transformer.tokenizers.sentencepiece_model and the probe at load: crafted SentencePiece models
 (pieces and normalization rules that are not valid UTF-8, rule tables that point outside
 themselves) are refused when a tokenizer is built from them, never on a user's sentence."""
 
@@ -11,14 +11,15 @@ import pytest
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
-from transformer.marian_tokenizer import MarianTokenizer
-from transformer.sentencepiece_model import (
+from transformer.tokenizers import tokenizer_from_spec
+from transformer.tokenizers.base import TokenizerError
+from transformer.tokenizers.marian import MarianTokenizer
+from transformer.tokenizers.sentencepiece_model import (
     MAX_CHARSMAP_BYTES,
     MAX_RULES_PER_PREFIX,
     check_charsmap,
     check_sentencepiece_model,
 )
-from transformer.tokenizer import Tokenizer, TokenizerError
 
 CORPUS = ["the quick brown fox jumps over the lazy dog", "march 5 2021 was a friday",
           "café déjà vu in zürich"] * 10
@@ -67,7 +68,7 @@ def with_charsmap(model_bytes: bytes, blob: bytes, spec: str = "normalizer_spec"
 
 
 def load(model_bytes: bytes, spec: dict):
-    return Tokenizer.from_spec(spec, model_bytes)
+    return tokenizer_from_spec(spec, model_bytes)
 
 
 @pytest.fixture(scope="module")
@@ -298,7 +299,7 @@ def test_the_probe_alone_finds_a_bad_piece_and_a_bad_rule(good, tmp_path):
 def test_a_model_that_passed_is_not_checked_again_and_a_bad_one_always_is(good, monkeypatch):
     """Reopening a checkpoint (or another with the same tokenizer) skips the check: the bytes
     that passed are remembered by sha256. A refused model is refused every time."""
-    import transformer.sentencepiece_model as checker
+    import transformer.tokenizers.sentencepiece_model as checker
 
     data, _ = good
     parsed = []

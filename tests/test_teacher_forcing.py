@@ -1,10 +1,10 @@
-"""transformer.teacher_forcing: a typed target stepped through from one teacher-forced pass
+"""transformer.inference.teacher_forcing: a typed target stepped through from one teacher-forced pass
 gives, step by step, what greedy decoding records, and the rows of Checkpoint.attention."""
 
 import numpy as np
 import pytest
 
-from transformer.teacher_forcing import teacher_forced
+from transformer.inference.teacher_forcing import teacher_forced
 
 SOURCE = "Friday, March 5, 2021"
 

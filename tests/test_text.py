@@ -1,4 +1,4 @@
-"""Tests for transformer.text and for text as a browser can send it: any Python string (lone
+"""Tests for transformer.core.text and for text as a browser can send it: any Python string (lone
 surrogates, control characters, NUL, noncharacters, very long text) through every public text
 entry point of a Checkpoint and of every tokenizer kind gives a result (finite numbers) or a
 ValueError with a message, never anything else."""
@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from transformer import DEFAULT_CHECKPOINT, load_checkpoint
-from transformer.marian_tokenizer import MarianTokenizer
-from transformer.text import MAX_TEXT_CHARS, REPLACEMENT, clean_text, text_notes
-from transformer.tokenizer import Tokenizer
-from transformer.word_tokenizer import WordTokenizer
-from transformer.wordpiece_tokenizer import WordPieceTokenizer
+from transformer.core.text import MAX_TEXT_CHARS, REPLACEMENT, clean_text, text_notes
+from transformer.tokenizers.base import Tokenizer
+from transformer.tokenizers.marian import MarianTokenizer
+from transformer.tokenizers.word import WordTokenizer
+from transformer.tokenizers.wordpiece import WordPieceTokenizer
 
 # Characters that broke or could break a tokenizer: surrogates (lone, and a pair as two code
 # units), controls, NUL, noncharacters, BOM, separators, combining marks, SentencePiece's "▁",
@@ -70,7 +70,7 @@ def check_finite(value) -> None:
         assert np.isfinite(array).all()
 
 
-# ------------------------------------------------------------------ transformer.text
+# ------------------------------------------------------------------ transformer.core.text
 
 def test_clean_text_replaces_lone_surrogates_one_for_one():
     text = "a\ud800b\udfffc\ud83d\ude00"

@@ -1,4 +1,4 @@
-"""Tests for transformer.tokenizer (the interface and from_spec) and transformer.bpemb_tokenizer
+"""Tests for transformer.tokenizers.base (the interface and from_spec) and transformer.tokenizers.bpemb
 (offline: no BPEmb download is ever needed)."""
 
 import io
@@ -10,8 +10,9 @@ import pytest
 import sentencepiece as spm
 from bpemb import BPEmb
 
-from transformer.bpemb_tokenizer import BPEmbTokenizer
-from transformer.tokenizer import KIND_CLASSES, Tokenizer, TokenizerError, byte_to_char_spans
+from transformer.tokenizers import KIND_CLASSES, tokenizer_from_spec
+from transformer.tokenizers.base import Tokenizer, TokenizerError, byte_to_char_spans
+from transformer.tokenizers.bpemb import BPEmbTokenizer
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -36,7 +37,7 @@ FLAGS = [(True, True), (True, False), (False, True), (False, False)]
 
 @pytest.fixture(scope="module")
 def trained():
-    return Tokenizer.train(CORPUS, 120, lowercase=True, digits_to_zero=False)
+    return BPEmbTokenizer.train(CORPUS, 120, lowercase=True, digits_to_zero=False)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def bpemb_cache(tmp_path_factory):
 @pytest.fixture(scope="module")
 def standard(bpemb_cache):
     cache, _ = bpemb_cache
-    return Tokenizer.from_bpemb("en", 1000, cache_dir=cache)
+    return BPEmbTokenizer.from_bpemb("en", 1000, cache_dir=cache)
 
 
 # ------------------------------------------------------------------ trained models
@@ -76,7 +77,7 @@ def test_trained_special_ids(trained):
 
 @pytest.mark.parametrize("lowercase,digits_to_zero", FLAGS)
 def test_round_trip(lowercase, digits_to_zero):
-    tok = Tokenizer.train(iter(CORPUS), 150, lowercase=lowercase, digits_to_zero=digits_to_zero)
+    tok = BPEmbTokenizer.train(iter(CORPUS), 150, lowercase=lowercase, digits_to_zero=digits_to_zero)
     assert (tok.lowercase, tok.digits_to_zero) == (lowercase, digits_to_zero)
     for text in SAMPLES:
         ids = tok.encode(text)
@@ -89,8 +90,8 @@ def test_round_trip(lowercase, digits_to_zero):
 
 
 def test_preprocess_options_change_pieces():
-    both = Tokenizer.train(CORPUS, 120, lowercase=True, digits_to_zero=True)
-    neither = Tokenizer.train(CORPUS, 120, lowercase=False, digits_to_zero=False)
+    both = BPEmbTokenizer.train(CORPUS, 120, lowercase=True, digits_to_zero=True)
+    neither = BPEmbTokenizer.train(CORPUS, 120, lowercase=False, digits_to_zero=False)
     text = "March 5, 2021"
     assert both.preprocess(text) == "march 0, 0000"
     assert neither.preprocess(text) == text
@@ -100,8 +101,8 @@ def test_preprocess_options_change_pieces():
 
 
 def test_split_digits():
-    split = Tokenizer.train(CORPUS, 200)
-    joined = Tokenizer.train(CORPUS, 200, split_digits=False)
+    split = BPEmbTokenizer.train(CORPUS, 200)
+    joined = BPEmbTokenizer.train(CORPUS, 200, split_digits=False)
     assert all(len(p.strip("▁")) == 1 for p in split.pieces("1999 2021") if p.strip("▁").isdigit())
     assert any(len(p.strip("▁")) > 1 and p.strip("▁").isdigit() for p in joined.pieces("1999"))
 
@@ -141,23 +142,23 @@ def test_decode_specials_and_unknown(trained):
 
 
 def test_train_is_deterministic():
-    a = Tokenizer.train(CORPUS, 120, seed=0)
-    b = Tokenizer.train(list(CORPUS), 120, seed=0)
+    a = BPEmbTokenizer.train(CORPUS, 120, seed=0)
+    b = BPEmbTokenizer.train(list(CORPUS), 120, seed=0)
     assert a.model_bytes == b.model_bytes
 
 
 def test_train_rejects_bad_input():
     with pytest.raises(TokenizerError, match="empty"):
-        Tokenizer.train([], 100)
+        BPEmbTokenizer.train([], 100)
     with pytest.raises(TokenizerError, match="vocab_size"):
-        Tokenizer.train(CORPUS, 2)
+        BPEmbTokenizer.train(CORPUS, 2)
 
 
 # ------------------------------------------------------------------ spec round trip
 
 def test_from_spec_gives_identical_ids(trained):
     spec = json.loads(json.dumps(trained.spec()))
-    again = Tokenizer.from_spec(spec, trained.model_bytes)
+    again = tokenizer_from_spec(spec, trained.model_bytes)
     assert again.spec() == trained.spec()
     for text in SAMPLES:
         assert again.encode(text, add_start=True, add_end=True) == \
@@ -168,12 +169,12 @@ def test_from_spec_gives_identical_ids(trained):
 @pytest.mark.parametrize("model_bytes", [b"", b"definitely not a sentencepiece model", "text"])
 def test_from_spec_bad_bytes(trained, model_bytes):
     with pytest.raises(TokenizerError, match="model_bytes"):
-        Tokenizer.from_spec(trained.spec(), model_bytes)
+        tokenizer_from_spec(trained.spec(), model_bytes)
 
 
 def test_from_spec_truncated_bytes(trained):
     with pytest.raises(TokenizerError):
-        Tokenizer.from_spec(trained.spec(), trained.model_bytes[: len(trained.model_bytes) // 3])
+        tokenizer_from_spec(trained.spec(), trained.model_bytes[: len(trained.model_bytes) // 3])
 
 
 @pytest.mark.parametrize("field,value", [
@@ -193,19 +194,19 @@ def test_from_spec_bad_field(trained, field, value):
     spec = trained.spec()
     spec[field] = spec["vocab_size"] + 1 if value == "wrong" else value
     with pytest.raises(TokenizerError, match=field):
-        Tokenizer.from_spec(spec, trained.model_bytes)
+        tokenizer_from_spec(spec, trained.model_bytes)
 
 
 def test_from_spec_unknown_and_missing_fields(trained):
     spec = dict(trained.spec(), colour="blue")
     with pytest.raises(TokenizerError, match="colour"):
-        Tokenizer.from_spec(spec, trained.model_bytes)
+        tokenizer_from_spec(spec, trained.model_bytes)
     spec = trained.spec()
     del spec["digits_to_zero"]
     with pytest.raises(TokenizerError, match="digits_to_zero"):
-        Tokenizer.from_spec(spec, trained.model_bytes)
+        tokenizer_from_spec(spec, trained.model_bytes)
     with pytest.raises(TokenizerError, match="spec"):
-        Tokenizer.from_spec([("kind", "trained")], trained.model_bytes)
+        tokenizer_from_spec([("kind", "trained")], trained.model_bytes)
 
 
 # ------------------------------------------------------------------ standard BPEmb models
@@ -230,13 +231,13 @@ def test_bpemb_from_cache(bpemb_cache, standard):
 
 
 def test_bpemb_spec_round_trip(standard):
-    again = Tokenizer.from_spec(json.loads(json.dumps(standard.spec())), standard.model_bytes)
+    again = tokenizer_from_spec(json.loads(json.dumps(standard.spec())), standard.model_bytes)
     assert again.spec() == standard.spec()
     for text in SAMPLES:
         assert again.encode(text, add_end=True) == standard.encode(text, add_end=True)
     spec = dict(standard.spec(), vocab_size=standard.vocab_size - 1)
     with pytest.raises(TokenizerError, match="vocab_size"):
-        Tokenizer.from_spec(spec, standard.model_bytes)
+        tokenizer_from_spec(spec, standard.model_bytes)
 
 
 def test_bpemb_missing_model_offline(tmp_path, monkeypatch):
@@ -246,7 +247,7 @@ def test_bpemb_missing_model_offline(tmp_path, monkeypatch):
     cache.mkdir()
     start = time.monotonic()
     with pytest.raises(TokenizerError) as info:
-        Tokenizer.from_bpemb("en", 1000, cache_dir=cache)
+        BPEmbTokenizer.from_bpemb("en", 1000, cache_dir=cache)
     assert time.monotonic() - start < 5, "BPEmb's failing download attempt is slow here"
     message = str(info.value)
     assert str(cache / "en" / "en.wiki.bpe.vs1000.model") in message
@@ -257,9 +258,9 @@ def test_bpemb_missing_model_offline(tmp_path, monkeypatch):
 
 def test_bpemb_bad_lang_or_vs(tmp_path):
     with pytest.raises(TokenizerError, match="lang"):
-        Tokenizer.from_bpemb("klingon", 1000, cache_dir=tmp_path)
+        BPEmbTokenizer.from_bpemb("klingon", 1000, cache_dir=tmp_path)
     with pytest.raises(TokenizerError, match="vs"):
-        Tokenizer.from_bpemb("en", 1234, cache_dir=tmp_path)
+        BPEmbTokenizer.from_bpemb("en", 1234, cache_dir=tmp_path)
 
 
 def test_bpemb_corrupt_cached_model(tmp_path):
@@ -267,7 +268,7 @@ def test_bpemb_corrupt_cached_model(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_bytes(b"garbage")
     with pytest.raises(TokenizerError, match="cannot load"):
-        Tokenizer.from_bpemb("en", 1000, cache_dir=tmp_path)
+        BPEmbTokenizer.from_bpemb("en", 1000, cache_dir=tmp_path)
 
 
 # ------------------------------------------------------------------ piece spans
@@ -297,26 +298,23 @@ def test_byte_to_char_spans():
 def test_bpemb_kinds_are_tokenizers(trained, standard):
     for tok in (trained, standard):
         assert isinstance(tok, BPEmbTokenizer) and isinstance(tok, Tokenizer)
-        again = Tokenizer.from_spec(tok.spec(), tok.model_bytes)
+        again = tokenizer_from_spec(tok.spec(), tok.model_bytes)
         assert type(again) is BPEmbTokenizer
     assert set(KIND_CLASSES) == {"bpemb", "trained", "word", "wordpiece", "marian"}
 
 
 def test_from_spec_dispatches_and_checks_the_kind_fields(trained):
-    word = Tokenizer.from_spec({"kind": "word", "standardize": None, "pad_id": 0, "unk_id": 1,
+    word = tokenizer_from_spec({"kind": "word", "standardize": None, "pad_id": 0, "unk_id": 1,
                                 "start_id": None, "end_id": None, "vocab_size": 3},
                                b"\n[UNK]\nhello")
     assert type(word).__name__ == "WordTokenizer" and word.encode("hello") == [2]
     # A BPEmb spec with another kind is refused by that kind's field list.
     with pytest.raises(TokenizerError, match="spec of kind 'word': unknown field"):
-        Tokenizer.from_spec(dict(trained.spec(), kind="word"), trained.model_bytes)
-    # A subclass's from_spec refuses another kind.
-    with pytest.raises(TokenizerError, match="not a BPEmbTokenizer"):
-        BPEmbTokenizer.from_spec(word.spec(), word.model_bytes)
+        tokenizer_from_spec(dict(trained.spec(), kind="word"), trained.model_bytes)
 
 
 def test_encode_without_start_token_is_a_clear_error():
-    word = Tokenizer.from_spec({"kind": "word", "standardize": None, "pad_id": 0, "unk_id": 1,
+    word = tokenizer_from_spec({"kind": "word", "standardize": None, "pad_id": 0, "unk_id": 1,
                                 "start_id": None, "end_id": None, "vocab_size": 3},
                                b"\n[UNK]\nhello")
     with pytest.raises(TokenizerError, match="has no start token"):
@@ -325,9 +323,9 @@ def test_encode_without_start_token_is_a_clear_error():
 
 def _new_kind_tokenizers():
     """(source, target) pairs of the word, wordpiece and marian kinds, from tiny files."""
-    from transformer.marian_tokenizer import MarianTokenizer
-    from transformer.word_tokenizer import WordTokenizer
-    from transformer.wordpiece_tokenizer import WordPieceTokenizer
+    from transformer.tokenizers.marian import MarianTokenizer
+    from transformer.tokenizers.word import WordTokenizer
+    from transformer.tokenizers.wordpiece import WordPieceTokenizer
 
     word_source = WordTokenizer.from_vocabulary(b"\n[UNK]\nthe\nblack\ncat")
     word_target = WordTokenizer.from_vocabulary(
@@ -355,7 +353,8 @@ def test_every_kind_goes_through_a_checkpoint(kind):
     import keras
 
     from transformer import Transformer, TransformerConfig
-    from transformer.checkpoint import checkpoint_bytes, load_checkpoint
+    from transformer.checkpoint.format import checkpoint_bytes
+    from transformer.inference.session import load_checkpoint
 
     source, target = _new_kind_tokenizers()[kind]
     config = TransformerConfig(

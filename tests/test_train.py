@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer import DEFAULT_CHECKPOINT, data, load_checkpoint
-from transformer.checkpoint import weight_arrays
-from transformer.train import (
+from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+from transformer.model.weights import weight_arrays
+from transformer.training import data
+from transformer.training.train import (
     TransformerSchedule,
     build_parser,
     epoch_path,
@@ -279,7 +280,7 @@ def bundled():
 def bundled_args(bundled):
     """The recorded training command, parsed by the training CLI's own parser."""
     words = shlex.split(bundled.metadata["command"])
-    assert words[:3] == ["python", "-m", "transformer.train"]
+    assert words[:3] == ["python", "-m", "transformer.training.train"]
     return build_parser().parse_args(words[3:])
 
 

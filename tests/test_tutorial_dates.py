@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer.convert import convert_tf_tutorial
+from transformer.importers.tf_tutorial import convert_tf_tutorial
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tutorial_dates"
 RECORDED = json.loads((FIXTURE / "translations.json").read_text(encoding="utf-8"))

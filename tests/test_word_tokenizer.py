@@ -1,4 +1,4 @@
-"""Tests for transformer.word_tokenizer; the oracle is the real keras.layers.TextVectorization."""
+"""Tests for transformer.tokenizers.word; the oracle is the real keras.layers.TextVectorization."""
 
 import importlib
 import json
@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transformer.tokenizer import Tokenizer, TokenizerError
-from transformer.vocab_file import MAX_VOCAB_BYTES, MAX_VOCAB_LINES
-from transformer.word_tokenizer import STANDARDIZATIONS, WordTokenizer
+from transformer.tokenizers import tokenizer_from_spec
+from transformer.tokenizers.base import TokenizerError
+from transformer.tokenizers.vocab_file import MAX_VOCAB_BYTES, MAX_VOCAB_LINES
+from transformer.tokenizers.word import STANDARDIZATIONS, WordTokenizer
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
@@ -181,7 +182,7 @@ def test_spec_round_trip(layers, name):
     tok = ours(layers, name)
     spec = json.loads(json.dumps(tok.spec()))
     assert spec["kind"] == "word" and spec["standardize"] == name
-    again = Tokenizer.from_spec(spec, tok.model_bytes)
+    again = tokenizer_from_spec(spec, tok.model_bytes)
     assert isinstance(again, WordTokenizer) and again.spec() == tok.spec()
     assert again.tokens == tok.tokens
     for text in CORPUS:
@@ -242,10 +243,10 @@ def test_bad_special_tokens():
 def test_bad_spec(target, field, value, message):
     spec = dict(target.spec(), **{field: value})
     with pytest.raises(TokenizerError, match=message):
-        Tokenizer.from_spec(spec, target.model_bytes)
+        tokenizer_from_spec(spec, target.model_bytes)
     spec = target.spec()
     del spec["standardize"]
     with pytest.raises(TokenizerError, match="missing field"):
-        Tokenizer.from_spec(spec, target.model_bytes)
+        tokenizer_from_spec(spec, target.model_bytes)
     with pytest.raises(TokenizerError, match="not UTF-8"):
-        Tokenizer.from_spec(target.spec(), b"\xff" * 10)
+        tokenizer_from_spec(target.spec(), b"\xff" * 10)

@@ -1,4 +1,4 @@
-"""Tests for transformer.wordpiece_tokenizer; the oracle is tensorflow_text.BertTokenizer used as
+"""Tests for transformer.tokenizers.wordpiece; the oracle is tensorflow_text.BertTokenizer used as
 the TF tutorial "Neural machine translation with a Transformer and Keras" uses it."""
 
 import json
@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transformer.tokenizer import Tokenizer, TokenizerError
-from transformer.wordpiece_tokenizer import RESERVED_TOKENS, WordPieceTokenizer
+from transformer.tokenizers import tokenizer_from_spec
+from transformer.tokenizers.base import TokenizerError
+from transformer.tokenizers.wordpiece import RESERVED_TOKENS, WordPieceTokenizer
 
 tf = pytest.importorskip("tensorflow")
 tf_text = pytest.importorskip("tensorflow_text")
@@ -166,7 +167,7 @@ def test_spec_round_trip(tok):
     spec = json.loads(json.dumps(tok.spec()))
     assert spec == {"kind": "wordpiece", "lower_case": True, "pad_id": 0, "unk_id": 1,
                     "start_id": 2, "end_id": 3, "vocab_size": tok.vocab_size}
-    again = Tokenizer.from_spec(spec, tok.model_bytes)
+    again = tokenizer_from_spec(spec, tok.model_bytes)
     assert isinstance(again, WordPieceTokenizer) and again.spec() == tok.spec()
     for text in CORPUS[:10]:
         assert again.encode(text, add_start=True, add_end=True) == \
@@ -199,11 +200,11 @@ def test_bad_vocabulary(data, message):
 def test_bad_spec(tok, field, value, message):
     spec = dict(tok.spec(), **{field: value})
     with pytest.raises(TokenizerError, match=message):
-        Tokenizer.from_spec(spec, tok.model_bytes)
+        tokenizer_from_spec(spec, tok.model_bytes)
     spec = tok.spec()
     del spec["lower_case"]
     with pytest.raises(TokenizerError, match="missing field"):
-        Tokenizer.from_spec(spec, tok.model_bytes)
+        tokenizer_from_spec(spec, tok.model_bytes)
 
 
 def test_spans_of_pieces_past_multibyte_characters():

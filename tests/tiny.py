@@ -1,20 +1,21 @@
 """A real, tiny, untrained checkpoint with dates tokenizers: for upload tests and the load bench."""
-
 from __future__ import annotations
+
+from transformer.tokenizers.bpemb import BPEmbTokenizer
 
 
 def tiny_checkpoint_bytes(name: str = "tiny-upload", weight_seed: int = 0) -> bytes:
     """The tokenizers are always the same; weight_seed changes the weights (and the bytes)."""
     import keras
 
-    from transformer import Tokenizer, Transformer, TransformerConfig
-    from transformer.checkpoint import checkpoint_bytes
-    from transformer.data import date_pairs
+    from transformer import Transformer, TransformerConfig
+    from transformer.checkpoint.format import checkpoint_bytes
+    from transformer.training.data import date_pairs
 
     keras.utils.set_random_seed(0)
     pairs = date_pairs(300, seed=1)
-    source = Tokenizer.train([s for s, _ in pairs], 80, lowercase=True)
-    target = Tokenizer.train([t for _, t in pairs], 20, lowercase=True)
+    source = BPEmbTokenizer.train([s for s, _ in pairs], 80, lowercase=True)
+    target = BPEmbTokenizer.train([t for _, t in pairs], 20, lowercase=True)
     config = TransformerConfig(
         src_vocab_size=source.vocab_size, tgt_vocab_size=target.vocab_size, d_model=16,
         num_heads=2, dff=32, num_encoder_layers=1, num_decoder_layers=1, max_len=40,

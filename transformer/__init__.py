@@ -2,7 +2,7 @@
 
 Imports TensorFlow, Keras and NumPy only (never Streamlit or Plotly), so it can be used on its own.
 The names below are imported on first use, so that the TensorFlow-free modules
-(transformer.kinds, transformer.analysis, transformer.head_stats) can be imported without
+(transformer.core.kinds, transformer.analysis.flow, transformer.analysis.head_stats) can be imported without
 TensorFlow.
 """
 
@@ -17,17 +17,18 @@ from importlib import import_module
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 _EXPORTS = {  # name: the module that defines it
-    "MultiHeadAttention": "attention", "scaled_dot_product_attention": "attention",
-    "DEFAULT_CHECKPOINT": "checkpoint", "Checkpoint": "checkpoint",
-    "CheckpointError": "checkpoint", "load_checkpoint": "checkpoint",
-    "save_checkpoint": "checkpoint",
-    "TransformerConfig": "config",
-    "BeamDecoding": "decoding", "DecodeStep": "decoding", "Decoding": "decoding",
-    "beam_search": "decoding", "greedy_decode": "decoding", "greedy_decode_batch": "decoding",
-    "positional_encoding": "layers",
-    "decoder_mask": "masks", "look_ahead_mask": "masks", "padding_mask": "masks",
-    "ATTENTION_KINDS": "model", "Transformer": "model",
-    "Tokenizer": "tokenizer", "TokenizerError": "tokenizer",
+    "MultiHeadAttention": "model.attention", "scaled_dot_product_attention": "model.attention",
+    "DEFAULT_CHECKPOINT": "inference.session", "Checkpoint": "inference.session",
+    "CheckpointError": "checkpoint.format", "load_checkpoint": "inference.session",
+    "save_checkpoint": "checkpoint.format",
+    "TransformerConfig": "model.config",
+    "BeamDecoding": "inference.decoding", "DecodeStep": "inference.decoding",
+    "Decoding": "inference.decoding", "beam_search": "inference.decoding",
+    "greedy_decode": "inference.decoding", "greedy_decode_batch": "inference.decoding",
+    "positional_encoding": "model.layers",
+    "decoder_mask": "model.masks", "look_ahead_mask": "model.masks", "padding_mask": "model.masks",
+    "ATTENTION_KINDS": "model.transformer", "Transformer": "model.transformer",
+    "Tokenizer": "tokenizers.base", "TokenizerError": "tokenizers.base",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,119 @@
+"""Every limit on what one uploaded checkpoint may make the server do, in one place.
+
+A checkpoint is data from a stranger. Each number below bounds one resource that a hostile file
+could otherwise spend: bytes read, bytes allocated, entries parsed, layers built, positions
+tabulated, decoding steps and decoding seconds, ids read from typed text and the memory of the
+attention maps one request computes. transformer.checkpoint.format and
+transformer.checkpoint.archive import them from here (and transformer.checkpoint.format
+re-exports the MAX_* names it always had).
+
+What one load may take, in memory, follows from them: the file itself, its members unpacked
+(at most `load_budget(file size)` bytes, checked from the archive's directory before anything
+is unpacked) and the model the config declares, which must be the size of the weights the file
+holds (checked from the .npy headers before the model is built). So one load grows memory by at
+most file + 2 x load_budget(file) plus TensorFlow's fixed overhead, and refusals stop before the
+model is built.
+
+What one request may take, whatever max_len a checkpoint declares: its (L, H, T, T) attention
+maps grow with the square of the length, so a typed source or target is cut to
+`token_budget(config)` ids and a translation stops at `step_budget(config)` tokens; both keep
+the maps of one request within MAX_MAPS_BYTES for the model's layers and heads (a model fed a
+fixed source length beyond it is refused at load).
+"""
+
+from __future__ import annotations
+
+MB = 2**20
+
+# ---------------------------------------------------------------- the file and its archive
+MAX_FILE_BYTES = 400 * MB  # the archive as uploaded: = server.maxUploadSize (MB) in .streamlit
+MAX_MEMBERS = 64  # files in the checkpoint's ZIP: it has 8; a bigger directory is not ours
+MAX_DIRECTORY_BYTES = 64 * 2**10  # the checkpoint's ZIP directory: 8 short names need ~1 KB
+MAX_MEMBER_BYTES = 1024 * MB  # one member unpacked (the weights): a 250M-parameter model
+MAX_TOTAL_BYTES = 2048 * MB  # all members unpacked together
+MAX_JSON_BYTES = 1 * MB  # one .json member: settings, tokenizer specs, metadata with curves
+MAX_TOKENIZER_BYTES = 64 * MB  # one SentencePiece model: a 250k-piece vocabulary is ~5 MB
+MAX_COMPRESSION_RATIO = 200  # float32 weights deflate ~1.1x; a member >1 MB packed 200x is a bomb
+RATIO_CHECKED_ABOVE = 1 * MB  # small members (JSON of zeros, tiny models) may compress better
+LOAD_BUDGET_FLOOR = 64 * MB  # unpacked bytes any file may use, however small it is
+LOAD_BUDGET_PER_FILE_BYTE = 3  # beyond the floor: unpacked bytes per byte of the file (~1.1 real)
+MAX_ZIP_VERSION = 45  # "version needed to extract" 4.5 (zip64 extras, which NumPy's savez writes)
+READ_CHUNK_BYTES = 64 * 2**10  # compressed bytes fed to zlib at a time (bounds one step's output)
+
+# ---------------------------------------------------------------- the weights (.npz inside)
+MAX_WEIGHTS = 4096  # arrays in weights.npz: 64 + 64 layers of a pre-LN model hold ~2,700
+MAX_WEIGHTS_DIRECTORY_BYTES = 1 * MB  # its ZIP directory: ~4,096 entries of ~200 bytes
+MAX_NPY_HEADER_BYTES = 10_000  # one .npy header (NumPy's own default for untrusted files)
+
+# ---------------------------------------------------------------- JSON members
+MAX_JSON_DEPTH = 32  # nesting of any JSON member; ours are at most 3 deep
+MAX_METADATA_LIST = 100_000  # entries of one metadata list (a training curve of 100k epochs)
+MAX_METADATA_STRING = 100_000  # characters of one metadata string (the training command)
+MAX_EXAMPLES = 64  # example sentences offered by the sidebar
+MAX_EXAMPLE_CHARS = 1_000  # characters of one example sentence
+
+# ---------------------------------------------------------------- the config, at load time
+MAX_LAYERS = 64  # encoder or decoder layers: every layer is a page row and a Python loop
+MIN_POSITIONS = 4  # max_len: <s>, one piece and </s> must fit, and a decoder step after <s>
+MAX_POSITIONS = 16384  # max_len: the sinusoid table is max_len x d_model floats no weight holds
+MAX_HEADS = 256  # num_heads costs no weights (16 heads of 1); (L, H, T, T) maps grow with it
+# Vocabulary sizes, d_model, dff and head_dim need no limit of their own: each is a weight's
+# dimension, so the weights the file holds (within the load budget) bound them.
+PROBE_LENGTH = 64  # ids per probe row at load (min(max_len, this)): a real sentence's length
+PROBE_ROWS = 2  # probe rows: one full-length row of spread-out ids, one short padded row
+
+# ---------------------------------------------------------------- decoding in the app
+MAX_DECODE_STEPS = 512  # tokens one translation may emit, whatever max_len says: a model that
+# never emits its end token stops here (the app says when it was reached)
+MAX_DECODE_SECONDS = 10.0  # seconds one translation may take: no step starts after them (checked
+# inside the compiled decode loop), so a huge model that never ends holds the server's CPU about
+# this long plus one step; the app says when a translation stopped here
+
+# ---------------------------------------------------------------- typed text and attention maps
+MAX_INPUT_TOKENS = 512  # ids of a typed source or target, whatever max_len says: the step budget,
+# so a typed target may be as long as the longest translation; the app says when it cut a text
+MAX_MAPS_BYTES = 256 * MB  # what the attention maps of one request may take at their peak
+MAPS_COPIES = 5  # peak memory of one pass with details, in float32 maps of one pass (every kind,
+# layer and head): its weights and scores, TensorFlow's and NumPy's copies (measured 4.3 to 5.0;
+# a greedy translation keeping every step's attention, 2.3)
+MAPS_COPIES_PER_BEAM = 2.5  # the same for a beam search, per hypothesis kept (measured 2.3)
+
+
+def load_budget(file_bytes: int) -> int:
+    """How many unpacked bytes one load of a file of this size may read (all members)."""
+    return min(MAX_TOTAL_BYTES, LOAD_BUDGET_FLOOR + LOAD_BUDGET_PER_FILE_BYTE * file_bytes)
+
+
+def maps_bytes(config, length: int) -> int:
+    """Bytes of the float32 attention maps of one pass whose source and target both have
+    `length` ids: encoder (L_enc, H, N, N), decoder (L_dec, H, T, T), cross (L_dec, H, T, N)."""
+    layers = config.num_encoder_layers + 2 * config.num_decoder_layers
+    return 4 * layers * config.num_heads * length * length
+
+
+def maps_copies(beam_width: int = 1) -> float:
+    """How many maps of one pass a request holds at its peak: a pass with details, or a beam
+    search of beam_width hypotheses (each keeps its own attention), whichever is more."""
+    return max(MAPS_COPIES, MAPS_COPIES_PER_BEAM * beam_width)
+
+
+def maps_length(config, beam_width: int = 1) -> int:
+    """The longest source and target (in ids) whose maps fit MAX_MAPS_BYTES at their peak (see
+    maps_copies), never below MIN_POSITIONS: a model with the most layers and heads allowed
+    still reads <s>, a piece and </s>."""
+    per_id2 = maps_copies(beam_width) * maps_bytes(config, 1)  # bytes per length squared
+    return max(MIN_POSITIONS, int((MAX_MAPS_BYTES / per_id2) ** 0.5))
+
+
+def token_budget(config) -> int:
+    """The most ids of one typed source or target (<s>, </s> included) a request reads: the
+    model's max_len, MAX_INPUT_TOKENS and the length whose attention maps fit MAX_MAPS_BYTES,
+    whichever is least. Text is cut to it when it is tokenized, before any tensor exists."""
+    return min(config.max_len, MAX_INPUT_TOKENS, maps_length(config))
+
+
+def step_budget(config, beam_width: int = 1) -> int:
+    """The most tokens one translation may emit: the model's max_len, MAX_DECODE_STEPS and the
+    length whose attention maps (those of the decode, then of the pass over its output) fit
+    MAX_MAPS_BYTES with beam_width hypotheses, whichever is least."""
+    return min(config.max_len, MAX_DECODE_STEPS, maps_length(config, beam_width))

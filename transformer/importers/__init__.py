@@ -1,0 +1,45 @@
+"""Importers of other programs' models: one module per family or recipe (keras_seq2seq: the Keras
+example and the seed notebook; tf_tutorial; marian), and the registry here that tells which one
+a set of files is.
+
+Everything is read as data (transformer.checkpoint.readers) and mapped onto our names; the result
+is an opened Checkpoint, checked as a file of ours is (transformer.checkpoint.format)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformer.checkpoint.format import CheckpointError
+from transformer.checkpoint.readers import read_weights
+from transformer.importers.keras_seq2seq import recipe_of_weights
+
+# ------------------------------------------------------------------ which recipe
+WEIGHT_SUFFIXES = (".h5", ".hdf5", ".keras", ".index")  # a Keras weights file, a TF checkpoint
+MARIAN_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
+
+
+def is_weights_file(name: str) -> bool:
+    """Whether a file name is a weights file of the Keras/TF recipes (.weights.h5, .h5, .keras, a
+    TF checkpoint's .index or .data-NNNNN-of-NNNNN)."""
+    name = Path(str(name)).name.lower()
+    return name.endswith(WEIGHT_SUFFIXES) or ".data-" in name and "-of-" in name
+
+
+def detect_recipe(files) -> str | None:
+    """The recipe a set of files is for ({file name: bytes}): "marian" when a Marian model's
+    files are among them (config.json, model.safetensors, *.spm, vocab.json); "keras-seq2seq" or
+    "tf-tutorial" when a weights file's names show it; None when nothing tells (or the weights
+    cannot be read: converting them says why)."""
+    names = {Path(str(n)).name for n in files}
+    if names & set(MARIAN_FILES):
+        return "marian"
+    weights = {n: v for n, v in files.items() if is_weights_file(n)}
+    if not weights:
+        return None
+    try:
+        arrays = read_weights(weights)
+    except CheckpointError:
+        return None
+    return recipe_of_weights(arrays)[0]
+
+

@@ -1,0 +1,110 @@
+"""The converter's command line: python -m transformer.convert RECIPE ... --out OUT.ckpt
+
+    python -m transformer.convert keras-seq2seq --weights W --source-vocab S --target-vocab T \
+        [--num-heads H] --out OUT.ckpt
+    python -m transformer.convert tf-tutorial --weights W --source-vocab S --target-vocab T \
+        [--num-heads H] --out OUT.ckpt
+    python -m transformer.convert marian --model-dir D --out OUT.ckpt   (or --hub NAME)
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from transformer.checkpoint.format import CheckpointError
+from transformer.importers import MARIAN_FILES
+from transformer.importers.keras_seq2seq import convert_keras_seq2seq
+from transformer.importers.tf_tutorial import TUTORIAL_POSITIONS, convert_tf_tutorial
+from transformer.inference.session import Checkpoint
+
+
+# ------------------------------------------------------------------ CLI
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m transformer.convert",
+        description="Convert a translator trained with someone else's code into a checkpoint.")
+    sub = parser.add_subparsers(dest="recipe", required=True)
+    for recipe, text in (("keras-seq2seq", "the Keras English-to-Spanish example (either form) "
+                                           "or the 'Transformer from scratch' English-to-French "
+                                           "notebook"),
+                         ("tf-tutorial", "the TensorFlow 'Transformer and Keras' tutorial")):
+        p = sub.add_parser(recipe, help=text)
+        p.add_argument("--weights", required=True,
+                       help=".weights.h5, .keras, or a TF checkpoint's .index file (or its prefix, "
+                            "or the folder ModelCheckpoint wrote it in)")
+        p.add_argument("--source-vocab", required=True, help="source vocabulary file")
+        p.add_argument("--target-vocab", required=True, help="target vocabulary file")
+        p.add_argument("--num-heads", type=int, default=None,
+                       help="number of attention heads (needed when the weights do not tell)")
+        p.add_argument("--out", required=True, help="the checkpoint to write (.ckpt)")
+        if recipe == "tf-tutorial":
+            p.add_argument("--max-len", type=int, default=None,
+                           help=f"positions covered (default {TUTORIAL_POSITIONS}, the tutorial's)")
+            p.add_argument("--mask-padding", choices=("yes", "no"), default=None,
+                           help="mask padded keys (default yes, as the tutorial's mask_zero intends)")
+    p = sub.add_parser("marian", help="a Hugging Face MarianMT model")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--model-dir", help="a folder with config.json, the weights and vocabularies")
+    where.add_argument("--hub", help="a model name on the Hugging Face Hub (downloads it)")
+    p.add_argument("--out", required=True, help="the checkpoint to write (.ckpt)")
+    return parser
+
+
+def _download_marian(name: str) -> str:
+    """The five files of a Marian model from the Hugging Face Hub (needs the network)."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(name, allow_patterns=list(MARIAN_FILES))
+    except Exception as err:  # noqa: BLE001 - offline, unknown name, no huggingface_hub...
+        raise CheckpointError(
+            f"Could not download {name!r} from the Hugging Face Hub ({type(err).__name__}). "
+            f"Offline, download {', '.join(MARIAN_FILES)} from the model's page and use "
+            "--model-dir.") from None
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser().parse_args(argv)
+    command = "python -m transformer.convert " + shlex.join(argv)
+    try:
+        if args.recipe == "keras-seq2seq":
+            checkpoint = convert_keras_seq2seq(args.weights, args.source_vocab, args.target_vocab,
+                                               args.num_heads, command=command)
+        elif args.recipe == "tf-tutorial":
+            mask = None if args.mask_padding is None else args.mask_padding == "yes"
+            checkpoint = convert_tf_tutorial(args.weights, args.source_vocab, args.target_vocab,
+                                             args.num_heads, max_len=args.max_len,
+                                             mask_padding=mask, command=command)
+        else:
+            from transformer.importers.marian import (
+                convert_marian,  # another module; imported only when asked
+            )
+
+            model_dir = args.model_dir
+            if args.hub:
+                model_dir = _download_marian(args.hub)
+            checkpoint = convert_marian(model_dir)
+    except CheckpointError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    _write(checkpoint, args.out)
+    c = checkpoint.config
+    print(f"wrote {args.out}: {c.num_encoder_layers} encoder and {c.num_decoder_layers} decoder "
+          f"layers, d_model {c.d_model}, {c.num_heads} heads of {c.head_dim}, dff {c.dff}, "
+          f"vocabularies {c.src_vocab_size} / {c.tgt_vocab_size}")
+    return 0
+
+
+def _write(checkpoint: Checkpoint, out) -> None:
+    from transformer.checkpoint.format import save_checkpoint
+
+    save_checkpoint(out, checkpoint.model, checkpoint.source_tokenizer, checkpoint.target_tokenizer,
+                    checkpoint.metadata)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

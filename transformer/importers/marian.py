@@ -1,0 +1,653 @@
+"""Marian translation models (Hugging Face's opus-mt, MarianMTModel) read as data and mapped onto
+our Transformer.
+
+A Marian model is a folder (or a .zip of one, or the same files uploaded together) holding
+
+    config.json         MarianConfig: parsed against an allow-list (ALLOWED_FIELDS)
+    model.safetensors   the weights, read with safetensors' NumPy API (no torch, no pickle)
+    source.spm          SentencePiece model that splits the source text
+    target.spm          SentencePiece model that splits the target text
+    vocab.json          piece -> id for both sides ("</s>" 0, "<unk>" 1, ..., "<pad>" last)
+
+Everything else in the folder (tokenizer_config.json, generation_config.json, README.md,
+pytorch_model.bin, tf_model.h5, ...) is never read, except tokenizer_config.json's language
+names for the metadata.
+
+What makes Marian differ from the paper's model, and the config field that carries it:
+
+    feed-forward activation swish (SiLU)             activation="swish"
+    LayerNorm epsilon 1e-5 (PyTorch's default)       layer_norm_epsilon=1e-5
+    token embeddings times sqrt(d_model)             scale_embeddings (from scale_embedding)
+    one embedding for source, target and output      share_embeddings, tie_output
+    final_logits_bias added to the logits            output_bias (the weight "output_bias")
+    static sinusoids, [sin | cos] (not interleaved)  positional="sinusoidal_concat"
+    post-LayerNorm, no final LayerNorm               norm_first=False
+    pad id = vocab_size - 1; the decoder starts      pad_id = start_id = pad_token_id,
+      with the pad id; </s> is id 0                    end_id = eos_token_id
+    the source is pieces then </s> (no start)        source_start=False, source_end=True
+    positions up to max_position_embeddings          max_len
+
+PyTorch's Linear stores (out, in); a Keras Dense kernel is (in, out): every projection is
+transposed. convert_marian builds the checkpoint through checkpoint_bytes + load_checkpoint, so a
+converted model is validated exactly as an upload is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+
+from transformer.checkpoint import archive
+from transformer.checkpoint.format import CheckpointError, checkpoint_bytes, read_input
+from transformer.core import limits
+from transformer.inference.session import Checkpoint, load_checkpoint
+
+__all__ = ["MarianFiles", "read_marian", "marian_config", "marian_weights", "marian_tokenizers",
+           "marian_checkpoint_bytes", "convert_marian", "REQUIRED_FILES", "ALLOWED_FIELDS"]
+
+REQUIRED_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
+OPTIONAL_FILES = ("tokenizer_config.json",)  # read for the language names only
+MAX_FILE_BYTES = {
+    "config.json": limits.MAX_JSON_BYTES,
+    "tokenizer_config.json": limits.MAX_JSON_BYTES,
+    "model.safetensors": limits.MAX_MEMBER_BYTES,
+    "source.spm": limits.MAX_TOKENIZER_BYTES,
+    "target.spm": limits.MAX_TOKENIZER_BYTES,
+    "vocab.json": limits.MAX_TOKENIZER_BYTES,
+}
+MAX_ZIP_BYTES = limits.MAX_TOTAL_BYTES  # a zipped model folder (only the files above are unpacked)
+MAX_ZIP_MEMBERS = 256
+LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; MarianConfig has no field for it
+POSITION_TOLERANCE = 1e-4  # saved embed_positions must be Marian's sinusoids to this
+
+ACTIVATIONS = {"swish": "swish", "silu": "silu", "gelu": "gelu", "relu": "relu"}
+# MarianConfig fields (and the generic PretrainedConfig ones a saved config.json holds) that the
+# converter reads, or that must have one value for the math to be Marian's: field -> the values
+# allowed (None: any value of the right type, read below).
+ALLOWED_FIELDS = {
+    "model_type": ("marian",),
+    "architectures": (["MarianMTModel"],),
+    "vocab_size": None, "decoder_vocab_size": None, "d_model": None, "hidden_size": None,
+    "encoder_layers": None, "decoder_layers": None, "num_hidden_layers": None,
+    "encoder_attention_heads": None, "decoder_attention_heads": None, "num_attention_heads": None,
+    "encoder_ffn_dim": None, "decoder_ffn_dim": None, "activation_function": None,
+    "max_position_embeddings": None, "scale_embedding": None,
+    "pad_token_id": None, "eos_token_id": None, "decoder_start_token_id": None, "dropout": None,
+    "share_encoder_decoder_embeddings": (True,),
+    "tie_word_embeddings": None,
+    "is_encoder_decoder": (True,),
+    "is_decoder": (False,),
+    # Fields of the BART-era configs (every opus-mt config.json has them): only Marian's values.
+    "static_position_embeddings": (True,),
+    "normalize_before": (False,),
+    "normalize_embedding": (False,),
+    "add_final_layer_norm": (False,),
+    "add_bias_logits": (False,),
+}
+# Fields that do not change what the model computes at inference: training (dropout, layerdrop,
+# init), generation defaults (beam search settings; the app decodes its own way), bookkeeping.
+IGNORED_FIELDS = frozenset({
+    "_name_or_path", "_num_labels", "activation_dropout", "attention_dropout", "classif_dropout",
+    "classifier_dropout", "encoder_layerdrop", "decoder_layerdrop", "init_std", "use_cache",
+    "gradient_checkpointing", "id2label", "label2id", "num_labels", "torch_dtype", "dtype",
+    "transformers_version", "bad_words_ids", "num_beams", "max_length", "min_length",
+    "forced_eos_token_id", "forced_bos_token_id", "bos_token_id", "unk_token_id", "sep_token_id",
+    "tokenizer_class", "prefix", "task_specific_params", "problem_type", "output_past",
+    "output_attentions", "output_hidden_states", "return_dict", "extra_pos_embeddings",
+    "early_stopping", "length_penalty", "no_repeat_ngram_size", "num_return_sequences",
+    "do_sample", "temperature", "top_k", "top_p", "repetition_penalty", "max_new_tokens",
+    "chunk_size_feed_forward", "pruned_heads", "torchscript", "use_bfloat16", "finetuning_task",
+    "tf_legacy_loss", "keys_to_ignore_at_inference",
+    "encoder_no_repeat_ngram_size", "num_beam_groups", "diversity_penalty", "typical_p",
+    "remove_invalid_values", "return_dict_in_generate", "output_scores",
+    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
+    "cross_attention_hidden_size", "add_cross_attention", "tie_encoder_decoder",
+    "_attn_implementation_autoset", "_commit_hash",
+})
+_FIELD_MEANINGS = {
+    "normalize_before": "pre-LayerNorm blocks (mBART style); Marian normalizes after each block",
+    "normalize_embedding": "a LayerNorm on the embeddings, which Marian does not have",
+    "add_final_layer_norm": "a LayerNorm after the last layer, which Marian does not have",
+    "add_bias_logits": "a bias inside the output projection (BART style)",
+    "static_position_embeddings": "learned positions; Marian's are fixed sinusoids",
+    "share_encoder_decoder_embeddings": "separate source and target embeddings (two "
+                                        "vocabularies), which this converter does not read",
+    "is_encoder_decoder": "a model that is not an encoder-decoder",
+    "is_decoder": "a decoder-only model",
+}
+
+
+@dataclass
+class MarianFiles:
+    """A Marian model's files, read and checked: what convert_marian maps onto our model."""
+    label: str  # how sentences name where the model came from ("the folder 'opus-mt-en-fr'")
+    hf_config: dict  # config.json as parsed
+    config: dict  # TransformerConfig fields (marian_config)
+    weights: dict[str, np.ndarray]  # model.safetensors, float32, by Hugging Face's names
+    source_spm: bytes
+    target_spm: bytes
+    vocab_json: bytes
+    files: list[dict] = field(default_factory=list)  # [{"name", "bytes", "sha256"}] read
+    languages: dict = field(default_factory=dict)  # {"source_lang", "target_lang"} when given
+
+
+# ============================================================================ reading the files
+def read_marian(source) -> MarianFiles:
+    """Read a Marian model from a folder path, a .zip (path or bytes) or {file name: bytes}
+    (several uploaded files; a name may carry a folder, which is ignored). Raises CheckpointError
+    sentences that name the file and what was wrong."""
+    raw, label = _gather(source)
+    missing = [name for name in REQUIRED_FILES if name not in raw]
+    if missing:
+        hint = ""
+        if "model.safetensors" in missing and ({"pytorch_model.bin", "tf_model.h5"} & set(raw)):
+            hint = (" It has PyTorch or TensorFlow weights instead: those are pickles or Keras "
+                    "files and are never loaded; download model.safetensors from the model's "
+                    "page (every opus-mt model has one).")
+        raise CheckpointError(
+            f"The Marian model in {label} is missing {_join(missing)}; a Marian model holds "
+            f"{_join(REQUIRED_FILES)} (download them from the model's page).{hint}")
+    if "target_vocab.json" in raw:
+        raise CheckpointError(
+            f"The Marian model in {label} has a target_vocab.json: it has separate source and "
+            "target vocabularies, which this converter does not read (opus-mt models share one "
+            "vocab.json).")
+    hf_config = _parse_json(raw["config.json"], "config.json", label)
+    config = marian_config(hf_config, label)
+    weights = _read_safetensors(raw["model.safetensors"], label)
+    files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+             for name, data in sorted(raw.items()) if name in REQUIRED_FILES + OPTIONAL_FILES]
+    return MarianFiles(label, hf_config, config, weights, raw["source.spm"], raw["target.spm"],
+                       raw["vocab.json"], files, _languages(raw.get("tokenizer_config.json")))
+
+
+def _gather(source) -> tuple[dict[str, bytes], str]:
+    """({file name: bytes} of the files we read, a label), from any accepted form."""
+    if isinstance(source, (list, tuple)):  # uploaded file objects with .name
+        source = {getattr(f, "name", str(i)): f for i, f in enumerate(source)}
+    if isinstance(source, dict):
+        named = {}
+        for key, value in source.items():
+            name = PurePosixPath(str(key).replace("\\", "/")).name
+            if name in named:
+                raise CheckpointError(f"Two of the given files are named {name!r}; give each "
+                                      "file of the Marian model once.")
+            named[name] = value
+        zips = [n for n in named if n.lower().endswith(".zip")]
+        if len(named) == 1 and zips:
+            return _from_zip(read_input(named[zips[0]], zips[0], MAX_ZIP_BYTES),
+                             f"the archive {zips[0]!r}")
+        if zips:
+            raise CheckpointError(f"Give either a .zip of the Marian model or its files, not "
+                                  f"both ({zips[0]!r} came with other files).")
+        wanted = {n: v for n, v in named.items() if n in MAX_FILE_BYTES}
+        present = {n: b"" for n in named if n not in MAX_FILE_BYTES}  # named in hints only
+        files = {n: read_input(v, n, MAX_FILE_BYTES[n]) for n, v in wanted.items()}
+        return {**present, **files}, "the given files"
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if path.is_dir():
+            return _from_folder(path)
+        if not path.is_file():
+            raise CheckpointError(f"No Marian model at {path}: give its folder or a .zip of it.")
+        if path.suffix.lower() != ".zip":
+            raise CheckpointError(f"{path.name!r} is neither a folder nor a .zip: give the "
+                                  "Marian model's folder, a .zip of it, or its files.")
+        return _from_zip(read_input(path, path.name, MAX_ZIP_BYTES), f"the archive {path.name!r}")
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return _from_zip(bytes(source), "the given .zip archive")
+    raise CheckpointError(f"Cannot read a Marian model from a {type(source).__name__}: give a "
+                          "folder, a .zip or {file name: bytes}.")
+
+
+def _from_folder(path: Path) -> tuple[dict[str, bytes], str]:
+    label = f"the folder {path.name or str(path)!r}"
+    raw = {}
+    for child in path.iterdir():
+        name = child.name
+        if name in MAX_FILE_BYTES and child.is_file():  # follows links (Hugging Face's cache)
+            raw[name] = read_input(child, name, MAX_FILE_BYTES[name])
+        elif name in ("pytorch_model.bin", "tf_model.h5", "target_vocab.json"):
+            raw[name] = b""  # present: named in a hint, never read
+    return raw, label
+
+
+def _from_zip(data: bytes, label: str) -> tuple[dict[str, bytes], str]:
+    try:
+        entries = archive.read_directory(data, label, MAX_ZIP_MEMBERS, limits.MAX_DIRECTORY_BYTES)
+    except archive.ArchiveError as err:
+        raise CheckpointError(str(err)) from None
+    raw, where = {}, {}
+    for entry in entries:
+        if entry.name.endswith("/"):
+            continue  # a folder
+        name = PurePosixPath(entry.name).name
+        if name.startswith("._") or "__MACOSX/" in entry.name:
+            continue  # macOS's resource forks next to the real files
+        if name in where and (name in MAX_FILE_BYTES or name == "target_vocab.json"):
+            raise CheckpointError(f"{label[0].upper() + label[1:]} holds {name} twice "
+                                  f"({where[name]!r} and {entry.name!r}); give one model.")
+        where[name] = entry.name
+        if name not in MAX_FILE_BYTES:
+            raw[name] = b""  # present: named in a hint, never read
+            continue
+        limit = MAX_FILE_BYTES[name]
+        if archive.unpacks_too_far(entry.size, entry.compressed_size, limit):
+            raise CheckpointError(
+                f"{name} in {label} unpacks to {entry.size / 2**20:.1f} MB from "
+                f"{entry.compressed_size / 2**20:.1f} MB (at most {limit / 2**20:.0f} MB, packed "
+                f"at most {limits.MAX_COMPRESSION_RATIO} to 1): refused.")
+        try:
+            raw[name] = bytes(archive.read_member(data, entry, label))
+        except archive.ArchiveError as err:
+            raise CheckpointError(str(err)) from None
+    return raw, label
+
+
+def _parse_json(data: bytes, name: str, label: str):
+    try:
+        value = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: JSONDecodeError
+        raise CheckpointError(f"{name} in {label} is not valid JSON.") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{name} in {label} must hold a JSON object, not "
+                              f"{type(value).__name__}.")
+    return value
+
+
+def _languages(data: bytes | None) -> dict:
+    """The language names tokenizer_config.json gives (description only: never refused)."""
+    if not data:
+        return {}
+    try:
+        value = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {k: value[k][:40] for k in ("source_lang", "target_lang")
+            if isinstance(value.get(k), str)}
+
+
+# ============================================================================ config.json
+def marian_config(hf_config: dict, label: str = "the Marian model") -> dict:
+    """TransformerConfig fields for a MarianConfig (config.json as parsed). Refuses every other
+    architecture and every field value that would change the math and that we do not implement,
+    naming it."""
+    where = f"config.json in {label}"
+    model_type = hf_config.get("model_type")
+    architectures = hf_config.get("architectures")
+    if model_type != "marian":
+        found = f"model_type {model_type!r}" if model_type is not None else "no model_type"
+        if architectures:
+            found += f" (architectures {architectures!r})"
+        raise CheckpointError(
+            f"{where} describes {found}; only Marian translation models (model_type 'marian', "
+            "MarianMTModel, the opus-mt models) are read here.")
+    if architectures is not None and architectures != ["MarianMTModel"]:
+        raise CheckpointError(
+            f"{where} describes architectures {architectures!r}; only MarianMTModel (the "
+            "translation model with its output layer) is read here.")
+    for key, value in hf_config.items():
+        if key in IGNORED_FIELDS:
+            continue
+        if key not in ALLOWED_FIELDS:
+            raise CheckpointError(
+                f"{where} has the field {key!r}, which this converter does not know; it cannot "
+                "promise to compute what transformers computes for it, so the model is refused.")
+        allowed = ALLOWED_FIELDS[key]
+        if allowed is not None and value not in allowed:
+            meaning = _FIELD_MEANINGS.get(key, "something this converter does not implement")
+            raise CheckpointError(f"{where} sets {key} to {json.dumps(value)[:80]}: {meaning}.")
+
+    def integer(key, default=None, low=1):
+        value = hf_config.get(key, default)
+        if value is None:
+            raise CheckpointError(f"{where} does not give {key}.")
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]  # eos_token_id may be a one-element list
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise CheckpointError(f"{where} gives {key} as {json.dumps(value)[:80]}; it must be "
+                                  f"a whole number of at least {low}.")
+        return value
+
+    def same(first, second, *aliases):
+        value = integer(first)
+        for other in (second,) + aliases:
+            if other in hf_config and integer(other) != value:
+                raise CheckpointError(
+                    f"{where} gives {first} {value} but {other} {hf_config[other]}; this model "
+                    f"has one value for both ({_MEANING_OF_PAIR.get(first, first)}).")
+        return value
+
+    vocab_size = integer("vocab_size")
+    if hf_config.get("decoder_vocab_size") is not None and \
+            integer("decoder_vocab_size") != vocab_size:
+        raise CheckpointError(
+            f"{where} gives decoder_vocab_size {hf_config['decoder_vocab_size']} but vocab_size "
+            f"{vocab_size}: separate source and target vocabularies are not read here.")
+    d_model = same("d_model", "hidden_size")
+    heads = same("encoder_attention_heads", "decoder_attention_heads", "num_attention_heads")
+    dff = same("encoder_ffn_dim", "decoder_ffn_dim")
+    encoder_layers = same("encoder_layers", "num_hidden_layers")
+    decoder_layers = integer("decoder_layers")
+    if d_model % heads:
+        raise CheckpointError(f"{where} gives d_model {d_model} and {heads} heads; Marian's "
+                              "heads split d_model evenly.")
+    for name, value in (("encoder_layers", encoder_layers), ("decoder_layers", decoder_layers)):
+        if value > limits.MAX_LAYERS:
+            raise CheckpointError(f"{where} gives {name} {value}; the limit is "
+                                  f"{limits.MAX_LAYERS}.")
+    if heads > limits.MAX_HEADS:
+        raise CheckpointError(f"{where} gives {heads} heads; the limit is {limits.MAX_HEADS}.")
+    # Widths and the vocabulary need no limit here: the weights must have exactly these shapes,
+    # and model.safetensors is bounded in bytes.
+    max_len = integer("max_position_embeddings", 1024)  # MarianConfig's default
+    if max_len > limits.MAX_POSITIONS:
+        raise CheckpointError(f"{where} gives max_position_embeddings {max_len}; the limit is "
+                              f"{limits.MAX_POSITIONS}.")
+    activation = hf_config.get("activation_function", "gelu")  # MarianConfig's default
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        raise CheckpointError(
+            f"{where} gives activation_function {json.dumps(activation)[:80]}; only "
+            f"{_join(list(ACTIVATIONS))} (gelu: the exact erf form) are implemented here.")
+    scale = hf_config.get("scale_embedding", False)  # MarianConfig's default
+    tie = hf_config.get("tie_word_embeddings", True)
+    for name, value in (("scale_embedding", scale), ("tie_word_embeddings", tie)):
+        if not isinstance(value, bool):
+            raise CheckpointError(f"{where} gives {name} as {json.dumps(value)[:80]}; it must "
+                                  "be true or false.")
+    pad_id = integer("pad_token_id", 58100, low=0)  # MarianConfig's defaults
+    eos_id = integer("eos_token_id", 0, low=0)
+    start_id = integer("decoder_start_token_id", 58100, low=0)
+    for name, value in (("pad_token_id", pad_id), ("eos_token_id", eos_id),
+                        ("decoder_start_token_id", start_id)):
+        if value >= vocab_size:
+            raise CheckpointError(f"{where} gives {name} {value}, outside the vocabulary of "
+                                  f"{vocab_size}.")
+    if start_id != pad_id:
+        raise CheckpointError(
+            f"{where} gives decoder_start_token_id {start_id} but pad_token_id {pad_id}; Marian "
+            "models start decoding with the pad id, and this converter reads only those.")
+    if eos_id == pad_id:
+        raise CheckpointError(f"{where} gives the same id {eos_id} for eos_token_id and "
+                              "pad_token_id; the end of a translation could not be told apart.")
+    dropout = hf_config.get("dropout", 0.1)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or \
+            not 0 <= dropout < 1:
+        dropout = 0.1  # training only: off at inference, so any valid value does
+    return dict(
+        src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=d_model, num_heads=heads,
+        dff=dff, num_encoder_layers=encoder_layers, num_decoder_layers=decoder_layers,
+        dropout_rate=float(dropout), max_len=max_len, positional="sinusoidal_concat",
+        scale_embeddings=scale, share_embeddings=True, tie_output=tie, output_bias=True,
+        norm_first=False, pad_id=pad_id, start_id=start_id, end_id=eos_id,
+        activation=ACTIVATIONS[activation], layer_norm_epsilon=LAYER_NORM_EPSILON,
+        mask_padding=True, pad_source_to=0, source_start=False, source_end=True)
+
+
+_MEANING_OF_PAIR = {
+    "d_model": "the width of the model",
+    "encoder_attention_heads": "heads in the encoder and the decoder",
+    "encoder_ffn_dim": "the feed-forward width of the encoder and the decoder",
+    "encoder_layers": "num_hidden_layers is another name for encoder_layers",
+}
+
+
+# ============================================================================ model.safetensors
+def _read_safetensors(data: bytes, label: str) -> dict[str, np.ndarray]:
+    """Every tensor as float32 NumPy, through safetensors' NumPy API (no torch, no pickle)."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load
+
+    where = f"model.safetensors in {label}"
+    try:
+        tensors = load(bytes(data))
+    except SafetensorError as err:
+        raise CheckpointError(f"{where} is not a valid safetensors file ({err}).") from None
+    except KeyError as err:  # a dtype NumPy has no type for (BF16, F8_*)
+        raise CheckpointError(f"{where} stores weights as {err.args[0]}, which NumPy cannot hold; "
+                              "only float32 and float16 weights are read.") from None
+    except Exception as err:  # the Rust reader's other refusals
+        raise CheckpointError(f"{where} could not be read ({type(err).__name__}: "
+                              f"{str(err)[:120]}).") from None
+    weights = {}
+    for name, array in tensors.items():
+        if array.dtype not in (np.float32, np.float16, np.float64):
+            raise CheckpointError(f"The weight {name!r} in {where} has dtype {array.dtype}; only "
+                                  "float weights are read.")
+        weights[name] = np.asarray(array, np.float32)
+    return weights
+
+
+# ============================================================================ weight mapping
+_LINEAR = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj": "output"}
+_LAYER_NORM = {"weight": "gamma", "bias": "beta"}
+
+
+def _layer_names(side: str, i: int, d_model: int, dff: int) -> dict[str, tuple[str, tuple, bool]]:
+    """{Hugging Face name: (our name, Hugging Face shape, transpose)} for one layer."""
+    ours_side = "encoder" if side == "encoder" else "decoder"
+    hf, ours = f"model.{side}.layers.{i}.", f"{ours_side}_layer_{i}/"
+    names = {}
+    attentions = [("self_attn", "self_attention")]
+    norms = [("self_attn_layer_norm", "self_attention_layer_norm"),
+             ("final_layer_norm", "feedforward_layer_norm")]
+    if side == "decoder":
+        attentions.append(("encoder_attn", "cross_attention"))
+        norms.append(("encoder_attn_layer_norm", "cross_attention_layer_norm"))
+    for hf_attention, our_attention in attentions:
+        for proj, dense in _LINEAR.items():
+            base = f"{hf}{hf_attention}.{proj}"
+            names[f"{base}.weight"] = (f"{ours}{our_attention}/{dense}/kernel", (d_model, d_model),
+                                       True)
+            names[f"{base}.bias"] = (f"{ours}{our_attention}/{dense}/bias", (d_model,), False)
+    for hf_norm, our_norm in norms:
+        for part, ours_part in _LAYER_NORM.items():
+            names[f"{hf}{hf_norm}.{part}"] = (f"{ours}{our_norm}/{ours_part}", (d_model,), False)
+    for fc, dense, shape in (("fc1", "intermediate", (dff, d_model)),
+                             ("fc2", "output", (d_model, dff))):
+        names[f"{hf}{fc}.weight"] = (f"{ours}feedforward/{dense}/kernel", shape, True)
+        names[f"{hf}{fc}.bias"] = (f"{ours}feedforward/{dense}/bias", (shape[0],), False)
+    return names
+
+
+def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
+                   label: str = "the Marian model") -> dict[str, np.ndarray]:
+    """Our weights (names as in a checkpoint's weights.npz) from MarianMTModel's safetensors
+    weights. config: marian_config's fields. Every weight must be there with its shape; a weight
+    we would not use is refused by name (it would mean the model is not what config.json says)."""
+    where = f"model.safetensors in {label}"
+    d, dff, vocab = config["d_model"], config["dff"], config["src_vocab_size"]
+    table = {}
+    for i in range(config["num_encoder_layers"]):
+        table.update(_layer_names("encoder", i, d, dff))
+    for i in range(config["num_decoder_layers"]):
+        table.update(_layer_names("decoder", i, d, dff))
+    embedding_names = ("model.shared.weight", "model.encoder.embed_tokens.weight",
+                       "model.decoder.embed_tokens.weight")
+    position_names = ("model.encoder.embed_positions.weight",
+                      "model.decoder.embed_positions.weight")
+    known = set(table) | set(embedding_names) | set(position_names) | {"final_logits_bias",
+                                                                       "lm_head.weight"}
+    unexpected = sorted(set(hf_weights) - known)
+    if unexpected:
+        raise CheckpointError(
+            f"{where} has a weight {unexpected[0]!r} that a MarianMTModel with this config.json "
+            f"({config['num_encoder_layers']} + {config['num_decoder_layers']} layers) does not "
+            "have.")
+
+    def get(name, shape, what=None):
+        if name not in hf_weights:
+            raise CheckpointError(f"{where} has no weight {name!r}"
+                                  f"{f' ({what})' if what else ''}.")
+        value = hf_weights[name]
+        if tuple(value.shape) != tuple(shape):
+            raise CheckpointError(
+                f"The weight {name!r} in {where} has shape {tuple(value.shape)}, but config.json "
+                f"describes {tuple(shape)}.")
+        return value
+
+    ours = {}
+    for hf_name, (our_name, shape, transpose) in table.items():
+        value = get(hf_name, shape)
+        ours[our_name] = np.ascontiguousarray(value.T if transpose else value)
+
+    # One token embedding for source, target and (tied) output; saved under any of its names.
+    present = [n for n in embedding_names if n in hf_weights]
+    if not present:
+        raise CheckpointError(f"{where} has no weight 'model.shared.weight' (the token "
+                              "embedding that source and target share).")
+    embedding = get(present[0], (vocab, d), "the shared token embedding")
+    for other in present[1:]:
+        if not np.array_equal(get(other, (vocab, d)), embedding):
+            raise CheckpointError(
+                f"The weight {other!r} in {where} differs from {present[0]!r}; config.json says "
+                "source and target share one embedding.")
+    ours["source_embedding/source_token_embedding/embeddings"] = embedding
+
+    if "final_logits_bias" in hf_weights:
+        bias = get("final_logits_bias", (1, vocab), "the logits' bias").reshape(vocab)
+    else:
+        bias = np.zeros(vocab, np.float32)  # transformers starts it at zero when absent, too
+    if config["tie_output"]:
+        if "lm_head.weight" in hf_weights and \
+                not np.array_equal(get("lm_head.weight", (vocab, d)), embedding):
+            raise CheckpointError(
+                f"The weight 'lm_head.weight' in {where} differs from the token embedding, but "
+                "config.json ties them (tie_word_embeddings).")
+        ours["output_bias"] = bias
+    else:
+        ours["output_projection/kernel"] = np.ascontiguousarray(
+            get("lm_head.weight", (vocab, d), "the output projection").T)
+        ours["output_projection/bias"] = bias
+
+    _check_positions(hf_weights, position_names, config, where)
+    return ours
+
+
+def _check_positions(hf_weights, names, config, where) -> None:
+    """transformers does not save Marian's sinusoids, but older files hold them: if they are
+    there, they must be the table our model computes (the [sin | cos] layout)."""
+    from transformer.model.layers import positional_encoding
+
+    expected = None
+    for name in names:
+        if name not in hf_weights:
+            continue
+        value = hf_weights[name]
+        if value.ndim != 2 or value.shape[1] != config["d_model"] or \
+                value.shape[0] < config["max_len"]:
+            raise CheckpointError(
+                f"The weight {name!r} in {where} has shape {tuple(value.shape)}; Marian's "
+                f"positions are ({config['max_len']}, {config['d_model']}).")
+        if expected is None:
+            expected = positional_encoding(config["max_len"], config["d_model"], layout="concat")
+        difference = float(np.max(np.abs(value[:config["max_len"]] - expected)))
+        if not math.isfinite(difference) or difference > POSITION_TOLERANCE:
+            raise CheckpointError(
+                f"The weight {name!r} in {where} is not Marian's static sinusoidal positions "
+                f"(it differs from them by up to {difference:.3g}); learned positions are not "
+                "read here.")
+
+
+# ============================================================================ tokenizers
+def marian_tokenizers(source_spm: bytes, target_spm: bytes, vocab_json: bytes,
+                      label: str = "the Marian model"):
+    """(source, target) tokenizers: each side's SentencePiece model with vocab.json's ids."""
+    from transformer.tokenizers.base import TokenizerError
+    from transformer.tokenizers.marian import MarianTokenizer
+
+    try:
+        return (MarianTokenizer.from_files(source_spm, vocab_json, "source"),
+                MarianTokenizer.from_files(target_spm, vocab_json, "target"))
+    except TokenizerError as err:
+        raise CheckpointError(f"A tokenizer file in {label} is invalid: {err}.") from None
+
+
+# ============================================================================ conversion
+def marian_checkpoint_bytes(source, *, name: str | None = None,
+                            command: str | None = None) -> bytes:
+    """The checkpoint file (bytes) of a Marian model: see read_marian for `source`."""
+    from transformer.model.config import TransformerConfig
+    from transformer.model.transformer import Transformer
+
+    files = read_marian(source)
+    source_tok, target_tok = marian_tokenizers(files.source_spm, files.target_spm,
+                                               files.vocab_json, files.label)
+    c = files.config
+    vocab = source_tok.vocab_size
+    if vocab != c["src_vocab_size"]:
+        raise CheckpointError(
+            f"vocab.json in {files.label} has {vocab} pieces, but config.json gives vocab_size "
+            f"{c['src_vocab_size']}; they must be the same model's.")
+    for what, tok_id, config_name in (("<pad>", source_tok.pad_id, "pad_token_id"),
+                                      ("</s>", source_tok.end_id, "eos_token_id")):
+        config_id = c["pad_id"] if config_name == "pad_token_id" else c["end_id"]
+        if tok_id != config_id:
+            raise CheckpointError(
+                f"vocab.json in {files.label} gives {what} the id {tok_id}, but config.json "
+                f"gives {config_name} {config_id}; they must be the same model's.")
+    weights = marian_weights(files.weights, c, files.label)
+    files.weights = {}  # the float32 copies are ours now; free the originals
+    try:
+        config = TransformerConfig(**c)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"The model that config.json in {files.label} describes cannot "
+                              f"be built here: {err}.") from None
+    model = Transformer(config).build_weights()
+    _assign(model, weights, files.label)
+    del weights
+    hf_name = files.hf_config.get("_name_or_path")
+    hf_name = hf_name if isinstance(hf_name, str) and hf_name.strip() else None
+    metadata = {
+        "name": name or _short_name(hf_name) or _short_name(files.label) or "Marian model",
+        "recipe": "marian",
+        "source": {
+            "recipe": "marian", "format": "Hugging Face MarianMTModel (config.json, "
+                                          "model.safetensors, source.spm, target.spm, vocab.json)",
+            "model": hf_name or "", "from": files.label,
+            "transformers_version": str(files.hf_config.get("transformers_version", ""))[:40],
+            "files": files.files, "command": command or "", **files.languages,
+        },
+    }
+    return checkpoint_bytes(model, source_tok, target_tok, metadata)
+
+
+def convert_marian(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:
+    """A Marian model (folder path, .zip path or bytes, or {file name: bytes}) -> Checkpoint,
+    loaded from its checkpoint bytes exactly as an upload is."""
+    return load_checkpoint(marian_checkpoint_bytes(source, name=name, command=command))
+
+
+def _assign(model, weights, label):
+    """Our weights mapped from `label`'s into the model (model.weights.assign_weights's checks)."""
+    from transformer.model.weights import WeightError, assign_weights
+
+    try:
+        assign_weights(model, weights, f"the weights mapped from {label}")
+    except WeightError as err:  # a mapping bug, or a config option the mapping does not cover
+        raise CheckpointError(str(err)) from None
+
+
+def _short_name(text: str | None) -> str | None:
+    """'Helsinki-NLP/opus-mt-en-fr' -> 'opus-mt-en-fr'; "the folder 'x'" -> 'x'."""
+    if not text:
+        return None
+    text = text.strip().strip("'\"")
+    if text.startswith(("the folder ", "the archive ")):
+        text = text.split(" ", 2)[2].strip("'\"")
+        text = text[:-4] if text.lower().endswith(".zip") else text
+    elif text.startswith("the "):
+        return None
+    return PurePosixPath(text.replace("\\", "/")).name[:80] or None
+
+
+def _join(names) -> str:
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

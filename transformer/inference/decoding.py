@@ -1,0 +1,708 @@
+"""Greedy decoding and beam search, capturing each step's attention.
+
+Two paths give identical tokens and attention:
+- cached (default): the whole decode of a batch is ONE compiled call: a `tf.while_loop` runs the
+  encoder once, computes each layer's cross-attention keys and values once, keeps the decoder's
+  self-attention keys/values in a fixed-size cache written one slot per step, picks each step's
+  token on the device and writes the step's token, log-probabilities and attention rows into
+  preallocated arrays, and stops when every sequence has ended. The host is called once per
+  batch, not once per token;
+- naive (use_cache=False): the reference, re-running the decoder on the whole prefix every step
+  from a Python loop.
+
+Sources are padded to a bucket of lengths (16, 32, 64, ...) and the cache to the bucket that
+holds max_len, so that XLA (JIT_COMPILE) compiles once per bucket and a new sentence length does
+not recompile; padded source keys are masked, so padding changes no number. A model that does not
+mask padding (config.mask_padding False) gets its sources unpadded (padding would change its
+numbers); only the cache is bucketed then.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from transformer.core.kinds import KIND_NAMES, head_masks, layer_counts
+from transformer.core.masking import pad_ids
+
+TOP_K = 5
+SMALLEST_BUCKET = 16  # source and cache lengths are padded to 16, 32, 64, ... (at most the model's)
+# XLA compiles the decode loop when True. Off by default: on this 2-core CPU a compile costs
+# seconds per bucket and the compiled loop ran slower (bench/decode.py --xla); and XLA has no
+# clock, so an XLA loop has no time budget (only the step budget).
+JIT_COMPILE = False
+
+
+@dataclass
+class DecodeStep:
+    """One generated token and what produced it."""
+
+    token: str
+    token_id: int
+    log_prob: float  # log-probability of the chosen token
+    top_k: list[tuple[str, int, float]]  # (token, id, probability), most probable first
+    cross: np.ndarray  # (L_dec, H, N): the new token's cross-attention over the source
+    self: np.ndarray  # (L_dec, H, t + 1): its decoder self-attention over the prefix
+
+
+@dataclass
+class Decoding:
+    """The result of decoding one source."""
+
+    token_ids: list[int]  # generated ids, the end id included when produced
+    tokens: list[str]
+    text: str
+    steps: list[DecodeStep] = field(default_factory=list)
+    stopped_by: str = "end"  # "end" (the end token), "length" (max_len) or "time" (seconds)
+
+    @property
+    def log_prob(self) -> float:
+        return float(sum(step.log_prob for step in self.steps))
+
+    def cross_attention(self) -> np.ndarray:
+        """(L_dec, H, T, N): every step's cross-attention stacked (the alignment matrix)."""
+        return np.stack([step.cross for step in self.steps], axis=2)
+
+
+def greedy_decode(model, source_ids, *, max_len, use_cache=True, stop_at_end=True, head_mask=None,
+                  tokenizer=None, on_step=None, seconds=None) -> Decoding:
+    """Greedily decode one source (a 1-D id sequence). tokenizer names the tokens, if given;
+    seconds, if given, is a time budget (see greedy_decode_batch)."""
+    source_ids = np.asarray(source_ids, np.int32)
+    if source_ids.ndim != 1:
+        raise ValueError(f"source_ids must be one sequence (1-D), got shape {source_ids.shape}")
+    return greedy_decode_batch(model, [source_ids], max_len=max_len, use_cache=use_cache,
+                               stop_at_end=stop_at_end, head_mask=head_mask, tokenizer=tokenizer,
+                               on_step=on_step, seconds=seconds)[0]
+
+
+def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=True,
+                        head_mask=None, tokenizer=None, capture=True,
+                        on_step=None, seconds=None) -> list[Decoding]:
+    """Decode many sources at once. Each stops on its own end token; results equal decoding them
+    one by one. sources: a list of 1-D id sequences (padded here) or a (B, N) padded array.
+    capture=False skips keeping attention (corpus-level use); on_step(t) is called for each step
+    taken (progress bars): at once after the compiled loop returns on the cached path, after each
+    step on the naive one. seconds: a time budget; after the first step, no step starts once it
+    is spent (checked on the device, inside the compiled loop), and a sequence it cuts has
+    stopped_by "time"."""
+    config = _built(model).config
+    source_ids = (np.asarray(sources, np.int32) if isinstance(sources, np.ndarray) and
+                  sources.ndim == 2 else pad_ids(sources, config.pad_id))
+    _check_max_len(config, max_len)
+    masks = _head_masks(model, head_mask)
+    if use_cache:
+        out = _cached_greedy(model, source_ids, masks, max_len, stop_at_end, capture, seconds)
+    else:
+        out = _naive_greedy(model, source_ids, masks, max_len, stop_at_end, on_step, seconds)
+    steps_taken = len(out["tokens"])
+    if use_cache and on_step is not None:
+        for t in range(steps_taken):
+            on_step(t)
+    tokens = out["tokens"]  # (T, B)
+    # The keys each source's cross-attention has: its real tokens, or all of them when the model
+    # does not mask padding (it attends to the pad tokens it is fed: they are part of its numbers).
+    lengths = ((source_ids != config.pad_id).sum(axis=1) if config.mask_padding
+               else np.full(source_ids.shape[0], source_ids.shape[1]))
+    names = _Names(tokenizer, tokens, out["top_ids"])
+    results = []
+    for b in range(source_ids.shape[0]):
+        ended = np.flatnonzero(tokens[:, b] == config.end_id)
+        done = int(ended[0]) + 1 if stop_at_end and ended.size else steps_taken
+        stopped_by = ("end" if stop_at_end and ended.size else
+                      "length" if steps_taken >= max_len else "time")
+        ids = [int(i) for i in tokens[:done, b]]
+        steps = [_make_step(names, ids[t], out["log_prob"][t, b], out["top_ids"][t, b],
+                            out["top_log_probs"][t, b],
+                            out["self"][t][:, b, :, : t + 1] if capture else None,
+                            out["cross"][t][:, b, :, : lengths[b]] if capture else None)
+                 for t in range(done)]
+        results.append(Decoding(ids, names(ids), _text(ids, tokenizer), steps, stopped_by))
+    return results
+
+
+@dataclass
+class BeamDecoding(Decoding):
+    """The best hypothesis of a beam search (its steps hold its own attention), plus the beam."""
+
+    score: float = 0.0  # length-normalised log-probability
+    beam_width: int = 1  # the hypotheses kept at each step
+    hypotheses: list[Decoding] = field(default_factory=list)  # finished, best first
+    beam_steps: list[list[tuple[list[str], float]]] = field(default_factory=list)
+    # beam_steps[t]: the hypotheses alive after step t, as (tokens, log-probability), best first
+
+
+def length_normalised(log_prob: float, length: int, alpha: float) -> float:
+    """GNMT's length penalty: log_prob / ((5 + length) / 6)^alpha; alpha=0 is the raw sum."""
+    return log_prob / (((5.0 + length) / 6.0) ** alpha)
+
+
+def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, use_cache=True,
+                head_mask=None, tokenizer=None, seconds=None) -> BeamDecoding:
+    """Beam search over one source; every hypothesis keeps its own per-step attention.
+
+    Each step expands every live hypothesis by its beam_width best tokens and keeps the
+    beam_width best candidates; one that ends with the end token is finished. Search stops when
+    beam_width hypotheses are finished or at max_len; the best finished one by length-normalised
+    score wins. beam_width=1 is greedy decoding. seconds: a time budget, as in
+    greedy_decode_batch (a search it cuts ranks the hypotheses it has: stopped_by "time").
+
+    The cached path runs the whole search in one compiled loop (selection and cache reordering
+    on the device) and replays its choices here; the naive path selects on the host each step.
+    """
+    config = _built(model).config
+    if beam_width < 1:
+        raise ValueError(f"beam_width must be >= 1, got {beam_width}")
+    _check_max_len(config, max_len)
+    source_ids = np.asarray(source_ids, np.int32).reshape(-1)
+    # Every slot of the fixed-size beam decodes the same source: tile it.
+    sources = np.repeat(source_ids[None], beam_width, axis=0)
+    masks = _head_masks(model, head_mask)
+    source_len = (int((source_ids != config.pad_id).sum()) if config.mask_padding
+                  else len(source_ids))  # the keys it attends to (see greedy_decode_batch)
+    if use_cache:
+        out = _cached_beam(model, sources, masks, max_len, seconds)
+        names = _Names(tokenizer, out["token"], out["top_ids"])
+        book = _Beam(beam_width, config.end_id, names)
+        for t in range(len(out["token"])):
+            candidate = {(int(slot), int(token)): i
+                         for i, (slot, token) in enumerate(zip(out["slot"][t], out["token"][t]))}
+
+            def make_step(slot, token, t=t, candidate=candidate):
+                return _make_step(names, token, out["log_prob"][t, candidate[slot, token]],
+                                  out["top_ids"][t, slot],
+                                  out["top_log_probs"][t, slot],
+                                  out["self"][t][:, slot, :, : t + 1],
+                                  out["cross"][t][:, slot, :, :source_len])
+            chosen = zip(out["score"][t], out["slot"][t], out["token"][t])
+            parents = book.advance([(s, int(slot), int(tok)) for s, slot, tok in chosen],
+                                   make_step)
+            if parents is None and t != len(out["token"]) - 1:
+                raise AssertionError(f"the device's beam went on after step {t}, the host's ended")
+    else:
+        names = _Names(tokenizer)
+        book = _Beam(beam_width, config.end_id, names)
+        run = _NaiveRun(model, sources, masks)
+        deadline = _deadline(seconds)
+        for t in range(max_len):
+            if t and time.monotonic() >= deadline:
+                break
+            slots = book.live + [book.live[0]] * (beam_width - len(book.live))
+            prefix = np.array([[config.start_id] + ids for _, ids, _ in slots], np.int32)
+            log_probs, self_weights, cross_weights = run.step(prefix)
+            choosable = _choosable(log_probs, config)
+            candidates = []
+            for slot, (score, _, _) in enumerate(book.live):
+                for token in np.argsort(-choosable[slot], kind="stable")[:beam_width]:
+                    candidates.append((score + choosable[slot, token], slot, int(token)))
+            candidates.sort(key=lambda c: -c[0])  # stable: ties keep slot order, then token order
+
+            def make_step(slot, token):
+                top = _top(log_probs[slot])
+                return _make_step(names, token, log_probs[slot, token], top, log_probs[slot, top],
+                                  self_weights[:, slot], cross_weights[:, slot, :, :source_len])
+            parents = book.advance(candidates[:beam_width], make_step)
+            if parents is None or t == max_len - 1:
+                break
+            run.reorder(parents)
+    return book.result(length_penalty, tokenizer, max_len)
+
+
+class _Beam:
+    """The beam's bookkeeping, shared by both paths: live hypotheses (log_prob, ids, steps) in
+    slot order, finished ones, and what was alive after each step."""
+
+    def __init__(self, beam_width, end_id, names):
+        self.beam_width, self.end_id, self.names = beam_width, end_id, names
+        self.live = [(0.0, [], [])]  # slot 0 starts alive; the others are placeholders
+        self.finished: list[tuple[float, list[int], list[DecodeStep]]] = []
+        self.beam_steps = []
+        self.over = False  # beam_width hypotheses finished, or none left alive
+
+    def advance(self, chosen, make_step):
+        """chosen: the beam_width best (score, slot, token) candidates, best first;
+        make_step(slot, token) -> DecodeStep. Returns the parent slot of every slot for the next
+        step, or None when the search is over."""
+        new_live, parents = [], []
+        for score, slot, token in chosen:
+            _, ids, steps = self.live[slot]
+            hypothesis = (float(score), ids + [token], steps + [make_step(slot, token)])
+            if token == self.end_id:
+                self.finished.append(hypothesis)
+            else:
+                new_live.append(hypothesis)
+                parents.append(slot)
+        self.beam_steps.append([(self.names(ids), score) for score, ids, _ in new_live])
+        if len(self.finished) >= self.beam_width or not new_live:
+            self.over = True
+            return None
+        self.live = new_live
+        return parents + [parents[0]] * (self.beam_width - len(parents))
+
+    def result(self, length_penalty, tokenizer, max_len) -> BeamDecoding:
+        stopped_by = ("end" if self.over else "length" if len(self.beam_steps) >= max_len else
+                      "time")
+        ranked = self.finished or self.live  # nothing ended within max_len: rank what is alive
+        ranked = sorted(((length_normalised(score, len(ids), length_penalty), ids, steps)
+                         for score, ids, steps in ranked), key=lambda f: -f[0])
+        hypotheses = [Decoding(ids, self.names(ids), _text(ids, tokenizer), steps)
+                      for _, ids, steps in ranked]
+        best = hypotheses[0]
+        return BeamDecoding(best.token_ids, best.tokens, best.text, best.steps, stopped_by,
+                            score=ranked[0][0], beam_width=self.beam_width, hypotheses=hypotheses,
+                            beam_steps=self.beam_steps)
+
+
+# ================================================================================ cached path
+def bucket(length: int, cap: int) -> int:
+    """The padded length for `length`: the smallest of 16, 32, 64, ... that holds it, at most
+    cap (but never less than length)."""
+    size = SMALLEST_BUCKET
+    while size < length:
+        size *= 2
+    return max(length, min(size, cap))
+
+
+def _bucketed(model, source_ids, max_len):
+    """(source_ids padded to their bucket, the cache length)."""
+    c = model.config
+    batch, n = source_ids.shape
+    cache_len = bucket(max_len, c.max_len)
+    if not c.mask_padding:  # padding keys are not masked: more of them would change the numbers
+        return source_ids, cache_len
+    width = bucket(n, max(c.pad_source_to or c.max_len, n))
+    padded = np.full((batch, width), c.pad_id, np.int32)
+    padded[:, :n] = source_ids
+    return padded, cache_len
+
+
+def _loop_args(model, source_ids, head_mask, max_len, seconds):
+    sources, cache_len = _bucketed(model, source_ids, max_len)
+    seconds = math.inf if seconds is None else float(seconds)
+    return (tf.constant(sources), tf.constant(cache_len, tf.int32), tf.constant(max_len, tf.int32),
+            tf.constant(seconds, tf.float64), *(head_mask[kind] for kind in KIND_NAMES))
+
+
+def _deadline(seconds) -> float:
+    """time.monotonic() when a budget of `seconds` (None: no budget) started now is spent."""
+    return math.inf if seconds is None else time.monotonic() + float(seconds)
+
+
+def _cached_greedy(model, source_ids, head_mask, max_len, stop_at_end, capture, seconds=None):
+    """Every step's token, log-probabilities and (with capture) attention rows, as NumPy arrays
+    with the step first: tokens (T, B), log_prob (T, B), top_ids/top_log_probs (T, B, k),
+    self (T, L, B, H, cache_len), cross (T, L, B, H, N_bucket)."""
+    loop = _compiled_step(model, capture)
+    args = _loop_args(model, source_ids, head_mask, max_len, seconds)
+    return _fetch(loop(model, *args[:4], tf.constant(bool(stop_at_end)), *args[4:]))
+
+
+def _cached_beam(model, sources, head_mask, max_len, seconds=None):
+    """Per step: the beam_width chosen candidates (slot, token, score, log_prob) best first, and
+    every slot's top_ids/top_log_probs (T, W, k), self (T, L, W, H, S), cross (T, L, W, H, N)."""
+    loop = _compiled_beam(model)
+    return _fetch(loop(model, *_loop_args(model, sources, head_mask, max_len, seconds)))
+
+
+def _fetch(out):
+    """The loop's outputs as NumPy arrays of the steps taken."""
+    steps = int(out.pop("steps"))
+    return {name: value.numpy()[:steps] for name, value in out.items()}
+
+
+class _SharedLoop:
+    """One compiled decode loop for every model of one architecture (config).
+
+    The loop is traced with the model's variables as inputs (their resource handles, read once
+    at the start of the loop): while tracing, a keras.StatelessScope maps the variables of the
+    model being called (the template) to those reads, so the graph holds no model's weights
+    and any model of the same config runs it with its own. Opening another checkpoint of a
+    known architecture (the bundled epochs, a retrained model) therefore traces nothing.
+    (Handles, not values: passing a value costs an eager read per weight and every call.)
+    """
+
+    def __init__(self, model, make_loop, signature, xla):
+        shapes = [(tuple(w.shape), w.dtype) for w in model.weights]
+        handles = [tf.TensorSpec([], tf.resource)] * len(shapes)
+        self._template = None  # a weak reference to the model whose call traces
+        self._concrete = None  # the traced function, once traced
+        self._lock = threading.Lock()
+
+        def run(weight_handles, *args):
+            template = self._template()
+            values = []
+            for handle, (shape, dtype) in zip(weight_handles, shapes):
+                value = tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
+                value.set_shape(shape)  # the config fixes every shape
+                values.append(value)
+            with keras.StatelessScope(list(zip(template.weights, values))):
+                return make_loop(template)(*args)
+
+        # autograph=False: the loop is an explicit tf.while_loop and the model's Python loops
+        # run over its layers at trace time; no source conversion makes the trace quicker.
+        self.fn = tf.function(run, input_signature=[handles] + signature, jit_compile=xla or None,
+                              autograph=False)
+
+    def trace(self, model):
+        """The loop's one concrete function (the signature is fixed), traced on first use with
+        `model` as the template. Calls go to it directly: tf.function's dispatch matched every
+        argument's type, ~2 ms a call."""
+        if self._concrete is None:
+            with self._lock:  # one trace, while the template is alive
+                if self._concrete is None:
+                    self._template = weakref.ref(model)
+                    self._concrete = self.fn.get_concrete_function()
+        return self._concrete
+
+    def __call__(self, model, *args):
+        handles = [w.value.handle for w in model.weights]  # the backend's tf.Variables
+        return self.trace(model)(handles, *args)
+
+    def tracing_count(self) -> int:
+        return self.fn.experimental_get_tracing_count()
+
+
+_SHARED_LOOPS: OrderedDict = OrderedDict()  # (kind, config JSON) -> _SharedLoop, least recent first
+MAX_SHARED_LOOPS = 16  # architectures whose traces are kept (each a few MB of graph)
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_loop(model, kind, make_loop, greedy) -> _SharedLoop:
+    """The compiled loop of this model's architecture (traced on its first call)."""
+    key = (kind + ("_xla" if JIT_COMPILE else ""), model.config.to_json())
+    with _SHARED_LOCK:
+        loop = _SHARED_LOOPS.get(key)
+        if loop is None:
+            loop = _SharedLoop(model, make_loop, _signature(model.config, greedy), JIT_COMPILE)
+            _SHARED_LOOPS[key] = loop
+            while len(_SHARED_LOOPS) > MAX_SHARED_LOOPS:
+                _SHARED_LOOPS.popitem(last=False)
+        _SHARED_LOOPS.move_to_end(key)
+        return loop
+
+
+def _compiled_step(model, capture=True) -> _SharedLoop:
+    """The whole greedy decode of a batch as one compiled function, shared by every model of
+    this architecture (and capture mode), whose trace is reused by every decode. (The name is
+    the old step function's: it is still the one compiled function of cached greedy decoding.)"""
+    kind = "greedy" if capture else "greedy_no_capture"
+    return _shared_loop(model, kind, lambda m: _greedy_loop(m, capture, JIT_COMPILE), greedy=True)
+
+
+def _compiled_beam(model) -> _SharedLoop:
+    return _shared_loop(model, "beam", lambda m: _beam_loop(m, JIT_COMPILE), greedy=False)
+
+
+def _signature(c, greedy):
+    """The loop's inputs after the weights: source_ids, cache_len, max_steps, seconds,
+    [stop_at_end,] a head mask per kind (in KIND_NAMES' order: encoder, decoder, cross).
+    Without XLA one trace serves every batch, source and cache length (the dimensions are left
+    open); with XLA each bucket compiles once."""
+    layers = layer_counts(c)
+    return ([tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([], tf.int32),
+             tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.float64)] +
+            ([tf.TensorSpec([], tf.bool)] if greedy else []) +
+            [tf.TensorSpec([layers[kind], c.num_heads], tf.float32) for kind in KIND_NAMES])
+
+
+def _step_log_probs(model, tokens, t, cache, memory_mask, self_mask, cross_mask, banned):
+    """One decoder step on the device: log-probabilities (B, V) float64 (as NumPy's log_softmax
+    of the float32 logits), choosable ones (pad and start are never chosen: -inf), the updated
+    cache, the self row (L, B, H, cache_len) and the cross row (L, B, H, N)."""
+    out = model.decode_step(tokens[:, tf.newaxis], t, cache, memory_mask, self_mask, cross_mask)
+    logits = tf.cast(out["logits"][:, 0], tf.float64)  # (B, V)
+    shifted = logits - tf.reduce_max(logits, axis=-1, keepdims=True)
+    log_probs = shifted - tf.math.log(tf.reduce_sum(tf.exp(shifted), axis=-1, keepdims=True))
+    choosable = tf.where(banned, tf.constant(-np.inf, tf.float64), log_probs)
+    return (log_probs, choosable, out["cache"], out["self_attention"][:, :, :, 0],
+            out["cross_attention"][:, :, :, 0])
+
+
+def _clock(xla):
+    """Now, in seconds, on the device (tf.timestamp). XLA cannot compile a clock, so a loop
+    compiled with XLA (JIT_COMPILE, off by default) has no time budget: 0."""
+    return tf.constant(0.0, tf.float64) if xla else tf.timestamp()
+
+
+def _in_time(t, started, seconds, xla):
+    """May step t start? The first step always may; a later one while the time budget lasts."""
+    return (t == 0) | (_clock(xla) - started < seconds)
+
+
+def _banned(config):
+    """(V,) True for the ids never emitted: pad and start (which may be one id)."""
+    banned = np.zeros(config.tgt_vocab_size, bool)
+    banned[[config.pad_id, config.start_id]] = True
+    return tf.constant(banned)
+
+
+def _arrays(size, specs):
+    """One preallocated TensorArray per output, a slot per step (size: the cache length, a
+    bucket, so XLA compiles once per bucket whatever max_len is)."""
+    return {name: tf.TensorArray(dtype, size=size) for name, dtype in specs}
+
+
+def _stacked(arrays, steps, xla):
+    """Each array's written steps (the first `steps`): everything under XLA, which needs static
+    shapes (the host cuts them), only those written otherwise."""
+    if xla:
+        return {name: a.stack() for name, a in arrays.items()}
+    return {name: a.gather(tf.range(steps)) for name, a in arrays.items()}
+
+
+def _greedy_loop(model, capture, xla):
+    c = model.config
+    k = min(TOP_K, c.tgt_vocab_size)
+    specs = [("tokens", tf.int32), ("log_prob", tf.float64), ("top_ids", tf.int32),
+             ("top_log_probs", tf.float64)] + ([("self", tf.float32), ("cross", tf.float32)]
+                                               if capture else [])
+
+    def loop(source_ids, cache_len, max_steps, seconds, stop_at_end, encoder_mask, self_mask,
+             cross_mask):
+        started = _clock(xla)  # the time budget counts from here (tracing is not in it)
+        banned = _banned(c)
+        enc = model.encode(source_ids, head_mask=encoder_mask)
+        cache = model.init_cache(enc["memory"], cache_len)
+        batch = tf.shape(source_ids)[0]
+
+        def going(t, tokens, finished, cache, arrays):
+            return ((t < max_steps) & ~(stop_at_end & tf.reduce_all(finished)) &
+                    _in_time(t, started, seconds, xla))
+
+        def step(t, tokens, finished, cache, arrays):
+            log_probs, choosable, cache, self_row, cross_row = _step_log_probs(
+                model, tokens, t, cache, enc["mask"], self_mask, cross_mask, banned)
+            next_ids = tf.argmax(choosable, axis=-1, output_type=tf.int32)  # (B,)
+            top = tf.math.top_k(log_probs, k)  # ties: the lower id first
+            values = {"tokens": next_ids, "top_ids": top.indices, "top_log_probs": top.values,
+                      "log_prob": tf.gather(log_probs, next_ids, batch_dims=1),
+                      "self": self_row, "cross": cross_row}
+            arrays = {name: a.write(t, values[name]) for name, a in arrays.items()}
+            return t + 1, next_ids, finished | (next_ids == c.end_id), cache, arrays
+
+        start = (tf.constant(0), tf.fill([batch], c.start_id), tf.zeros([batch], tf.bool), cache,
+                 _arrays(cache_len, specs))
+        t, _, _, _, arrays = tf.while_loop(going, step, start)
+        return {"steps": t, **_stacked(arrays, t, xla)}
+
+    return loop
+
+
+def _beam_loop(model, xla):
+    c = model.config
+    k = min(TOP_K, c.tgt_vocab_size)
+    specs = [("slot", tf.int32), ("token", tf.int32), ("score", tf.float64),
+             ("log_prob", tf.float64), ("top_ids", tf.int32), ("top_log_probs", tf.float64),
+             ("self", tf.float32), ("cross", tf.float32)]
+
+    def loop(source_ids, cache_len, max_steps, seconds, encoder_mask, self_mask, cross_mask):
+        started = _clock(xla)
+        banned = _banned(c)
+        enc = model.encode(source_ids, head_mask=encoder_mask)
+        cache = model.init_cache(enc["memory"], cache_len)
+        width = tf.shape(source_ids)[0]  # the beam: one slot per row
+        slots = tf.range(width)
+
+        def going(t, tokens, scores, alive, ended, cache, arrays):
+            return ((t < max_steps) & (ended < width) & (alive > 0) &
+                    _in_time(t, started, seconds, xla))
+
+        def step(t, tokens, scores, alive, ended, cache, arrays):
+            log_probs, choosable, cache, self_row, cross_row = _step_log_probs(
+                model, tokens, t, cache, enc["mask"], self_mask, cross_mask, banned)
+            # each live slot's width best tokens; placeholder slots offer nothing
+            best = tf.math.top_k(choosable, tf.minimum(width, c.tgt_vocab_size))
+            # (W, W): ties give the lower id first
+            candidates = tf.where((slots < alive)[:, tf.newaxis],
+                                  scores[:, tf.newaxis] + best.values,
+                                  tf.constant(-np.inf, tf.float64))
+            chosen = tf.math.top_k(tf.reshape(candidates, [-1]), width)  # ties: slot, then rank
+            slot = chosen.indices // tf.shape(best.indices)[1]
+            token = tf.gather(tf.reshape(best.indices, [-1]), chosen.indices)
+            top = tf.math.top_k(log_probs, k)
+            values = {"slot": slot, "token": token, "score": chosen.values,
+                      "log_prob": tf.gather_nd(log_probs, tf.stack([slot, token], axis=1)),
+                      "top_ids": top.indices, "top_log_probs": top.values,
+                      "self": self_row, "cross": cross_row}
+            arrays = {name: a.write(t, values[name]) for name, a in arrays.items()}
+            # the unfinished candidates move to the front, in order; the slots left over copy
+            # the first one (as placeholders)
+            is_end = token == c.end_id
+            order = tf.argsort(tf.cast(is_end, tf.int32), stable=True)
+            alive = width - tf.reduce_sum(tf.cast(is_end, tf.int32))
+            keep = tf.where(slots < alive, order, order[0])
+            parents = tf.gather(slot, keep)
+            cache = {"self": [(tf.gather(key, parents), tf.gather(value, parents))
+                              for key, value in cache["self"]], "cross": cache["cross"]}
+            return (t + 1, tf.gather(token, keep), tf.gather(chosen.values, keep), alive,
+                    ended + width - alive, cache, arrays)
+
+        start = (tf.constant(0), tf.fill([width], c.start_id), tf.zeros([width], tf.float64),
+                 tf.constant(1), tf.constant(0), cache, _arrays(cache_len, specs))
+        t, *_, arrays = tf.while_loop(going, step, start)
+        return {"steps": t, **_stacked(arrays, t, xla)}
+
+    return loop
+
+
+# ================================================================================ naive path
+def _naive_greedy(model, source_ids, head_mask, max_len, stop_at_end, on_step, seconds=None):
+    """The reference loop: the decoder re-runs on the whole prefix each step; the same arrays as
+    _cached_greedy (self rows zero-padded to max_len)."""
+    config = model.config
+    batch = source_ids.shape[0]
+    run = _NaiveRun(model, source_ids, head_mask)
+    prefix = np.full((batch, 1), config.start_id, np.int32)
+    finished = np.zeros(batch, bool)
+    steps = {name: [] for name in ("tokens", "log_prob", "top_ids", "top_log_probs", "self",
+                                   "cross")}
+    deadline = _deadline(seconds)
+    for t in range(max_len):
+        if t and time.monotonic() >= deadline:
+            break
+        log_probs, self_weights, cross_weights = run.step(prefix)
+        next_ids = _choosable(log_probs, config).argmax(axis=-1).astype(np.int32)
+        top = np.stack([_top(row) for row in log_probs])  # (B, k)
+        padded = np.zeros(self_weights.shape[:-1] + (max_len,), np.float32)
+        padded[..., : t + 1] = self_weights
+        for name, value in (("tokens", next_ids), ("log_prob", log_probs[np.arange(batch), next_ids]),
+                            ("top_ids", top), ("top_log_probs", np.take_along_axis(log_probs, top, 1)),
+                            ("self", padded), ("cross", cross_weights)):
+            steps[name].append(value)
+        prefix = np.concatenate([prefix, next_ids[:, None]], axis=1)
+        if on_step is not None:
+            on_step(t)
+        finished |= next_ids == config.end_id
+        if stop_at_end and finished.all():
+            break
+    return {name: np.stack(values) for name, values in steps.items()}
+
+
+def _choosable(log_probs, config):
+    choosable = log_probs.copy()
+    choosable[:, [config.pad_id, config.start_id]] = -np.inf  # never emit padding or <start>
+    return choosable
+
+
+def _top(log_probs):
+    """The TOP_K most probable ids, ties broken by the lower id (as tf.math.top_k)."""
+    return np.argsort(-log_probs, kind="stable")[:TOP_K]
+
+
+class _NaiveRun:
+    """The reference: the whole decoder re-runs on the prefix at every step (compiled too, so a
+    benchmark compares the algorithms, not graph against eager execution)."""
+
+    def __init__(self, model, source_ids, head_mask):
+        enc = model.encode(source_ids, head_mask=head_mask["encoder"])
+        self.memory, self.memory_mask = enc["memory"], enc["mask"]
+        self.head_mask = head_mask
+        self.step_fn = _compiled_naive_step(model)
+        self.parents = None
+
+    def reorder(self, parents):
+        """Nothing to reorder: the prefix is re-run from scratch every step."""
+
+    def step(self, prefix):
+        """prefix (B, t + 1) -> log-probabilities (B, V) float64, self (L, B, H, t + 1),
+        cross (L, B, H, N)."""
+        logits, self_weights, cross_weights = self.step_fn(
+            tf.constant(prefix), self.memory, self.memory_mask, self.head_mask["decoder"],
+            self.head_mask["cross"])
+        return log_softmax(logits), self_weights.numpy(), cross_weights.numpy()
+
+
+def _compiled_naive_step(model):
+    fn = getattr(model, "_naive_step_fn", None)
+    if fn is None:
+        c = model.config
+        head_mask = tf.TensorSpec([c.num_decoder_layers, c.num_heads], tf.float32)
+        signature = [tf.TensorSpec([None, None], tf.int32),
+                     tf.TensorSpec([None, None, c.d_model], tf.float32),
+                     tf.TensorSpec([None, 1, 1, None], tf.float32), head_mask, head_mask]
+
+        @tf.function(input_signature=signature, autograph=False)
+        def fn(prefix, memory, memory_mask, self_head_mask, cross_head_mask):
+            # prefix (B, t + 1) -> last row: logits (B, V), self (L, B, H, t + 1), cross (L, B, H, N)
+            dec = model.decode(prefix, memory, memory_mask, self_head_mask=self_head_mask,
+                               cross_head_mask=cross_head_mask)
+            return (dec["logits"][:, -1], dec["self_attention"][:, :, :, -1],
+                    dec["cross_attention"][:, :, :, -1])
+        model._naive_step_fn = fn
+    return fn
+
+
+# ================================================================================ both
+def _make_step(names, token_id, log_prob, top_ids, top_log_probs, self_row, cross_row):
+    return DecodeStep(
+        token=names([token_id])[0],
+        token_id=int(token_id),
+        log_prob=float(log_prob),
+        top_k=[(name, int(i), float(np.exp(lp)))
+               for name, i, lp in zip(names(top_ids), top_ids, top_log_probs)],
+        cross=None if cross_row is None else np.array(cross_row, np.float32),
+        self=None if self_row is None else np.array(self_row, np.float32),
+    )
+
+
+class _Names:
+    """Token names by id: the tokenizer's pieces (looked up once per id), or the ids as text."""
+
+    def __init__(self, tokenizer, *id_arrays):
+        self.tokenizer = tokenizer
+        self.pieces = {}
+        if tokenizer is not None and id_arrays:
+            ids = np.unique(np.concatenate([np.asarray(a).reshape(-1) for a in id_arrays]))
+            self.pieces = dict(zip(ids.tolist(), tokenizer.ids_to_pieces(ids.tolist())))
+
+    def __call__(self, ids):
+        ids = [int(i) for i in ids]
+        if self.tokenizer is None:
+            return [str(i) for i in ids]
+        missing = [i for i in ids if i not in self.pieces]
+        if missing:
+            self.pieces.update(zip(missing, self.tokenizer.ids_to_pieces(missing)))
+        return [self.pieces[i] for i in ids]
+
+
+def _built(model):
+    """The model, its variables created first if it has never been called (as Keras builds a
+    layer on its first call): the compiled loops read the variables themselves, so an unbuilt
+    model would have none to read."""
+    if not model.built:
+        model.build_weights()
+    return model
+
+
+def _check_max_len(config, max_len):
+    if not 1 <= max_len <= config.max_len:
+        raise ValueError(f"max_len must be in [1, {config.max_len}] (the model's max_len), got {max_len}")
+
+
+def _head_masks(model, head_mask):
+    """Full (layers, heads) float masks for each kind, ones where not given."""
+    return {kind: tf.constant(mask) for kind, mask in
+            head_masks(model.config, given=head_mask).items()}
+
+
+def log_softmax(logits) -> np.ndarray:
+    """Log-probabilities over the last axis, in float64."""
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def _text(ids, tokenizer):
+    return tokenizer.decode(ids) if tokenizer is not None else " ".join(str(i) for i in ids)
+
+
+__all__ = ["BeamDecoding", "DecodeStep", "Decoding", "beam_search", "bucket", "greedy_decode",
+           "greedy_decode_batch", "length_normalised"]

@@ -1,0 +1,72 @@
+"""The attention maps of a sentence, built in one place.
+
+`attention_maps` runs ONE padded teacher-forced pass over any number of sentences and splits it
+back into one dict per sentence, trimmed of its padding (padding never changes a real row:
+padded keys are masked and padded rows are cut). `Checkpoint.attention` (one sentence) and
+`attention_batch` (a corpus) both use it, so every page sees the same keys:
+
+    "encoder" (L_enc, H, N, N), "decoder" (L_dec, H, T, T), "cross" (L_dec, H, T, N)  float32
+    "encoder_mask" (N, N), "decoder_mask" (T, T), "cross_mask" (T, N)   bool, True = may attend
+    "source_tokens" (N), "target_tokens" (T: the decoder's inputs, <s> first),
+    "output_tokens" (T: the token each row predicts, </s> last)
+    "source_ids", "target_ids", "output_ids"  int32
+    "log_probs" (T): the log-probability the model gives each output token
+    with details, per kind: "<kind>_q", "<kind>_k", "<kind>_v" (L, H, len, head_dim) and
+    "<kind>_scores" (L, H, q_len, k_len): QK^T / sqrt(head_dim) before masking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from transformer.core.kinds import KINDS
+from transformer.core.masking import pad_ids
+from transformer.inference.decoding import log_softmax
+
+__all__ = ["attention_maps"]
+
+
+def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
+                   output_ids: Sequence[Sequence[int]], head_mask=None,
+                   details: bool = False) -> list[dict]:
+    """The maps (see the module docstring) of each (source ids, output ids) pair, teacher
+    forced: the decoder is fed <s> + output_ids[:-1] and scored on output_ids."""
+    config, model = ckpt.config, ckpt.model
+    target_ids = [[config.start_id] + list(ids[:-1]) for ids in output_ids]  # shifted right
+    src, tgt = pad_ids(source_ids, config.pad_id), pad_ids(target_ids, config.pad_id)
+    out = model((src, tgt), return_attention=True, return_qkv=details, head_mask=head_mask)
+    out = {name: np.asarray(value) for name, value in out.items()}
+    log_probs = log_softmax(out["logits"])  # (B, T, V)
+    key_mask = out["source_mask"][:, 0, 0] > 0  # (B, N)
+    self_mask = out["target_mask"][:, 0] > 0  # (B, T, T)
+    results = []
+    for b, (s_ids, t_ids, o_ids) in enumerate(zip(source_ids, target_ids, output_ids)):
+        n, t = len(s_ids), len(t_ids)
+        sides = {"source": n, "target": t}
+        maps = {}
+        for name, kind in KINDS.items():
+            q, k = sides[kind.query_side], sides[kind.key_side]
+            maps[name] = out[f"{name}_attention"][:, b, :, :q, :k].copy()  # (L, H, q, k)
+        maps.update({
+            "encoder_mask": np.broadcast_to(key_mask[b, :n], (n, n)).copy(),
+            "decoder_mask": self_mask[b, :t, :t].copy(),
+            "cross_mask": np.broadcast_to(key_mask[b, :n], (t, n)).copy(),
+            "source_tokens": ckpt.source_tokenizer.ids_to_pieces(s_ids),
+            "target_tokens": ckpt.target_tokenizer.ids_to_pieces(t_ids),
+            "output_tokens": ckpt.target_tokenizer.ids_to_pieces(o_ids),
+            "source_ids": np.asarray(s_ids, np.int32),
+            "target_ids": np.asarray(t_ids, np.int32),
+            "output_ids": np.asarray(o_ids, np.int32),
+            "log_probs": log_probs[b, np.arange(t), list(o_ids)].astype(np.float32),
+        })
+        if details:
+            for name, kind in KINDS.items():
+                q, k = sides[kind.query_side], sides[kind.key_side]
+                maps[f"{name}_q"] = out[f"{name}_q"][:, b, :, :q].copy()  # (L, H, q, head_dim)
+                maps[f"{name}_k"] = out[f"{name}_k"][:, b, :, :k].copy()
+                maps[f"{name}_v"] = out[f"{name}_v"][:, b, :, :k].copy()
+                maps[f"{name}_scores"] = out[f"{name}_scores"][:, b, :, :q, :k].copy()
+        results.append(maps)
+    return results

@@ -1,0 +1,169 @@
+"""The runtime of one opened model: its tokenizers, the model, and what the pages ask of it
+(translations with every step's attention, the maps of a sentence, how long a text may be).
+
+Checkpoint.open(data) builds the model from a CheckpointData (from our checkpoint file, or from
+an importer that mapped another program's files on load): the weights are copied once, into the
+model's variables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformer.checkpoint.format import CheckpointData, build_model, read_checkpoint
+from transformer.core import limits
+from transformer.inference.decoding import Decoding, beam_search, greedy_decode
+from transformer.inference.maps import attention_maps
+from transformer.model.config import TransformerConfig
+from transformer.model.transformer import Transformer
+from transformer.tokenizers.base import Tokenizer
+
+ASSETS = Path(__file__).resolve().parent.parent.parent / "assets" / "checkpoints"
+DEFAULT_CHECKPOINT = ASSETS / "dates.ckpt"
+
+
+@dataclass
+class Checkpoint:
+    config: TransformerConfig
+    model: Transformer
+    source_tokenizer: Tokenizer
+    target_tokenizer: Tokenizer
+    metadata: dict[str, Any] = field(default_factory=dict)
+    content_hash: str = ""  # sha256 of the file's bytes: the cache key for everything derived
+    metadata_warnings: list[str] = field(default_factory=list)  # what the metadata schema dropped
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name") or self.metadata.get("task") or "checkpoint")
+
+    @property
+    def source_len(self) -> int:
+        """The most ids a source may have: max_len, or the fixed length a model is fed, cut to
+        the length budget of typed text (limits.token_budget: the source is padded back to a
+        fixed length, which the load checked against the budget of the attention maps)."""
+        return min(self.config.pad_source_to or self.config.max_len,
+                   limits.token_budget(self.config))
+
+    @property
+    def target_len(self) -> int:
+        """The most ids a typed target may have (its pieces and </s>): max_len, cut to the
+        length budget of typed text (limits.token_budget)."""
+        return min(self.config.max_len, limits.token_budget(self.config))
+
+    def pieces_cut(self, text: str, side: str = "source") -> int:
+        """How many pieces of `text` do not fit (source_len or target_len), cut on encoding."""
+        c = self.config
+        if side == "source":  # [<s>] pieces [</s>]
+            specials = int(c.source_start) + int(c.source_end)
+            return max(0, len(self.source_tokenizer.pieces(text)) + specials - self.source_len)
+        if side == "target":  # pieces </s> (the decoder's inputs are <s> pieces)
+            return max(0, len(self.target_tokenizer.pieces(text)) + 1 - self.target_len)
+        raise ValueError(f"side must be 'source' or 'target', got {side!r}")
+
+    def length_limit(self, side: str = "source") -> str:
+        """What cuts a text of this side, as the end of a sentence the sidebar shows ("the
+        model's max_len (64 tokens)", "the length budget of typed text (512 tokens; the model's
+        max_len is 16384)"): the model's own length, or the budget when it is less."""
+        c = self.config
+        if side not in ("source", "target"):
+            raise ValueError(f"side must be 'source' or 'target', got {side!r}")
+        limit = self.source_len if side == "source" else self.target_len
+        if side == "source" and limit == c.pad_source_to:
+            return f"the source length the model is fed ({limit} tokens)"
+        if limit == c.max_len:
+            return f"the model's max_len ({limit} tokens)"
+        if limit == limits.MAX_INPUT_TOKENS:
+            return (f"the length budget of typed text ({limit} tokens; the model's max_len is "
+                    f"{c.max_len})")
+        return (f"the length budget of typed text for a model of this size ({limit} tokens: "
+                f"the attention maps of one request must fit in "
+                f"{limits.MAX_MAPS_BYTES // limits.MB} MB)")
+
+    def encode_source(self, text: str) -> list[int]:
+        """The encoder's input ids: <s> pieces </s> (each special as the config says), cut to
+        fit source_len (keeping the specials), then padded to pad_source_to when the model is
+        fed a fixed length. The cut is the tokenizer's: no tensor of the full text exists."""
+        c = self.config
+        ids = self.source_tokenizer.encode(text, add_start=c.source_start, add_end=c.source_end,
+                                           max_len=self.source_len)
+        return ids + [c.pad_id] * (c.pad_source_to - len(ids))
+
+    def encode_target(self, text: str) -> list[int]:
+        """A typed target's output ids as teacher forcing scores them: pieces </s>, cut to fit
+        target_len (keeping </s>). The decoder is fed <s> and all but the last."""
+        return self.target_tokenizer.encode(text, add_end=True, max_len=self.target_len)
+
+    def step_budget(self, beam_width: int = 1) -> int:
+        """The most tokens one translation may emit (limits.step_budget)."""
+        return limits.step_budget(self.config, beam_width)
+
+    def translate(self, source: str, max_len: int | None = None, use_cache: bool = True,
+                  head_mask=None, beam_width: int = 1, stop_at_end: bool = True,
+                  seconds: float | None = None) -> Decoding:
+        """Translation with every step's attention; .text is the translation.
+
+        beam_width=1 decodes greedily; more runs beam search (a BeamDecoding, with the beam).
+        max_len: the most tokens to emit, at most the step budget (step_budget: the model's
+        max_len, limits.MAX_DECODE_STEPS and the memory of the attention maps), which is the
+        default. seconds: the time budget, by default limits.MAX_DECODE_SECONDS (math.inf:
+        none); the result's stopped_by says "end", "length" or "time" (see stopped_by_budget)."""
+        if seconds is None:
+            seconds = limits.MAX_DECODE_SECONDS
+        budget = self.step_budget(beam_width)
+        max_len = budget if max_len is None else min(max_len, budget)
+        if beam_width != 1:
+            return beam_search(self.model, self.encode_source(source), beam_width=beam_width,
+                               max_len=max_len, use_cache=use_cache, head_mask=head_mask,
+                               tokenizer=self.target_tokenizer, seconds=seconds)
+        return greedy_decode(self.model, self.encode_source(source), max_len=max_len,
+                             use_cache=use_cache, stop_at_end=stop_at_end, head_mask=head_mask,
+                             tokenizer=self.target_tokenizer, seconds=seconds)
+
+    def stopped_by_budget(self, result: Decoding) -> str | None:
+        """Why a translation stopped without its end token, as the end of a sentence the page
+        shows ("the step budget of one translation (512 tokens)"), or None when it ended, or
+        stopped at a max_len the user chose below the step budget."""
+        if result.stopped_by == "time":
+            return f"the time budget of one translation ({limits.MAX_DECODE_SECONDS:g} s)"
+        budget = self.step_budget(getattr(result, "beam_width", 1))
+        if result.stopped_by == "length" and len(result.token_ids) >= budget:
+            if budget == limits.MAX_DECODE_STEPS:
+                return f"the step budget of one translation ({budget} tokens)"
+            if budget == self.config.max_len:
+                return f"the model's max_len ({budget} tokens)"
+            return (f"the step budget of one translation for a model of this size ({budget} "
+                    f"tokens: the attention maps of one request must fit in "
+                    f"{limits.MAX_MAPS_BYTES // limits.MB} MB)")
+        return None
+
+    def attention(self, source: str, target: str | None = None, head_mask=None,
+                  details: bool = False) -> dict:
+        """Every attention map of one teacher-forced pass, as NumPy arrays (the keys are listed
+        in transformer.inference.maps): the maps of each kind, their masks, the tokens and ids of each
+        side and the log-probability of each output token; details=True adds Q, K, V and the
+        scores before masking.
+        With target=None the target is the model's own greedy translation; a typed one is
+        cut to target_len (and the source to source_len) as it is tokenized.
+        """
+        if target is None:
+            output_ids = self.translate(source, head_mask=head_mask).token_ids
+        else:
+            output_ids = self.encode_target(target)
+        return attention_maps(self, [self.encode_source(source)], [output_ids], head_mask,
+                              details)[0]
+
+    @classmethod
+    def open(cls, data: CheckpointData, where: str = "the checkpoint") -> "Checkpoint":
+        """The model `data` describes, built with its weights (CheckpointError if they do not
+        fit or do not compute finite numbers). `data.weights` is emptied: the model holds them."""
+        model = build_model(data.config, data.weights, where)
+        data.weights = {}
+        return cls(data.config, model, data.source_tokenizer, data.target_tokenizer,
+                   data.metadata, data.content_hash, data.metadata_warnings)
+
+
+def load_checkpoint(source) -> Checkpoint:
+    """Load a checkpoint from a path, bytes or a binary file object. Raises CheckpointError."""
+    return Checkpoint.open(read_checkpoint(source))

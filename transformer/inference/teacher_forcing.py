@@ -1,0 +1,46 @@
+"""A typed target stepped through as if decoded: the per-step view of teacher forcing.
+
+One teacher-forced pass (the decoder fed <s> + the target, every position at once) gives, for
+each position t, what greedy decoding records for a step: the forced token and its
+log-probability, the TOP_K most probable next tokens, the cross-attention row over the source
+and the self-attention row over the prefix. Row t of a teacher-forced pass equals step t of a
+decode of the same prefix (tests/test_decoding.py checks this for greedy decoding), so the
+decoding page shows a forced target with the same figures as the model's own decode.
+(It could live in transformer.inference.decoding, next to greedy_decode.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from transformer.inference.decoding import TOP_K, DecodeStep, Decoding, log_softmax
+
+__all__ = ["teacher_forced"]
+
+
+def teacher_forced(ckpt, source: str, target: str, head_mask=None) -> Decoding:
+    """`target` teacher-forced after `source` as a Decoding (token_ids: the target's ids and
+    </s>, cut to the checkpoint's target_len as Checkpoint.attention cuts it; one DecodeStep per
+    position) from ONE forward pass. Each step's top_k ranks every token of the vocabulary, as
+    greedy decoding's steps do; the forced token need not be among them."""
+    config = ckpt.config
+    tokenizer = ckpt.target_tokenizer
+    output_ids = ckpt.encode_target(target)
+    target_ids = [config.start_id] + output_ids[:-1]  # the decoder's inputs: shifted right
+    source_ids = np.asarray([ckpt.encode_source(source)], np.int32)
+    out = ckpt.model((source_ids, np.asarray([target_ids], np.int32)), return_attention=True,
+                     head_mask=head_mask)
+    log_probs = log_softmax(np.asarray(out["logits"])[0])  # (T, V)
+    cross = np.asarray(out["cross_attention"])[:, 0]  # (L, H, T, N)
+    self_attention = np.asarray(out["decoder_attention"])[:, 0]  # (L, H, T, T)
+    top = np.argsort(-log_probs, axis=-1, kind="stable")[:, :TOP_K]  # (T, k), ties: lower id
+    ids = sorted(set(output_ids) | set(top.ravel().tolist()))
+    name = dict(zip(ids, tokenizer.ids_to_pieces(ids)))
+    steps = [DecodeStep(
+        token=name[token_id], token_id=int(token_id), log_prob=float(log_probs[t, token_id]),
+        top_k=[(name[int(i)], int(i), float(np.exp(log_probs[t, i]))) for i in top[t]],
+        cross=cross[:, :, t].astype(np.float32),  # (L, H, N)
+        self=self_attention[:, :, t, :t + 1].astype(np.float32))  # (L, H, t + 1)
+        for t, token_id in enumerate(output_ids)]
+    return Decoding(token_ids=list(output_ids), tokens=[name[i] for i in output_ids],
+                    text=tokenizer.decode(output_ids), steps=steps)

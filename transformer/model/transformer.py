@@ -1,0 +1,292 @@
+"""The encoder-decoder Transformer (Vaswani et al. 2017) that returns every attention map."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from transformer.core.kinds import KIND_NAMES, layer_counts
+from transformer.model.attention import dense
+from transformer.model.config import TransformerConfig
+from transformer.model.layers import DecoderLayer, EncoderLayer, PositionalEmbedding
+from transformer.model.masks import look_ahead_mask, padding_mask
+
+ATTENTION_KINDS = KIND_NAMES  # ("encoder", "decoder", "cross")
+
+
+class Transformer(keras.Model):
+    """encode(source) -> memory; decode(target, memory) -> logits; call((source, target)).
+
+    Attention maps, hidden states and Q/K/V are returned by calls when asked, never stored on the
+    layers, so one model object can serve many users at once.
+    """
+
+    def __init__(self, config: TransformerConfig, **kwargs):
+        kwargs.setdefault("name", "transformer")
+        super().__init__(**kwargs)
+        config.validate()
+        self.config = config
+        c = config
+        self.source_token_embedding = keras.layers.Embedding(
+            c.src_vocab_size, c.d_model, name="source_token_embedding")
+        if c.share_embeddings:
+            self.target_token_embedding = self.source_token_embedding
+        else:
+            self.target_token_embedding = keras.layers.Embedding(
+                c.tgt_vocab_size, c.d_model, name="target_token_embedding")
+        self.source_embedding = PositionalEmbedding(
+            self.source_token_embedding, c.d_model, c.max_len, c.positional, c.scale_embeddings,
+            name="source_embedding")
+        self.target_embedding = PositionalEmbedding(
+            self.target_token_embedding, c.d_model, c.max_len, c.positional, c.scale_embeddings,
+            name="target_embedding")
+        self.source_dropout = keras.layers.Dropout(c.dropout_rate)
+        self.target_dropout = keras.layers.Dropout(c.dropout_rate)
+        block = dict(head_dim=c.head_dim, activation=c.activation,
+                     layer_norm_epsilon=c.layer_norm_epsilon)
+        self.encoder_layers = [
+            EncoderLayer(c.d_model, c.num_heads, c.dff, c.dropout_rate, c.norm_first,
+                         name=f"encoder_layer_{i}", **block)
+            for i in range(c.num_encoder_layers)
+        ]
+        self.decoder_layers = [
+            DecoderLayer(c.d_model, c.num_heads, c.dff, c.dropout_rate, c.norm_first,
+                         name=f"decoder_layer_{i}", **block)
+            for i in range(c.num_decoder_layers)
+        ]
+        # Pre-LN stacks end with a LayerNorm: their residual stream is never normalised otherwise.
+        if c.norm_first:
+            self.encoder_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, name="encoder_norm")
+            self.decoder_norm = keras.layers.LayerNormalization(
+                epsilon=c.layer_norm_epsilon, name="decoder_norm")
+        if not c.tie_output:
+            self.output_projection = keras.layers.Dense(
+                c.tgt_vocab_size, use_bias=c.output_bias, name="output_projection")
+        elif c.output_bias:  # tied embeddings with a bias of their own (Marian's final_logits_bias)
+            self.output_bias = self.add_weight(shape=(c.tgt_vocab_size,), initializer="zeros",
+                                               name="output_bias")
+
+    def build(self, input_shape=None):
+        """Every variable, from the config alone: each layer builds its own weights from
+        d_model (no forward pass, which would trace the whole model symbolically). A layer that
+        a call already built (model.encode on a fresh model builds the encoder's) is kept."""
+        shape = (None, None, self.config.d_model)
+        for layer in (self.source_embedding, self.target_embedding, *self.encoder_layers,
+                      *self.decoder_layers):
+            if not layer.built:
+                layer.build()
+        for layer in ((self.encoder_norm, self.decoder_norm) if self.config.norm_first else ()) \
+                + (() if self.config.tie_output else (self.output_projection,)):
+            if not layer.built:
+                layer.build(shape)
+        self.built = True
+
+    def build_weights(self) -> "Transformer":
+        """Create every variable (see build); returns the model."""
+        if not self.built:
+            self.build()
+        return self
+
+    # ---------------------------------------------------------------- masks
+    def source_mask(self, source_ids):
+        """(B, N) ids -> (B, 1, 1, N): 1 where a key is a real token (all 1 when the config does
+        not mask padding)."""
+        source_ids = tf.convert_to_tensor(source_ids)
+        if not self.config.mask_padding:
+            return tf.ones_like(source_ids, tf.float32)[:, tf.newaxis, tf.newaxis, :]
+        return padding_mask(source_ids, self.config.pad_id)
+
+    def target_mask(self, target_ids):
+        """(B, T) ids -> (B, 1, T, T): look-ahead AND padding. Padding is found by id; when the
+        start id is the pad id (Marian), position 0 holds the start token and is never padding."""
+        target_ids = tf.convert_to_tensor(target_ids)
+        causal = look_ahead_mask(tf.shape(target_ids)[1])[tf.newaxis, tf.newaxis]  # (1, 1, T, T)
+        if not self.config.mask_padding:
+            return tf.ones_like(target_ids, tf.float32)[:, tf.newaxis, tf.newaxis, :] * causal
+        real = padding_mask(target_ids, self.config.pad_id)  # (B, 1, 1, T)
+        if self.config.start_id == self.config.pad_id:
+            real = tf.maximum(real, tf.one_hot(0, tf.shape(target_ids)[1], dtype=real.dtype))
+        return real * causal
+
+    # ---------------------------------------------------------------- encoder
+    def encode(self, source_ids, training=False, head_mask=None, return_hidden_states=False,
+               return_qkv=False):
+        """source_ids (B, N) -> dict:
+        "memory" (B, N, d_model), "mask" (B, 1, 1, N), "attention" (L_enc, B, H, N, N);
+        with return_hidden_states "hidden_states" (L_enc + 1, B, N, d_model) (the embedded input,
+        then each layer's output); with return_qkv "q", "k", "v" (L_enc, B, H, N, d_k) and
+        "scores" (L_enc, B, H, N, N) (scaled, before masking).
+        head_mask: (L_enc, H), 0 silences a head.
+        """
+        source_ids = tf.convert_to_tensor(source_ids)
+        mask = self.source_mask(source_ids)  # (B, 1, 1, N)
+        x = self.source_dropout(self.source_embedding(source_ids), training=training)
+        hidden, layer_results = [x], []
+        for i, layer in enumerate(self.encoder_layers):
+            result = layer(x, attention_mask=mask, head_mask=_row(head_mask, i), training=training,
+                           return_qkv=return_qkv)
+            x = result["output"]
+            hidden.append(x)
+            layer_results.append(result)
+        if self.config.norm_first:
+            x = self.encoder_norm(x)
+            hidden[-1] = x
+        out = {"memory": x, "mask": mask,
+               "attention": tf.stack([r["weights"] for r in layer_results])}
+        if return_hidden_states:
+            out["hidden_states"] = tf.stack(hidden)
+        if return_qkv:
+            out.update(_stack_qkv(layer_results))
+        return out
+
+    # ---------------------------------------------------------------- decoder
+    def decode(self, target_ids, memory, memory_mask, training=False, self_head_mask=None,
+               cross_head_mask=None, return_hidden_states=False, return_qkv=False):
+        """target_ids (B, T), memory (B, N, d_model), memory_mask (B, 1, 1, N) -> dict:
+        "logits" (B, T, tgt_vocab), "self_attention" (L_dec, B, H, T, T),
+        "cross_attention" (L_dec, B, H, T, N), "mask" (B, 1, T, T) (the self-attention mask);
+        optional "hidden_states" (L_dec + 1, B, T, d_model),
+        "self_q"/"self_k"/"self_v"/"self_scores", "cross_q"/"cross_k"/"cross_v"/"cross_scores".
+        """
+        target_ids = tf.convert_to_tensor(target_ids)
+        self_mask = self.target_mask(target_ids)  # (B, 1, T, T)
+        x = self.target_dropout(self.target_embedding(target_ids), training=training)
+        hidden, self_results, cross_results = [x], [], []
+        for i, layer in enumerate(self.decoder_layers):
+            result = layer(x, memory, self_mask=self_mask, cross_mask=memory_mask,
+                           self_head_mask=_row(self_head_mask, i),
+                           cross_head_mask=_row(cross_head_mask, i), training=training,
+                           return_qkv=return_qkv)
+            x = result["output"]
+            hidden.append(x)
+            self_results.append(result["self"])
+            cross_results.append(result["cross"])
+        x = self.final_norm(x)
+        hidden[-1] = x
+        out = {"logits": self.project(x), "mask": self_mask,
+               "self_attention": tf.stack([r["weights"] for r in self_results]),
+               "cross_attention": tf.stack([r["weights"] for r in cross_results])}
+        if return_hidden_states:
+            out["hidden_states"] = tf.stack(hidden)
+        if return_qkv:
+            out.update({f"self_{k}": v for k, v in _stack_qkv(self_results).items()})
+            out.update({f"cross_{k}": v for k, v in _stack_qkv(cross_results).items()})
+        return out
+
+    def final_norm(self, x):
+        """The decoder stack's closing LayerNorm (pre-LN only)."""
+        return self.decoder_norm(x) if self.config.norm_first else x
+
+    def project(self, x):
+        """(B, T, d_model) -> logits (B, T, tgt_vocab)."""
+        if not self.config.tie_output:
+            return dense(self.output_projection, x)
+        logits = tf.matmul(x, self.target_token_embedding.embeddings, transpose_b=True)
+        return logits + self.output_bias if self.config.output_bias else logits
+
+    # ---------------------------------------------------------------- cached decoding
+    def init_cache(self, memory, max_len):
+        """The decoder's caches for decoding up to max_len tokens over memory (B, N, d_model):
+        {"self": per layer (k, v) zeros (B, H, max_len, head_dim), written step by step;
+         "cross": per layer (k, v) (B, H, N, head_dim), the encoder output's keys and values,
+         computed once}."""
+        c = self.config
+        shape = (tf.shape(memory)[0], c.num_heads, max_len, c.head_dim)
+        return {"self": [(tf.zeros(shape), tf.zeros(shape)) for _ in self.decoder_layers],
+                "cross": [layer.cross_attention.project_key_value(memory)
+                          for layer in self.decoder_layers]}
+
+    def decode_step(self, token_ids, index, cache, memory_mask, self_head_mask=None,
+                    cross_head_mask=None):
+        """The decoder on new tokens only, reusing the cache: token_ids (B, n) sit at positions
+        index .. index + n - 1 and attend to every earlier position through cache["self"].
+
+        Returns {"logits" (B, n, V), "self_attention" (L_dec, B, H, n, max_len) (slots after the
+        token's own position are blocked: weight 0), "cross_attention" (L_dec, B, H, n, N),
+        "cache" (the updated cache)}. The same arithmetic as `decode` on the whole prefix: the
+        rows of the new positions.
+        """
+        x = self.target_embedding(token_ids, offset=index)
+        size = tf.shape(cache["self"][0][0])[2]
+        positions = index + tf.range(tf.shape(token_ids)[1])  # (n,)
+        visible = tf.cast(tf.range(size)[tf.newaxis, :] <= positions[:, tf.newaxis], x.dtype)
+        visible = visible[tf.newaxis, tf.newaxis]  # (1, 1, n, max_len)
+        self_cache, self_weights, cross_weights = [], [], []
+        for i, layer in enumerate(self.decoder_layers):
+            result = layer(x, self_mask=visible, cross_mask=memory_mask,
+                           self_head_mask=_row(self_head_mask, i),
+                           cross_head_mask=_row(cross_head_mask, i),
+                           self_cache=cache["self"][i], cross_cache=cache["cross"][i],
+                           cache_update_index=index)
+            x = result["output"]
+            self_cache.append(result["self"]["cache"])
+            self_weights.append(result["self"]["weights"])
+            cross_weights.append(result["cross"]["weights"])
+        return {"logits": self.project(self.final_norm(x)),
+                "self_attention": tf.stack(self_weights), "cross_attention": tf.stack(cross_weights),
+                "cache": {"self": self_cache, "cross": cache["cross"]}}
+
+    # ---------------------------------------------------------------- both
+    def call(self, inputs, training=False, head_mask=None, return_attention=False,
+             return_hidden_states=False, return_qkv=False):
+        """inputs = (source_ids (B, N), target_ids (B, T)); target_ids start with start_id.
+
+        Returns logits (B, T, tgt_vocab), or with any return_* flag a dict with "logits",
+        "encoder_attention" (L_enc, B, H, N, N), "decoder_attention" (L_dec, B, H, T, T),
+        "cross_attention" (L_dec, B, H, T, N), the masks they used, "source_mask" (B, 1, 1, N)
+        (encoder and cross keys) and "target_mask" (B, 1, T, T), and the requested extras, prefixed
+        "encoder_",
+        "decoder_" (self-attention) and "cross_".
+        head_mask: {"encoder": (L_enc, H), "decoder": (L_dec, H), "cross": (L_dec, H)}, any subset;
+        0 silences a head's output.
+        """
+        source_ids, target_ids = inputs
+        head_mask = head_mask or {}
+        unknown = set(head_mask) - set(ATTENTION_KINDS)
+        if unknown:
+            raise ValueError(f"head_mask keys must be among {ATTENTION_KINDS}, got {sorted(unknown)}")
+        c = self.config
+        layers = layer_counts(c)
+        for kind, mask in head_mask.items():
+            if mask is not None and tuple(mask.shape) != (layers[kind], c.num_heads):
+                raise ValueError(f"head_mask[{kind!r}] must have shape "
+                                 f"{(layers[kind], c.num_heads)} (layers, heads), got {tuple(mask.shape)}")
+        enc = self.encode(source_ids, training=training, head_mask=head_mask.get("encoder"),
+                          return_hidden_states=return_hidden_states, return_qkv=return_qkv)
+        dec = self.decode(target_ids, enc["memory"], enc["mask"], training=training,
+                          self_head_mask=head_mask.get("decoder"),
+                          cross_head_mask=head_mask.get("cross"),
+                          return_hidden_states=return_hidden_states, return_qkv=return_qkv)
+        if not (return_attention or return_hidden_states or return_qkv):
+            return dec["logits"]
+        out = {"logits": dec["logits"], "encoder_attention": enc["attention"],
+               "decoder_attention": dec["self_attention"], "cross_attention": dec["cross_attention"],
+               "source_mask": enc["mask"], "target_mask": dec["mask"]}
+        if return_hidden_states:
+            out["encoder_hidden_states"] = enc["hidden_states"]
+            out["decoder_hidden_states"] = dec["hidden_states"]
+        if return_qkv:
+            for name in ("q", "k", "v", "scores"):
+                out[f"encoder_{name}"] = enc[name]
+                out[f"decoder_{name}"] = dec[f"self_{name}"]
+                out[f"cross_{name}"] = dec[f"cross_{name}"]
+        return out
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(TransformerConfig.from_dict(config["config"]), name=config.get("name"))
+
+
+def _row(head_mask, layer):
+    """Row `layer` of an optional (layers, heads) head mask."""
+    if head_mask is None:
+        return None
+    return tf.convert_to_tensor(head_mask, tf.float32)[layer]
+
+
+def _stack_qkv(layer_results):
+    return {name: tf.stack([r[name] for r in layer_results]) for name in ("q", "k", "v", "scores")}

@@ -1,0 +1,111 @@
+"""The model's weights by name: their shapes from a config alone, reading them out of a built
+model, and the one place weights are copied into a model (every importer and the checkpoint
+loader call assign_weights, which names every missing, extra or mis-shaped weight)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from transformer.model.config import TransformerConfig
+
+
+class WeightError(ValueError):
+    """A weight missing, extra or of the wrong shape, in a sentence naming it."""
+
+
+def weight_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
+    """{weight path relative to the model: shape} of every weight a Transformer(config) has,
+    computed from the config alone (nothing is built or allocated): a checkpoint's weights are
+    checked against it before the model is built. Equal to the built model's weights (tested)."""
+    c = config
+    d, inner = c.d_model, c.num_heads * c.head_dim
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def dense(prefix, n_in, n_out, bias=True):
+        shapes[f"{prefix}/kernel"] = (n_in, n_out)
+        if bias:
+            shapes[f"{prefix}/bias"] = (n_out,)
+
+    def norm(prefix):
+        shapes[f"{prefix}/gamma"] = (d,)
+        shapes[f"{prefix}/beta"] = (d,)
+
+    def attention(prefix):
+        for part in ("query", "key", "value"):
+            dense(f"{prefix}/{part}", d, inner)
+        dense(f"{prefix}/output", inner, d)
+
+    shapes["source_embedding/source_token_embedding/embeddings"] = (c.src_vocab_size, d)
+    if c.positional == "learned":
+        shapes["source_embedding/position_embedding/embeddings"] = (c.max_len, d)
+    if not c.share_embeddings:
+        shapes["target_embedding/target_token_embedding/embeddings"] = (c.tgt_vocab_size, d)
+    if c.positional == "learned":
+        shapes["target_embedding/position_embedding/embeddings"] = (c.max_len, d)
+    for i in range(c.num_encoder_layers):
+        p = f"encoder_layer_{i}"
+        attention(f"{p}/self_attention")
+        norm(f"{p}/self_attention_layer_norm")
+        dense(f"{p}/feedforward/intermediate", d, c.dff)
+        dense(f"{p}/feedforward/output", c.dff, d)
+        norm(f"{p}/feedforward_layer_norm")
+    for i in range(c.num_decoder_layers):
+        p = f"decoder_layer_{i}"
+        for sublayer in ("self_attention", "cross_attention"):
+            attention(f"{p}/{sublayer}")
+            norm(f"{p}/{sublayer}_layer_norm")
+        dense(f"{p}/feedforward/intermediate", d, c.dff)
+        dense(f"{p}/feedforward/output", c.dff, d)
+        norm(f"{p}/feedforward_layer_norm")
+    if c.norm_first:
+        norm("encoder_norm")
+        norm("decoder_norm")
+    if not c.tie_output:
+        dense("output_projection", d, c.tgt_vocab_size, bias=c.output_bias)
+    elif c.output_bias:
+        shapes["output_bias"] = (c.tgt_vocab_size,)
+    return shapes
+
+
+def relative_path(model, variable) -> str:
+    """A weight's path without the model's own name, so renaming the model changes nothing."""
+    path = variable.path
+    prefix = model.name + "/"
+    return path[len(prefix):] if path.startswith(prefix) else path
+
+
+def weight_arrays(model) -> dict[str, np.ndarray]:
+    """{path relative to the model: float32 array} for every weight, the keys a checkpoint stores."""
+    return {relative_path(model, w): np.asarray(w.numpy(), np.float32) for w in model.weights}
+
+
+def check_weights(expected: dict[str, tuple], weights: dict, where: str) -> None:
+    """Every weight `expected` ({name: shape}) names is in `weights` ({name: array, or anything
+    with .shape}) with that shape, and nothing else is: else a WeightError naming the first
+    weight that is not, and `where` its values came from ("the checkpoint", "config.json in
+    the folder 'x'")."""
+    missing = sorted(set(expected) - set(weights))
+    if missing:
+        raise WeightError(f"{where[:1].upper() + where[1:]} has no value for the weight "
+                          f"{_quoted(missing[0])}.")
+    unexpected = sorted(set(weights) - set(expected))
+    if unexpected:
+        raise WeightError(f"{where[:1].upper() + where[1:]} has a weight "
+                          f"{_quoted(unexpected[0])} that this model does not have.")
+    for name, shape in expected.items():
+        if tuple(weights[name].shape) != tuple(shape):
+            raise WeightError(
+                f"The weight {_quoted(name)} has shape {str(tuple(weights[name].shape))[:80]} in "
+                f"{where} but {tuple(shape)} in the model its config describes.")
+
+
+def assign_weights(model, weights: dict[str, np.ndarray], where: str = "the checkpoint") -> None:
+    """Copy {name: array} into a built model, after check_weights against its variables."""
+    variables = {relative_path(model, w): w for w in model.weights}
+    check_weights({name: tuple(v.shape) for name, v in variables.items()}, weights, where)
+    for name, variable in variables.items():
+        variable.assign(np.asarray(weights[name], np.float32))
+
+
+def _quoted(name: str) -> str:
+    return repr(name if len(name) <= 80 else name[:77] + "...")
