@@ -7,10 +7,11 @@ PORT ?= 8501
 
 .PHONY: install run lint test test-fast bench chromium clean fuzz
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)

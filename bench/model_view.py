@@ -13,14 +13,12 @@ from navigation), are measured for comparison.
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import plotly.graph_objects as go  # noqa: E402

@@ -28,7 +28,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, str(ROOT))
 SENTENCE = "Friday, March 5, 2021"
 
 LIBRARY = r"""
@@ -115,19 +114,10 @@ def phases_run() -> dict:
 
 
 def app_run(names) -> list[tuple[str, float]]:
-    import streamlit.runtime.pages_manager as pages_manager
     from streamlit.testing.v1 import AppTest
 
     from explorer import state
 
-    # As tests/conftest.py's patched_pages_manager: a real server clears this flag at the first
-    # st.navigation call; AppTest does not, and would then run pages without app.py's sidebar.
-    original = pages_manager.PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        pages_manager.PagesManager.uses_pages_directory = False
-    pages_manager.PagesManager.__init__ = init
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     t = time.perf_counter()
     at.run()

@@ -17,20 +17,17 @@ import cProfile
 import os
 import pstats
 import statistics
-import sys
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("STREAMLIT_LOGGER_LEVEL", "error")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-import streamlit.runtime.pages_manager as pages_manager  # noqa: E402
-from fragments import fragment_of, script_seconds, set_in_fragment  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 from streamlit.testing.v1.local_script_runner import LocalScriptRunner  # noqa: E402
+
+from testkit.fragments import fragment_of, script_seconds, set_in_fragment  # noqa: E402
 
 # page file: [(widget kind, key, two values to flip between)]
 CHANGES = {
@@ -59,17 +56,6 @@ CHANGES = {
 }
 
 
-def _patch_pages_manager():
-    """As tests/conftest.py's patched_pages_manager: pages run with app.py (sidebar, state)."""
-    original = pages_manager.PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        pages_manager.PagesManager.uses_pages_directory = False
-
-    pages_manager.PagesManager.__init__ = init
-
-
 def _check(at):
     if at.exception:
         raise RuntimeError(at.exception)
@@ -81,7 +67,7 @@ def _median(values):
 
 
 def measure(at, page: str, repeats: int) -> list[str]:
-    _check(at.switch_page(f"pages/{page}.py").run())
+    _check(at.switch_page(f"views/{page}.py").run())
     _check(at.run())  # caches warm
     lines = []
     if not CHANGES[page]:
@@ -113,7 +99,7 @@ def measure(at, page: str, repeats: int) -> list[str]:
 
 
 def profile(at, page: str) -> None:
-    _check(at.switch_page(f"pages/{page}.py").run())
+    _check(at.switch_page(f"views/{page}.py").run())
     _check(at.run())
     profiler = cProfile.Profile()
     original = LocalScriptRunner._run_script
@@ -140,7 +126,6 @@ def main():
     parser.add_argument("--pages", default="", help="comma-separated parts of page names")
     parser.add_argument("--profile", default="", help="a part of one page's name")
     args = parser.parse_args()
-    _patch_pages_manager()
     at = _check(AppTest.from_file(str(ROOT / "app.py"), default_timeout=300).run())
     if args.profile:
         [page] = [p for p in CHANGES if args.profile in p]

@@ -20,13 +20,11 @@ import argparse
 import collections
 import glob
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 

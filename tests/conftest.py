@@ -11,8 +11,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import transformer  # noqa: E402, F401  (its TensorFlow settings apply before a test imports it)
 
@@ -44,23 +42,7 @@ def from_scratch_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def patched_pages_manager(monkeypatch):
-    """Streamlit 1.67's AppTest marks apps with a pages/ folder as pages-directory apps, so
-    switching pages skips app.py (no sidebar, no state). A real server clears the flag at the
-    first st.navigation call: do the same. (The flag is read from the class, so set it there.)"""
-    import streamlit.runtime.pages_manager as pages_manager
-
-    original = pages_manager.PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        pages_manager.PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(pages_manager.PagesManager, "__init__", init)
-
-
-@pytest.fixture
-def app(patched_pages_manager):
+def app():
     """app.py run once with the bundled model, in a fresh session."""
     from streamlit.testing.v1 import AppTest
 

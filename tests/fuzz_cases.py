@@ -60,8 +60,6 @@ LONG_PASTE = ("Friday, March 5, 2021; 2021-03-05 " * 300)[:10_000]  # typed as s
 Case = tuple  # (name, bytes, loader)
 if __name__ == "__main__":  # one module, however it is imported (tests/fuzz_formats.py imports it)
     sys.modules.setdefault("fuzz_cases", sys.modules[__name__])
-if str(ROOT) not in sys.path:  # the runner and its children import the project (transformer)
-    sys.path.insert(0, str(ROOT))
 
 
 # ============================================================================= ZIP writing

@@ -7,7 +7,7 @@ from conftest import ROOT, set_widget
 
 from explorer import state
 
-ATTN = "pages/5_Attention_Maps.py"
+ATTN = "views/5_Attention_Maps.py"
 
 
 def _fresh(params: dict, page: str | None = None):
@@ -31,7 +31,7 @@ def _link_notes(at) -> list[str]:
     return [i.value for i in at.sidebar.info if "could not be reopened" in i.value]
 
 
-def test_a_link_reopens_an_attention_maps_view(patched_pages_manager):
+def test_a_link_reopens_an_attention_maps_view():
     at = _fresh({"model": "dates.epoch08.ckpt", "src": "Tuesday, June 9, 1987",
                  "attn_kind": "cross", "attn_layer": "1", "attn_head": "2"}, ATTN)
     assert at.selectbox(key=state.MODEL).value == "bundled:dates.epoch08.ckpt"
@@ -46,14 +46,14 @@ def test_a_link_reopens_an_attention_maps_view(patched_pages_manager):
                     "&attn_kind=cross&attn_layer=1&attn_head=2\n```")
 
 
-def test_a_typed_target_in_the_link_is_kept(patched_pages_manager):
+def test_a_typed_target_in_the_link_is_kept():
     at = _fresh({"tgt": "2021-03-06"}, ATTN)
     assert at.radio(key=state.TARGET_MODE).value == state.TARGET_TYPED
     assert at.text_input(key=state.TARGET).value == "2021-03-06"  # not the model's translation
     assert at.query_params["tgt"] == "2021-03-06"
 
 
-def test_invalid_parameters_fall_back_with_a_note(patched_pages_manager):
+def test_invalid_parameters_fall_back_with_a_note():
     at = _fresh({"model": "nope.ckpt", "attn_layer": "99", "attn_head": "x",
                  "attn_kind": "sideways", "src": "Friday, March 5, 2021"}, ATTN)
     assert at.selectbox(key=state.MODEL).value == state.default_model_choice()
@@ -66,8 +66,8 @@ def test_invalid_parameters_fall_back_with_a_note(patched_pages_manager):
     assert at.query_params == {}
 
 
-def test_an_upload_this_session_lacks_falls_back(patched_pages_manager):
-    at = _fresh({"model": "0123456789ab", "dec_layer": "1"}, "pages/10_Decoding.py")
+def test_an_upload_this_session_lacks_falls_back():
+    at = _fresh({"model": "0123456789ab", "dec_layer": "1"}, "views/10_Decoding.py")
     assert at.selectbox(key=state.MODEL).value == state.default_model_choice()
     assert "upload" in _link_notes(at)[0]
     assert at.selectbox(key="dec_layer").value == 1
@@ -85,7 +85,7 @@ def test_the_url_follows_a_change_and_later_reruns_keep_it(app):
 
 
 def test_another_page_writes_its_own_choices(app):
-    at = app.switch_page("pages/6_Linked_View.py").run()
+    at = app.switch_page("views/6_Linked_View.py").run()
     at = set_widget(at, "selectbox", "link_head", 1)
     assert at.query_params == {"link_head": "1"}
 
@@ -93,7 +93,7 @@ def test_another_page_writes_its_own_choices(app):
 def test_a_page_that_stops_early_still_writes_the_url_and_the_link(app):
     """Head statistics stops when there are no pasted sentences: the URL and the sidebar's
     link still follow the sentence."""
-    at = app.switch_page("pages/12_Head_Statistics.py").run()
+    at = app.switch_page("views/12_Head_Statistics.py").run()
     at = set_widget(at, "radio", "stats_source", "pasted")
     assert any("No sentences to compute over" in i.value for i in at.info)
     at = set_widget(at, "text_input", state.SOURCE, "Tuesday, May 2, 2000")

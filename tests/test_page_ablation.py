@@ -1,4 +1,4 @@
-"""pages/13_Ablation.py through AppTest: silencing heads changes the translation when it
+"""views/13_Ablation.py through AppTest: silencing heads changes the translation when it
 should, and per-head importance covers every head. Bad input: tests/test_hardening.py."""
 
 import json
@@ -7,7 +7,7 @@ from conftest import open_page as _page
 
 from transformer.core.kinds import KIND_NAMES
 
-ABLATION = "pages/13_Ablation.py"
+ABLATION = "views/13_Ablation.py"
 
 
 def chart(at, key) -> dict:
@@ -41,7 +41,7 @@ def test_ablation_page_per_head_importance(app):
     assert {t["name"] for t in spec["data"]} == set(KIND_NAMES)
 
 
-def test_per_head_importance_again_and_in_another_session(app, patched_pages_manager):
+def test_per_head_importance_again_and_in_another_session(app):
     """Issue 24 (a): the importance, computed once, comes from the cache when the button is
     pressed again, when every cross head is silenced after it, and in another session; a
     progress bar made outside the cached function broke each replay (CacheReplayClosureError)."""

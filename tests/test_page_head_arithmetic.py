@@ -1,4 +1,4 @@
-"""pages/9_Head_Arithmetic.py through AppTest: q, K, the scores, the mask and the softmax redone
+"""views/9_Head_Arithmetic.py through AppTest: q, K, the scores, the mask and the softmax redone
 from the model's own numbers match its attention row, for every widget. Bad input:
 tests/test_hardening.py."""
 
@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-ARITHMETIC = "pages/9_Head_Arithmetic.py"
+ARITHMETIC = "views/9_Head_Arithmetic.py"
 
 
 def _run(at):

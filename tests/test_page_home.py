@@ -1,4 +1,4 @@
-"""pages/0_Home.py through AppTest: the active model and its translation of the sidebar's
+"""views/0_Home.py through AppTest: the active model and its translation of the sidebar's
 sentence, following the sentence."""
 
 import pytest
@@ -7,7 +7,7 @@ from conftest import open_page, set_widget
 from explorer import state
 from explorer.widgets import plain
 
-HOME = "pages/0_Home.py"
+HOME = "views/0_Home.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""pages/4_Masks.py through AppTest, for every recipe a model can come from: every mask drawn is
+"""views/4_Masks.py through AppTest, for every recipe a model can come from: every mask drawn is
 the mask the model applies (its own source_mask / target_mask on the batch's padded ids), and
 the masked row drawn is the model's attention row, with the NumPy softmax check passing for each
 kind. The page says what this model masks (no padding mask, a start token with the pad id)."""
@@ -16,7 +16,7 @@ from explorer.widgets import quoted
 from transformer.core.kinds import KINDS
 from transformer.core.masking import pad_ids
 
-PAGE = "pages/4_Masks.py"
+PAGE = "views/4_Masks.py"
 OTHERS = ["5 Mar 2021", "Wednesday, September 22, 1999"]  # the page's default batch
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 D_MODEL, HEADS, DFF, SEQ_LEN = 16, 2, 32, 8

@@ -1,4 +1,4 @@
-"""pages/1_Model.py through AppTest: what the model does and where it came from, the
+"""views/1_Model.py through AppTest: what the model does and where it came from, the
 checkpoint's own configuration, parameter counts, tokenizers and training record, and its
 metadata warnings. (Uploading another model, and the provenance of a converted one:
 tests/test_app.py.)"""
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import open_page
 
-MODEL = "pages/1_Model.py"
+MODEL = "views/1_Model.py"
 
 
 @pytest.fixture(scope="module")

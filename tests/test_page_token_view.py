@@ -1,11 +1,11 @@
-"""pages/8_Token_View.py through AppTest: every widget changes the lines drawn, the token
+"""views/8_Token_View.py through AppTest: every widget changes the lines drawn, the token
 toggles drop or merge tokens. Bad input: tests/test_hardening.py."""
 
 import json
 
 from explorer import state
 
-TOKEN_VIEW = "pages/8_Token_View.py"
+TOKEN_VIEW = "views/8_Token_View.py"
 
 
 def _run(at):
