@@ -71,7 +71,8 @@ def model_choices() -> dict[str, str]:
 
 
 @st.cache_resource(max_entries=MAX_MODELS, show_spinner="Loading the model…")
-def _load(content_hash: str, _data: bytes) -> Checkpoint:
+def _load(content_hash: str, _data: bytes | dict[str, bytes]) -> Checkpoint:
+    """A checkpoint file's bytes, or a Marian model's files ({name: bytes}), opened."""
     return load_checkpoint(_data)
 
 
@@ -113,7 +114,7 @@ def _unexpected(what: str, err: Exception) -> str:
             f"{type(err).__name__}, so the files are probably not what the recipe expects.")
 
 
-def _keep(key: str, name: str, data: bytes) -> None:
+def _keep(key: str, name: str, data: bytes | dict[str, bytes]) -> None:
     """Add an upload to the session's list (newest last, at most MAX_UPLOADS_PER_SESSION) and
     make it the active model."""
     kept = st.session_state[state.UPLOADS]
@@ -257,10 +258,15 @@ def run_requested_import() -> None:
             status.write(f"Reading {len(upload.files)} files "
                          f"({sum(map(len, upload.files.values())) / 2**20:.1f} MB).")
             uploads.check_choices(upload, choices)
-            status.write(f"Converting with the {recipe} recipe…")
             kept = st.session_state[state.UPLOADS].get(key)  # the same files and answers
-            data = kept[1] if kept else uploads.convert(upload, choices)
-            status.write("Checking: loading the converted checkpoint as any upload is loaded…")
+            if choices.recipe == "marian":  # opens as it is: mapped on load, no conversion
+                status.write("Mapping model.safetensors onto the model and checking it…")
+                data = kept[1] if kept else dict(upload.files)
+            else:
+                status.write(f"Converting with the {recipe} recipe…")
+                data = kept[1] if kept else uploads.convert(upload, choices)
+                status.write("Checking: loading the converted checkpoint as any upload is "
+                             "loaded…")
             ckpt = _load(key, data)
         except CheckpointError as err:
             status.update(label=f"Could not open {upload.label}.", state="error")
@@ -273,8 +279,12 @@ def run_requested_import() -> None:
         status.update(label=f"Opened {ckpt.name} ({recipe}).", state="complete", expanded=False)
     _keep(key, f"{ckpt.name} ({recipe})", data)
     st.session_state.pop(state.IMPORT, None)
-    _message("success", f"Converted {upload.label} with the {recipe} recipe and opened it "
-                        f"({ckpt.name}).")
+    if choices.recipe == "marian":
+        _message("success", f"Opened {upload.label} as it is ({recipe}: its weights mapped on "
+                            f"load, no conversion): {ckpt.name}.")
+    else:
+        _message("success", f"Converted {upload.label} with the {recipe} recipe and opened it "
+                            f"({ckpt.name}).")
 
 
 def examples(ckpt: Checkpoint) -> list[str]:

@@ -240,15 +240,17 @@ def _shown_translation(at, sentence: str) -> str:
 
 
 def _assert_opened(at, expected, sentences):
-    """The upload is the active model, kept in the session as checkpoint bytes that load like
-    any upload, and every page shows it: Home's translations equal the converter's."""
+    """The upload is the active model, kept in the session as what it opens from (checkpoint
+    bytes, or a Marian model's own files) that loads like any upload, and every page shows it:
+    Home's translations equal the converter's."""
     from transformer import load_checkpoint
 
     choice = at.session_state[state.MODEL]
     assert choice.startswith("upload:"), choice
     name, data = at.session_state[state.UPLOADS][choice.removeprefix("upload:")]
     assert load_checkpoint(data).config == expected.config
-    assert at.success and "opened it" in at.success[0].value
+    assert at.success and ("opened it" in at.success[0].value
+                           or at.success[0].value.startswith("Opened"))
     for sentence in sentences:
         assert _shown_translation(at, sentence) == expected.translate(sentence).text, sentence
     return name
@@ -388,8 +390,11 @@ def test_marian_files_open_without_a_form(app, marian_files, zipped):
     assert state.IMPORT not in at.session_state
     assert not [b for b in at.button if b.key == state.IMPORT_SUBMIT]
     expected = convert_marian(MARIAN)
-    _assert_opened(at, expected, ["the cat", "a black cat"])
+    name = _assert_opened(at, expected, ["the cat", "a black cat"])
     assert at.title[0].value == "Attention Explorer"
+    # No conversion step: the session keeps the Marian files themselves, which open as they are.
+    kept = dict(at.session_state[state.UPLOADS].values())[name]
+    assert isinstance(kept, dict) and "model.safetensors" in kept, type(kept)
 
 
 def _keep_state(at, before: dict):

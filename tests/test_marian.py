@@ -202,6 +202,31 @@ def test_zip_and_uploaded_files_convert_the_same(checkpoint):
             np.testing.assert_array_equal(ours[name], reference[name])
 
 
+def test_load_checkpoint_opens_the_folder_as_it_is(checkpoint, recorded, tmp_path):
+    """transformer.load_checkpoint opens a Hugging Face folder (and its files, and a .zip of
+    it) with no conversion step, the weights mapped on load: the same model as the export
+    (python -m transformer.convert marian --out), to the last bit, and the recorded numbers."""
+    import transformer
+
+    opened = transformer.load_checkpoint(FIXTURE)
+    for name, value in weight_arrays(checkpoint.model).items():
+        np.testing.assert_array_equal(weight_arrays(opened.model)[name], value, err_msg=name)
+    assert opened.metadata["source"]["from"] == "the folder 'marian'"
+    assert len(opened.content_hash) == 64
+    read = [n for n in REQUIRED_FILES + ("tokenizer_config.json",) if (FIXTURE / n).exists()]
+    files = transformer.load_checkpoint({n: (FIXTURE / n).read_bytes() for n in read})
+    assert files.content_hash == opened.content_hash  # the same files: the same cache key
+    maps = opened.attention(recorded["sentence"].item() if "sentence" in recorded else "the cat")
+    assert np.isfinite(maps["cross"]).all()
+    exported = load_checkpoint(marian_checkpoint_bytes(FIXTURE))
+    for name, value in weight_arrays(exported.model).items():
+        np.testing.assert_array_equal(weight_arrays(opened.model)[name], value, err_msg=name)
+    with pytest.raises(CheckpointError, match="no model that opens as it is"):
+        transformer.load_checkpoint({"notes.txt": b"hello"})
+    with pytest.raises(CheckpointError, match="missing"):
+        transformer.load_checkpoint(tmp_path)  # an empty folder: what a Marian folder lacks
+
+
 def test_cli_converts_a_folder(tmp_path, checkpoint, capsys):
     from transformer.importers.cli import main
 

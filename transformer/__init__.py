@@ -19,7 +19,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 _EXPORTS = {  # name: the module that defines it
     "MultiHeadAttention": "model.attention", "scaled_dot_product_attention": "model.attention",
     "DEFAULT_CHECKPOINT": "inference.session", "Checkpoint": "inference.session",
-    "CheckpointError": "checkpoint.format", "load_checkpoint": "inference.session",
+    "CheckpointError": "checkpoint.format", "load_checkpoint": "importers",
     "save_checkpoint": "checkpoint.format",
     "TransformerConfig": "model.config",
     "BeamDecoding": "inference.decoding", "DecodeStep": "inference.decoding",

@@ -12,6 +12,9 @@ from pathlib import Path
 from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
 from transformer.importers.keras_seq2seq import recipe_of_weights
+from transformer.importers.marian import convert_marian
+from transformer.inference import session
+from transformer.inference.session import Checkpoint
 
 # ------------------------------------------------------------------ which recipe
 WEIGHT_SUFFIXES = (".h5", ".hdf5", ".keras", ".index")  # a Keras weights file, a TF checkpoint
@@ -43,3 +46,27 @@ def detect_recipe(files) -> str | None:
     return recipe_of_weights(arrays)[0]
 
 
+
+
+def load_checkpoint(source) -> Checkpoint:
+    """Open a model: our checkpoint file (a path, bytes or a binary file object), or a Hugging
+    Face model given as its folder, a .zip of it or its files ({file name: bytes}) - a Marian
+    (opus-mt) model opens as it is, mapped on load, with no conversion step. The Keras recipes'
+    files need answers the files cannot give (python -m transformer.convert, or the app's import
+    form). Raises CheckpointError."""
+    if isinstance(source, (dict, list, tuple)):
+        names = source if isinstance(source, dict) else {getattr(f, "name", ""): f for f in source}
+        if not set(map(_base_name, names)) & set(MARIAN_FILES):
+            raise CheckpointError("These files are no model that opens as it is: give a Marian "
+                                  f"model's files ({', '.join(MARIAN_FILES)}), or convert Keras "
+                                  "files with python -m transformer.convert.")
+        return convert_marian(source)
+    if isinstance(source, (str, Path)) and Path(source).is_dir():
+        return convert_marian(source)  # its sentence names the files a Marian folder lacks
+    if isinstance(source, (str, Path)) and Path(source).suffix.lower() == ".zip":
+        return convert_marian(source)
+    return session.load_checkpoint(source)
+
+
+def _base_name(name) -> str:
+    return Path(str(name).replace("\\", "/")).name

@@ -43,12 +43,20 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from transformer.checkpoint import archive
-from transformer.checkpoint.format import CheckpointError, checkpoint_bytes, read_input
+from transformer.checkpoint.format import (
+    CheckpointData,
+    CheckpointError,
+    check_consistent,
+    checkpoint_bytes,
+    read_input,
+)
+from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
-from transformer.inference.session import Checkpoint, load_checkpoint
+from transformer.inference.session import Checkpoint
+from transformer.model.config import TransformerConfig
 
 __all__ = ["MarianFiles", "read_marian", "marian_config", "marian_weights", "marian_tokenizers",
-           "marian_checkpoint_bytes", "convert_marian", "REQUIRED_FILES", "ALLOWED_FIELDS"]
+           "marian_checkpoint_bytes", "marian_data", "convert_marian", "REQUIRED_FILES", "ALLOWED_FIELDS"]
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
 OPTIONAL_FILES = ("tokenizer_config.json",)  # read for the language names only
@@ -571,12 +579,10 @@ def marian_tokenizers(source_spm: bytes, target_spm: bytes, vocab_json: bytes,
 
 
 # ============================================================================ conversion
-def marian_checkpoint_bytes(source, *, name: str | None = None,
-                            command: str | None = None) -> bytes:
-    """The checkpoint file (bytes) of a Marian model: see read_marian for `source`."""
-    from transformer.model.config import TransformerConfig
-    from transformer.model.transformer import Transformer
-
+def marian_data(source, *, name: str | None = None, command: str | None = None) -> CheckpointData:
+    """A Marian model's files (see read_marian for `source`) mapped onto our config, weight
+    names and tokenizers: what Checkpoint.open builds the model from. Nothing is built here, and
+    no file of ours is written: the model opens from the Hugging Face files as they are."""
     files = read_marian(source)
     source_tok, target_tok = marian_tokenizers(files.source_spm, files.target_spm,
                                                files.vocab_json, files.label)
@@ -593,16 +599,14 @@ def marian_checkpoint_bytes(source, *, name: str | None = None,
             raise CheckpointError(
                 f"vocab.json in {files.label} gives {what} the id {tok_id}, but config.json "
                 f"gives {config_name} {config_id}; they must be the same model's.")
-    weights = marian_weights(files.weights, c, files.label)
-    files.weights = {}  # the float32 copies are ours now; free the originals
     try:
         config = TransformerConfig(**c)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"The model that config.json in {files.label} describes cannot "
                               f"be built here: {err}.") from None
-    model = Transformer(config).build_weights()
-    _assign(model, weights, files.label)
-    del weights
+    weights = marian_weights(files.weights, c, files.label)
+    files.weights = {}  # the mapped arrays are ours now; free the originals
+    check_consistent(config, source_tok, target_tok)
     hf_name = files.hf_config.get("_name_or_path")
     hf_name = hf_name if isinstance(hf_name, str) and hf_name.strip() else None
     metadata = {
@@ -616,23 +620,26 @@ def marian_checkpoint_bytes(source, *, name: str | None = None,
             "files": files.files, "command": command or "", **files.languages,
         },
     }
-    return checkpoint_bytes(model, source_tok, target_tok, metadata)
+    metadata, warnings = clean_metadata(metadata)
+    digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
+                            .encode()).hexdigest()
+    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings)
 
 
 def convert_marian(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:
-    """A Marian model (folder path, .zip path or bytes, or {file name: bytes}) -> Checkpoint,
-    loaded from its checkpoint bytes exactly as an upload is."""
-    return load_checkpoint(marian_checkpoint_bytes(source, name=name, command=command))
+    """A Marian model (folder path, .zip path or bytes, or {file name: bytes}) -> an opened
+    Checkpoint: mapped on load, the weights copied once (into the model), checked as any
+    checkpoint is (Checkpoint.open)."""
+    data = marian_data(source, name=name, command=command)
+    return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 
-def _assign(model, weights, label):
-    """Our weights mapped from `label`'s into the model (model.weights.assign_weights's checks)."""
-    from transformer.model.weights import WeightError, assign_weights
-
-    try:
-        assign_weights(model, weights, f"the weights mapped from {label}")
-    except WeightError as err:  # a mapping bug, or a config option the mapping does not cover
-        raise CheckpointError(str(err)) from None
+def marian_checkpoint_bytes(source, *, name: str | None = None,
+                            command: str | None = None) -> bytes:
+    """The export: a Marian model as our one-file checkpoint (bytes)."""
+    ckpt = convert_marian(source, name=name, command=command)
+    return checkpoint_bytes(ckpt.model, ckpt.source_tokenizer, ckpt.target_tokenizer,
+                            ckpt.metadata)
 
 
 def _short_name(text: str | None) -> str | None:
