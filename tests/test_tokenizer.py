@@ -368,3 +368,13 @@ def test_every_kind_goes_through_a_checkpoint(kind):
         assert type(loaded) is type(ours) and loaded.spec() == ours.spec()
         assert loaded.model_bytes == ours.model_bytes
         assert loaded.encode("The black cat") == ours.encode("The black cat")
+
+
+def test_first_not_text_finds_the_first_piece_that_is_no_utf8_text():
+    from transformer.tokenizers.base import first_not_text
+
+    pieces = [f"▁w{i}" for i in range(60_000)]
+    assert first_not_text(pieces) is None
+    assert first_not_text(pieces[:10] + ["a\ud800b"] + pieces[10:] + ["\udfff"]) == 10
+    assert first_not_text(["a", b"bytes", "c"]) == 1  # not a str at all
+    assert first_not_text([]) is None

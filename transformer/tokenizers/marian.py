@@ -39,8 +39,8 @@ from transformer.tokenizers.base import (
     check_matches,
     check_spec_ids,
     check_text,
+    first_not_text,
     is_int,
-    is_text,
     sentencepiece_spans,
 )
 from transformer.tokenizers.sentencepiece_model import check_sentencepiece_model
@@ -207,16 +207,21 @@ def check_vocab(vocab: dict, name: str = "vocab.json") -> None:
     if len(vocab) > MAX_VOCAB_ENTRIES:
         raise TokenizerError(f"{name}: {len(vocab):,} pieces, more than the "
                              f"{MAX_VOCAB_ENTRIES:,} a vocabulary may have")
-    bad = [(p, i) for p, i in vocab.items() if not isinstance(p, str) or not is_int(i)]
-    if bad:
-        raise TokenizerError(f"{name}: every piece must be a string with an integer id; "
-                             f"{bad[0][0]!r} has {bad[0][1]!r}")
+    pieces, ids = list(vocab), list(vocab.values())
+    if not (set(map(type, pieces)) <= {str} and set(map(type, ids)) <= {int}):
+        bad = [(p, i) for p, i in vocab.items() if not isinstance(p, str) or not is_int(i)]
+        if bad:
+            raise TokenizerError(f"{name}: every piece must be a string with an integer id; "
+                                 f"{bad[0][0]!r} has {bad[0][1]!r}")
     n = len(vocab)
+    if (k := first_not_text(pieces)) is not None:  # JSON can spell one: "\ud800"
+        raise TokenizerError(f"{name}: the piece of id {ids[k]} ({pieces[k]!r}) holds a lone "
+                             f"surrogate, which is not valid UTF-8 text")
+    # The ids 0 .. n-1 each once, checked as one array; the loop below only names the culprit.
+    if min(ids) >= 0 and max(ids) < n and len(set(ids)) == n:
+        return
     seen = {}
     for piece, i in vocab.items():
-        if not is_text(piece):  # JSON can spell one: "\ud800"
-            raise TokenizerError(f"{name}: the piece of id {i} ({piece!r}) holds a lone "
-                                 f"surrogate, which is not valid UTF-8 text")
         if not 0 <= i < n:
             raise TokenizerError(f"{name}: the ids must be 0 .. {n - 1} (one per piece), but "
                                  f"{piece!r} has id {i}")
