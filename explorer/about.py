@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from transformer.importers import RECIPES
+
 UNKNOWN_SHARE = 1 / 3  # more unknown source pieces than this: far from the training data
 LANGUAGES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
              "en": "English", "es": "Spanish", "fi": "Finnish", "fr": "French", "hi": "Hindi",
@@ -15,17 +17,6 @@ LANGUAGES = {"ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el"
              "ru": "Russian", "sv": "Swedish", "tr": "Turkish", "uk": "Ukrainian",
              "zh": "Chinese", "eng": "English", "spa": "Spanish", "fra": "French",
              "deu": "German", "por": "Portuguese", "ita": "Italian"}
-RECIPES = {
-    "keras-seq2seq": ("the Keras example \"English-to-Spanish translation with a "
-                      "sequence-to-sequence Transformer\"", "English", "Spanish"),
-    "tf-tutorial": ("the TensorFlow tutorial \"Neural machine translation with a Transformer "
-                    "and Keras\"", "Portuguese", "English"),
-    "marian": ("Hugging Face's MarianMT (an opus-mt model)", None, None),
-}
-FORMS = {  # a recipe's form whose source code is another's (metadata["source"]["form"])
-    "from-scratch-notebook": ("the Keras notebook \"Transformer from scratch\" (English to "
-                              "French, the one this project grew from)", "English", "French"),
-}
 DATES_TASK = "dates"
 _MONTH_WORDS = ("january", "february", "march", "april", "may", "june", "july", "august",
                 "september", "october", "november", "december")
@@ -73,9 +64,10 @@ def describe(metadata: dict, source_spec: dict | None = None, target_spec: dict 
         (target_spec or {}).get("lang"))
     recipe = provenance.get("recipe") or metadata.get("recipe")
     if isinstance(recipe, str) and recipe in RECIPES:
-        form = provenance.get("form")
-        what, usual_source, usual_target = (FORMS[form] if isinstance(form, str) and form in FORMS
-                                            else RECIPES[recipe])
+        form = RECIPES[recipe].form(provenance.get("form"))
+        what, (usual_source, usual_target) = ((form.title, form.languages) if form and form.title
+                                              else (RECIPES[recipe].title,
+                                                    RECIPES[recipe].languages))
         pair = f"{source_lang} → {target_lang}" if source_lang and target_lang else None
         does = (f"It translates {source_lang} into {target_lang}." if pair else
                 "It is a translator converted from a model trained with " + what + ".")
@@ -156,21 +148,16 @@ class Origin:
     files: list[dict] = field(default_factory=list)  # [{"file", "role", "sha256"}] converted from
 
 
-RECIPE_NAMES = {"keras-seq2seq": "the Keras seq2seq example", "tf-tutorial": "the TF tutorial",
-                "marian": "Marian (opus-mt)"}
-
-
 def origin(metadata: dict) -> Origin:
     """The provenance a checkpoint records: metadata["source"] of a converted model (recipe,
     files with their sha256, the convert command), or the training command of our own."""
     source = metadata.get("source")
     if isinstance(source, dict):
-        recipe = source.get("recipe")
-        name = RECIPE_NAMES.get(recipe, str(recipe or "an unknown recipe"))
-        form = {"handwritten-mha": " (the hand-written attention form)",
-                "from-scratch-notebook": " (the \"Transformer from scratch\" English-to-French "
-                                         "notebook)",
-                "keras-mha": ""}.get(source.get("form"), "")
+        recipe = RECIPES.get(source.get("recipe"))
+        name = recipe.in_text if recipe else str(source.get("recipe") or "an unknown recipe")
+        note = recipe.form(source.get("form")).note if recipe and recipe.form(source.get("form")) \
+            else ""
+        form = f" ({note})" if note else ""
         files = []
         for item in source.get("files") or []:
             if isinstance(item, dict) and isinstance(item.get("name"), str):

@@ -26,12 +26,11 @@ from transformer.checkpoint import archive
 from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
 from transformer.core import limits
-from transformer.importers import MARIAN_FILES, is_weights_file
+from transformer.importers import MARIAN_FILES, RECIPES, is_weights_file
 from transformer.importers.keras_seq2seq import FORM_LABELS, KERAS_FORMS, recipe_of_weights
 
-RECIPE_LABELS = {"keras-seq2seq": "Keras seq2seq example", "tf-tutorial": "TF tutorial",
-                 "marian": "Marian (opus-mt)"}
-WEIGHT_RECIPES = ("keras-seq2seq", "tf-tutorial")  # the recipes of a weights file + vocabularies
+RECIPE_LABELS = {name: recipe.label for name, recipe in RECIPES.items()}
+WEIGHT_RECIPES = tuple(name for name, recipe in RECIPES.items() if recipe.asks)  # weights + vocab
 VOCABULARY_SUFFIXES = ("", ".txt", ".vocab")  # a vocabulary file: one token per line
 # Stems of other files: documents, and the text file "checkpoint" that TensorFlow writes beside a
 # checkpoint (ModelCheckpoint's folder holds it with .index and .data-00000-of-00001).

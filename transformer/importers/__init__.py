@@ -11,12 +11,16 @@ from pathlib import Path
 
 from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
+from transformer.importers import keras_seq2seq, marian, tf_tutorial
 from transformer.importers.keras_seq2seq import recipe_of_weights
 from transformer.importers.marian import convert_marian
+from transformer.importers.recipe import Recipe
 from transformer.inference import session
 from transformer.inference.session import Checkpoint
 
 # ------------------------------------------------------------------ which recipe
+RECIPES: dict[str, Recipe] = {module.RECIPE.name: module.RECIPE
+                              for module in (keras_seq2seq, tf_tutorial, marian)}
 WEIGHT_SUFFIXES = (".h5", ".hdf5", ".keras", ".index")  # a Keras weights file, a TF checkpoint
 MARIAN_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
 

@@ -47,6 +47,7 @@ from transformer.importers.keras_common import (
     split_embeddings,
     tree,
 )
+from transformer.importers.recipe import Form, Recipe
 from transformer.inference.session import Checkpoint
 
 
@@ -79,11 +80,21 @@ EXAMPLE_LAYOUT = KerasLayout("attention", "attention_1", "attention_2", "dense_p
 FROM_SCRATCH_LAYOUT = KerasLayout("global_self_attention", "causal_self_attention",
                                   "cross_attention", "feed_forward",
                                   ("layer_norm_1", "layer_norm_2", "layer_norm_3"))
-FORM_LABELS = {
-    "keras-mha": "the Keras example",
-    "handwritten-mha": "the Keras example with a hand-written attention",
-    "from-scratch-notebook": "the \"Transformer from scratch\" English-to-French notebook",
-}
+RECIPE = Recipe(
+    "keras-seq2seq", "Keras seq2seq example", "the Keras seq2seq example",
+    "the Keras example \"English-to-Spanish translation with a sequence-to-sequence "
+    "Transformer\"", ("English", "Spanish"),
+    forms={
+        "keras-mha": Form("the Keras example"),
+        "handwritten-mha": Form("the Keras example with a hand-written attention",
+                                "the hand-written attention form"),
+        "from-scratch-notebook": Form(
+            "the \"Transformer from scratch\" English-to-French notebook",
+            "the \"Transformer from scratch\" English-to-French notebook",
+            "the Keras notebook \"Transformer from scratch\" (English to French, the one this "
+            "project grew from)", ("English", "French")),
+    })
+FORM_LABELS = {name: form.label for name, form in RECIPE.forms.items()}
 # form -> (layout, attention): what each form of the keras-seq2seq recipe holds.
 KERAS_FORMS = {
     "keras-mha": (EXAMPLE_LAYOUT, "keras"),

@@ -52,12 +52,15 @@ from transformer.checkpoint.format import (
 )
 from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
+from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
 from transformer.model.config import TransformerConfig
 
 __all__ = ["MarianFiles", "read_marian", "marian_config", "marian_weights", "marian_tokenizers",
            "marian_checkpoint_bytes", "marian_data", "convert_marian", "REQUIRED_FILES", "ALLOWED_FIELDS"]
 
+RECIPE = Recipe("marian", "Marian (opus-mt)", "Marian (opus-mt)",
+                "Hugging Face's MarianMT (an opus-mt model)", asks=False)
 REQUIRED_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
 OPTIONAL_FILES = ("tokenizer_config.json",)  # read for the language names only
 MAX_FILE_BYTES = {

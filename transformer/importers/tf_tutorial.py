@@ -29,8 +29,13 @@ from transformer.importers.keras_common import (
     tree,
 )
 from transformer.importers.keras_seq2seq import FORM_LABELS, keras_form, layers_found
+from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
 
+RECIPE = Recipe(
+    "tf-tutorial", "TF tutorial", "the TF tutorial",
+    "the TensorFlow tutorial \"Neural machine translation with a Transformer and Keras\"",
+    ("Portuguese", "English"))
 TUTORIAL_POSITIONS = 2048  # the tutorial's positional_encoding(length=2048, ...)
 
 
