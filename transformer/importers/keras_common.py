@@ -20,6 +20,7 @@ from transformer.checkpoint.readers import (
     tf_checkpoint_prefix,
 )
 from transformer.inference.session import load_checkpoint
+from transformer.model import weights as names
 from transformer.tokenizers.base import TokenizerError
 
 KERAS_LAYER_NORM_EPSILON = 1e-3  # keras.layers.LayerNormalization's default
@@ -186,23 +187,6 @@ def feedforward(node, d_model, file_label):
     return (k1, b1), (k2, b2)
 
 
-def put_attention(weights, prefix, parts):
-    for name, (kernel, bias) in parts.items():
-        weights[f"{prefix}/{name}/kernel"] = kernel
-        weights[f"{prefix}/{name}/bias"] = bias
-
-
-def put_block_rest(weights, prefix, ffn, norms):
-    (k1, b1), (k2, b2) = ffn
-    weights[f"{prefix}/feedforward/intermediate/kernel"] = k1
-    weights[f"{prefix}/feedforward/intermediate/bias"] = b1
-    weights[f"{prefix}/feedforward/output/kernel"] = k2
-    weights[f"{prefix}/feedforward/output/bias"] = b2
-    for name, (gamma, beta) in norms.items():
-        weights[f"{prefix}/{name}/gamma"] = gamma
-        weights[f"{prefix}/{name}/beta"] = beta
-
-
 def side_of(node, encoders, decoders):
     """"source" or "target" for an embedding node: the stack whose layers share more of its path
     (the Keras example's decoder is a nested Model); None when it cannot tell."""
@@ -323,7 +307,7 @@ def convert(recipe, weights, source_vocab, target_vocab, num_heads, make_tokeniz
     for tok, tok_label, size, side in ((source_tok, src_label, c["src_vocab_size"], "source"),
                                        (target_tok, tgt_label, c["tgt_vocab_size"], "target")):
         if tok.vocab_size != size:
-            emb = f"{side}_embedding/{side}_token_embedding/embeddings"
+            emb = names.token_embedding(side)
             raise CheckpointError(
                 f"The {side} vocabulary {tok_label!r} has {tok.vocab_size} tokens but the "
                 f"{side} token embedding in {label!r} has {size} rows ({emb}); give the "

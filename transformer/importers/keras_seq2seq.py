@@ -42,13 +42,12 @@ from transformer.importers.keras_common import (
     layer_norm,
     model_width,
     ordered,
-    put_attention,
-    put_block_rest,
     split_embeddings,
     tree,
 )
 from transformer.importers.recipe import Form, Recipe
 from transformer.inference.session import Checkpoint
+from transformer.model import weights as names
 
 
 @dataclass(frozen=True)
@@ -201,28 +200,28 @@ def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
 
     dff = None
     for i, node in enumerate(encoders):
-        prefix = f"encoder_layer_{i}"
-        put_attention(weights, f"{prefix}/self_attention",
-                       attention(node.child(layout.encoder_attention)))
+        prefix = names.layer("encoder", i)
+        weights.update(names.attention(f"{prefix}/self_attention",
+                       attention(node.child(layout.encoder_attention))))
         ffn = feedforward(node.child(layout.feedforward), d_model, file_label)
         dff = ffn[0][0].shape[1] if dff is None else dff
         check_dff(ffn, dff, node, file_label)
         first_norm, second_norm = (layer_norm(node.child(name), d_model, file_label)
                                    for name in layout.norms[:2])
-        put_block_rest(weights, prefix, ffn, {"self_attention_layer_norm": first_norm,
-                                               "feedforward_layer_norm": second_norm})
+        weights.update(names.block_rest(prefix, ffn, {"self_attention_layer_norm": first_norm,
+                                               "feedforward_layer_norm": second_norm}))
     for i, node in enumerate(decoders):
-        prefix = f"decoder_layer_{i}"
-        put_attention(weights, f"{prefix}/self_attention",
-                       attention(node.child(layout.decoder_self_attention)))
-        put_attention(weights, f"{prefix}/cross_attention",
-                       attention(node.child(layout.decoder_cross_attention)))
+        prefix = names.layer("decoder", i)
+        weights.update(names.attention(f"{prefix}/self_attention",
+                       attention(node.child(layout.decoder_self_attention))))
+        weights.update(names.attention(f"{prefix}/cross_attention",
+                       attention(node.child(layout.decoder_cross_attention))))
         ffn = feedforward(node.child(layout.feedforward), d_model, file_label)
         check_dff(ffn, dff, node, file_label)
         norms = [layer_norm(node.child(name), d_model, file_label) for name in layout.norms]
-        put_block_rest(weights, prefix, ffn, dict(zip(
+        weights.update(names.block_rest(prefix, ffn, dict(zip(
             ("self_attention_layer_norm", "cross_attention_layer_norm", "feedforward_layer_norm"),
-            norms)))
+            norms))))
 
     lengths = {}
     for side, node in (("source", source_emb), ("target", target_emb)):
@@ -233,23 +232,23 @@ def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
                 raise CheckpointError(
                     f"{file_label}: the weight {node.label + '/' + what!r} has shape "
                     f"{array.shape}; expected (rows, {d_model}).")
-        weights[f"{side}_embedding/{side}_token_embedding/embeddings"] = tokens
-        weights[f"{side}_embedding/position_embedding/embeddings"] = positions
+        weights[names.token_embedding(side)] = tokens
+        weights[names.position_embedding(side)] = positions
         lengths[side] = positions.shape[0]
     if lengths["source"] != lengths["target"]:
         raise CheckpointError(
             f"{file_label}: the source PositionalEmbedding covers {lengths['source']} positions "
             f"and the target's {lengths['target']}; the example uses one sequence_length for both.")
-    tgt_vocab = weights["target_embedding/target_token_embedding/embeddings"].shape[0]
+    tgt_vocab = weights[names.token_embedding("target")].shape[0]
     if out_kernel.shape[1] != tgt_vocab:
         raise CheckpointError(
             f"{file_label}: the output Dense {final.label!r} has {out_kernel.shape[1]} outputs but "
             f"the target embedding has {tgt_vocab} rows; they are one vocabulary.")
-    weights["output_projection/kernel"] = out_kernel
-    weights["output_projection/bias"] = out_bias
+    weights[f"{names.OUTPUT_PROJECTION}/kernel"] = out_kernel
+    weights[f"{names.OUTPUT_PROJECTION}/bias"] = out_bias
     sequence_length = lengths["source"]
     config = dict(
-        src_vocab_size=weights["source_embedding/source_token_embedding/embeddings"].shape[0],
+        src_vocab_size=weights[names.token_embedding("source")].shape[0],
         tgt_vocab_size=tgt_vocab, d_model=d_model, num_heads=heads, head_dim=head_dim, dff=dff,
         num_encoder_layers=len(encoders), num_decoder_layers=len(decoders),
         max_len=sequence_length, positional="learned", scale_embeddings=False,

@@ -54,6 +54,7 @@ from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
+from transformer.model import weights as names
 from transformer.model.config import TransformerConfig
 
 __all__ = ["MarianFiles", "read_marian", "marian_config", "marian_weights", "marian_tokenizers",
@@ -444,8 +445,8 @@ _LAYER_NORM = {"weight": "gamma", "bias": "beta"}
 def _layer_names(side: str, i: int, d_model: int, dff: int) -> dict[str, tuple[str, tuple, bool]]:
     """{Hugging Face name: (our name, Hugging Face shape, transpose)} for one layer."""
     ours_side = "encoder" if side == "encoder" else "decoder"
-    hf, ours = f"model.{side}.layers.{i}.", f"{ours_side}_layer_{i}/"
-    names = {}
+    hf, ours = f"model.{side}.layers.{i}.", names.layer(ours_side, i) + "/"
+    table = {}
     attentions = [("self_attn", "self_attention")]
     norms = [("self_attn_layer_norm", "self_attention_layer_norm"),
              ("final_layer_norm", "feedforward_layer_norm")]
@@ -455,17 +456,17 @@ def _layer_names(side: str, i: int, d_model: int, dff: int) -> dict[str, tuple[s
     for hf_attention, our_attention in attentions:
         for proj, dense in _LINEAR.items():
             base = f"{hf}{hf_attention}.{proj}"
-            names[f"{base}.weight"] = (f"{ours}{our_attention}/{dense}/kernel", (d_model, d_model),
+            table[f"{base}.weight"] = (f"{ours}{our_attention}/{dense}/kernel", (d_model, d_model),
                                        True)
-            names[f"{base}.bias"] = (f"{ours}{our_attention}/{dense}/bias", (d_model,), False)
+            table[f"{base}.bias"] = (f"{ours}{our_attention}/{dense}/bias", (d_model,), False)
     for hf_norm, our_norm in norms:
         for part, ours_part in _LAYER_NORM.items():
-            names[f"{hf}{hf_norm}.{part}"] = (f"{ours}{our_norm}/{ours_part}", (d_model,), False)
+            table[f"{hf}{hf_norm}.{part}"] = (f"{ours}{our_norm}/{ours_part}", (d_model,), False)
     for fc, dense, shape in (("fc1", "intermediate", (dff, d_model)),
                              ("fc2", "output", (d_model, dff))):
-        names[f"{hf}{fc}.weight"] = (f"{ours}feedforward/{dense}/kernel", shape, True)
-        names[f"{hf}{fc}.bias"] = (f"{ours}feedforward/{dense}/bias", (shape[0],), False)
-    return names
+        table[f"{hf}{fc}.weight"] = (f"{ours}feedforward/{dense}/kernel", shape, True)
+        table[f"{hf}{fc}.bias"] = (f"{ours}feedforward/{dense}/bias", (shape[0],), False)
+    return table
 
 
 def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
@@ -520,7 +521,7 @@ def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
             raise CheckpointError(
                 f"The weight {other!r} in {where} differs from {present[0]!r}; config.json says "
                 "source and target share one embedding.")
-    ours["source_embedding/source_token_embedding/embeddings"] = embedding
+    ours[names.token_embedding("source")] = embedding
 
     if "final_logits_bias" in hf_weights:
         bias = get("final_logits_bias", (1, vocab), "the logits' bias").reshape(vocab)
@@ -534,9 +535,9 @@ def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
                 "config.json ties them (tie_word_embeddings).")
         ours["output_bias"] = bias
     else:
-        ours["output_projection/kernel"] = np.ascontiguousarray(
+        ours[f"{names.OUTPUT_PROJECTION}/kernel"] = np.ascontiguousarray(
             get("lm_head.weight", (vocab, d), "the output projection").T)
-        ours["output_projection/bias"] = bias
+        ours[f"{names.OUTPUT_PROJECTION}/bias"] = bias
 
     _check_positions(hf_weights, position_names, config, where)
     return ours

@@ -23,14 +23,13 @@ from transformer.importers.keras_common import (
     layer_norm,
     model_width,
     ordered,
-    put_attention,
-    put_block_rest,
     split_embeddings,
     tree,
 )
 from transformer.importers.keras_seq2seq import FORM_LABELS, keras_form, layers_found
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
+from transformer.model import weights as names
 
 RECIPE = Recipe(
     "tf-tutorial", "TF tutorial", "the TF tutorial",
@@ -90,40 +89,40 @@ def infer_tf_tutorial(arrays: dict[str, np.ndarray], file_label: str,
             layer_norm(ffn.child("layer_norm"), d_model, file_label)
 
     for i, node in enumerate(encoders):
-        prefix = f"encoder_layer_{i}"
+        prefix = names.layer("encoder", i)
         parts, norm = attention(node, "self_attention")
-        put_attention(weights, f"{prefix}/self_attention", parts)
+        weights.update(names.attention(f"{prefix}/self_attention", parts))
         ffn, ffn_norm = block_feedforward(node)
         dff = ffn[0][0].shape[1] if dff is None else dff
         check_dff(ffn, dff, node, file_label)
-        put_block_rest(weights, prefix, ffn, {"self_attention_layer_norm": norm,
-                                               "feedforward_layer_norm": ffn_norm})
+        weights.update(names.block_rest(prefix, ffn, {"self_attention_layer_norm": norm,
+                                               "feedforward_layer_norm": ffn_norm}))
     for i, node in enumerate(decoders):
-        prefix = f"decoder_layer_{i}"
+        prefix = names.layer("decoder", i)
         parts, self_norm = attention(node, "causal_self_attention")
-        put_attention(weights, f"{prefix}/self_attention", parts)
+        weights.update(names.attention(f"{prefix}/self_attention", parts))
         parts, cross_norm = attention(node, "cross_attention")
-        put_attention(weights, f"{prefix}/cross_attention", parts)
+        weights.update(names.attention(f"{prefix}/cross_attention", parts))
         ffn, ffn_norm = block_feedforward(node)
         check_dff(ffn, dff, node, file_label)
-        put_block_rest(weights, prefix, ffn, {"self_attention_layer_norm": self_norm,
+        weights.update(names.block_rest(prefix, ffn, {"self_attention_layer_norm": self_norm,
                                                "cross_attention_layer_norm": cross_norm,
-                                               "feedforward_layer_norm": ffn_norm})
+                                               "feedforward_layer_norm": ffn_norm}))
     for side, node in (("source", source_emb), ("target", target_emb)):
         table = node.array(0, "embeddings", file_label)
         if table.ndim != 2 or table.shape[1] != d_model:
             raise CheckpointError(f"{file_label}: the weight {node.label!r} has shape {table.shape}; "
                                   f"expected (vocabulary, {d_model}).")
-        weights[f"{side}_embedding/{side}_token_embedding/embeddings"] = table
-    tgt_vocab = weights["target_embedding/target_token_embedding/embeddings"].shape[0]
+        weights[names.token_embedding(side)] = table
+    tgt_vocab = weights[names.token_embedding("target")].shape[0]
     if out_kernel.shape[1] != tgt_vocab:
         raise CheckpointError(
             f"{file_label}: the final Dense {final.label!r} has {out_kernel.shape[1]} outputs but "
             f"the target embedding has {tgt_vocab} rows; they are one vocabulary.")
-    weights["output_projection/kernel"] = out_kernel
-    weights["output_projection/bias"] = out_bias
+    weights[f"{names.OUTPUT_PROJECTION}/kernel"] = out_kernel
+    weights[f"{names.OUTPUT_PROJECTION}/bias"] = out_bias
     config = dict(
-        src_vocab_size=weights["source_embedding/source_token_embedding/embeddings"].shape[0],
+        src_vocab_size=weights[names.token_embedding("source")].shape[0],
         tgt_vocab_size=tgt_vocab, d_model=d_model, num_heads=shape[0], head_dim=shape[1], dff=dff,
         num_encoder_layers=len(encoders), num_decoder_layers=len(decoders),
         max_len=TUTORIAL_POSITIONS, positional="sinusoidal_concat", scale_embeddings=True,

@@ -13,6 +13,53 @@ class WeightError(ValueError):
     """A weight missing, extra or of the wrong shape, in a sentence naming it."""
 
 
+# ------------------------------------------------------------------ our weights' names
+# Every path below is relative to the model; importers name the weights they map through these,
+# so the model's layout is written here once (weight_shapes is checked against a built model).
+SIDES = ("source", "target")
+STACKS = {"encoder": ("self_attention",), "decoder": ("self_attention", "cross_attention")}
+ATTENTION_DENSES = ("query", "key", "value", "output")
+OUTPUT_PROJECTION = "output_projection"
+
+
+def token_embedding(side: str) -> str:
+    return f"{side}_embedding/{side}_token_embedding/embeddings"
+
+
+def position_embedding(side: str) -> str:
+    return f"{side}_embedding/position_embedding/embeddings"
+
+
+def layer(stack: str, i: int) -> str:
+    """"encoder_layer_0": the prefix of one layer of a stack ("encoder" or "decoder")."""
+    return f"{stack}_layer_{i}"
+
+
+def dense(prefix: str, kernel, bias) -> dict:
+    return {f"{prefix}/kernel": kernel, f"{prefix}/bias": bias}
+
+
+def layer_norm(prefix: str, gamma, beta) -> dict:
+    return {f"{prefix}/gamma": gamma, f"{prefix}/beta": beta}
+
+
+def attention(prefix: str, parts: dict) -> dict:
+    """One attention sublayer's weights: parts {dense of ATTENTION_DENSES: (kernel, bias)}."""
+    return {k: v for name, (kernel, bias) in parts.items()
+            for k, v in dense(f"{prefix}/{name}", kernel, bias).items()}
+
+
+def block_rest(prefix: str, ffn, norms: dict) -> dict:
+    """A layer's feed-forward ((kernel, bias) of intermediate and output) and its LayerNorms
+    ({"self_attention_layer_norm": (gamma, beta), ...})."""
+    (k1, b1), (k2, b2) = ffn
+    out = {**dense(f"{prefix}/feedforward/intermediate", k1, b1),
+           **dense(f"{prefix}/feedforward/output", k2, b2)}
+    for name, (gamma, beta) in norms.items():
+        out.update(layer_norm(f"{prefix}/{name}", gamma, beta))
+    return out
+
+
 def weight_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
     """{weight path relative to the model: shape} of every weight a Transformer(config) has,
     computed from the config alone (nothing is built or allocated): a checkpoint's weights are
@@ -21,7 +68,7 @@ def weight_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
     d, inner = c.d_model, c.num_heads * c.head_dim
     shapes: dict[str, tuple[int, ...]] = {}
 
-    def dense(prefix, n_in, n_out, bias=True):
+    def dense_shape(prefix, n_in, n_out, bias=True):
         shapes[f"{prefix}/kernel"] = (n_in, n_out)
         if bias:
             shapes[f"{prefix}/bias"] = (n_out,)
@@ -30,38 +77,31 @@ def weight_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
         shapes[f"{prefix}/gamma"] = (d,)
         shapes[f"{prefix}/beta"] = (d,)
 
-    def attention(prefix):
-        for part in ("query", "key", "value"):
-            dense(f"{prefix}/{part}", d, inner)
-        dense(f"{prefix}/output", inner, d)
+    def attention_shapes(prefix):
+        for part in ATTENTION_DENSES:
+            dense_shape(f"{prefix}/{part}", *((inner, d) if part == "output" else (d, inner)))
 
-    shapes["source_embedding/source_token_embedding/embeddings"] = (c.src_vocab_size, d)
+    shapes[token_embedding("source")] = (c.src_vocab_size, d)
     if c.positional == "learned":
-        shapes["source_embedding/position_embedding/embeddings"] = (c.max_len, d)
+        shapes[position_embedding("source")] = (c.max_len, d)
     if not c.share_embeddings:
-        shapes["target_embedding/target_token_embedding/embeddings"] = (c.tgt_vocab_size, d)
+        shapes[token_embedding("target")] = (c.tgt_vocab_size, d)
     if c.positional == "learned":
-        shapes["target_embedding/position_embedding/embeddings"] = (c.max_len, d)
-    for i in range(c.num_encoder_layers):
-        p = f"encoder_layer_{i}"
-        attention(f"{p}/self_attention")
-        norm(f"{p}/self_attention_layer_norm")
-        dense(f"{p}/feedforward/intermediate", d, c.dff)
-        dense(f"{p}/feedforward/output", c.dff, d)
-        norm(f"{p}/feedforward_layer_norm")
-    for i in range(c.num_decoder_layers):
-        p = f"decoder_layer_{i}"
-        for sublayer in ("self_attention", "cross_attention"):
-            attention(f"{p}/{sublayer}")
-            norm(f"{p}/{sublayer}_layer_norm")
-        dense(f"{p}/feedforward/intermediate", d, c.dff)
-        dense(f"{p}/feedforward/output", c.dff, d)
-        norm(f"{p}/feedforward_layer_norm")
+        shapes[position_embedding("target")] = (c.max_len, d)
+    for stack, sublayers in STACKS.items():
+        for i in range(c.num_encoder_layers if stack == "encoder" else c.num_decoder_layers):
+            p = layer(stack, i)
+            for sublayer in sublayers:
+                attention_shapes(f"{p}/{sublayer}")
+                norm(f"{p}/{sublayer}_layer_norm")
+            dense_shape(f"{p}/feedforward/intermediate", d, c.dff)
+            dense_shape(f"{p}/feedforward/output", c.dff, d)
+            norm(f"{p}/feedforward_layer_norm")
     if c.norm_first:
         norm("encoder_norm")
         norm("decoder_norm")
     if not c.tie_output:
-        dense("output_projection", d, c.tgt_vocab_size, bias=c.output_bias)
+        dense_shape(OUTPUT_PROJECTION, d, c.tgt_vocab_size, bias=c.output_bias)
     elif c.output_bias:
         shapes["output_bias"] = (c.tgt_vocab_size,)
     return shapes
