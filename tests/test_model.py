@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from transformer import Transformer, TransformerConfig, positional_encoding
 from transformer.core.kinds import KIND_NAMES
-from transformer.model.weights import weight_shapes
+from transformer.model.weights import weight_arrays, weight_shapes
 
 ATOL = 1e-5
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -769,3 +769,15 @@ def test_a_model_partly_built_by_a_call_builds_the_rest_and_decodes():
     result = greedy_decode(model, [1, 5, 6, 2], max_len=4, stop_at_end=False)
     assert len(result.token_ids) == 4
     np.testing.assert_allclose(model.encode(np.array([[1, 5, 6, 2]]))["memory"], memory, atol=1e-6)
+
+
+def test_empty_model_has_every_weight_of_a_built_one_all_zero():
+    from transformer.model.weights import empty_model
+
+    config = TransformerConfig(src_vocab_size=50, tgt_vocab_size=40, d_model=16, num_heads=2,
+                               dff=32, num_encoder_layers=2, num_decoder_layers=1, max_len=12,
+                               positional="learned", norm_first=True)
+    empty, built = empty_model(config), Transformer(config).build_weights()
+    assert weight_shapes(config) == {k: v.shape for k, v in weight_arrays(empty).items()}
+    assert all(not v.any() for v in weight_arrays(empty).values())
+    assert any(v.any() for v in weight_arrays(built).values())  # the usual build draws values
