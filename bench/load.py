@@ -38,25 +38,22 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("STREAMLIT_LOGGER_LEVEL", "error")  # no "No runtime found" warnings here
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
+
+from testkit import browser as kit  # noqa: E402
 
 ARTIFACTS = ROOT / "test-artifacts"
 LOG = ARTIFACTS / "bench-load-streamlit.log"
 EXCEPTIONS_FILE = ARTIFACTS / "bench-load-exceptions.txt"
 EXCEPTIONS: list[str] = []  # every exception box's full text, written to EXCEPTIONS_FILE
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ACTION_TIMEOUT_MS = 240_000  # one action, with every session competing for two cores
 
 # Sentences every bundled checkpoint translates differently (out-of-distribution formats), so a
@@ -172,29 +169,14 @@ class RssMonitor(threading.Thread):
 def start_server(port: int) -> tuple[subprocess.Popen, object]:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = open(LOG, "w")  # noqa: SIM115 - open as long as the server runs; closed in main
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    env.pop("STREAMLIT_LOGGER_LEVEL", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false",
-         # Other work edits files under the tree while this runs: nothing should rerun for it.
-         "--server.fileWatcherType", "none", "--server.runOnSave", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    return proc, log
+    return kit.start_server(port, log, watch_files=False), log
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> float:
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < timeout:
-        if proc.poll() is not None:
-            raise SystemExit(f"streamlit exited with {proc.returncode}; see {LOG}")
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                return time.perf_counter() - t0
-        except OSError:
-            time.sleep(0.3)
-    raise SystemExit(f"streamlit did not answer /_stcore/health in {timeout} s; see {LOG}")
+    try:
+        return kit.wait_healthy(url, proc, timeout)
+    except RuntimeError as err:
+        raise SystemExit(f"{err}; see {LOG}") from None
 
 
 def expected_translations(pairs: list[tuple[str, str]], paths: dict) -> tuple[dict, dict]:
@@ -582,8 +564,7 @@ async def main_async(args):
               f"translations all distinct: {distinct}")
 
         async with async_playwright() as p:
-            browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS,
-                                              headless=True)
+            browser = await p.chromium.launch(**kit.launch_options())
             sessions, plan, results, wall = await load_phase(
                 browser, url, args.sessions, labels, expected, args.pages, monitor)
             rss_after_sessions = monitor.now_mb()

@@ -25,12 +25,10 @@ import plotly.graph_objects as go  # noqa: E402
 import plotly.io as pio  # noqa: E402
 
 from figures.attention import heatmap_json_size, model_view_fig  # noqa: E402
+from testkit.browser import launch_options  # noqa: E402
 from transformer import Transformer, TransformerConfig  # noqa: E402
 
 GOAL_MB, GOAL_SECONDS = 2.0, 2.0
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 # Wraps Plotly.newPlot: the time from the call until its promise resolves (the plot is drawn),
 # and from navigation start until then.
 TIMER = """<script>
@@ -109,8 +107,7 @@ def main():
         from playwright.sync_api import sync_playwright
 
         playwright = sync_playwright().start()
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS,
-                                             headless=True)
+        browser = playwright.chromium.launch(**launch_options())
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for index, (name, (fig, build)) in enumerate(figures.items()):

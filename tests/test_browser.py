@@ -5,21 +5,14 @@ Screenshots land in test-artifacts/screenshots/ for a person to look at.
 
 import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
-from conftest import ARTIFACTS, ROOT
+from conftest import ARTIFACTS
+
+from testkit.browser import CHROMIUM, free_port, launch_options, start_server, wait_healthy
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 # (url path, a heading the page shows)
 PAGES = [("", "Attention Explorer"), ("Model", "Model: dates"), ("Tokenization", "Tokenization"),
          ("Positional_Encodings", "Positional encodings"), ("Masks", "Masks"),
@@ -30,32 +23,17 @@ PAGES = [("", "Attention Explorer"), ("Model", "Model: dates"), ("Tokenization",
          ("Ablation", "ablation")]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     log = open(ARTIFACTS.mkdir(parents=True, exist_ok=True) or ARTIFACTS / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    port = free_port()
+    proc = start_server(port, log)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        try:
-            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            time.sleep(0.5)
-    else:
+    try:
+        wait_healthy(url, proc, timeout=120)
+    except RuntimeError as err:
         proc.kill()
-        pytest.fail("streamlit did not start; see test-artifacts/streamlit.log")
+        pytest.fail(f"{err}; see test-artifacts/streamlit.log")
     yield url
     proc.terminate()
     proc.wait(timeout=30)
@@ -68,7 +46,7 @@ def browser():
 
     assert os.path.exists(CHROMIUM), "Debian's chromium is not installed (make chromium)"
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        b = p.chromium.launch(**launch_options())
         yield b
         b.close()
 

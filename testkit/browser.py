@@ -1,0 +1,59 @@
+"""The real server and the real browser, as tests and benchmarks drive them: `streamlit run
+app.py` on a free port, waited for until healthy, and Debian's Chromium with the flags this
+machine needs (never a downloaded browser)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, log, *, watch_files: bool = True) -> subprocess.Popen:
+    """`streamlit run app.py` headless on 127.0.0.1:port, its output into `log` (an open file).
+    watch_files=False: no rerun when files under the tree change (benchmarks, while other work
+    edits the tree)."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop("STREAMLIT_LOGGER_LEVEL", None)
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+               "--server.address", "127.0.0.1", "--server.headless", "true",
+               "--browser.gatherUsageStats", "false"]
+    if not watch_files:
+        command += ["--server.fileWatcherType", "none", "--server.runOnSave", "false"]
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> float:
+    """Seconds until the server answers /_stcore/health; RuntimeError if it exits or never
+    answers."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}")
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                return time.perf_counter() - t0
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"streamlit did not answer /_stcore/health in {timeout} s")
+
+
+def launch_options() -> dict:
+    """Keyword arguments for playwright's chromium.launch: Debian's Chromium, headless."""
+    return {"executable_path": CHROMIUM, "args": CHROMIUM_FLAGS, "headless": True}
