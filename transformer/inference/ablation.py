@@ -18,7 +18,7 @@ import numpy as np
 
 from transformer.core.kinds import KIND_NAMES as ATTENTION_KINDS
 from transformer.core.kinds import head_masks, kind, layer_counts
-from transformer.inference.decoding import log_softmax
+from transformer.inference.forward import forward
 
 __all__ = ["ablate", "all_heads", "head_importance", "output_ids_for",
            "output_log_probs"]
@@ -44,10 +44,8 @@ def output_log_probs(ckpt, source_ids, output_ids, head_mask=None) -> np.ndarray
     if not output_ids:
         return np.zeros(0, np.float32)
     target_ids = [ckpt.config.start_id] + output_ids[:-1]  # teacher forcing: shifted right
-    src = np.asarray([list(source_ids)], np.int32)
-    tgt = np.asarray([target_ids], np.int32)
-    log_probs = log_softmax(np.asarray(ckpt.model((src, tgt), head_mask=head_mask))[0])  # (T, V)
-    return log_probs[np.arange(len(output_ids)), output_ids].astype(np.float32)
+    out = forward(ckpt.model, [list(source_ids)], [target_ids], [output_ids], head_mask)
+    return out["log_probs"][0].astype(np.float32)  # (T,)
 
 
 def output_ids_for(ckpt, target: str) -> list[int]:

@@ -271,17 +271,38 @@ def bucket(length: int, cap: int) -> int:
     return max(length, min(size, cap))
 
 
+def source_bucket(config, n: int) -> int:
+    """The width a source of n ids (padded or not) is padded to: its bucket, at most the fixed
+    length the model is fed or its max_len; n itself when the model does not mask padding (its
+    padding keys are attended to: more of them would change the numbers)."""
+    if not config.mask_padding:
+        return n
+    return bucket(n, max(config.pad_source_to or config.max_len, n))
+
+
+def target_bucket(config, t: int) -> int:
+    """The width a decoder input of t ids is padded to: its bucket, at most max_len. Always
+    safe: the look-ahead mask keeps every real row off the positions after it, whether or not
+    the model masks padding."""
+    return bucket(t, max(config.max_len, t))
+
+
+def pad_to(ids: np.ndarray, width: int, pad_id: int) -> np.ndarray:
+    """(B, n) int32 ids padded on the right with pad_id to (B, width) (the same array when
+    width is n)."""
+    batch, n = ids.shape
+    if width == n:
+        return np.asarray(ids, np.int32)
+    padded = np.full((batch, width), pad_id, np.int32)
+    padded[:, :n] = ids
+    return padded
+
+
 def _bucketed(model, source_ids, max_len):
     """(source_ids padded to their bucket, the cache length)."""
     c = model.config
-    batch, n = source_ids.shape
     cache_len = bucket(max_len, c.max_len)
-    if not c.mask_padding:  # padding keys are not masked: more of them would change the numbers
-        return source_ids, cache_len
-    width = bucket(n, max(c.pad_source_to or c.max_len, n))
-    padded = np.full((batch, width), c.pad_id, np.int32)
-    padded[:, :n] = source_ids
-    return padded, cache_len
+    return pad_to(source_ids, source_bucket(c, source_ids.shape[1]), c.pad_id), cache_len
 
 
 def _loop_args(model, source_ids, head_mask, max_len, seconds):
@@ -319,7 +340,8 @@ def _fetch(out):
 
 
 class _SharedLoop:
-    """One compiled decode loop for every model of one architecture (config).
+    """One compiled function (a decode loop, the pages' forward pass) for every model of one
+    architecture (config).
 
     The loop is traced with the model's variables as inputs (their resource handles, read once
     at the start of the loop): while tracing, a keras.StatelessScope maps the variables of the
@@ -371,17 +393,20 @@ class _SharedLoop:
 
 
 _SHARED_LOOPS: OrderedDict = OrderedDict()  # (kind, config JSON) -> _SharedLoop, least recent first
-MAX_SHARED_LOOPS = 16  # architectures whose traces are kept (each a few MB of graph)
+MAX_SHARED_LOOPS = 32  # compiled functions kept (each a few MB of graph): several per architecture
 _SHARED_LOCK = threading.Lock()
 
 
-def _shared_loop(model, kind, make_loop, greedy) -> _SharedLoop:
-    """The compiled loop of this model's architecture (traced on its first call)."""
+def shared_function(model, kind, make_loop, signature) -> _SharedLoop:
+    """The compiled function `kind` of this model's architecture (traced on its first call),
+    shared by every model of the same config: make_loop(template model) -> the function of the
+    inputs `signature` describes (after the weights). The decode loops and the teacher-forced
+    forward pass (transformer.inference.forward) are all kept here."""
     key = (kind + ("_xla" if JIT_COMPILE else ""), model.config.to_json())
     with _SHARED_LOCK:
         loop = _SHARED_LOOPS.get(key)
         if loop is None:
-            loop = _SharedLoop(model, make_loop, _signature(model.config, greedy), JIT_COMPILE)
+            loop = _SharedLoop(model, make_loop, signature, JIT_COMPILE)
             _SHARED_LOOPS[key] = loop
             while len(_SHARED_LOOPS) > MAX_SHARED_LOOPS:
                 _SHARED_LOOPS.popitem(last=False)
@@ -394,11 +419,13 @@ def _compiled_step(model, capture=True) -> _SharedLoop:
     this architecture (and capture mode), whose trace is reused by every decode. (The name is
     the old step function's: it is still the one compiled function of cached greedy decoding.)"""
     kind = "greedy" if capture else "greedy_no_capture"
-    return _shared_loop(model, kind, lambda m: _greedy_loop(m, capture, JIT_COMPILE), greedy=True)
+    return shared_function(model, kind, lambda m: _greedy_loop(m, capture, JIT_COMPILE),
+                           _signature(model.config, greedy=True))
 
 
 def _compiled_beam(model) -> _SharedLoop:
-    return _shared_loop(model, "beam", lambda m: _beam_loop(m, JIT_COMPILE), greedy=False)
+    return shared_function(model, "beam", lambda m: _beam_loop(m, JIT_COMPILE),
+                           _signature(model.config, greedy=False))
 
 
 def _signature(c, greedy):
@@ -705,4 +732,5 @@ def _text(ids, tokenizer):
 
 
 __all__ = ["BeamDecoding", "DecodeStep", "Decoding", "beam_search", "bucket", "greedy_decode",
-           "greedy_decode_batch", "length_normalised"]
+           "greedy_decode_batch", "length_normalised", "pad_to", "shared_function",
+           "source_bucket", "target_bucket"]

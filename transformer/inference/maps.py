@@ -1,6 +1,7 @@
 """The attention maps of a sentence, built in one place.
 
-`attention_maps` runs ONE padded teacher-forced pass over any number of sentences and splits it
+`attention_maps` runs ONE padded teacher-forced pass over any number of sentences (the compiled
+pass of transformer.inference.forward, shared by every model of the architecture) and splits it
 back into one dict per sentence, trimmed of its padding (padding never changes a real row:
 padded keys are masked and padded rows are cut). `Checkpoint.attention` (one sentence) and
 `attention_batch` (a corpus) both use it, so every page sees the same keys:
@@ -23,22 +24,24 @@ import numpy as np
 
 from transformer.core.kinds import KINDS
 from transformer.core.masking import pad_ids
-from transformer.inference.decoding import log_softmax
+from transformer.inference.forward import eager_forward, forward
 
 __all__ = ["attention_maps"]
 
 
 def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
                    output_ids: Sequence[Sequence[int]], head_mask=None,
-                   details: bool = False) -> list[dict]:
+                   details: bool = False, compiled: bool = True) -> list[dict]:
     """The maps (see the module docstring) of each (source ids, output ids) pair, teacher
-    forced: the decoder is fed <s> + output_ids[:-1] and scored on output_ids."""
+    forced: the decoder is fed <s> + output_ids[:-1] and scored on output_ids.
+    compiled=False runs the eager reference (transformer.inference.forward.eager_forward)
+    instead of the shared compiled pass: the same numbers."""
     config, model = ckpt.config, ckpt.model
     target_ids = [[config.start_id] + list(ids[:-1]) for ids in output_ids]  # shifted right
     src, tgt = pad_ids(source_ids, config.pad_id), pad_ids(target_ids, config.pad_id)
-    out = model((src, tgt), return_attention=True, return_qkv=details, head_mask=head_mask)
-    out = {name: np.asarray(value) for name, value in out.items()}
-    log_probs = log_softmax(out["logits"])  # (B, T, V)
+    scored = pad_ids(output_ids, config.pad_id)  # (B, T)
+    run = forward if compiled else eager_forward
+    out = run(model, src, tgt, scored, head_mask, details=details)
     key_mask = out["source_mask"][:, 0, 0] > 0  # (B, N)
     self_mask = out["target_mask"][:, 0] > 0  # (B, T, T)
     results = []
@@ -59,7 +62,7 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
             "source_ids": np.asarray(s_ids, np.int32),
             "target_ids": np.asarray(t_ids, np.int32),
             "output_ids": np.asarray(o_ids, np.int32),
-            "log_probs": log_probs[b, np.arange(t), list(o_ids)].astype(np.float32),
+            "log_probs": out["log_probs"][b, :t].astype(np.float32),
         })
         if details:
             for name, kind in KINDS.items():

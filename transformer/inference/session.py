@@ -14,7 +14,12 @@ from typing import Any
 
 from transformer.checkpoint.format import CheckpointData, build_model, read_checkpoint
 from transformer.core import limits
-from transformer.inference.decoding import Decoding, beam_search, greedy_decode
+from transformer.inference.decoding import (
+    Decoding,
+    beam_search,
+    greedy_decode,
+    greedy_decode_batch,
+)
 from transformer.inference.maps import attention_maps
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
@@ -147,12 +152,20 @@ class Checkpoint:
         With target=None the target is the model's own greedy translation; a typed one is
         cut to target_len (and the source to source_len) as it is tokenized.
         """
-        if target is None:
-            output_ids = self.translate(source, head_mask=head_mask).token_ids
+        if target is None:  # the translation's ids only: its steps' attention is not kept
+            output_ids = self._translation_ids(source, head_mask)
         else:
             output_ids = self.encode_target(target)
         return attention_maps(self, [self.encode_source(source)], [output_ids], head_mask,
                               details)[0]
+
+    def _translation_ids(self, source: str, head_mask=None) -> list[int]:
+        """translate(source, head_mask=head_mask).token_ids, from the decode loop that keeps no
+        attention (the maps come from one teacher-forced pass over them)."""
+        decoding = greedy_decode_batch(self.model, [self.encode_source(source)],
+                                       max_len=self.step_budget(), head_mask=head_mask,
+                                       capture=False, seconds=limits.MAX_DECODE_SECONDS)[0]
+        return decoding.token_ids
 
     @classmethod
     def open(cls, data: CheckpointData, where: str = "the checkpoint") -> "Checkpoint":

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from transformer.inference.decoding import TOP_K, DecodeStep, Decoding, log_softmax
+from transformer.inference.decoding import TOP_K, DecodeStep, Decoding
+from transformer.inference.forward import forward
 
 __all__ = ["teacher_forced"]
 
@@ -21,24 +22,26 @@ __all__ = ["teacher_forced"]
 def teacher_forced(ckpt, source: str, target: str, head_mask=None) -> Decoding:
     """`target` teacher-forced after `source` as a Decoding (token_ids: the target's ids and
     </s>, cut to the checkpoint's target_len as Checkpoint.attention cuts it; one DecodeStep per
-    position) from ONE forward pass. Each step's top_k ranks every token of the vocabulary, as
-    greedy decoding's steps do; the forced token need not be among them."""
+    position) from ONE forward pass (the compiled one of transformer.inference.forward, which
+    ranks the vocabulary on the device and returns only the TOP_K of each row). Each step's
+    top_k ranks every token of the vocabulary, as greedy decoding's steps do; the forced token
+    need not be among them."""
     config = ckpt.config
     tokenizer = ckpt.target_tokenizer
     output_ids = ckpt.encode_target(target)
     target_ids = [config.start_id] + output_ids[:-1]  # the decoder's inputs: shifted right
-    source_ids = np.asarray([ckpt.encode_source(source)], np.int32)
-    out = ckpt.model((source_ids, np.asarray([target_ids], np.int32)), return_attention=True,
-                     head_mask=head_mask)
-    log_probs = log_softmax(np.asarray(out["logits"])[0])  # (T, V)
-    cross = np.asarray(out["cross_attention"])[:, 0]  # (L, H, T, N)
-    self_attention = np.asarray(out["decoder_attention"])[:, 0]  # (L, H, T, T)
-    top = np.argsort(-log_probs, axis=-1, kind="stable")[:, :TOP_K]  # (T, k), ties: lower id
+    out = forward(ckpt.model, [ckpt.encode_source(source)], [target_ids], [output_ids],
+                  head_mask, top_k=TOP_K)
+    log_probs = out["log_probs"][0]  # (T,): each forced token's
+    top, top_log_probs = out["top_ids"][0], out["top_log_probs"][0]  # (T, k), ties: lower id
+    cross = out["cross_attention"][:, 0]  # (L, H, T, N)
+    self_attention = out["decoder_attention"][:, 0]  # (L, H, T, T)
     ids = sorted(set(output_ids) | set(top.ravel().tolist()))
     name = dict(zip(ids, tokenizer.ids_to_pieces(ids)))
     steps = [DecodeStep(
-        token=name[token_id], token_id=int(token_id), log_prob=float(log_probs[t, token_id]),
-        top_k=[(name[int(i)], int(i), float(np.exp(log_probs[t, i]))) for i in top[t]],
+        token=name[token_id], token_id=int(token_id), log_prob=float(log_probs[t]),
+        top_k=[(name[int(i)], int(i), float(np.exp(lp)))
+               for i, lp in zip(top[t], top_log_probs[t])],
         cross=cross[:, :, t].astype(np.float32),  # (L, H, N)
         self=self_attention[:, :, t, :t + 1].astype(np.float32))  # (L, H, t + 1)
         for t, token_id in enumerate(output_ids)]

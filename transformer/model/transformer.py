@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from transformer.core.kinds import KIND_NAMES, layer_counts
-from transformer.model.attention import dense
+from transformer.model.attention import dense, leading_dims
 from transformer.model.config import TransformerConfig
 from transformer.model.layers import DecoderLayer, EncoderLayer, PositionalEmbedding
 from transformer.model.masks import look_ahead_mask, padding_mask
@@ -180,9 +180,16 @@ class Transformer(keras.Model):
 
     def project(self, x):
         """(B, T, d_model) -> logits (B, T, tgt_vocab)."""
+        x = tf.convert_to_tensor(x)
         if not self.config.tie_output:
             return dense(self.output_projection, x)
-        logits = tf.matmul(x, self.target_token_embedding.embeddings, transpose_b=True)
+        # Tied: x E^T computed as (E x^T)^T. TensorFlow's CPU matmul with the big (V, d_model)
+        # operand transposed cost 43 ms for 16 rows of opus-mt-en-fr's 59,514 x 512 embedding,
+        # the other way round 14 ms (the small operand is transposed instead).
+        embeddings = self.target_token_embedding.embeddings  # (V, d_model)
+        rows = tf.reshape(x, [-1, embeddings.shape[1]])  # (rows, d_model)
+        logits = tf.transpose(tf.matmul(embeddings, rows, transpose_b=True))  # (rows, V)
+        logits = tf.reshape(logits, leading_dims(x) + [embeddings.shape[0]])  # (..., V)
         return logits + self.output_bias if self.config.output_bias else logits
 
     # ---------------------------------------------------------------- cached decoding
