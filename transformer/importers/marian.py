@@ -508,7 +508,7 @@ def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
     ours = {}
     for hf_name, (our_name, shape, transpose) in table.items():
         value = get(hf_name, shape)
-        ours[our_name] = np.ascontiguousarray(value.T if transpose else value)
+        ours[our_name] = value.T if transpose else value  # a view: copied once, into the model
 
     # One token embedding for source, target and (tied) output; saved under any of its names.
     present = [n for n in embedding_names if n in hf_weights]
@@ -535,8 +535,8 @@ def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
                 "config.json ties them (tie_word_embeddings).")
         ours["output_bias"] = bias
     else:
-        ours[f"{names.OUTPUT_PROJECTION}/kernel"] = np.ascontiguousarray(
-            get("lm_head.weight", (vocab, d), "the output projection").T)
+        ours[f"{names.OUTPUT_PROJECTION}/kernel"] = get("lm_head.weight", (vocab, d),
+                                                         "the output projection").T
         ours[f"{names.OUTPUT_PROJECTION}/bias"] = bias
 
     _check_positions(hf_weights, position_names, config, where)
