@@ -150,7 +150,7 @@ def test_step_buttons_and_play(page):
 
 
 def test_play_reruns_the_step_fragment_alone_never_the_page(page, translate_calls, monkeypatch):
-    from fragments import click_in_fragment
+    from testkit.fragments import click_in_fragment
 
     from explorer import sidebar
 

@@ -280,7 +280,7 @@ def bundled():
 def bundled_args(bundled):
     """The recorded training command, parsed by the training CLI's own parser."""
     words = shlex.split(bundled.metadata["command"])
-    assert words[:3] == ["python", "-m", "transformer.training.train"]
+    assert words[:3] == ["python", "-m", "transformer.train"]
     return build_parser().parse_args(words[3:])
 
 
