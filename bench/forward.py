@@ -19,13 +19,9 @@ maps within 2x transformers' forward.
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import numpy as np  # noqa: E402
 
 from transformer import Transformer, TransformerConfig  # noqa: E402  (before TensorFlow)

@@ -199,8 +199,7 @@ def tiny_checkpoints(n: int, folder: Path) -> list[tuple[Path, str, str]]:
     [(path, name, sha256)]."""
     import hashlib
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from tiny import tiny_checkpoint_bytes
+    from testkit.tiny import tiny_checkpoint_bytes
 
     out = []
     for i in range(n):

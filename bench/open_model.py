@@ -32,7 +32,6 @@ SENTENCE = "Friday, March 5, 2021"
 
 LIBRARY = r"""
 import json, os, sys, time
-sys.path.insert(0, %(root)r)
 from transformer import load_checkpoint
 from transformer.inference.session import ASSETS
 out = []
@@ -54,7 +53,6 @@ print("RESULT " + json.dumps(out))
 # and the first run, the host's work).
 PHASES = r"""
 import json, os, sys, time
-sys.path.insert(0, %(root)r)
 t0 = time.perf_counter()
 import transformer
 import tensorflow as tf

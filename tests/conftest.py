@@ -20,7 +20,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 @pytest.fixture(scope="session")
 def tiny_checkpoint_bytes() -> bytes:
     """A real, tiny, untrained checkpoint (dates tokenizers) for upload tests."""
-    from tiny import tiny_checkpoint_bytes as build
+    from testkit.tiny import tiny_checkpoint_bytes as build
 
     return build()
 

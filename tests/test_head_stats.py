@@ -175,7 +175,6 @@ def test_bad_inputs_are_named():
 def test_module_loads_without_tensorflow():
     code = (
         "import sys\n"
-        f"sys.path.insert(0, {str(ROOT)!r})\n"
         "import transformer.analysis.head_stats as module\n"
         "import numpy as np\n"
         "maps = {'encoder': np.eye(2)[None, None], 'source_tokens': ['a', 'b']}\n"

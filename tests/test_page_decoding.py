@@ -150,9 +150,8 @@ def test_step_buttons_and_play(page):
 
 
 def test_play_reruns_the_step_fragment_alone_never_the_page(page, translate_calls, monkeypatch):
-    from testkit.fragments import click_in_fragment
-
     from explorer import sidebar
+    from testkit.fragments import click_in_fragment
 
     run(page.slider(key="dec_max_len").set_value(3))  # steps 0, 1, 2
     run(page.select_slider(key="dec_step").set_value(0))
