@@ -1,6 +1,9 @@
 """Checkpoints: exact round trips, every refusal as a plain sentence, and never any code run.
 
-A checkpoint is a ZIP of JSON, SentencePiece model bytes and an .npz of float32 arrays. These tests
+A checkpoint is a ZIP of JSON, SentencePiece model bytes and float32 weights: written as version 2
+(weights.safetensors), read as version 2 or 1 (an .npz of float32 arrays). The malformed archives
+here are made from version 1 files (the .npz's every level); tests/test_checkpoint_safetensors.py
+takes version 2's weights apart. These tests
 save tiny real models (trained tokenizers, random weights), load them back and compare every logit
 and attention map; then they take valid archives apart and put them back together wrong, one
 defect at a time, and check that each is refused with a CheckpointError whose message is a
@@ -37,7 +40,7 @@ from transformer import (
     save_checkpoint,
 )
 from transformer.checkpoint import format as checkpoint_module
-from transformer.checkpoint.format import MEMBERS, checkpoint_bytes
+from transformer.checkpoint.format import MEMBERS, MEMBERS_V1, checkpoint_bytes
 from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
 from transformer.core.kinds import KIND_NAMES
@@ -127,6 +130,12 @@ def npz_bytes(arrays: dict, allow_pickle=False) -> bytes:
 
 
 def weights_of(data: bytes) -> dict[str, np.ndarray]:
+    """The weights of a checkpoint of either version, read by NumPy or safetensors itself."""
+    members = members_of(data)
+    if "weights.safetensors" in members:
+        from safetensors.numpy import load
+
+        return load(members["weights.safetensors"])
     with np.load(io.BytesIO(members_of(data)["weights.npz"]), allow_pickle=False) as npz:
         return {k: npz[k] for k in npz.files}
 
@@ -206,10 +215,12 @@ def saved(request, tokenizers, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def valid_model(tokenizers):
-    """(model, source tokenizer, target tokenizer, its checkpoint's bytes): small and valid."""
+    """(model, source tokenizer, target tokenizer, its checkpoint's bytes): small and valid, of
+    version 1 (weights.npz), which every old file is and which is still read."""
     source, target, _ = tokenizers
     model = randomized_model(tiny_config(source, target), seed=1)
-    return model, source, target, checkpoint_bytes(model, source, target, {"task": "dates"})
+    return model, source, target, checkpoint_bytes(model, source, target, {"task": "dates"},
+                                                   version=1)
 
 
 @pytest.fixture(scope="module")
@@ -321,7 +332,11 @@ def test_saving_is_reproducible_and_atomic(saved):
     with zipfile.ZipFile(path) as archive:
         assert archive.namelist() == list(MEMBERS)
         assert json.loads(archive.read("format.json")) == {
-            "format": "attention-explorer-checkpoint", "version": 1}
+            "format": "attention-explorer-checkpoint", "version": 2}
+        # the weights are stored, the small members deflated
+        methods = {i.filename: i.compress_type for i in archive.infolist()}
+        assert methods.pop("weights.safetensors") == zipfile.ZIP_STORED
+        assert set(methods.values()) == {zipfile.ZIP_DEFLATED}
 
 
 def test_saving_refuses_tokenizers_that_do_not_match(tokenizers, tmp_path):
@@ -351,7 +366,10 @@ def test_empty_file(tmp_path):
 
 def test_no_such_file_and_unreadable_sources(tmp_path):
     assert_refused(tmp_path / "missing.ckpt", "No file at", "missing.ckpt", "(the checkpoint)")
-    assert_refused(tmp_path, "No file at")  # a folder is not a file
+    # a folder is not a checkpoint file; load_checkpoint opens a folder as a Marian model
+    with pytest.raises(CheckpointError, match="No file at"):
+        checkpoint_module.read_checkpoint(tmp_path)
+    assert_refused(tmp_path, "folder", "missing")
     assert_refused(12345, "Cannot read the checkpoint from a int")
     assert_refused(io.StringIO("text"), "binary mode")
 
@@ -386,7 +404,7 @@ def test_corrupt_deflate_stream_is_refused(valid):
     assert_refused(bytes(damaged), "'weights.npz'", "damaged")
 
 
-@pytest.mark.parametrize("name", MEMBERS)
+@pytest.mark.parametrize("name", MEMBERS_V1)
 def test_missing_member(valid, name):
     assert_refused(rebuilt(valid, drop=[name]), "missing", repr(name))
 
@@ -417,8 +435,9 @@ def test_deeply_nested_json_is_refused_not_a_recursion_crash(valid):
 
 @pytest.mark.parametrize("fmt", [
     {"format": "keras", "version": 1},
-    {"format": "attention-explorer-checkpoint", "version": 2},
+    {"format": "attention-explorer-checkpoint", "version": 3},
     {"format": "attention-explorer-checkpoint", "version": "1"},
+    {"format": "attention-explorer-checkpoint", "version": True},
     {"format": "attention-explorer-checkpoint"},
     {"format": "attention-explorer-checkpoint", "version": 1, "loader": "pickle"},
     ["attention-explorer-checkpoint", 1],

@@ -100,15 +100,39 @@ class TouchOnUnpickle:
         return pathlib.Path.touch, (pathlib.Path(self.path),)
 
 
+def _weights(ckpt: bytes) -> dict:
+    """The weights of a checkpoint of either version (2: weights.safetensors, 1: weights.npz)."""
+    with zipfile.ZipFile(io.BytesIO(ckpt)) as archive:
+        if "weights.safetensors" in archive.namelist():
+            from safetensors.numpy import load
+
+            return dict(load(archive.read("weights.safetensors")))
+        with np.load(io.BytesIO(archive.read("weights.npz")), allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+
+
 def _npz_with_object(good, marker) -> bytes:
     """The real weights, one of them replaced by a pickled object that would touch the marker."""
-    with zipfile.ZipFile(io.BytesIO(good)) as archive:
-        with np.load(io.BytesIO(archive.read("weights.npz")), allow_pickle=False) as npz:
-            weights = {name: npz[name] for name in npz.files}
+    weights = _weights(good)
     weights[next(iter(weights))] = np.array([TouchOnUnpickle(marker)], dtype=object)
     buf = io.BytesIO()
     np.savez(buf, **weights)
     return buf.getvalue()
+
+
+def _as_version_1(ckpt: bytes, npz: bytes) -> bytes:
+    """The checkpoint as version 1 (the only one with an .npz, where a pickle could hide)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(ckpt)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            if info.filename in ("weights.safetensors", "weights.npz"):
+                dst.writestr("weights.npz", npz)
+            elif info.filename == "format.json":
+                dst.writestr(info.filename, json.dumps(
+                    {"format": "attention-explorer-checkpoint", "version": 1}))
+            else:
+                dst.writestr(info.filename, src.read(info))
+    return out.getvalue()
 
 
 def _replace_member(ckpt: bytes, name: str, data: bytes) -> bytes:
@@ -120,13 +144,12 @@ def _replace_member(ckpt: bytes, name: str, data: bytes) -> bytes:
 
 
 def _nan_weights(ckpt: bytes) -> bytes:
-    with zipfile.ZipFile(io.BytesIO(ckpt)) as src:
-        weights = dict(np.load(io.BytesIO(src.read("weights.npz"))))
+    from safetensors.numpy import save
+
+    weights = _weights(ckpt)
     name = sorted(weights)[0]
     weights[name] = np.full_like(weights[name], np.nan)
-    buf = io.BytesIO()
-    np.savez(buf, **weights)
-    return _replace_member(ckpt, "weights.npz", buf.getvalue())
+    return _replace_member(ckpt, "weights.safetensors", save(weights))
 
 
 def _tree_snapshot():
@@ -136,8 +159,7 @@ def _tree_snapshot():
 
 @pytest.mark.parametrize("make, words", [
     (lambda good, marker: pickle.dumps(TouchOnUnpickle(marker)), "not a ZIP archive"),
-    (lambda good, marker: _replace_member(good, "weights.npz", _npz_with_object(good, marker)),
-     "never loaded"),
+    (lambda good, marker: _as_version_1(good, _npz_with_object(good, marker)), "never loaded"),
     (lambda good, marker: _nan_weights(good), "NaN"),
     (lambda good, marker: good[: len(good) // 2], "truncated"),  # an interrupted upload
 ])

@@ -2,18 +2,25 @@
 
 A checkpoint is a ZIP archive with exactly these members:
 
-    format.json                 {"format": "attention-explorer-checkpoint", "version": 1}
+    format.json                 {"format": "attention-explorer-checkpoint", "version": 2}
     config.json                 TransformerConfig fields (parsed against an allow-list)
     metadata.json               task or corpus, steps, training command, held-out metrics
     source_tokenizer.json       Tokenizer.spec()
     source_tokenizer.model      the SentencePiece model bytes
     target_tokenizer.json
     target_tokenizer.model
-    weights.npz                 one float32 array per weight, keyed by its path in the model
+    weights.safetensors         one F32 tensor per weight, keyed by its path in the model, stored
+                                (not deflated) and 64-byte aligned in the ZIP
+
+Version 1 (still read, no longer written) has weights.npz (NumPy's savez, deflated) instead of
+weights.safetensors; `python -m transformer.convert upgrade` rewrites one as version 2.
 
 Loading never unpickles and never asks Keras to deserialize anything: the config is parsed by
 TransformerConfig.from_dict, the model is built from our own classes, and the weights are copied
-in by name and shape (NumPy with allow_pickle=False).
+in by name and shape (NumPy with allow_pickle=False). A version 2 file's safetensors header is
+parsed here with the JSON rules of every other member and checked (F32 only, names and shapes
+against the config, offsets contiguous inside the member) before any array exists; the arrays are
+then views of the file's own bytes: no copy of the weights is made to read them.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
+import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,15 +60,24 @@ from transformer.tokenizers import tokenizer_from_spec
 from transformer.tokenizers.base import Tokenizer, TokenizerError
 
 FORMAT_NAME = "attention-explorer-checkpoint"
-FORMAT_VERSION = 1
-MEMBERS = (
+FORMAT_VERSION = 2  # what is written; every version in WEIGHTS_MEMBER is read
+WEIGHTS_MEMBER = {1: "weights.npz", 2: "weights.safetensors"}  # each version's weights member
+_COMMON_MEMBERS = (
     "format.json", "config.json", "metadata.json",
     "source_tokenizer.json", "source_tokenizer.model",
     "target_tokenizer.json", "target_tokenizer.model",
-    "weights.npz",
 )
+MEMBERS_BY_VERSION = {v: _COMMON_MEMBERS + (name,) for v, name in WEIGHTS_MEMBER.items()}
+MEMBERS = MEMBERS_BY_VERSION[FORMAT_VERSION]  # what save_checkpoint writes
+MEMBERS_V1 = MEMBERS_BY_VERSION[1]
+# The safetensors header is the weights' directory: the same bound as weights.npz's ZIP directory
+# (~200 bytes a weight; 4,096 weights).
+MAX_SAFETENSORS_HEADER_BYTES = limits.MAX_WEIGHTS_DIRECTORY_BYTES
+MAX_WEIGHT_DIMS = 8  # dimensions of one weight: ours have 1 or 2
+_ALIGN = 64  # where weights.safetensors' data starts in the file (and its header pads to 8)
+_ALIGN_EXTRA_ID = 0xD935  # the ZIP extra field zipalign pads local headers with
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "checkpoints"
+ASSETS = Path(__file__).resolve().parent.parent.parent / "assets" / "checkpoints"
 DEFAULT_CHECKPOINT = ASSETS / "dates.ckpt"
 
 
@@ -69,8 +87,34 @@ class CheckpointError(ValueError):
 
 def save_checkpoint(path, model: Transformer, source_tokenizer: Tokenizer,
                     target_tokenizer: Tokenizer, metadata: dict | None = None) -> Path:
-    """Write a checkpoint file; returns its path."""
-    data = checkpoint_bytes(model, source_tokenizer, target_tokenizer, metadata)
+    """Write a checkpoint file (version FORMAT_VERSION); returns its path."""
+    return _write_atomic(path, checkpoint_bytes(model, source_tokenizer, target_tokenizer,
+                                                metadata))
+
+
+def checkpoint_bytes(model, source_tokenizer, target_tokenizer, metadata=None,
+                     version: int = FORMAT_VERSION) -> bytes:
+    """The bytes of a checkpoint of `model` (version 2 unless told; 1 is written only to test
+    that old files still open)."""
+    check_consistent(model.config, source_tokenizer, target_tokenizer)
+    return _archive(model.config, weight_arrays(model), source_tokenizer, target_tokenizer,
+                    metadata, version)
+
+
+def data_bytes(data: CheckpointData, version: int = FORMAT_VERSION) -> bytes:
+    """The bytes of a checkpoint holding what read_checkpoint read (no model is built): how a
+    version 1 file is rewritten as version 2, its config, tokenizers and metadata kept."""
+    check_consistent(data.config, data.source_tokenizer, data.target_tokenizer)
+    return _archive(data.config, data.weights, data.source_tokenizer, data.target_tokenizer,
+                    data.metadata, version)
+
+
+def write_checkpoint(path, data: CheckpointData, version: int = FORMAT_VERSION) -> Path:
+    """Write what read_checkpoint read as a checkpoint file; returns its path."""
+    return _write_atomic(path, data_bytes(data, version))
+
+
+def _write_atomic(path, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -79,25 +123,41 @@ def save_checkpoint(path, model: Transformer, source_tokenizer: Tokenizer,
     return path
 
 
-def checkpoint_bytes(model, source_tokenizer, target_tokenizer, metadata=None) -> bytes:
-    check_consistent(model.config, source_tokenizer, target_tokenizer)
-    weights = io.BytesIO()
-    np.savez(weights, **weight_arrays(model))  # uncompressed inside; the archive compresses
+def _archive(config: TransformerConfig, weights: dict[str, np.ndarray], source_tokenizer,
+             target_tokenizer, metadata, version: int) -> bytes:
+    if version not in WEIGHTS_MEMBER:
+        raise ValueError(f"checkpoint version {version!r} is not one that can be written")
+    arrays = {name: np.ascontiguousarray(array, np.float32) for name, array in weights.items()}
+    if version == 1:
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)  # uncompressed inside; the archive compresses
+        weight_bytes = buffer.getvalue()
+    else:
+        from safetensors.numpy import save  # the Rust writer; its header pads to 8 bytes
+
+        weight_bytes = save(arrays)
     members = {
-        "format.json": _json_bytes({"format": FORMAT_NAME, "version": FORMAT_VERSION}),
-        "config.json": model.config.to_json().encode(),
+        "format.json": _json_bytes({"format": FORMAT_NAME, "version": version}),
+        "config.json": config.to_json().encode(),
         "metadata.json": _json_bytes(metadata or {}),
         "source_tokenizer.json": _json_bytes(source_tokenizer.spec()),
         "source_tokenizer.model": source_tokenizer.model_bytes,
         "target_tokenizer.json": _json_bytes(target_tokenizer.spec()),
         "target_tokenizer.model": target_tokenizer.model_bytes,
-        "weights.npz": weights.getvalue(),
+        WEIGHTS_MEMBER[version]: weight_bytes,
     }
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name in MEMBERS:
+        for name in MEMBERS_BY_VERSION[version]:
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))  # reproducible bytes
             info.compress_type = zipfile.ZIP_DEFLATED
+            if name == "weights.safetensors":
+                # Stored, its data starting at a multiple of _ALIGN in the file: the arrays are
+                # views of the file's bytes, aligned (the local header's extra field pads it).
+                info.compress_type = zipfile.ZIP_STORED
+                at = out.tell() + 30 + len(name.encode()) + 4
+                pad = -at % _ALIGN
+                info.extra = struct.pack("<HH", _ALIGN_EXTRA_ID, pad) + bytes(pad)
             archive.writestr(info, members[name])
     return out.getvalue()
 
@@ -113,18 +173,26 @@ class CheckpointData:
     metadata: dict[str, Any] = field(default_factory=dict)
     content_hash: str = ""  # sha256 of the file's bytes: the cache key for everything derived
     metadata_warnings: list[str] = field(default_factory=list)  # what the metadata schema dropped
+    format_version: int = 0  # the checkpoint file's version (0: not read from a checkpoint)
 
 
 def read_checkpoint(source) -> CheckpointData:
-    """Read and check a checkpoint from a path, bytes or a binary file object; builds nothing.
-    Raises CheckpointError."""
+    """Read and check a checkpoint (version 1 or 2) from a path, bytes or a binary file object;
+    builds nothing. Raises CheckpointError."""
     data = read_input(source, "the checkpoint")
     members = _read_members(data)
+    weights_member = next(name for name in WEIGHTS_MEMBER.values() if name in members)
     fmt = _parse_json(members, "format.json")
-    if fmt != {"format": FORMAT_NAME, "version": FORMAT_VERSION}:
+    version = fmt.get("version") if isinstance(fmt, dict) and set(fmt) == {"format", "version"} \
+        and fmt["format"] == FORMAT_NAME and type(fmt["version"]) is int else None
+    if version not in WEIGHTS_MEMBER:
         raise CheckpointError(
-            f"This is not an Attention Explorer checkpoint of version {FORMAT_VERSION} "
-            f"(format.json says {json.dumps(fmt)[:200]}).")
+            f"This is not an Attention Explorer checkpoint of version 1 or 2 (format.json says "
+            f"{json.dumps(fmt)[:200]}).")
+    if WEIGHTS_MEMBER[version] != weights_member:
+        raise CheckpointError(
+            f"The checkpoint's format.json says version {version}, whose weights are in "
+            f"{WEIGHTS_MEMBER[version]!r}, but the checkpoint holds {weights_member!r}.")
     settings = _parse_json(members, "config.json")  # its own sentence if it is not JSON
     try:
         config = TransformerConfig.from_dict(settings)
@@ -137,14 +205,19 @@ def read_checkpoint(source) -> CheckpointData:
     source_tokenizer = _load_tokenizer(members, "source")
     target_tokenizer = _load_tokenizer(members, "target")
     check_consistent(config, source_tokenizer, target_tokenizer)
-    raw_weights = members.pop("weights.npz")
-    directory = _weights_directory(raw_weights)  # names and sizes; no array read yet
-    check_size(config, directory)
+    raw_weights = members.pop(weights_member)
     # Names, shapes and values are checked against what the config describes before anything
     # is built: most bad files are refused without allocating a model.
-    weights = _read_weights(raw_weights, weight_shapes(config), directory)
+    if version == 1:
+        directory = _weights_directory(raw_weights)  # names and sizes; no array read yet
+        check_size(config, directory)
+        weights = _read_weights(raw_weights, weight_shapes(config), directory)
+    else:
+        tensors = _safetensors_header(raw_weights)  # names, shapes, offsets; no array yet
+        check_size(config, tensors)
+        weights = _read_safetensors(raw_weights, weight_shapes(config), tensors)
     return CheckpointData(config, weights, source_tokenizer, target_tokenizer, metadata,
-                          hashlib.sha256(data).hexdigest(), metadata_warnings)
+                          hashlib.sha256(data).hexdigest(), metadata_warnings, version)
 
 
 def build_model(config: TransformerConfig, weights: dict[str, np.ndarray],
@@ -210,10 +283,18 @@ def _read_members(data: bytes) -> dict[str, bytes]:
                                   "is truncated.") from None
         raise CheckpointError(str(err)) from None
     names = [entry.name for entry in entries]
-    unexpected = sorted(set(names) - set(MEMBERS))
+    # The weights member tells the version (format.json must agree): version 2's if it is there.
+    version = next((v for v in sorted(WEIGHTS_MEMBER, reverse=True)
+                    if WEIGHTS_MEMBER[v] in names), None)
+    expected = MEMBERS_BY_VERSION[version or FORMAT_VERSION]
+    unexpected = sorted(set(names) - set(expected))
     if unexpected:
         raise CheckpointError(f"The checkpoint holds an unexpected file {unexpected[0][:80]!r}.")
-    missing = [name for name in MEMBERS if name not in names]
+    if version is None:
+        raise CheckpointError(
+            f"The checkpoint is missing its weights ({WEIGHTS_MEMBER[FORMAT_VERSION]!r}, or in a "
+            f"file of version 1 {WEIGHTS_MEMBER[1]!r}).")
+    missing = [name for name in expected if name not in names]
     if missing:
         raise CheckpointError(f"The checkpoint is missing {missing[0]!r}.")
     total = sum(entry.size for entry in entries)
@@ -240,8 +321,9 @@ def _read_members(data: bytes) -> dict[str, bytes]:
     try:
         for entry in bounded_zip.locate_members(data, entries, "the checkpoint"):
             content = bounded_zip.read_member(data, entry, "the checkpoint")
-            # weights.npz stays a buffer (a view when stored): its arrays are read in place
-            members[entry.name] = content if entry.name == "weights.npz" else bytes(content)
+            # the weights stay a buffer (a view of `data` when stored): arrays are read in place
+            members[entry.name] = content if entry.name in WEIGHTS_MEMBER.values() \
+                else bytes(content)
     except bounded_zip.ArchiveError as err:
         raise CheckpointError(str(err)) from None
     return members
@@ -271,17 +353,42 @@ def _parse_json(members, name):
     """The member parsed as UTF-8 JSON, at most MAX_JSON_DEPTH deep, integers of at most 20
     digits. Text is repaired (lone surrogates become U+FFFD) and NaN/infinity become null in every
     member but metadata.json, which clean_metadata repairs with a warning for each change."""
-    try:
-        value = json.loads(bytes(members[name]).decode("utf-8"), parse_int=_json_int)
-    except _LongNumber:
-        raise CheckpointError(f"{name!r} in the checkpoint holds a number of more than 20 "
-                              "digits, which no setting needs.") from None
-    except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: JSONDecodeError
-        raise CheckpointError(f"{name!r} in the checkpoint is not valid JSON.") from None
-    if _json_depth(value) > limits.MAX_JSON_DEPTH:
-        raise CheckpointError(f"{name!r} in the checkpoint is nested more than "
-                              f"{limits.MAX_JSON_DEPTH} levels deep; checkpoints never are.")
+    value = _bounded_json(members[name], repr(name))
     return value if name == "metadata.json" else clean_value(value, set())
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _unique_pairs(pairs):
+    value = {}
+    for key, item in pairs:
+        if key in value:
+            raise _Duplicate(key)
+        value[key] = item
+    return value
+
+
+def _bounded_json(raw, label: str, duplicates: bool = False):
+    """UTF-8 JSON, at most MAX_JSON_DEPTH deep, integers of at most 20 digits; label names it in
+    the sentences ("'config.json'"). duplicates: a key twice in one object is refused (the
+    safetensors header: a weight twice)."""
+    hook = {"object_pairs_hook": _unique_pairs} if duplicates else {}
+    try:
+        value = json.loads(bytes(raw).decode("utf-8"), parse_int=_json_int, **hook)
+    except _LongNumber:
+        raise CheckpointError(f"{label} in the checkpoint holds a number of more than 20 "
+                              "digits, which no setting needs.") from None
+    except _Duplicate as err:
+        raise CheckpointError(f"{label} in the checkpoint holds the key "
+                              f"{_quoted(str(err.args[0]))} twice.") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: JSONDecodeError
+        raise CheckpointError(f"{label} in the checkpoint is not valid JSON.") from None
+    if _json_depth(value) > limits.MAX_JSON_DEPTH:
+        raise CheckpointError(f"{label} in the checkpoint is nested more than "
+                              f"{limits.MAX_JSON_DEPTH} levels deep; checkpoints never are.")
+    return value
 
 
 def _json_depth(value) -> int:
@@ -376,6 +483,113 @@ def _read_weights(raw, expected: dict[str, tuple] | None = None,
             weights[name] = array
     except bounded_zip.ArchiveError as err:
         raise CheckpointError(str(err)) from None
+    return weights
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One weight as weights.safetensors' header describes it (checked): `size` in bytes."""
+    shape: tuple[int, ...]
+    begin: int  # offset of its data in the member, from the end of the header
+    size: int
+
+
+def _safetensors_header(raw) -> dict[str, Tensor]:
+    """{weight name: Tensor} from weights.safetensors' header (8-byte little-endian length, then
+    JSON), parsed with the bounds of every JSON member and checked whole before any array is
+    read: F32 only, shapes of at most MAX_WEIGHT_DIMS non-negative integers, each weight's
+    data_offsets [begin, end) exactly its shape's bytes, and together contiguous from 0 to the
+    end of the member (no gap, overlap or trailing byte). `__metadata__`, if any, must map text
+    to text (it is not used)."""
+    where = "The checkpoint's weights.safetensors"
+    if len(raw) < 8:
+        raise CheckpointError(f"{where} is too short to be a safetensors file ({len(raw)} "
+                              "bytes).")
+    length = int.from_bytes(bytes(memoryview(raw)[:8]), "little")
+    if length > MAX_SAFETENSORS_HEADER_BYTES:
+        raise CheckpointError(
+            f"{where} declares a header of {length:,} bytes; at most "
+            f"{MAX_SAFETENSORS_HEADER_BYTES:,} are read (~200 bytes a weight).")
+    if 8 + length > len(raw):
+        raise CheckpointError(f"{where} declares a header of {length:,} bytes, more than the "
+                              f"{len(raw) - 8:,} bytes that follow: it is damaged or truncated.")
+    header = _bounded_json(memoryview(raw)[8:8 + length], "The header of 'weights.safetensors'",
+                           duplicates=True)
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{where} has a header that is not a JSON object.")
+    body = len(raw) - 8 - length
+    extra = header.pop("__metadata__", None)
+    if extra is not None and not (isinstance(extra, dict) and all(
+            isinstance(v, str) for v in extra.values())):
+        raise CheckpointError(f"{where} has a __metadata__ that is not an object of texts.")
+    if len(header) > limits.MAX_WEIGHTS:
+        raise CheckpointError(f"{where} holds {len(header):,} weights; at most "
+                              f"{limits.MAX_WEIGHTS:,} are read.")
+    tensors = {}
+    for name, info in header.items():
+        label = f"The checkpoint's weight {_quoted(name)}"
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise CheckpointError(f"{label} is described by something other than dtype, shape "
+                                  "and data_offsets in weights.safetensors' header.")
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if dtype != "F32":
+            raise CheckpointError(f"{label} has dtype {str(dtype)[:20]} in weights.safetensors; "
+                                  "expected F32 (float32).")
+        if not isinstance(shape, list) or len(shape) > MAX_WEIGHT_DIMS or not all(
+                type(n) is int and n >= 0 for n in shape):
+            raise CheckpointError(f"{label} has an invalid shape {json.dumps(shape)[:80]} in "
+                                  "weights.safetensors.")
+        if not isinstance(offsets, list) or len(offsets) != 2 or not all(
+                type(n) is int for n in offsets) or not 0 <= offsets[0] <= offsets[1] <= body:
+            raise CheckpointError(
+                f"{label} has invalid data_offsets {json.dumps(offsets)[:80]} in "
+                f"weights.safetensors, whose data is {body:,} bytes.")
+        size = 4 * math.prod(shape)
+        if offsets[1] - offsets[0] != size:
+            raise CheckpointError(
+                f"{label} has shape {tuple(shape)} ({size:,} bytes of float32) but "
+                f"{offsets[1] - offsets[0]:,} bytes of data in weights.safetensors.")
+        tensors[name] = Tensor(tuple(shape), offsets[0], size)
+    at = 0
+    for name, tensor in sorted(tensors.items(), key=lambda item: (item[1].begin, item[1].size)):
+        if tensor.begin != at:
+            raise CheckpointError(
+                f"The checkpoint's weights.safetensors has invalid offsets: the weight "
+                f"{_quoted(name)} starts at byte {tensor.begin:,} of the data, not at "
+                f"{at:,} where the previous one ends (weights must not overlap or leave gaps).")
+        at += tensor.size
+    if at != body:
+        raise CheckpointError(f"{where} has {body - at:,} bytes of data that no weight "
+                              "describes.")
+    return tensors
+
+
+def _read_safetensors(raw, expected: dict[str, tuple], tensors: dict[str, Tensor]
+                      ) -> dict[str, np.ndarray]:
+    """{weight name: float32 array}, each a read-only view of `raw` (no copy) at the offsets the
+    checked header gives: names and shapes against `expected` first, then every value finite
+    (a million at a time)."""
+    unexpected = sorted(set(tensors) - set(expected))
+    if unexpected:
+        raise CheckpointError(f"The checkpoint has a weight {_quoted(unexpected[0])} that "
+                              "this model does not have.")
+    missing = sorted(set(expected) - set(tensors))
+    if missing:
+        raise CheckpointError(f"The checkpoint has no value for the weight {missing[0]!r}.")
+    for name, tensor in tensors.items():
+        if tensor.shape != tuple(expected[name]):
+            raise CheckpointError(
+                f"The weight {name!r} has shape {str(tensor.shape)[:80]} in the checkpoint but "
+                f"{tuple(expected[name])} in the model its config describes.")
+    start = 8 + int.from_bytes(bytes(memoryview(raw)[:8]), "little")
+    weights = {}
+    for name, tensor in tensors.items():
+        array = np.frombuffer(raw, "<f4", tensor.size // 4, start + tensor.begin)
+        array = array.reshape(tensor.shape)
+        if not _all_finite(array):
+            raise CheckpointError(f"The checkpoint's weight {_quoted(name)} holds NaN or "
+                                  "infinite values (training diverged?).")
+        weights[name] = array
     return weights
 
 

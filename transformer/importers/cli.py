@@ -5,6 +5,7 @@
     python -m transformer.convert tf-tutorial --weights W --source-vocab S --target-vocab T \
         [--num-heads H] --out OUT.ckpt
     python -m transformer.convert marian --model-dir D --out OUT.ckpt   (or --hub NAME)
+    python -m transformer.convert upgrade IN.ckpt --out OUT.ckpt   (version 1 -> 2; no model built)
 """
 
 from __future__ import annotations
@@ -49,7 +50,41 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--model-dir", help="a folder with config.json, the weights and vocabularies")
     where.add_argument("--hub", help="a model name on the Hugging Face Hub (downloads it)")
     p.add_argument("--out", required=True, help="the checkpoint to write (.ckpt)")
+    p = sub.add_parser("upgrade", help="rewrite a checkpoint of version 1 (weights.npz) as "
+                                       "version 2 (weights.safetensors), everything else kept")
+    p.add_argument("checkpoint", help="the checkpoint to read (.ckpt)")
+    p.add_argument("--out", required=True, help="the checkpoint to write (.ckpt)")
     return parser
+
+
+def upgrade(source, out) -> str:
+    """Rewrite the checkpoint `source` as the current version at `out`: read and checked
+    (read_checkpoint: config, tokenizers, metadata, every weight finite), then written with the
+    same weights, config, tokenizers and metadata; no model is built. Returns what it did, as a
+    sentence. Raises CheckpointError."""
+    from pathlib import Path
+
+    from transformer.checkpoint.format import (
+        FORMAT_VERSION,
+        WEIGHTS_MEMBER,
+        read_checkpoint,
+        write_checkpoint,
+    )
+
+    data = read_checkpoint(source)
+    before = Path(source).stat().st_size
+    write_checkpoint(out, data)
+    after = Path(out).stat().st_size
+    was = data.format_version
+    what = (f"upgraded {source} (version {was}, {WEIGHTS_MEMBER[was]}) to" if was < FORMAT_VERSION
+            else f"{source} is already version {was}; rewrote it as")
+    values = sum(w.size for w in data.weights.values())
+    repaired = (f" (the metadata as read, repaired: {'; '.join(data.metadata_warnings)})"
+                if data.metadata_warnings else "")
+    return (f"{what} {out} (version {FORMAT_VERSION}, {WEIGHTS_MEMBER[FORMAT_VERSION]} stored "
+            f"uncompressed): {len(data.weights)} weights ({values:,} float32 values), the "
+            f"config, both tokenizers and the metadata kept{repaired}; "
+            f"{before / 2**20:.1f} MB -> {after / 2**20:.1f} MB.")
 
 
 def _download_marian(name: str) -> str:
@@ -69,6 +104,13 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
     command = "python -m transformer.convert " + shlex.join(argv)
+    if args.recipe == "upgrade":
+        try:
+            print(upgrade(args.checkpoint, args.out))
+        except CheckpointError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        return 0
     try:
         if args.recipe == "keras-seq2seq":
             checkpoint = convert_keras_seq2seq(args.weights, args.source_vocab, args.target_vocab,
