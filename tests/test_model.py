@@ -781,3 +781,23 @@ def test_empty_model_has_every_weight_of_a_built_one_all_zero():
     assert weight_shapes(config) == {k: v.shape for k, v in weight_arrays(empty).items()}
     assert all(not v.any() for v in weight_arrays(empty).values())
     assert any(v.any() for v in weight_arrays(built).values())  # the usual build draws values
+
+
+def test_assign_weights_in_row_blocks_equals_a_whole_copy(monkeypatch):
+    """Large weights are copied a block of rows at a time; the model gets the same numbers,
+    from transposed views and float16 arrays too."""
+    from transformer.model import weights as names
+
+    config = TransformerConfig(src_vocab_size=53, tgt_vocab_size=47, d_model=16, num_heads=2,
+                               dff=32, num_encoder_layers=1, num_decoder_layers=1, max_len=12)
+    source = Transformer(config).build_weights()
+    values = weight_arrays(source)
+    given = {k: (np.ascontiguousarray(v.T).T if v.ndim == 2 else v) for k, v in values.items()}
+    embedding = names.token_embedding("source")
+    given[embedding] = values[embedding].astype(np.float16)
+    monkeypatch.setattr(names, "ASSIGN_BLOCK_BYTES", 3 * 16 * 4)  # 3 rows of 16 floats a block
+    target = names.empty_model(config)
+    names.assign_weights(target, given)
+    for name, value in weight_arrays(target).items():
+        expected = given[name].astype(np.float32)
+        np.testing.assert_array_equal(value, expected, err_msg=name)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import math
 import struct
 import zipfile
 from dataclasses import dataclass, field
@@ -38,6 +37,9 @@ from typing import Any
 import numpy as np
 
 from transformer.checkpoint import archive as bounded_zip
+from transformer.checkpoint import safetensors
+from transformer.checkpoint.errors import CheckpointError
+from transformer.checkpoint.jsons import bounded_json
 from transformer.checkpoint.metadata import clean_metadata, clean_value
 from transformer.core import limits
 
@@ -55,7 +57,7 @@ from transformer.core.limits import (
 )
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
-from transformer.model.weights import WeightError, assign_weights, weight_arrays, weight_shapes
+from transformer.model.weights import WeightError, assign_weights, empty_model, weight_arrays, weight_shapes
 from transformer.tokenizers import tokenizer_from_spec
 from transformer.tokenizers.base import Tokenizer, TokenizerError
 
@@ -72,17 +74,11 @@ MEMBERS = MEMBERS_BY_VERSION[FORMAT_VERSION]  # what save_checkpoint writes
 MEMBERS_V1 = MEMBERS_BY_VERSION[1]
 # The safetensors header is the weights' directory: the same bound as weights.npz's ZIP directory
 # (~200 bytes a weight; 4,096 weights).
-MAX_SAFETENSORS_HEADER_BYTES = limits.MAX_WEIGHTS_DIRECTORY_BYTES
-MAX_WEIGHT_DIMS = 8  # dimensions of one weight: ours have 1 or 2
 _ALIGN = 64  # where weights.safetensors' data starts in the file (and its header pads to 8)
 _ALIGN_EXTRA_ID = 0xD935  # the ZIP extra field zipalign pads local headers with
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets" / "checkpoints"
 DEFAULT_CHECKPOINT = ASSETS / "dates.ckpt"
-
-
-class CheckpointError(ValueError):
-    """Any reason a checkpoint cannot be loaded, in a sentence a user understands."""
 
 
 def save_checkpoint(path, model: Transformer, source_tokenizer: Tokenizer,
@@ -213,7 +209,7 @@ def read_checkpoint(source) -> CheckpointData:
         check_size(config, directory)
         weights = _read_weights(raw_weights, weight_shapes(config), directory)
     else:
-        tensors = _safetensors_header(raw_weights)  # names, shapes, offsets; no array yet
+        tensors = safetensors.header(raw_weights)  # names, shapes, offsets; no array yet
         check_size(config, tensors)
         weights = _read_safetensors(raw_weights, weight_shapes(config), tensors)
     return CheckpointData(config, weights, source_tokenizer, target_tokenizer, metadata,
@@ -337,72 +333,12 @@ def _member_limit(name: str) -> int:
     return MAX_MEMBER_BYTES
 
 
-class _LongNumber(Exception):
-    pass
-
-
-def _json_int(text: str) -> int:
-    """JSON integers are read only up to 20 digits: no setting needs more, and Python refuses
-    to convert over 4,300 (with a ValueError) only after the work."""
-    if len(text.lstrip("-")) > 20:
-        raise _LongNumber
-    return int(text)
-
-
 def _parse_json(members, name):
     """The member parsed as UTF-8 JSON, at most MAX_JSON_DEPTH deep, integers of at most 20
     digits. Text is repaired (lone surrogates become U+FFFD) and NaN/infinity become null in every
     member but metadata.json, which clean_metadata repairs with a warning for each change."""
-    value = _bounded_json(members[name], repr(name))
+    value = bounded_json(members[name], repr(name))
     return value if name == "metadata.json" else clean_value(value, set())
-
-
-class _Duplicate(Exception):
-    pass
-
-
-def _unique_pairs(pairs):
-    value = {}
-    for key, item in pairs:
-        if key in value:
-            raise _Duplicate(key)
-        value[key] = item
-    return value
-
-
-def _bounded_json(raw, label: str, duplicates: bool = False):
-    """UTF-8 JSON, at most MAX_JSON_DEPTH deep, integers of at most 20 digits; label names it in
-    the sentences ("'config.json'"). duplicates: a key twice in one object is refused (the
-    safetensors header: a weight twice)."""
-    hook = {"object_pairs_hook": _unique_pairs} if duplicates else {}
-    try:
-        value = json.loads(bytes(raw).decode("utf-8"), parse_int=_json_int, **hook)
-    except _LongNumber:
-        raise CheckpointError(f"{label} in the checkpoint holds a number of more than 20 "
-                              "digits, which no setting needs.") from None
-    except _Duplicate as err:
-        raise CheckpointError(f"{label} in the checkpoint holds the key "
-                              f"{_quoted(str(err.args[0]))} twice.") from None
-    except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: JSONDecodeError
-        raise CheckpointError(f"{label} in the checkpoint is not valid JSON.") from None
-    if _json_depth(value) > limits.MAX_JSON_DEPTH:
-        raise CheckpointError(f"{label} in the checkpoint is nested more than "
-                              f"{limits.MAX_JSON_DEPTH} levels deep; checkpoints never are.")
-    return value
-
-
-def _json_depth(value) -> int:
-    """How deeply lists and objects nest in a parsed JSON value (without recursion)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (list, dict)):
-            deepest = max(deepest, depth)
-            if depth > limits.MAX_JSON_DEPTH:
-                return depth
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
 
 
 def _load_tokenizer(members, side) -> Tokenizer:
@@ -477,7 +413,7 @@ def _read_weights(raw, expected: dict[str, tuple] | None = None,
         weights = {}
         for name, member in directory.items():
             array = bounded_zip.npy_array(raw, member, headers[name], where)
-            if not _all_finite(array):
+            if not safetensors.all_finite(array):
                 raise CheckpointError(f"The checkpoint's weight {_quoted(name)} holds NaN or "
                                       "infinite values (training diverged?).")
             weights[name] = array
@@ -486,85 +422,7 @@ def _read_weights(raw, expected: dict[str, tuple] | None = None,
     return weights
 
 
-@dataclass(frozen=True)
-class Tensor:
-    """One weight as weights.safetensors' header describes it (checked): `size` in bytes."""
-    shape: tuple[int, ...]
-    begin: int  # offset of its data in the member, from the end of the header
-    size: int
-
-
-def _safetensors_header(raw) -> dict[str, Tensor]:
-    """{weight name: Tensor} from weights.safetensors' header (8-byte little-endian length, then
-    JSON), parsed with the bounds of every JSON member and checked whole before any array is
-    read: F32 only, shapes of at most MAX_WEIGHT_DIMS non-negative integers, each weight's
-    data_offsets [begin, end) exactly its shape's bytes, and together contiguous from 0 to the
-    end of the member (no gap, overlap or trailing byte). `__metadata__`, if any, must map text
-    to text (it is not used)."""
-    where = "The checkpoint's weights.safetensors"
-    if len(raw) < 8:
-        raise CheckpointError(f"{where} is too short to be a safetensors file ({len(raw)} "
-                              "bytes).")
-    length = int.from_bytes(bytes(memoryview(raw)[:8]), "little")
-    if length > MAX_SAFETENSORS_HEADER_BYTES:
-        raise CheckpointError(
-            f"{where} declares a header of {length:,} bytes; at most "
-            f"{MAX_SAFETENSORS_HEADER_BYTES:,} are read (~200 bytes a weight).")
-    if 8 + length > len(raw):
-        raise CheckpointError(f"{where} declares a header of {length:,} bytes, more than the "
-                              f"{len(raw) - 8:,} bytes that follow: it is damaged or truncated.")
-    header = _bounded_json(memoryview(raw)[8:8 + length], "The header of 'weights.safetensors'",
-                           duplicates=True)
-    if not isinstance(header, dict):
-        raise CheckpointError(f"{where} has a header that is not a JSON object.")
-    body = len(raw) - 8 - length
-    extra = header.pop("__metadata__", None)
-    if extra is not None and not (isinstance(extra, dict) and all(
-            isinstance(v, str) for v in extra.values())):
-        raise CheckpointError(f"{where} has a __metadata__ that is not an object of texts.")
-    if len(header) > limits.MAX_WEIGHTS:
-        raise CheckpointError(f"{where} holds {len(header):,} weights; at most "
-                              f"{limits.MAX_WEIGHTS:,} are read.")
-    tensors = {}
-    for name, info in header.items():
-        label = f"The checkpoint's weight {_quoted(name)}"
-        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
-            raise CheckpointError(f"{label} is described by something other than dtype, shape "
-                                  "and data_offsets in weights.safetensors' header.")
-        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
-        if dtype != "F32":
-            raise CheckpointError(f"{label} has dtype {str(dtype)[:20]} in weights.safetensors; "
-                                  "expected F32 (float32).")
-        if not isinstance(shape, list) or len(shape) > MAX_WEIGHT_DIMS or not all(
-                type(n) is int and n >= 0 for n in shape):
-            raise CheckpointError(f"{label} has an invalid shape {json.dumps(shape)[:80]} in "
-                                  "weights.safetensors.")
-        if not isinstance(offsets, list) or len(offsets) != 2 or not all(
-                type(n) is int for n in offsets) or not 0 <= offsets[0] <= offsets[1] <= body:
-            raise CheckpointError(
-                f"{label} has invalid data_offsets {json.dumps(offsets)[:80]} in "
-                f"weights.safetensors, whose data is {body:,} bytes.")
-        size = 4 * math.prod(shape)
-        if offsets[1] - offsets[0] != size:
-            raise CheckpointError(
-                f"{label} has shape {tuple(shape)} ({size:,} bytes of float32) but "
-                f"{offsets[1] - offsets[0]:,} bytes of data in weights.safetensors.")
-        tensors[name] = Tensor(tuple(shape), offsets[0], size)
-    at = 0
-    for name, tensor in sorted(tensors.items(), key=lambda item: (item[1].begin, item[1].size)):
-        if tensor.begin != at:
-            raise CheckpointError(
-                f"The checkpoint's weights.safetensors has invalid offsets: the weight "
-                f"{_quoted(name)} starts at byte {tensor.begin:,} of the data, not at "
-                f"{at:,} where the previous one ends (weights must not overlap or leave gaps).")
-        at += tensor.size
-    if at != body:
-        raise CheckpointError(f"{where} has {body - at:,} bytes of data that no weight "
-                              "describes.")
-    return tensors
-
-
-def _read_safetensors(raw, expected: dict[str, tuple], tensors: dict[str, Tensor]
+def _read_safetensors(raw, expected: dict[str, tuple], tensors: dict[str, safetensors.Tensor]
                       ) -> dict[str, np.ndarray]:
     """{weight name: float32 array}, each a read-only view of `raw` (no copy) at the offsets the
     checked header gives: names and shapes against `expected` first, then every value finite
@@ -581,22 +439,7 @@ def _read_safetensors(raw, expected: dict[str, tuple], tensors: dict[str, Tensor
             raise CheckpointError(
                 f"The weight {name!r} has shape {str(tensor.shape)[:80]} in the checkpoint but "
                 f"{tuple(expected[name])} in the model its config describes.")
-    start = 8 + int.from_bytes(bytes(memoryview(raw)[:8]), "little")
-    weights = {}
-    for name, tensor in tensors.items():
-        array = np.frombuffer(raw, "<f4", tensor.size // 4, start + tensor.begin)
-        array = array.reshape(tensor.shape)
-        if not _all_finite(array):
-            raise CheckpointError(f"The checkpoint's weight {_quoted(name)} holds NaN or "
-                                  "infinite values (training diverged?).")
-        weights[name] = array
-    return weights
-
-
-def _all_finite(array: np.ndarray, chunk: int = 2**20) -> bool:
-    """np.isfinite(array).all(), a million values at a time (no full-size boolean copy)."""
-    flat = array.reshape(-1) if array.flags.c_contiguous else array.ravel(order="K")
-    return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
+    return safetensors.arrays(raw, tensors)
 
 
 def _quoted(name: str) -> str:
@@ -640,10 +483,11 @@ def check_size(config: TransformerConfig, weights) -> None:
 
 
 def _build_model(config: TransformerConfig) -> Transformer:
-    """The model the (size-checked) config describes, freshly initialised; a config that passes
-    validation but that TensorFlow cannot build is refused like any other bad setting."""
+    """The model the (size-checked) config describes, its variables zero (every weight is
+    assigned next); a config that passes validation but that TensorFlow cannot build is refused
+    like any other bad setting."""
     try:
-        return Transformer(config).build_weights()
+        return empty_model(config)  # zeros: every weight is assigned next
     except Exception as err:  # noqa: BLE001 - whatever TF raises, the file is at fault
         raise CheckpointError(f"The checkpoint's model settings cannot be built "
                               f"({type(err).__name__}).") from None

@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from transformer.checkpoint import archive
+from transformer.checkpoint import archive, safetensors
 from transformer.checkpoint.format import (
     CheckpointData,
     CheckpointError,
@@ -413,28 +413,17 @@ _MEANING_OF_PAIR = {
 
 # ============================================================================ model.safetensors
 def _read_safetensors(data: bytes, label: str) -> dict[str, np.ndarray]:
-    """Every tensor as float32 NumPy, through safetensors' NumPy API (no torch, no pickle)."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load
-
+    """Every tensor as float32 NumPy: the header checked whole first (transformer.checkpoint.
+    safetensors), then float32 tensors as views of the file's bytes (no copy), float16 and
+    float64 ones converted; every value finite. No torch, no pickle."""
     where = f"model.safetensors in {label}"
+    source = safetensors.Source(where, "model.safetensors", f"In {where}, the weight")
     try:
-        tensors = load(bytes(data))
-    except SafetensorError as err:
-        raise CheckpointError(f"{where} is not a valid safetensors file ({err}).") from None
-    except KeyError as err:  # a dtype NumPy has no type for (BF16, F8_*)
-        raise CheckpointError(f"{where} stores weights as {err.args[0]}, which NumPy cannot hold; "
-                              "only float32 and float16 weights are read.") from None
-    except Exception as err:  # the Rust reader's other refusals
-        raise CheckpointError(f"{where} could not be read ({type(err).__name__}: "
-                              f"{str(err)[:120]}).") from None
-    weights = {}
-    for name, array in tensors.items():
-        if array.dtype not in (np.float32, np.float16, np.float64):
-            raise CheckpointError(f"The weight {name!r} in {where} has dtype {array.dtype}; only "
-                                  "float weights are read.")
-        weights[name] = np.asarray(array, np.float32)
-    return weights
+        tensors = safetensors.header(data, source, dtypes=tuple(safetensors.DTYPES))
+    except CheckpointError as err:
+        raise CheckpointError(f"{where} is not a valid safetensors file ({err})") from None
+    return {name: array if array.dtype == np.float32 else array.astype(np.float32)
+            for name, array in safetensors.arrays(data, tensors, source).items()}
 
 
 # ============================================================================ weight mapping

@@ -144,7 +144,25 @@ def assign_weights(model, weights: dict[str, np.ndarray], where: str = "the chec
     variables = {relative_path(model, w): w for w in model.weights}
     check_weights({name: tuple(v.shape) for name, v in variables.items()}, weights, where)
     for name, variable in variables.items():
-        variable.assign(np.asarray(weights[name], np.float32))
+        _assign_in_blocks(variable, weights[name])
+
+
+ASSIGN_BLOCK_BYTES = 16 * 2**20
+
+
+def _assign_in_blocks(variable, array) -> None:
+    """variable = array, copied a block of rows at a time when it is large (a 59,514 x 512
+    embedding is 122 MB): what is in flight besides the model is one block, not a whole
+    float32 copy of the weight (of a transposed view, or of float16)."""
+    array = np.asarray(array)
+    row_bytes = 4 * max(1, array[0].size if array.ndim > 1 else 1)
+    rows = max(1, ASSIGN_BLOCK_BYTES // row_bytes)
+    if array.ndim < 2 or array.shape[0] <= rows:
+        variable.assign(np.asarray(array, np.float32))
+        return
+    target = variable.value  # the backend's variable: its row blocks take assignments
+    for start in range(0, array.shape[0], rows):
+        target[start:start + rows].assign(np.asarray(array[start:start + rows], np.float32))
 
 
 def _quoted(name: str) -> str:
