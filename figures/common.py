@@ -82,7 +82,7 @@ def unvalidated_figure(data: list[dict], layout: dict, word_start_note: bool = T
     """readable's finish on plain trace and layout dicts, then a figure made from them without
     Plotly's per-property validation (measured in bench/figure_build.py: validating and copying
     every property costs more than the rest of building a large figure). Used by the figures
-    redrawn on every layer or head change; tests/test_figures_validation.py checks that Plotly's
+    redrawn on every layer or head change; tests/figures/test_figures_validation.py checks that Plotly's
     own validation accepts each of them. Axis and title texts must be written as dicts
     (title=dict(text=...)): nothing expands Plotly's shorthands here but a colour scale's
     name."""

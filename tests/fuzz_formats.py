@@ -785,7 +785,7 @@ def random_keras(rng: np.random.Generator, index: int) -> bytes:
 # BundleEntryProto (dtype, shape, offset, size, crc32c), and NAME.data-00000-of-00001, the raw
 # tensors. It is written here by hand (the protobufs too), so that every field can lie; the
 # valid one holds what tf.train.Checkpoint.write writes for the same variables, minus the object
-# graph the reader never reads (TensorFlow reads it: tests/test_readers.py).
+# graph the reader never reads (TensorFlow reads it: tests/checkpoint/test_readers.py).
 TF_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 TF_DTYPES = {"float32": 1, "float64": 2, "int32": 3, "uint8": 4, "string": 7, "complex64": 8,
              "int64": 9, "bool": 10, "bfloat16": 14, "float16": 19, "resource": 20,

@@ -4,7 +4,7 @@ One teacher-forced pass (the decoder fed <s> + the target, every position at onc
 each position t, what greedy decoding records for a step: the forced token and its
 log-probability, the TOP_K most probable next tokens, the cross-attention row over the source
 and the self-attention row over the prefix. Row t of a teacher-forced pass equals step t of a
-decode of the same prefix (tests/test_decoding.py checks this for greedy decoding), so the
+decode of the same prefix (tests/inference/test_decoding.py checks this for greedy decoding), so the
 decoding page shows a forced target with the same figures as the model's own decode.
 (It could live in transformer.inference.decoding, next to greedy_decode.)
 """

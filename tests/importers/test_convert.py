@@ -25,7 +25,7 @@ from transformer.importers.keras_seq2seq import convert_keras_seq2seq  # noqa: E
 from transformer.importers.tf_tutorial import convert_tf_tutorial  # noqa: E402
 from transformer.inference.session import load_checkpoint  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SRC_VOCAB, TGT_VOCAB, D_MODEL, HEADS, DFF, SEQ_LEN = 30, 20, 16, 2, 32, 6
 TOL = 1e-5
 

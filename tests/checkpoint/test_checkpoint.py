@@ -2,7 +2,7 @@
 
 A checkpoint is a ZIP of JSON, SentencePiece model bytes and float32 weights: written as version 2
 (weights.safetensors), read as version 2 or 1 (an .npz of float32 arrays). The malformed archives
-here are made from version 1 files (the .npz's every level); tests/test_checkpoint_safetensors.py
+here are made from version 1 files (the .npz's every level); tests/checkpoint/test_checkpoint_safetensors.py
 takes version 2's weights apart. These tests
 save tiny real models (trained tokenizers, random weights), load them back and compare every logit
 and attention map; then they take valid archives apart and put them back together wrong, one
@@ -745,7 +745,7 @@ def test_pickle_prepended_to_a_valid_archive_never_runs(valid, tmp_path):
 
 # ============================================================================= issue 15: bounded reading
 # Files written byte by byte (tests/fuzz_cases.py's ZIP writer sets every header field), each
-# loaded in this process; tests/test_fuzz.py loads many more in child processes under limits.
+# loaded in this process; tests/checkpoint/test_fuzz.py loads many more in child processes under limits.
 
 
 def entries_of(data: bytes, method: int = 8) -> list[Entry]:

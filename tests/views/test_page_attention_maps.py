@@ -1,6 +1,6 @@
 """views/5_Attention_Maps.py through AppTest: it draws the model's true numbers, follows every
 picker, and never re-runs the model for a new layer or head (nor does the linked view).
-Bad input: tests/test_hardening.py."""
+Bad input: tests/views/test_hardening.py."""
 
 import json
 

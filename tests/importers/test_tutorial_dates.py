@@ -9,7 +9,7 @@ import pytest
 
 from transformer.importers.tf_tutorial import convert_tf_tutorial
 
-FIXTURE = Path(__file__).parent / "fixtures" / "tutorial_dates"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tutorial_dates"
 RECORDED = json.loads((FIXTURE / "translations.json").read_text(encoding="utf-8"))
 
 

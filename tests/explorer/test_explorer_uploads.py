@@ -13,7 +13,7 @@ from transformer.checkpoint.format import CheckpointError
 from transformer.importers import detect_recipe, is_weights_file
 from transformer.inference.session import load_checkpoint
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TUTORIAL = {name: (FIXTURES / "tutorial_dates" / name).read_bytes()
             for name in ("model.weights.h5", "source_vocab.txt", "target_vocab.txt")}
 MARIAN = {path.name: path.read_bytes() for path in sorted((FIXTURES / "marian").iterdir())}

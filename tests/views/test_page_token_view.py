@@ -1,5 +1,5 @@
 """views/8_Token_View.py through AppTest: every widget changes the lines drawn, the token
-toggles drop or merge tokens. Bad input: tests/test_hardening.py."""
+toggles drop or merge tokens. Bad input: tests/views/test_hardening.py."""
 
 import json
 

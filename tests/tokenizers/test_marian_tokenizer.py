@@ -235,7 +235,7 @@ def test_bad_spec(source, field, value, message):
         tokenizer_from_spec(spec, source.model_bytes)
 
 
-HF_FIXTURE = Path(__file__).parent / "fixtures" / "marian"
+HF_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
 
 
 @pytest.mark.skipif(not (HF_FIXTURE / "recorded.npz").is_file(),

@@ -1,6 +1,6 @@
 """views/11_Compare_Heads.py through AppTest: it draws the model's true numbers (maps,
 differences, the same head in two checkpoints and over training). Bad input:
-tests/test_hardening.py."""
+tests/views/test_hardening.py."""
 
 import json
 

@@ -1,5 +1,5 @@
 """figures.head_stats: one statistic as a layers x heads heatmap, and the head similarity
-matrix in a given order. (The page that draws them: tests/test_page_head_statistics.py.)"""
+matrix in a given order. (The page that draws them: tests/views/test_page_head_statistics.py.)"""
 
 import numpy as np
 import pytest

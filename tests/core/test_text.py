@@ -178,7 +178,7 @@ def wordpiece():
 @pytest.fixture(scope="module")
 def marian():
     """Both sides of the tiny opus-mt fixture's tokenizer (its source.spm is a real one)."""
-    folder = Path(__file__).resolve().parent / "fixtures" / "marian"
+    folder = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
     vocab = (folder / "vocab.json").read_bytes()
     return [MarianTokenizer.from_files((folder / f"{side}.spm").read_bytes(), vocab, side)
             for side in ("source", "target")]

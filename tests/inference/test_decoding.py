@@ -762,7 +762,7 @@ def test_xla_loop_equals_graph_loop(monkeypatch):
 # ============================================================================= 10. unbuilt models
 # From a fresh process: there the first model to reach the compiled loops is the unbuilt one
 # (this module's models have traced them already in this process).
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHAPE_CLAIM = re.compile(r"^(?P<expr>\S.*?)\s+#\s*(?:\([^)]*\)\s*=\s*)?(?P<shape>\([\d, ]+\))\s*$")
 
 

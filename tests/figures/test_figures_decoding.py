@@ -1,6 +1,6 @@
 """figures.decoding: traces carry the true numbers, tokens at positions with the tokens as they
 are as ticks, shape errors, inline HTML and beam tables. (Head labels and head masks for
-ablation are transformer.core.kinds': tests/test_kinds.py.)"""
+ablation are transformer.core.kinds': tests/core/test_kinds.py.)"""
 
 import re
 

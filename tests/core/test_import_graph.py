@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "transformer"
 LAYERS = ("core", "tokenizers", "model", "checkpoint", "inference", "importers", "training")
 MAY_IMPORT = {name: set(LAYERS[:i + 1]) for i, name in enumerate(LAYERS)}

@@ -1,7 +1,7 @@
 """views/1_Model.py through AppTest: what the model does and where it came from, the
 checkpoint's own configuration, parameter counts, tokenizers and training record, and its
 metadata warnings. (Uploading another model, and the provenance of a converted one:
-tests/test_app.py.)"""
+tests/views/test_app.py.)"""
 
 import json
 

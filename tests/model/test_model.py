@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -19,7 +20,7 @@ from transformer.core.kinds import KIND_NAMES
 from transformer.model.weights import weight_arrays, weight_shapes
 
 ATOL = 1e-5
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 # ============================================================================= NumPy reference

@@ -1,5 +1,5 @@
 """figures.compare: side-by-side maps on one colour axis, difference maps, importance bars and
-training runs. (Head labels are transformer.core.kinds': tests/test_kinds.py.)"""
+training runs. (Head labels are transformer.core.kinds': tests/core/test_kinds.py.)"""
 
 import numpy as np
 import pytest

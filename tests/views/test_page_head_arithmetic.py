@@ -1,6 +1,6 @@
 """views/9_Head_Arithmetic.py through AppTest: q, K, the scores, the mask and the softmax redone
 from the model's own numbers match its attention row, for every widget. Bad input:
-tests/test_hardening.py."""
+tests/views/test_hardening.py."""
 
 import base64
 import json

@@ -1,6 +1,6 @@
 """The app shell through AppTest: navigation (every page runs and follows the sentence), the
 shared sidebar (examples, models) and uploads. Each page's own behaviour:
-tests/test_page_<page>.py; bad input: tests/test_hardening.py."""
+tests/test_page_<page>.py; bad input: tests/views/test_hardening.py."""
 
 import json
 import re
@@ -135,7 +135,7 @@ def _lines(tokens) -> bytes:
 
 
 def _seq2seq_vocabularies() -> dict[str, bytes]:
-    """TextVectorization.get_vocabulary() files, as tests/test_convert.py writes them."""
+    """TextVectorization.get_vocabulary() files, as tests/importers/test_convert.py writes them."""
     s = SEQ2SEQ_SIZES
     return {"eng_vocab.txt": _lines(["", "[UNK]"] + [f"w{i}" for i in range(s["vocab_size"] - 2)]),
             "spa_vocab.txt": _lines(["", "[UNK]", "[start]", "[end]"]

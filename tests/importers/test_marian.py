@@ -31,7 +31,7 @@ from transformer.inference.decoding import log_softmax
 from transformer.inference.session import load_checkpoint
 from transformer.model.weights import weight_arrays
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "marian"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
 TOL = 1e-4
 OUR_KEYS = {"encoder": "encoder_attention", "decoder": "decoder_attention",
             "cross": "cross_attention"}

@@ -18,7 +18,7 @@ from transformer.core.masking import pad_ids
 
 PAGE = "views/4_Masks.py"
 OTHERS = ["5 Mar 2021", "Wednesday, September 22, 1999"]  # the page's default batch
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 D_MODEL, HEADS, DFF, SEQ_LEN = 16, 2, 32, 8
 
 

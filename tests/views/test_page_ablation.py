@@ -1,5 +1,5 @@
 """views/13_Ablation.py through AppTest: silencing heads changes the translation when it
-should, and per-head importance covers every head. Bad input: tests/test_hardening.py."""
+should, and per-head importance covers every head. Bad input: tests/views/test_hardening.py."""
 
 import json
 

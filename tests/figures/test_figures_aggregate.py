@@ -1,5 +1,5 @@
 """figures.aggregate: the layer grid (one colour axis for every map) and the stacked CSV table.
-(The page that draws them: tests/test_page_aggregations.py.)"""
+(The page that draws them: tests/views/test_page_aggregations.py.)"""
 
 import numpy as np
 import pytest

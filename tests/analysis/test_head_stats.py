@@ -23,7 +23,7 @@ from transformer.analysis.head_stats import (
     statistics_table,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EYE = np.eye(3)
 UNIFORM = np.full((3, 3), 1 / 3)
 PREVIOUS = np.array([[1.0, 0, 0], [1, 0, 0], [0, 1, 0]])  # each query looks one step back
