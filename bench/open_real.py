@@ -223,7 +223,8 @@ def main() -> None:
           f"checkpoint written {ckpt_mb:.0f} MB\n")
     print(f"{'seconds (each side in a fresh process)':44s} {'ours':>9s} {'transformers':>13s} "
           f"{'ratio':>7s}")
-    rows = [("import", "import"), ("conversion (the CLI, its own process)", "convert"),
+    rows = [("import", "import")] + ([("conversion (the CLI, its own process)", "convert")]
+                                     if "convert" in ours else []) + [
             ("load", "load"), (f"first translation ({NEW_TOKENS} tokens)", "first"),
             ("files to first translation", None), ("warm translation (median)", "warm"),
             ("maps with a typed target, first call", "maps_first"),

@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
-from transformer.checkpoint.format import CheckpointError
+from transformer.checkpoint.format import CheckpointError, write_checkpoint
 from transformer.importers import MARIAN_FILES
 from transformer.importers.keras_seq2seq import convert_keras_seq2seq
 from transformer.importers.tf_tutorial import TUTORIAL_POSITIONS, convert_tf_tutorial
@@ -62,14 +63,7 @@ def upgrade(source, out) -> str:
     (read_checkpoint: config, tokenizers, metadata, every weight finite), then written with the
     same weights, config, tokenizers and metadata; no model is built. Returns what it did, as a
     sentence. Raises CheckpointError."""
-    from pathlib import Path
-
-    from transformer.checkpoint.format import (
-        FORMAT_VERSION,
-        WEIGHTS_MEMBER,
-        read_checkpoint,
-        write_checkpoint,
-    )
+    from transformer.checkpoint.format import FORMAT_VERSION, WEIGHTS_MEMBER, read_checkpoint
 
     data = read_checkpoint(source)
     before = Path(source).stat().st_size
@@ -121,23 +115,29 @@ def main(argv=None) -> int:
                                              args.num_heads, max_len=args.max_len,
                                              mask_padding=mask, command=command)
         else:
-            from transformer.importers.marian import (
-                convert_marian,  # another module; imported only when asked
-            )
+            from transformer.importers.marian import marian_data  # imported only when asked
 
             model_dir = args.model_dir
             if args.hub:
                 model_dir = _download_marian(args.hub)
-            checkpoint = convert_marian(model_dir)
+            # The export builds no model: the mapped weights (checked, finite) are written as
+            # they are; the file is checked like any other when it is opened.
+            data = marian_data(model_dir, command=command)
+            write_checkpoint(args.out, data)
+            _say_wrote(args.out, data.config)
+            return 0
     except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     _write(checkpoint, args.out)
-    c = checkpoint.config
-    print(f"wrote {args.out}: {c.num_encoder_layers} encoder and {c.num_decoder_layers} decoder "
+    _say_wrote(args.out, checkpoint.config)
+    return 0
+
+
+def _say_wrote(out, c) -> None:
+    print(f"wrote {out}: {c.num_encoder_layers} encoder and {c.num_decoder_layers} decoder "
           f"layers, d_model {c.d_model}, {c.num_heads} heads of {c.head_dim}, dff {c.dff}, "
           f"vocabularies {c.src_vocab_size} / {c.tgt_vocab_size}")
-    return 0
 
 
 def _write(checkpoint: Checkpoint, out) -> None:

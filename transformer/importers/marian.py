@@ -47,7 +47,7 @@ from transformer.checkpoint.format import (
     CheckpointData,
     CheckpointError,
     check_consistent,
-    checkpoint_bytes,
+    data_bytes,
     read_input,
 )
 from transformer.checkpoint.metadata import clean_metadata
@@ -629,10 +629,9 @@ def convert_marian(source, *, name: str | None = None, command: str | None = Non
 
 def marian_checkpoint_bytes(source, *, name: str | None = None,
                             command: str | None = None) -> bytes:
-    """The export: a Marian model as our one-file checkpoint (bytes)."""
-    ckpt = convert_marian(source, name=name, command=command)
-    return checkpoint_bytes(ckpt.model, ckpt.source_tokenizer, ckpt.target_tokenizer,
-                            ckpt.metadata)
+    """The export: a Marian model as our one-file checkpoint (bytes), written from the mapped
+    weights as they are (no model is built; opening the file checks it as any other)."""
+    return data_bytes(marian_data(source, name=name, command=command))
 
 
 def _short_name(text: str | None) -> str | None:
