@@ -39,6 +39,8 @@ bench: install chromium
 	$(BIN)/python bench/profile_decode.py --model bundled
 	$(BIN)/python bench/profile_decode.py --model paper-base --runs 3
 	$(BIN)/python bench/open_model.py
+	$(BIN)/python bench/open_real.py
+	$(BIN)/python bench/checkpoint_read.py
 	$(BIN)/python bench/page_rerun.py
 	$(BIN)/python bench/figure_build.py
 	$(BIN)/python bench/model_view.py
