@@ -22,7 +22,7 @@ from transformer.inference.session import Checkpoint
 RECIPES: dict[str, Recipe] = {module.RECIPE.name: module.RECIPE
                               for module in (keras_seq2seq, tf_tutorial, marian)}
 WEIGHT_SUFFIXES = (".h5", ".hdf5", ".keras", ".index")  # a Keras weights file, a TF checkpoint
-MARIAN_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
+MARIAN_FILES = marian.REQUIRED_FILES  # config.json, model.safetensors, source/target.spm, vocab.json
 
 
 def is_weights_file(name: str) -> bool:
@@ -48,8 +48,6 @@ def detect_recipe(files) -> str | None:
     except CheckpointError:
         return None
     return recipe_of_weights(arrays)[0]
-
-
 
 
 def load_checkpoint(source) -> Checkpoint:
