@@ -147,7 +147,7 @@ def assign_weights(model, weights: dict[str, np.ndarray], where: str = "the chec
         _assign_in_blocks(variable, weights[name])
 
 
-ASSIGN_BLOCK_BYTES = 16 * 2**20
+ASSIGN_BLOCK_BYTES = 64 * 2**20  # opus-mt: assign 0.62 s, +129 MB; in 16 MB blocks 0.98 s; whole 0.45 s, +233 MB
 
 
 def _assign_in_blocks(variable, array) -> None:
