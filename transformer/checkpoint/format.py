@@ -55,6 +55,7 @@ from transformer.core.limits import (
     MAX_TOKENIZER_BYTES,
     MAX_TOTAL_BYTES,
 )
+from transformer.core.text import quoted
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 from transformer.model.weights import WeightError, assign_weights, empty_model, weight_arrays, weight_shapes
@@ -364,7 +365,7 @@ def _weights_directory(raw) -> dict[str, bounded_zip.Member]:
     for name, member in directory.items():
         if bounded_zip.unpacks_too_far(member.size, member.compressed_size, MAX_MEMBER_BYTES):
             raise CheckpointError(
-                f"The weight {_quoted(name)} in the checkpoint unpacks to "
+                f"The weight {quoted(name)} in the checkpoint unpacks to "
                 f"{member.size / 2**20:.1f} MB from {member.compressed_size / 2**20:.1f} MB: "
                 "refused as a possible decompression bomb.")
     if total > budget:
@@ -387,7 +388,7 @@ def _read_weights(raw, expected: dict[str, tuple] | None = None,
     if expected is not None:
         unexpected = sorted(set(directory) - set(expected))
         if unexpected:
-            raise CheckpointError(f"The checkpoint has a weight {_quoted(unexpected[0])} that "
+            raise CheckpointError(f"The checkpoint has a weight {quoted(unexpected[0])} that "
                                   "this model does not have.")
         missing = sorted(set(expected) - set(directory))
         if missing:
@@ -399,11 +400,11 @@ def _read_weights(raw, expected: dict[str, tuple] | None = None,
             header = bounded_zip.npy_header(raw, member, where)
             if header.dtype.hasobject:
                 raise CheckpointError(
-                    f"The checkpoint's weight {_quoted(name)} is stored as Python objects (a "
+                    f"The checkpoint's weight {quoted(name)} is stored as Python objects (a "
                     "pickle), which are never loaded.")
             if header.dtype != np.dtype("<f4"):
                 raise CheckpointError(
-                    f"The checkpoint's weight {_quoted(name)} has dtype "
+                    f"The checkpoint's weight {quoted(name)} has dtype "
                     f"{str(header.dtype)[:40]}; expected float32 (little-endian).")
             if expected is not None and tuple(header.shape) != tuple(expected[name]):
                 raise CheckpointError(
@@ -414,7 +415,7 @@ def _read_weights(raw, expected: dict[str, tuple] | None = None,
         for name, member in directory.items():
             array = bounded_zip.npy_array(raw, member, headers[name], where)
             if not safetensors.all_finite(array):
-                raise CheckpointError(f"The checkpoint's weight {_quoted(name)} holds NaN or "
+                raise CheckpointError(f"The checkpoint's weight {quoted(name)} holds NaN or "
                                       "infinite values (training diverged?).")
             weights[name] = array
     except bounded_zip.ArchiveError as err:
@@ -429,7 +430,7 @@ def _read_safetensors(raw, expected: dict[str, tuple], tensors: dict[str, safete
     (a million at a time)."""
     unexpected = sorted(set(tensors) - set(expected))
     if unexpected:
-        raise CheckpointError(f"The checkpoint has a weight {_quoted(unexpected[0])} that "
+        raise CheckpointError(f"The checkpoint has a weight {quoted(unexpected[0])} that "
                               "this model does not have.")
     missing = sorted(set(expected) - set(tensors))
     if missing:
@@ -440,10 +441,6 @@ def _read_safetensors(raw, expected: dict[str, tuple], tensors: dict[str, safete
                 f"The weight {name!r} has shape {str(tensor.shape)[:80]} in the checkpoint but "
                 f"{tuple(expected[name])} in the model its config describes.")
     return safetensors.arrays(raw, tensors)
-
-
-def _quoted(name: str) -> str:
-    return repr(name if len(name) <= 80 else name[:77] + "...")
 
 
 def check_size(config: TransformerConfig, weights) -> None:

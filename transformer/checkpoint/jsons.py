@@ -7,6 +7,7 @@ import json
 
 from transformer.checkpoint.errors import CheckpointError
 from transformer.core import limits
+from transformer.core.text import quoted
 
 
 class _LongNumber(Exception):
@@ -46,7 +47,7 @@ def bounded_json(raw, label: str, duplicates: bool = False):
                               "digits, which no setting needs.") from None
     except _Duplicate as err:
         raise CheckpointError(f"{label} in the checkpoint holds the key "
-                              f"{_quoted(str(err.args[0]))} twice.") from None
+                              f"{quoted(str(err.args[0]))} twice.") from None
     except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: JSONDecodeError
         raise CheckpointError(f"{label} in the checkpoint is not valid JSON.") from None
     if json_depth(value) > limits.MAX_JSON_DEPTH:
@@ -67,7 +68,3 @@ def json_depth(value) -> int:
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return deepest
-
-
-def _quoted(name: str) -> str:
-    return repr(name if len(name) <= 80 else name[:77] + "...")

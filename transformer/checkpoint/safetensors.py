@@ -16,6 +16,7 @@ import numpy as np
 from transformer.checkpoint.errors import CheckpointError
 from transformer.checkpoint.jsons import bounded_json
 from transformer.core import limits
+from transformer.core.text import quoted
 
 MAX_HEADER_BYTES = limits.MAX_WEIGHTS_DIRECTORY_BYTES
 MAX_WEIGHT_DIMS = 8  # dimensions of one weight: ours have 1 or 2
@@ -77,7 +78,7 @@ def header(raw, source: Source = OUR_MEMBER, dtypes=("F32",)) -> dict[str, Tenso
     expected_dtypes = " or ".join(f"{d} ({np.dtype(DTYPES[d]).name})" for d in dtypes)
     tensors = {}
     for name, info in parsed.items():
-        label = f"{source.weight} {_quoted(name)}"
+        label = f"{source.weight} {quoted(name)}"
         if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
             raise CheckpointError(f"{label} is described by something other than dtype, shape "
                                   f"and data_offsets in {member}'s header.")
@@ -106,7 +107,7 @@ def header(raw, source: Source = OUR_MEMBER, dtypes=("F32",)) -> dict[str, Tenso
     for name, tensor in sorted(tensors.items(), key=lambda item: (item[1].begin, item[1].size)):
         if tensor.begin != at:
             raise CheckpointError(
-                f"{where} has invalid offsets: the weight {_quoted(name)} starts at byte "
+                f"{where} has invalid offsets: the weight {quoted(name)} starts at byte "
                 f"{tensor.begin:,} of the data, not at {at:,} where the previous one ends "
                 "(weights must not overlap or leave gaps).")
         at += tensor.size
@@ -127,7 +128,7 @@ def arrays(raw, tensors: dict[str, Tensor], source: Source = OUR_MEMBER
         array = np.frombuffer(raw, dtype, tensor.size // dtype.itemsize, start + tensor.begin)
         array = array.reshape(tensor.shape)
         if not all_finite(array):
-            raise CheckpointError(f"{source.weight} {_quoted(name)} holds NaN or infinite "
+            raise CheckpointError(f"{source.weight} {quoted(name)} holds NaN or infinite "
                                   "values (training diverged?).")
         out[name] = array
     return out
@@ -137,7 +138,3 @@ def all_finite(array: np.ndarray, chunk: int = 2**20) -> bool:
     """np.isfinite(array).all(), a million values at a time (no full-size boolean copy)."""
     flat = array.reshape(-1) if array.flags.c_contiguous else array.ravel(order="K")
     return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
-
-
-def _quoted(name: str) -> str:
-    return repr(name if len(name) <= 80 else name[:77] + "...")

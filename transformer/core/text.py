@@ -61,3 +61,8 @@ def text_notes(text: str) -> list[str]:
     """What cleaning changes in ``text``, one sentence each ([] when nothing): for the app to
     show beside the sentence (for example in the sidebar)."""
     return clean_text(text)[1]
+
+
+def quoted(name: str) -> str:
+    """A name from a file, quoted for a sentence and cut to 80 characters."""
+    return repr(name if len(name) <= 80 else name[:77] + "...")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from transformer.core.text import quoted
 from transformer.model.config import TransformerConfig
 
 
@@ -127,15 +128,15 @@ def check_weights(expected: dict[str, tuple], weights: dict, where: str) -> None
     missing = sorted(set(expected) - set(weights))
     if missing:
         raise WeightError(f"{where[:1].upper() + where[1:]} has no value for the weight "
-                          f"{_quoted(missing[0])}.")
+                          f"{quoted(missing[0])}.")
     unexpected = sorted(set(weights) - set(expected))
     if unexpected:
         raise WeightError(f"{where[:1].upper() + where[1:]} has a weight "
-                          f"{_quoted(unexpected[0])} that this model does not have.")
+                          f"{quoted(unexpected[0])} that this model does not have.")
     for name, shape in expected.items():
         if tuple(weights[name].shape) != tuple(shape):
             raise WeightError(
-                f"The weight {_quoted(name)} has shape {str(tuple(weights[name].shape))[:80]} in "
+                f"The weight {quoted(name)} has shape {str(tuple(weights[name].shape))[:80]} in "
                 f"{where} but {tuple(shape)} in the model its config describes.")
 
 
@@ -164,10 +165,6 @@ def _assign_in_blocks(variable, array) -> None:
     target = variable.value  # the backend's variable: its row blocks take assignments
     for start in range(0, array.shape[0], rows):
         target[start:start + rows].assign(np.asarray(array[start:start + rows], np.float32))
-
-
-def _quoted(name: str) -> str:
-    return repr(name if len(name) <= 80 else name[:77] + "...")
 
 
 _INITIALIZERS = ("kernel_initializer", "bias_initializer", "embeddings_initializer",
