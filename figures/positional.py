@@ -24,8 +24,8 @@ from .common import (
     unvalidated_figure,
 )
 
-__all__ = ["dot_similarity", "encoder_input_fig", "positional_heatmap_fig", "similarity_fig",
-           "sinusoids_fig"]
+__all__ = ["dot_similarity", "encoder_input_fig", "offset_fig", "positional_heatmap_fig",
+           "similarity_fig", "sinusoids_fig", "value_scale"]
 
 _MARGIN = dict(l=10, r=10, t=50, b=10)
 
@@ -72,27 +72,77 @@ def dot_similarity(codes) -> np.ndarray:
     return codes @ codes.T
 
 
+def value_scale(values) -> dict:
+    """Heatmap colour settings for `values`: one-signed values on a sequential scale over their
+    range (all >= 0: light to dark blue, the diverging scale's positive side; all <= 0: dark
+    red to light), so the map's contrast is spent on the values it has; values of both signs
+    on the diverging scale centred on 0 (figures.common.diverging)."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+    if low >= 0 and high > low:
+        return dict(colorscale="Blues", zmin=low, zmax=high)
+    if high <= 0 and high > low:
+        return dict(colorscale="Reds", reversescale=True, zmin=low, zmax=high)
+    return diverging(max(abs(low), abs(high)))
+
+
+def _position_axis(**settings) -> dict:
+    """A numeric position axis with Plotly's own round ticks (0, 10, 20, ...), horizontal."""
+    return dict(type="linear", tickmode="auto", nticks=12, showgrid=False, zeroline=False,
+                **settings)
+
+
 def similarity_fig(matrix, labels: list[str], title: str | None = None) -> go.Figure:
-    """A square similarity matrix with the same labels on both axes (cells at positions, ticked
-    with the labels as they are); hover "position 2 (0) · position 3 (0)", or "position 2 ·
-    position 3" when the labels are the positions."""
+    """A square similarity matrix with the same labels on both axes; hover "position 2 (0) ·
+    position 3 (0)", or "position 2 · position 3" when the labels are the positions: then the
+    axes are plain position axes with round ticks, else cells at positions ticked with the
+    labels as they are. Colours: value_scale (sequential when the values are one-signed)."""
     labels = [str(x) for x in labels]
     matrix = check_matrix(matrix, rows=len(labels), cols=len(labels), name="similarity matrix")
     if labels == [str(i) for i in range(len(labels))]:
         where = "position %{y:d} · position %{x:d}"
+        xaxis = _position_axis(title=dict(text="position"))
+        yaxis = _position_axis(title=dict(text="position"), autorange="reversed")
     else:
         where = cell_hover("position", "position").replace("<br>", " · ")
+        xaxis = token_axis(labels, title=dict(text="position"))
+        yaxis = token_axis(labels, title=dict(text="position"), autorange="reversed")
     heatmap = dict(
         type="heatmap", z=matrix, x=positions(labels), y=positions(labels),
-        **diverging(np.abs(matrix).max(initial=0)), colorbar=colorbar("dot product"),
+        **value_scale(matrix), colorbar=colorbar("dot product", thickness=14),
         customdata=cell_tokens(labels, labels),
         hovertemplate=f"{where}<br>%{{z:.4f}}<extra></extra>")
-    layout = dict(
-        xaxis=token_axis(labels, title=dict(text="position")),
-        yaxis=token_axis(labels, title=dict(text="position"), autorange="reversed",
-                         scaleanchor="x", constrain="domain"),
-        title=dict(text=title or "Dot product between positions"), height=460, margin=_MARGIN)
+    layout = dict(xaxis=xaxis, yaxis=yaxis, height=420, margin=_MARGIN,
+                  title=dict(text=title or "Dot product between positions"))
     return unvalidated_figure([heatmap], layout)
+
+
+def offset_fig(matrix, title: str | None = None) -> go.Figure:
+    """A similarity matrix read along its diagonals: the mean dot product of the positions
+    `offset` apart (p − q = offset), with the least and greatest as a band (none for
+    sinusoids, whose dot product depends only on the offset)."""
+    matrix = check_matrix(matrix, name="similarity matrix")
+    n = min(matrix.shape)
+    diagonals = [np.diagonal(matrix, k) for k in range(n)]
+    offsets = np.arange(n)
+    mean = np.array([d.mean() for d in diagonals])
+    low, high = (np.array([f(d) for d in diagonals]) for f in (np.min, np.max))
+    spread = bool(np.any(high - low > 1e-6 * (1 + np.abs(mean))))  # else one value per offset
+    fig = go.Figure([
+        go.Scatter(x=offsets, y=high, mode="lines", line=dict(width=0), showlegend=False,
+                   hoverinfo="skip", visible=spread),
+        go.Scatter(x=offsets, y=low, mode="lines", line=dict(width=0), fill="tonexty",
+                   fillcolor="rgba(33,102,172,0.15)", name="least .. greatest",
+                   hoverinfo="skip", visible=spread),
+        go.Scatter(x=offsets, y=mean, mode="lines", name="mean", line=dict(color="#2166ac"),
+                   showlegend=spread,
+                   hovertemplate="offset %{x}<br>dot product %{y:.4f}<extra></extra>")])
+    fig.update_xaxes(title="offset p − q (positions apart)", rangemode="tozero")
+    fig.update_yaxes(title="dot product")
+    fig.update_layout(title=title or "Dot product by offset", height=420, margin=_MARGIN,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"))
+    return readable(fig)
 
 
 def encoder_input_fig(token_part, position_part, total, tokens: list[str],

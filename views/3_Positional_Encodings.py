@@ -5,6 +5,7 @@ from explorer import choices, models, results, state
 from figures.positional import (
     dot_similarity,
     encoder_input_fig,
+    offset_fig,
     positional_heatmap_fig,
     similarity_fig,
     sinusoids_fig,
@@ -52,10 +53,14 @@ def sinusoids(ckpt, learned: bool) -> None:
     st.plotly_chart(sinusoids_fig(pe, dims), key="pe_sinusoids")
 
     st.subheader("Similarity between positions")
-    positions = [str(p) for p in range(length)]
-    st.plotly_chart(similarity_fig(dot_similarity(pe), positions), key="pe_similarity")
+    similarity = dot_similarity(pe)
+    left, right = st.columns(2)
+    left.plotly_chart(similarity_fig(similarity, [str(p) for p in range(length)]),
+                      key="pe_similarity")
+    right.plotly_chart(offset_fig(similarity), key="pe_offsets")
     st.caption("PE(p) · PE(q) = Σ cos((p − q) ω_i) depends only on the offset p − q: bands "
-               "along the diagonal, brightest at p = q (d_model / 2 for even d_model).")
+               "along the diagonal, greatest at p = q (d_model / 2 for even d_model); on the "
+               "right, the map read along its diagonals.")
 
 
 @st.fragment
