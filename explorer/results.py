@@ -25,14 +25,17 @@ MAX_RESULTS = 256
 # ------------------------------------------------------------------ one sentence
 def attention(ckpt: Checkpoint, source: str, target: str | None = None,
               details: bool = False) -> dict:
-    """Checkpoint.attention (every map of one teacher-forced pass), cached."""
-    return _attention(ckpt.content_hash, source, target, details, ckpt)
+    """Checkpoint.attention (every map of one teacher-forced pass), cached. With target=None
+    the decoder is fed the ids of `translation(ckpt, source)`: the translation the sidebar and
+    every page show, never one decoded again (under the time budget it could stop elsewhere)."""
+    output_ids = None if target is not None else _ids(translation(ckpt, source).token_ids)
+    return _attention(ckpt.content_hash, source, target, output_ids, details, ckpt)
 
 
 @st.cache_data(max_entries=MAX_RESULTS, show_spinner="Running the model…")
-def _attention(content_hash: str, source: str, target: str | None, details: bool,
-               _ckpt: Checkpoint) -> dict:
-    return _ckpt.attention(source, target, details=details)
+def _attention(content_hash: str, source: str, target: str | None, output_ids: tuple | None,
+               details: bool, _ckpt: Checkpoint) -> dict:
+    return _ckpt.attention(source, target, details=details, output_ids=output_ids)
 
 
 def current_attention(details: bool = False) -> dict:
@@ -42,21 +45,22 @@ def current_attention(details: bool = False) -> dict:
 
 
 def translation(ckpt: Checkpoint, source: str):
-    """Checkpoint.translate (greedy, every step's attention), cached."""
-    return _translation(ckpt.content_hash, source, ckpt)
+    """The model's translation of `source` (Checkpoint.translate: greedy, up to the step
+    budget, every step's attention): one per (model, sentence), computed once and shared by the
+    sidebar and every page (decode() with its defaults: the same cache entry)."""
+    return decode(ckpt, source)
 
 
-@st.cache_data(max_entries=MAX_RESULTS, show_spinner="Translating…")
-def _translation(content_hash: str, source: str, _ckpt: Checkpoint):
-    return _ckpt.translate(source)
-
-
-def decode(ckpt: Checkpoint, source: str, max_len: int, stop: bool, beam_width: int,
-           silenced: tuple[str, ...] = ()):
+def decode(ckpt: Checkpoint, source: str, max_len: int | None = None, stop: bool = True,
+           beam_width: int = 1, silenced: tuple[str, ...] = ()):
     """Checkpoint.translate with these options and the heads labelled in `silenced` silenced
-    (head labels such as "decoder L0 H1"), cached."""
-    return _decode(ckpt.content_hash, source, max_len, stop, beam_width,
-                   tuple(sorted(silenced)), ckpt)
+    (head labels such as "decoder L0 H1"), cached. The options are keyed as translate applies
+    them (max_len cut to the step budget, beam search always stops at the end token), so equal
+    settings share one decode whatever page asks."""
+    budget = ckpt.step_budget(beam_width)
+    max_len = budget if max_len is None else min(int(max_len), budget)
+    return _decode(ckpt.content_hash, source, max_len, bool(stop) or beam_width > 1,
+                   int(beam_width), tuple(sorted(silenced)), ckpt)
 
 
 @st.cache_data(max_entries=64, show_spinner="Decoding…")
@@ -202,7 +206,7 @@ def ablation(ckpt: Checkpoint, source: str, target_ids, silenced) -> dict:
     """transformer.inference.ablation.ablate with the heads labelled in `silenced`, scoring `target_ids`
     (None: the model's own translation), cached."""
     heads = tuple(parse_head_label(label) for label in silenced)
-    return _ablation(ckpt.content_hash, source, _ids(target_ids), heads, ckpt)
+    return _ablation(ckpt.content_hash, source, _scored(ckpt, source, target_ids), heads, ckpt)
 
 
 @st.cache_data(max_entries=64, show_spinner="Running the model with those heads silenced…")
@@ -216,7 +220,7 @@ def importance(ckpt: Checkpoint, source: str, target_ids) -> list:
     shows only while it computes. The bar is made inside the cached function (as
     _batch_attention's is), so a cache hit replays it whole: a bar made by the page and updated
     from inside would be a closure Streamlit cannot replay (CacheReplayClosureError)."""
-    return _importance(ckpt.content_hash, source, _ids(target_ids), ckpt)
+    return _importance(ckpt.content_hash, source, _scored(ckpt, source, target_ids), ckpt)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -226,6 +230,13 @@ def _importance(content_hash: str, source: str, target_ids, _ckpt: Checkpoint) -
                               total: bar.progress(done / total, text=f"Silenced {done} of {total}"))
     bar.empty()
     return entries
+
+
+def _scored(ckpt: Checkpoint, source: str, target_ids) -> tuple:
+    """The output ids ablation scores: the given ones, else the shared translation's."""
+    if target_ids is None:
+        target_ids = translation(ckpt, source).token_ids
+    return _ids(target_ids)
 
 
 def _ids(target_ids):

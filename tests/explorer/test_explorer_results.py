@@ -105,3 +105,24 @@ def test_mask_batch_pads_both_sides_and_runs_the_model(ckpt):
     assert batch["encoder_attention"].shape == (layers, 2, heads, width, width)
     alone = ckpt.attention(sources[1], translations[1])  # the longest row: no padding
     np.testing.assert_allclose(batch["encoder_attention"][:, 1], alone["encoder"], atol=1e-5)
+
+
+def test_one_translation_for_the_sidebar_every_page_and_the_maps(ckpt, calls, monkeypatch):
+    """Issue 24: the sidebar said 401 tokens while the Decoding page said 383 for the same
+    translation: each decoded again under the time budget. Now the sidebar's translation, the
+    Decoding page's default settings, the maps of the translation and ablation's scored ids
+    all come from one decode."""
+    decoded_again = []
+    monkeypatch.setattr(Checkpoint, "_translation_ids",
+                        lambda self, *a, **k: decoded_again.append(a) or [])
+    source = "19 May 1933"  # used by no other test: nothing cached yet
+    shown = results.translation(ckpt, source)
+    page = results.decode(ckpt, source, ckpt.config.max_len, True, 1)  # the page's defaults
+    beyond = results.decode(ckpt, source, 10**6)  # cut to the step budget, as translate cuts it
+    maps = results.attention(ckpt, source)
+    scored = results.ablation(ckpt, source, None, ["cross L0 H1"])
+    assert len(calls["translate"]) == 1 + 2  # the shared translation; ablate's own two runs
+    assert not decoded_again
+    assert page.token_ids == beyond.token_ids == shown.token_ids
+    assert maps["output_tokens"] == shown.tokens
+    assert scored["scored_tokens"] == shown.tokens

@@ -144,15 +144,20 @@ class Checkpoint:
         return None
 
     def attention(self, source: str, target: str | None = None, head_mask=None,
-                  details: bool = False) -> dict:
+                  details: bool = False, output_ids=None) -> dict:
         """Every attention map of one teacher-forced pass, as NumPy arrays (the keys are listed
         in transformer.inference.maps): the maps of each kind, their masks, the tokens and ids of each
         side and the log-probability of each output token; details=True adds Q, K, V and the
         scores before masking.
         With target=None the target is the model's own greedy translation; a typed one is
         cut to target_len (and the source to source_len) as it is tokenized.
+        output_ids (with target=None): the translation's ids when the caller has them already
+        (translate(source).token_ids), so that the maps are those of the very translation it
+        shows; by default they are decoded here.
         """
-        if target is None:  # the translation's ids only: its steps' attention is not kept
+        if target is None and output_ids is not None:
+            output_ids = [int(i) for i in output_ids]
+        elif target is None:  # the translation's ids only: its steps' attention is not kept
             output_ids = self._translation_ids(source, head_mask)
         else:
             output_ids = self.encode_target(target)
