@@ -96,12 +96,29 @@ def smoothed_loss_floor(label_smoothing: float, vocab_size: int) -> float:
     return float(-(probs * np.log(probs)).sum())
 
 
+def nice_ticks(top: float) -> tuple[list[float], int]:
+    """Round tick values from 0 to at least `top` (steps of 1, 1.5, 2, 2.5, 3, 4 or 5 times a
+    power of ten), 4 or 5 intervals, whichever reaches least above `top`; and the number of
+    intervals (so another axis can be ticked on the same grid)."""
+    top = float(top) if np.isfinite(top) and top > 0 else 1.0
+    best = None
+    for intervals in (5, 4):
+        raw = top / intervals
+        power = 10.0 ** np.floor(np.log10(raw))
+        step = next(m * power for m in (1, 1.5, 2, 2.5, 3, 4, 5, 10) if m * power >= raw * (1 - 1e-9))
+        if best is None or step * intervals < best[0] * best[1] - 1e-12:
+            best = (step, intervals)
+    step, intervals = best
+    return [float(round(i * step, 10)) for i in range(intervals + 1)], intervals
+
+
 def history_fig(history: dict[str, list[float]], label_smoothing: float | None = None,
                 vocab_size: int | None = None) -> go.Figure:
     """Training curves recorded in a checkpoint's metadata, by epoch: the losses on the left
-    axis, the accuracies (any other metric) on the right one, 0 to 1. The subtitle says what
-    the loss is: with label_smoothing (and vocab_size) it explains why it never reaches 0 and
-    draws the lowest loss reachable (smoothed_loss_floor)."""
+    axis, the accuracies (any other metric) on the right one, 0 to 1, both ticked at round
+    values on one grid (nice_ticks). The subtitle says what the loss is: with label_smoothing
+    (and vocab_size) it explains why it never reaches 0 and names the dashed line drawn at the
+    lowest loss reachable (smoothed_loss_floor); no label sits over the curves."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     for name, values in history.items():
         is_loss = "loss" in name
@@ -110,20 +127,30 @@ def history_fig(history: dict[str, list[float]], label_smoothing: float | None =
             line=dict(dash="solid" if is_loss else "dot"),
             hovertemplate="epoch %{x}<br>%{y:.4f}<extra>" + name + "</extra>"),
             secondary_y=not is_loss)
+    losses = [v for name, values in history.items() if "loss" in name for v in values]
+    top = max([v for v in losses if np.isfinite(v)], default=1.0)
     if label_smoothing:
         note = (f"Loss: cross-entropy against label-smoothed targets (ε = {label_smoothing:g}: "
-                "the right token gets 1 − ε + ε/V, every other ε/V), so it cannot reach 0.")
+                "the right token gets 1 − ε + ε/V, every other ε/V), so it cannot reach 0")
         if vocab_size:
             floor = smoothed_loss_floor(label_smoothing, vocab_size)
+            top = max(top, floor)
             fig.add_hline(y=floor, line=dict(color="#6b7280", dash="dash", width=1),
-                          annotation_text=f"lowest reachable loss {floor:.3f}",
-                          annotation_position="top left", secondary_y=False)
+                          secondary_y=False)
+            note += f";<br>the dashed line is the lowest reachable loss, {floor:.3f}"
+        note += "."
     else:
         note = "Loss: cross-entropy of the next token (nats); accuracy: share of tokens right."
+    loss_ticks, intervals = nice_ticks(top)
+    pad = 1.02  # room above the top tick for the markers of a perfect accuracy, on both axes
     fig.update_xaxes(title="epoch", dtick=1)
-    fig.update_yaxes(title="loss (nats)", rangemode="tozero", secondary_y=False)
-    fig.update_yaxes(title="accuracy", range=[0, 1.02], secondary_y=True, showgrid=False)
+    fig.update_yaxes(title="loss (nats)", range=[0, loss_ticks[-1] * pad], tickmode="array",
+                     tickvals=loss_ticks, secondary_y=False)
+    fig.update_yaxes(title="accuracy", range=[0, pad], tickmode="array",
+                     tickvals=[i / intervals for i in range(intervals + 1)],
+                     secondary_y=True, showgrid=False)
     fig.update_layout(title=dict(text="Training curves", subtitle=dict(text=note)),
-                      height=380, margin=dict(l=10, r=10, t=80, b=10),
+                      height=380 + 18 * note.count("<br>"),
+                      margin=dict(l=10, r=10, t=80 + 18 * note.count("<br>"), b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
     return readable(fig)
