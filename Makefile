@@ -17,7 +17,7 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 install: $(STAMP)
 
 run: install
-	$(BIN)/python -m streamlit run app.py --server.port $(PORT)
+	$(BIN)/python -m explorer.serve --server.port $(PORT)
 
 # The browser tests drive Debian's Chromium; installed here when missing (needs root + apt-get).
 chromium:

@@ -1,4 +1,5 @@
-"""Attention Explorer: `streamlit run app.py`.
+"""Attention Explorer: `make run` (`python -m explorer.serve`: `streamlit run app.py` with the
+default model prepared while the server starts, explorer.warm).
 
 Navigation and the shared sidebar live here; each view is a thin page under views/.
 """
@@ -10,29 +11,37 @@ from explorer import links, sidebar
 st.set_page_config(page_title="Attention Explorer", page_icon=":material/visibility:",
                    layout="wide")
 
-PAGES = [
-    st.Page("views/0_Home.py", title="Home", icon=":material/home:", default=True),
-    st.Page("views/1_Model.py", title="Model", icon=":material/account_tree:"),
-    st.Page("views/2_Tokenization.py", title="Tokenization", icon=":material/text_fields:"),
-    st.Page("views/3_Positional_Encodings.py", title="Positional encodings",
-            icon=":material/waves:"),
-    st.Page("views/4_Masks.py", title="Masks", icon=":material/grid_on:"),
-    st.Page("views/5_Attention_Maps.py", title="Attention maps", icon=":material/grid_view:"),
-    st.Page("views/6_Linked_View.py", title="Linked view", icon=":material/link:"),
-    st.Page("views/7_Aggregations.py", title="Aggregations and rollout",
-            icon=":material/stacked_line_chart:"),
-    st.Page("views/8_Token_View.py", title="Token view", icon=":material/share:"),
-    st.Page("views/9_Head_Arithmetic.py", title="Arithmetic of one head",
-            icon=":material/calculate:"),
-    st.Page("views/10_Decoding.py", title="Step-by-step decoding", icon=":material/route:"),
-    st.Page("views/11_Compare_Heads.py", title="Compare heads", icon=":material/compare:"),
-    st.Page("views/12_Head_Statistics.py", title="Head statistics", icon=":material/analytics:"),
-    st.Page("views/13_Ablation.py", title="Head ablation", icon=":material/content_cut:"),
-]
 
-page = st.navigation(PAGES)
+def _page(path: str, title: str, icon: str, **kwargs) -> st.Page:
+    return st.Page(f"views/{path}", title=title, icon=f":material/{icon}:", **kwargs)
+
+
+# Sections, all expanded: every page shows in the navigation (none behind "View more").
+SECTIONS = {
+    "Start": [_page("0_Home.py", "Home", "home", default=True),
+              _page("1_Model.py", "Model", "account_tree")],
+    "The input": [_page("2_Tokenization.py", "Tokenization", "text_fields"),
+                  _page("3_Positional_Encodings.py", "Positional encodings", "waves"),
+                  _page("4_Masks.py", "Masks", "grid_on")],
+    "Attention": [_page("5_Attention_Maps.py", "Attention maps", "grid_view"),
+                  _page("6_Linked_View.py", "Linked view", "link"),
+                  _page("7_Aggregations.py", "Aggregations and rollout", "stacked_line_chart"),
+                  _page("8_Token_View.py", "Token view", "share"),
+                  _page("9_Head_Arithmetic.py", "Arithmetic of one head", "calculate")],
+    "Decoding": [_page("10_Decoding.py", "Step-by-step decoding", "route")],
+    "Heads": [_page("11_Compare_Heads.py", "Compare heads", "compare"),
+              _page("12_Head_Statistics.py", "Head statistics", "analytics"),
+              _page("13_Ablation.py", "Head ablation", "content_cut")],
+}
+WITHOUT_SENTENCE = {"Home", "Model"}  # pages that show something when the sentence is empty
+
+page = st.navigation(SECTIONS, expanded=True)
 links.restore_from_url()  # once per session, before any widget exists
-sidebar.render()
-links.begin(st.sidebar.container(), page.url_path)  # the link: drawn when the choices are final
-page.run()
+link_slot = sidebar.render()
+links.begin(link_slot, page.url_path)  # the link: drawn when the choices are final
+if sidebar.has_sentence() or page.title in WITHOUT_SENTENCE:
+    page.run()
+else:
+    st.title(page.title)
+    st.info(sidebar.ASK_FOR_SENTENCE, icon=":material/edit:")
 links.finish()  # the URL and the link, unless a fragment of the page drew them

@@ -194,7 +194,6 @@ def show_link(container, url_path: str) -> None:
     when the browser's address is known, else relative to the app's address."""
     link, address = relative_link(url_path), st.context.url
     with container:
-        st.header("Link to this view")
         if address:
             st.caption("Copy this link to reopen this page with this model, sentence and "
                        "choices in any browser.")

@@ -29,6 +29,7 @@ from .widgets import plain
 logger = logging.getLogger(__name__)
 MAX_MODELS = 6  # checkpoints held in memory at once, over all sessions
 MAX_UPLOADS_PER_SESSION = 3  # uploaded models a session keeps (the oldest is forgotten first)
+MAX_NOTES = 10  # upload outcomes a session keeps for the Model page
 
 
 def bundled_checkpoints() -> dict[str, Path]:
@@ -104,7 +105,27 @@ KEEP = "The model in use did not change."
 
 
 def _message(kind: str, text: str) -> None:
+    """An upload's outcome: shown once where the user looks (show_upload_outcome) and kept in
+    the session's notes (upload_notes, on the Model page)."""
     st.session_state[state.UPLOAD_MESSAGE] = (kind, text)
+    notes = st.session_state.setdefault(state.UPLOAD_NOTES, [])
+    notes.append((kind, text))
+    del notes[:-MAX_NOTES]
+
+
+def show_upload_outcome() -> None:
+    """The last upload's outcome, once, at the top of the main area and as a toast."""
+    message = st.session_state.pop(state.UPLOAD_MESSAGE, None)
+    if message:
+        kind, text = message
+        (st.error if kind == "error" else st.success)(text)
+        st.toast(text if len(text) < 200 else text[:197] + "…",
+                 icon=":material/error:" if kind == "error" else ":material/check_circle:")
+
+
+def upload_notes() -> list[tuple[str, str]]:
+    """[("error" | "success", text)]: this session's upload outcomes, oldest first."""
+    return list(st.session_state.get(state.UPLOAD_NOTES, []))
 
 
 def _unexpected(what: str, err: Exception) -> str:

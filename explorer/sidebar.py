@@ -1,10 +1,12 @@
-"""The sidebar every page shares: the active model, the source sentence and the target."""
+"""The sidebar every page shares: the source sentence first, the active model and its upload,
+the target, and the link to the view (its slot, near the top)."""
 
+import numpy as np
 import streamlit as st
 
 from transformer.core.text import text_notes
 
-from . import models, results, state, stepping
+from . import models, player, results, state, stepping
 
 UPLOAD_HELP = (
     "A .ckpt written by `python -m transformer.train` or `python -m transformer.convert`; or a "
@@ -17,68 +19,122 @@ UPLOAD_HELP = (
 EMPTY_TARGET = ("The target is empty: every page shows the decoder with its start token <s> "
                 "alone (one row), and ablation scores only the end token </s>. Type a target, or "
                 "pick \"{model}\".")
+ASK_FOR_SENTENCE = ("Type a sentence in the sidebar's **Source sentence** box (or pick an "
+                    "example): this page shows what the model does with it.")
+UNSURE_BELOW = 0.5  # a chosen token less probable than this makes the translation "unsure"
+DECODING_PAGE = "views/10_Decoding.py"
 
 
-def render() -> None:
+def render():
+    """Draw the sidebar; returns the container the link to the view is drawn in (links.begin).
+    Upload progress and outcomes go to the top of the main area, where the user looks."""
     state.init()
+    notices = st.container()  # the main area's top: above the page
     with st.sidebar:
+        sentence_box, link_box, model_box = st.container(), st.container(), st.container()
+    with model_box:
         st.header("Model")
-        picker = st.container()  # drawn last: an import below may change the model choice
-        st.file_uploader("Upload a model", accept_multiple_files=True, key=state.UPLOADER,
-                         on_change=models.accept_upload, help=UPLOAD_HELP)
+        picker = st.container()  # drawn after the import: it may change the model choice
+        upload = st.session_state.get(state.IMPORT)
+        with st.expander("Upload a model", icon=":material/upload:",
+                         expanded=bool(upload is not None and upload.asks)):
+            st.file_uploader("Model files (several at once, or one .zip)",
+                             accept_multiple_files=True, key=state.UPLOADER,
+                             on_change=models.accept_upload, help=UPLOAD_HELP)
+            models.import_form()
+    with notices:
         models.run_requested_import()
-        message = st.session_state.pop(state.UPLOAD_MESSAGE, None)
-        if message:
-            kind, text = message
-            (st.error if kind == "error" else st.success)(text)
-        models.import_form()
-        choices = models.model_choices()
-        picker.selectbox("Active model", list(choices), format_func=choices.get, key=state.MODEL)
-        ckpt = models.active_checkpoint()
+        models.show_upload_outcome()
+    choices = models.model_choices()
+    picker.selectbox("Active model", list(choices), format_func=choices.get, key=state.MODEL)
+    ckpt = models.active_checkpoint()
+    with sentence_box:
+        _sentence(ckpt)
+    with link_box:
+        return st.expander("Link to this view", icon=":material/link:")
 
-        st.header("Sentence")
-        example_list = models.examples(ckpt)
-        if example_list:
-            st.selectbox("Examples", [""] + example_list, key=state.EXAMPLE,
-                         format_func=lambda s: s or "Pick an example…", on_change=_use_example)
-        st.text_input("Source sentence", key=state.SOURCE)
-        _say_what_cleaning_changed(st.session_state[state.SOURCE])
+
+def has_sentence() -> bool:
+    """Whether the sidebar holds a sentence to show (pages ask for one when it is empty)."""
+    return bool(state.current_source().strip())
+
+
+def _sentence(ckpt) -> None:
+    st.header("Sentence")
+    example_list = models.examples(ckpt)
+    if example_list:
+        st.selectbox("Examples", [""] + example_list, key=state.EXAMPLE,
+                     format_func=lambda s: s or "Pick an example…", on_change=_use_example)
+    st.text_input("Source sentence", key=state.SOURCE)
+    _say_what_cleaning_changed(st.session_state[state.SOURCE])
+    result = None
+    if has_sentence():
         _warn_if_cut(ckpt, state.current_source(), "source")
-        _warn_if_budget_reached(ckpt)
-        st.radio("Target", [state.TARGET_MODEL, state.TARGET_TYPED], key=state.TARGET_MODE)
-        if st.session_state[state.TARGET_MODE] == state.TARGET_TYPED:
-            _start_typed_target(ckpt)
-            st.text_input("Target sentence", key=state.TARGET,
-                          help="Teacher forcing: the decoder reads this target instead of its "
-                               "own translation.")
-            _say_what_cleaning_changed(st.session_state[state.TARGET])
-            target = state.current_target()
-            if not ckpt.target_tokenizer.pieces(target):
-                st.info(EMPTY_TARGET.format(model=state.TARGET_MODEL))
-            _warn_if_cut(ckpt, target, "target")
-        else:
-            st.session_state[state.TARGET_STARTED] = False
+        result = results.translation(ckpt, state.current_source())
+        stepping.say_why_stopped(st, ckpt, result)
+    else:
+        st.info("Type a sentence to translate.", icon=":material/edit:")
+    st.radio("Target", [state.TARGET_MODEL, state.TARGET_TYPED], key=state.TARGET_MODE)
+    if st.session_state[state.TARGET_MODE] == state.TARGET_TYPED:
+        _start_typed_target(result)
+        st.text_input("Target sentence", key=state.TARGET,
+                      help="Teacher forcing: the decoder reads this target instead of its "
+                           "own translation.")
+        _say_what_cleaning_changed(st.session_state[state.TARGET])
+        target = state.current_target()
+        if not ckpt.target_tokenizer.pieces(target):
+            st.info(EMPTY_TARGET.format(model=state.TARGET_MODEL))
+        _warn_if_cut(ckpt, target, "target")
+    else:
+        st.session_state[state.TARGET_STARTED] = False
+        if result is not None:
+            _say_if_unsure(result)
 
 
-def _start_typed_target(ckpt) -> None:
+def weakest_step(result) -> tuple[int, float] | None:
+    """(step, probability) of the translation's least probable chosen token when it is below
+    UNSURE_BELOW, else None."""
+    if not result.steps:
+        return None
+    probs = np.exp([step.log_prob for step in result.steps])
+    t = int(np.argmin(probs))
+    return (t, float(probs[t])) if probs[t] < UNSURE_BELOW else None
+
+
+def _say_if_unsure(result) -> None:
+    """The translation shown as it is, with a word when the model was unsure of a token, and a
+    button to that step of the Decoding page."""
+    st.caption(f"Translation: **{result.text or '(empty)'}**")
+    weakest = weakest_step(result)
+    if weakest is None:
+        return
+    t, p = weakest
+    step = result.steps[t]
+    runner_up = next(((tok, q) for tok, i, q in step.top_k if i != step.token_id), None)
+    also = f"; next best {runner_up[0]!r} at {runner_up[1]:.2f}" if runner_up else ""
+    st.warning(f"The model is unsure of this translation: at step {t} it chose {step.token!r} "
+               f"with probability {p:.2f}{also}. The sentence may be unlike what it was "
+               "trained on.", icon=":material/help:")
+    if st.button(f"See step {t} in Step-by-step decoding", key="sidebar_unsure_step",
+                 icon=":material/route:"):
+        st.session_state[player.STEP] = t
+        st.switch_page(DECODING_PAGE)
+
+
+def _start_typed_target(result) -> None:
     """The typed-target box starts with the model's translation as its value (not a placeholder:
     no page runs on an empty target by surprise); once, so the user may empty it."""
-    if st.session_state.get(state.TARGET_STARTED):
+    if st.session_state.get(state.TARGET_STARTED) or result is None:
         return
     st.session_state[state.TARGET_STARTED] = True
     if not st.session_state.get(state.TARGET):
-        st.session_state[state.TARGET] = results.translation(ckpt, state.current_source()).text
+        st.session_state[state.TARGET] = result.text
 
 
 def _use_example() -> None:
     example = st.session_state.get(state.EXAMPLE)
     if example:
         st.session_state[state.SOURCE] = example
-
-
-def _warn_if_budget_reached(ckpt) -> None:
-    result = results.translation(ckpt, state.current_source())
-    stepping.say_why_stopped(st, ckpt, result)
 
 
 def _say_what_cleaning_changed(raw: str) -> None:

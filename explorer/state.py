@@ -12,6 +12,7 @@ UPLOADS = "uploaded_checkpoints"  # {sha256: (file name, bytes)}: this session's
 UPLOADER = "checkpoint_uploader"  # the file_uploader widget
 UPLOADER_SEEN = "uploader_seen_files"  # file ids the uploader held after its last change
 UPLOAD_MESSAGE = "upload_message"  # ("error" | "success", text) from the last upload
+UPLOAD_NOTES = "upload_notes"  # [("error" | "success", text)]: this session's upload outcomes
 IMPORT = "pending_import"  # explorer.uploads.Upload: uploaded files waiting for the import form
 IMPORT_RECIPE = "import_recipe"  # the import form's widgets: recipe, number of heads,
 IMPORT_HEADS = "import_num_heads"  # and which vocabulary is the source (0: as guessed,

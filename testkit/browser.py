@@ -1,6 +1,6 @@
-"""The real server and the real browser, as tests and benchmarks drive them: `streamlit run
-app.py` on a free port, waited for until healthy, and Debian's Chromium with the flags this
-machine needs (never a downloaded browser)."""
+"""The real server and the real browser, as tests and benchmarks drive them: the app's server
+as `make run` starts it (`python -m explorer.serve`) on a free port, waited for until healthy,
+and Debian's Chromium with the flags this machine needs (never a downloaded browser)."""
 
 from __future__ import annotations
 
@@ -25,13 +25,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, log, *, watch_files: bool = True) -> subprocess.Popen:
-    """`streamlit run app.py` headless on 127.0.0.1:port, its output into `log` (an open file).
+def start_server(port: int, log, *, watch_files: bool = True, warm: bool = True
+                 ) -> subprocess.Popen:
+    """The app's server as `make run` starts it (`python -m explorer.serve`: `streamlit run
+    app.py` with a warm start) headless on 127.0.0.1:port, its output into `log` (an open file).
     watch_files=False: no rerun when files under the tree change (benchmarks, while other work
-    edits the tree)."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    edits the tree). warm=False: no warm start (explorer.warm.SWITCH), to measure a cold one."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "EXPLORER_WARM": "1" if warm else "0"}
     env.pop("STREAMLIT_LOGGER_LEVEL", None)
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    command = [sys.executable, "-m", "explorer.serve", "--server.port", str(port),
                "--server.address", "127.0.0.1", "--server.headless", "true",
                "--browser.gatherUsageStats", "false"]
     if not watch_files:

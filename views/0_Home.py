@@ -1,6 +1,6 @@
 import streamlit as st
 
-from explorer import about, models, results, state
+from explorer import about, models, results, sidebar, state
 from explorer.widgets import plain, quoted
 
 ckpt = models.active_checkpoint()
@@ -12,15 +12,18 @@ st.markdown(
     "token. Type a sentence in the sidebar; every page follows it."
 )
 source = state.current_source()
-result = results.translation(ckpt, source)
 described = about.about_checkpoint(ckpt, models.examples(ckpt))
 st.subheader("The active model")
 left, right = st.columns(2)
 left.metric("Model", ckpt.name)
-right.metric("Translation of the sentence", plain(result.text) if result.text else "(empty)")
-st.caption(f"Source: {source!r}")
-for warning in about.input_warnings(ckpt, source):
-    st.warning(warning, icon=":material/warning:")
+if source.strip():
+    result = results.translation(ckpt, source)
+    right.metric("Translation of the sentence", plain(result.text) if result.text else "(empty)")
+    st.caption(f"Source: {source!r}")
+    for warning in about.input_warnings(ckpt, source):
+        st.warning(warning, icon=":material/warning:")
+else:
+    right.info(sidebar.ASK_FOR_SENTENCE, icon=":material/edit:")
 st.markdown(f"**What it does.** {plain(described.does)}")
 st.markdown(f"**What it expects.** {plain(described.inputs)}")
 if described.examples:

@@ -217,8 +217,16 @@ def test_ablating_every_cross_head_shows_both_decodings(page, ckpt):
     np.testing.assert_allclose(bar["y"], ablated.steps[1].cross[0, 0], atol=1e-6)
 
 
-@pytest.mark.parametrize("source", ["", "9 " * 400 + "<s> $x$ *bold*"])
-def test_empty_and_very_long_sentences(page, source):
+def test_an_empty_sentence_is_asked_for_not_decoded(page):
+    from explorer import sidebar
+
+    run(page.text_input(key=state.SOURCE).set_value("  "))
+    assert [i.value for i in page.main.info] == [sidebar.ASK_FOR_SENTENCE]
+    assert not page.get("plotly_chart")
+
+
+@pytest.mark.parametrize("source", ["9 " * 400 + "<s> $x$ *bold*"])
+def test_very_long_sentences(page, source):
     run(page.text_input(key=state.SOURCE).set_value(source))
     assert page.code and chart(page, "dec_cross")
     run(page.select_slider(key="dec_step").set_value(

@@ -1,0 +1,87 @@
+"""The sidebar (issue 24): the sentence box first, the model next, upload in an expander, the
+link near the top; every page in the navigation; an empty sentence asked for, never translated;
+a word when the model is unsure of its translation, with a way to that step."""
+
+import numpy as np
+import pytest
+from conftest import open_page, set_widget
+from test_app import PAGES
+
+from explorer import player, results, sidebar, state
+from transformer import Checkpoint
+
+
+def _sidebar_order(at) -> list[str]:
+    """The sidebar's headers, widgets and expanders by label, in the order they are drawn."""
+    seen = []
+    for node in at.sidebar:
+        label = getattr(node, "label", None) or getattr(node, "value", None)
+        if node.type in ("header", "selectbox", "text_input", "expander", "file_uploader"):
+            seen.append(str(label))
+    return seen
+
+
+def test_the_sentence_comes_first_then_the_model_and_upload_in_an_expander(app):
+    order = _sidebar_order(app)
+    assert order.index("Source sentence") < order.index("Active model"), order
+    assert order.index("Link to this view") < order.index("Active model"), order
+    expander = [e for e in app.sidebar.expander if e.label == "Upload a model"]
+    assert expander and expander[0].get("file_uploader"), "the uploader is not in its expander"
+
+
+def test_every_page_is_in_the_navigation_in_sections():
+    import ast
+
+    tree = ast.parse(open("app.py").read())
+    sections = next(n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                    and getattr(n.targets[0], "id", None) == "SECTIONS")
+    files = [c.args[0].value for s in sections.values for c in s.elts]
+    assert sorted("views/" + f for f in files) == sorted(PAGES)
+    assert len(sections.keys) >= 4  # grouped
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                and getattr(n.func, "attr", None) == "navigation")
+    assert any(k.arg == "expanded" and k.value.value is True for k in call.keywords)
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_an_empty_sentence_is_asked_for_and_never_translated(app, monkeypatch, path):
+    calls = []
+    original = Checkpoint.translate
+    monkeypatch.setattr(Checkpoint, "translate",
+                        lambda self, source, *a, **k: calls.append(source) or original(
+                            self, source, *a, **k))
+    at = open_page(app, path)
+    set_widget(at, "text_input", state.SOURCE, "   ")
+    assert "" not in calls and "   " not in calls
+    assert [i.value for i in at.sidebar.info if "Type a sentence" in i.value]
+    if path == "views/1_Model.py":
+        assert at.title[0].value.startswith("Model")
+    else:
+        shown = [i.value for i in at.main.info]
+        assert sidebar.ASK_FOR_SENTENCE in shown, shown
+        assert not at.get("plotly_chart")
+    set_widget(at, "text_input", state.SOURCE, state.DEFAULT_SOURCE)  # nothing was lost
+    assert at.session_state[state.MODEL] == state.default_model_choice()
+
+
+def test_a_confident_translation_gets_no_word(app):
+    """The bundled model is sure of the default sentence: the translation, and no warning."""
+    assert not [w for w in app.sidebar.warning if "unsure" in w.value]
+    assert [c for c in app.sidebar.caption if c.value.startswith("Translation: **")]
+
+
+def test_an_unsure_translation_says_where_and_opens_that_step(app, monkeypatch):
+    monkeypatch.setattr(sidebar, "UNSURE_BELOW", 1.01)  # every translation is "unsure"
+    set_widget(app, "text_input", state.SOURCE, "5 March 2021")
+    [warning] = [w.value for w in app.sidebar.warning if "unsure" in w.value]
+    from explorer import models
+
+    result = results.translation(models.active_checkpoint(), "5 March 2021")
+    probs = np.exp([s.log_prob for s in result.steps])
+    t = int(np.argmin(probs))
+    assert f"at step {t} it chose {result.steps[t].token!r}" in warning
+    assert f"probability {probs[t]:.2f}" in warning
+    app.button(key="sidebar_unsure_step").click().run()
+    assert not app.exception, app.exception
+    assert app.title[0].value == "Step-by-step decoding"
+    assert app.session_state[player.STEP] == t
