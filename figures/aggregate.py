@@ -11,16 +11,18 @@ import plotly.graph_objects as go
 
 from .common import (
     WEIGHT_SCALE,
-    cell_hover,
-    cell_tokens,
+    WINDOW_ROWS,
+    cell_hover_data,
     check_matrix,
     colorbar,
+    gaps,
     positions,
     subplot_axes,
     subplot_layout,
     title_dict,
     token_axis,
     unvalidated_figure,
+    window_height,
 )
 
 COLOUR_SCALE = WEIGHT_SCALE
@@ -49,25 +51,27 @@ def layer_grid_fig(maps, query_tokens, key_tokens, titles, *, zmax: float | None
     (figures.common.unvalidated_figure): redrawn on every kind or layer change."""
     rows, cols = [str(t) for t in query_tokens], [str(t) for t in key_tokens]
     maps = _check_maps(maps, len(rows), len(cols), titles)
-    tokens = cell_tokens(rows, cols)  # (q, k, 2)
+    tokens, where = cell_hover_data(rows, cols, y_title, x_title)  # (q, k, 2) or None
     if zmax is None:
         zmax = min(float(maps.max()), 1.0) if maps.size and maps.max() > 0 else 1.0
     data = [dict(
         type="heatmap", z=matrix, x=positions(cols), y=positions(rows), coloraxis="coloraxis",
-        xgap=1, ygap=1, name=titles[i], customdata=tokens,
-        hovertemplate=f"{titles[i]}<br>{cell_hover(y_title, x_title)}<br>"
-                      "value %{z:.4f}<extra></extra>", **subplot_axes(1, i + 1, len(maps)))
-        for i, matrix in enumerate(maps)]
+        name=titles[i], **gaps(matrix.shape),
+        hovertemplate=f"{titles[i]}<br>{where}<br>value %{{z:.4f}}<extra></extra>",
+        **subplot_axes(1, i + 1, len(maps))) for i, matrix in enumerate(maps)]
+    if tokens is not None:
+        for trace in data:
+            trace["customdata"] = tokens
     layout = subplot_layout(1, max(len(maps), 1), subplot_titles=list(titles),
                             shared_yaxes=True, horizontal_spacing=0.04)
     for name in [k for k in layout if k.startswith(("xaxis", "yaxis"))]:
         layout[name].update(token_axis(cols, title=dict(text=x_title)) if name[0] == "x" else
-                            token_axis(rows, autorange="reversed"))
+                            token_axis(rows, window=WINDOW_ROWS, autorange="reversed"))
     layout["yaxis"]["title"] = dict(text=y_title)
     layout.update(title=title_dict(title),
                   coloraxis=dict(colorscale=COLOUR_SCALE, cmin=0.0, cmax=zmax,
                                  colorbar=colorbar("weight")),
-                  height=max(360, 200 + 24 * len(rows)),
+                  height=window_height(len(rows), base=200, per_row=24, minimum=360),
                   margin=dict(l=10, r=10, t=90 if title else 60, b=10))
     return unvalidated_figure(data, layout)
 

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from .common import (
     DIVERGING_SCALE,
     WEIGHT_SCALE,
+    WINDOW_ROWS,
     cell_tokens,
     colorbar,
     number_text,
@@ -27,6 +28,7 @@ from .common import (
     title_dict,
     token_axis,
     unvalidated_figure,
+    window_height,
 )
 from .masks import BLOCKED_COLOR, MASK_COLORSCALE
 
@@ -153,8 +155,10 @@ def matrix_fig(matrix, row_labels, col_labels, title: str, *, x_title: str = "di
     trace = _heatmap(matrix, col_labels, row_labels, colorscale=VALUE_SCALE, zmid=0, name=name,
                      showscale=True, x_title=x_title, y_title=y_title)
     layout = dict(xaxis=token_axis(col_labels, title=dict(text=x_title)),
-                  yaxis=token_axis(row_labels, title=dict(text=y_title), autorange="reversed"),
-                  title=title_dict(title), height=max(260, 120 + 24 * len(row_labels)),
+                  yaxis=token_axis(row_labels, window=WINDOW_ROWS, title=dict(text=y_title),
+                                   autorange="reversed"),
+                  title=title_dict(title),
+                  height=window_height(len(row_labels), base=120, per_row=24, minimum=260),
                   margin=dict(l=10, r=10, t=60, b=10))
     return unvalidated_figure([trace], layout)
 
@@ -247,14 +251,16 @@ def contributions_fig(weighted_values, context, key_tokens, title: str | None = 
                     zmin=-bound, zmax=bound, name="context"), **subplot_axes(2, 1, 1)},
     ]
     layout = subplot_layout(
-        2, 1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[max(len(keys), 1), 1.5],
+        2, 1, shared_xaxes=True, vertical_spacing=0.08,
+        row_heights=[min(max(len(keys), 1), WINDOW_ROWS), 1.5],
         subplot_titles=["w_j · V_j: each key's weighted value row",
                         "Σ_j w_j · V_j: the head's output (context) for the query"])
     for name in _axis_names(layout, "x"):
         layout[name].update(token_axis(dims))
     layout["xaxis2"]["title"] = dict(text="dimension")
-    layout["yaxis"].update(token_axis(keys, autorange="reversed"))
+    layout["yaxis"].update(token_axis(keys, window=WINDOW_ROWS, autorange="reversed"))
     layout["yaxis2"].update(token_axis(["context"]))
-    layout.update(title=title_dict(title), height=max(360, 200 + 24 * len(keys)),
+    layout.update(title=title_dict(title),
+                  height=window_height(len(keys), base=200, per_row=24, minimum=360),
                   margin=dict(l=10, r=10, t=80 if title else 50, b=10))
     return unvalidated_figure(data, layout)

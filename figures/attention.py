@@ -19,14 +19,19 @@ from transformer.core.kinds import KIND_NAMES, KINDS
 
 from .common import (
     WEIGHT_SCALE,
+    WINDOW_ROWS,
     cell_hover,
     cell_tokens,
     check_matrix,
+    position_hover,
     positions,
     subplot_axes,
     subplot_layout,
+    tick_text,
     token_axis,
+    tokens_in_hover,
     unvalidated_figure,
+    window_height,
 )
 
 COLORSCALE = WEIGHT_SCALE
@@ -54,12 +59,16 @@ def _cells(weights, blocked, query_tokens, key_tokens, *, query_title="query",
     token, key token) for the hover, in the trace that shows the cell only (None in the other),
     so the figure stays small."""
     rows, cols = positions(query_tokens), positions(key_tokens)
-    tokens = cell_tokens(query_tokens, key_tokens)  # (q, k, 2)
-    where = cell_hover(query_title, key_title)
+    named = tokens_in_hover(len(rows), len(cols))
+    tokens = cell_tokens(query_tokens, key_tokens) if named else None  # (q, k, 2)
+    where = (cell_hover if named else position_hover)(query_title, key_title)
+    dtype = np.float64 if named else np.float32  # a large map: half the bytes, 7 digits
     heatmap = dict(
-        type="heatmap", z=np.where(blocked, np.nan, weights), x=cols, y=rows, name="weight",
-        hoverongaps=False, customdata=np.where(blocked[..., None], None, tokens),
-        hovertemplate=f"{where}<br>weight: %{{z:.3f}}<extra></extra>")
+        type="heatmap", z=np.where(blocked, np.nan, weights).astype(dtype), x=cols, y=rows,
+        name="weight",
+        hoverongaps=False, hovertemplate=f"{where}<br>weight: %{{z:.3f}}<extra></extra>")
+    if named:
+        heatmap["customdata"] = np.where(blocked[..., None], None, tokens)
     if coloraxis:
         heatmap["coloraxis"] = coloraxis
     else:
@@ -69,11 +78,13 @@ def _cells(weights, blocked, query_tokens, key_tokens, *, query_title="query",
     if blocked.any():  # grey cells, '×' in each while the map is small enough to read them
         marks = max(blocked.shape) <= MAX_MARKED_CELLS
         grey = dict(
-            type="heatmap", z=np.where(blocked, 1.0, np.nan), x=cols, y=rows, name=BLOCKED_NAME,
+            type="heatmap", z=np.where(blocked, 1.0, np.nan).astype(dtype), x=cols, y=rows, name=BLOCKED_NAME,
             zmin=0, zmax=1, colorscale=[[0, BLOCKED_CELL], [1, BLOCKED_CELL]], showscale=False,
-            hoverongaps=False, customdata=np.where(blocked[..., None], tokens, None),
+            hoverongaps=False,
             textfont=dict(color=BLOCKED_MARK, size=max(8, min(16, 360 // max(blocked.shape)))),
             hovertemplate=f"{where}<br>blocked (masked)<extra></extra>")
+        if named:
+            grey["customdata"] = np.where(blocked[..., None], tokens, None)
         if marks:
             grey.update(text=np.where(blocked, "×", ""), texttemplate="%{text}")
         traces.append(grey)
@@ -116,8 +127,9 @@ def attention_heatmap_fig(weights, query_tokens, key_tokens, *, title=None, colo
                   zmin=zmin, zmax=zmax)
     layout = dict(
         xaxis=token_axis(cols, title=dict(text=key_title)),
-        yaxis=token_axis(rows, title=dict(text=query_title), autorange="reversed"),
-        showlegend=False, height=min(900, max(360, 160 + 26 * len(rows))),
+        yaxis=token_axis(rows, window=WINDOW_ROWS, title=dict(text=query_title),
+                         autorange="reversed"),
+        showlegend=False, height=window_height(len(rows), base=160, per_row=26, minimum=360),
         margin=dict(l=10, r=10, t=70 if title else 30, b=10))
     layout["title"] = {} if title is None else dict(text=title)
     if highlight_row is not None:
@@ -271,7 +283,8 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
         axes = subplot_axes(1, col, 3)
         data += [{**trace, **axes} for trace in traces]
         layout["xaxis" + axes["xaxis"][1:]].update(token_axis(cols, title=dict(text=key_title)))
-        layout["yaxis" + axes["yaxis"][1:]].update(token_axis(rows, autorange="reversed"))
+        layout["yaxis" + axes["yaxis"][1:]].update(
+            token_axis(rows, window=WINDOW_ROWS, autorange="reversed"))
         if selected_target is not None and kind.query_side == "target":
             row = _check_row(selected_target, len(tokens["target"]), name="selected_target")
             shapes.append({**_row_outline(row, len(cols)), "xref": axes["xaxis"],
@@ -282,16 +295,24 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
         showlegend=False, hovermode="closest", hoverdistance=-1, clickmode="event+select",
         coloraxis=dict(cmin=0, cmax=1, colorscale=COLORSCALE,
                        colorbar=dict(title=dict(text="weight"))),
-        height=min(800, max(380, 180 + 22 * max(len(t) for t in tokens.values()))),
+        height=window_height(max(len(t) for t in tokens.values()), base=180, per_row=22,
+                             minimum=380),
         margin=dict(l=10, r=10, t=90 if title else 50, b=10))
     layout["title"] = {} if title is None else dict(text=title)
     return unvalidated_figure(data, layout)
 
 
+MAX_PICKER_MARKERS = 12_000  # a larger panel's row picker has a marker every few columns
+
+
 def _row_picker(weights, blocked, rows, cols, query_title, key_title) -> dict:
     """One invisible marker per cell of a target-query panel: its hover is the cell's, its
-    customdata [row, query token, key token, weight or "blocked"]; a click selects its row."""
+    customdata [row, query token, key token, weight or "blocked"]; a click selects its row.
+    A panel of more than MAX_PICKER_MARKERS cells gets a marker on every row but only every
+    few columns, hovering the row alone (a click still picks the row under the pointer)."""
     q, k = weights.shape
+    if q * k > MAX_PICKER_MARKERS:
+        return _sparse_row_picker(q, k, rows, query_title)
     grid_y, grid_x = np.divmod(np.arange(q * k), k)
     names = cell_tokens(rows, cols).reshape(-1, 2)
     values = np.where(blocked.ravel(), "blocked (masked)",
@@ -302,6 +323,22 @@ def _row_picker(weights, blocked, rows, cols, query_title, key_title) -> dict:
         showlegend=False, marker=dict(size=6, opacity=0),
         hovertemplate=f"{query_title} %{{y:d}} (%{{customdata[1]}})<br>{key_title} %{{x:d}} "
                       "(%{customdata[2]})<br>%{customdata[3]}<br>click to pick this row"
+                      "<extra></extra>")
+
+
+def _sparse_row_picker(q: int, k: int, rows, query_title: str) -> dict:
+    """The row picker of a large panel: markers on every row at every stride-th column,
+    customdata [row, query token, "", ""] (the dense picker's four fields)."""
+    stride = max(1, -(-q * k // MAX_PICKER_MARKERS))
+    columns = np.arange(0, k, stride)
+    grid_y = np.repeat(np.arange(q), len(columns))
+    names = np.array(tick_text(rows), dtype=object)
+    return dict(
+        type="scatter", x=np.tile(columns, q), y=grid_y, mode="markers", name=ROW_PICKER,
+        customdata=np.stack([grid_y.astype(object), names[grid_y], np.full(len(grid_y), ""),
+                             np.full(len(grid_y), "")], axis=1).astype(object),
+        showlegend=False, marker=dict(size=6, opacity=0),
+        hovertemplate=f"{query_title} %{{y:d}} (%{{customdata[1]}}): click to pick this row"
                       "<extra></extra>")
 
 

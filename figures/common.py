@@ -6,6 +6,15 @@ are as tick labels (Plotly tickvals / ticktext): a token that occurs twice shows
 same text at two positions. SentencePiece's word-start mark "▁" is drawn as WORD_START_MARK,
 which a subtitle explains (readable). Hover names the position and the token ("key 3 (2021)").
 Tick labels are horizontal where they fit; Plotly rotates them only when they would overlap.
+A long axis labels every k-th position (k = 1, 2, 5, 10, 20, 50, ...), each label written with
+its position ("120: ␣the"), so a thinned axis never reads as a word made of the tokens it
+skips; hover still names every cell.
+
+Long sequences (a 400-token target): a figure is at most MAX_HEIGHT pixels tall, and a token
+axis longer than WINDOW_ROWS opens on its first WINDOW_ROWS rows (token_axis(window=...)):
+drag or zoom to move, double-click to see them all. The Plotly toolbar stands vertically at
+the right edge (MODEBAR), off the titles on a narrow phone screen; a colour bar whose plot is
+too short to hold it lies under the plot instead (horizontal), never squashed.
 
 Colours, one convention for the app: attention weights (0..1) on WEIGHT_SCALE; signed values
 (positional codes, q, K, V, differences of maps) on DIVERGING_SCALE centred at 0, positive blue
@@ -27,6 +36,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 MAX_TICKS = 60  # a longer token axis labels every k-th position (hover still names each one)
+MAX_HEIGHT = 760  # the tallest figure drawn, in pixels (a longer axis opens on a window of rows)
+WINDOW_ROWS = 50  # rows a long token axis shows at first (drag or zoom for the others)
+MIN_COLORBAR_PX = 170  # a plot shorter than this gets its colour bar under it, horizontal
+MAX_GAPPED = 60  # a heatmap with more rows or columns is drawn without gaps between cells
+HOVER_TOKEN_CELLS = 40_000  # a larger map's hover names positions only (tokens: its axes)
+MODEBAR = dict(orientation="v")  # Plotly's toolbar down the right edge, never over the title
 WEIGHT_SCALE = "Blues"  # attention weights, 0 (white) .. 1 (dark blue)
 DIVERGING_SCALE = "RdBu"  # signed values: negative red, 0 white, positive blue
 TEXT_COLOUR = "#1f2937"  # tick labels and axis titles: dark, whatever the theme's grey
@@ -64,6 +79,7 @@ def readable(fig, word_start_note: bool = True):
     if word_start_note and any(WORD_START_MARK in str(t) for t in texts):
         title, top = _word_start_subtitle(fig.layout.title.text, fig.layout.margin.t)
         fig.update_layout(title=title, margin=dict(t=top))
+    fig.update_layout(modebar=MODEBAR)
     return fig
 
 
@@ -107,7 +123,34 @@ def unvalidated_figure(data: list[dict], layout: dict, word_start_note: bool = T
     for part in [*data, *(v for k, v in layout.items() if k.startswith("coloraxis"))]:
         if isinstance(part.get("colorscale"), str):  # as Plotly's validation expands a name
             part["colorscale"] = named_colorscale(part["colorscale"])
+    layout.setdefault("modebar", dict(MODEBAR))
+    _colorbars_that_fit(data, layout)
     return go.Figure({"data": data, "layout": layout}, _validate=False)
+
+
+def plot_height(layout: dict) -> float:
+    """About how tall a single plot's area is: the figure's height less its margins and a
+    token axis's tick labels and title (40 px)."""
+    margin = layout.get("margin") or {}
+    return (layout.get("height") or 450) - margin.get("t", 100) - margin.get("b", 80) - 40
+
+
+def _colorbars_that_fit(data: list[dict], layout: dict) -> None:
+    """A colour bar is as tall as its plot: on a plot shorter than MIN_COLORBAR_PX (a one-row
+    vector, a 1 x 1 map) it is laid under the figure, horizontal, instead of squashed."""
+    if plot_height(layout) >= MIN_COLORBAR_PX or any(k.startswith("coloraxis") for k in layout):
+        return
+    scaled = [t for t in data if t.get("type") == "heatmap" and t.get("showscale", True)]
+    for trace in scaled:
+        bar = dict(trace.get("colorbar") or {})
+        bar.update(orientation="h", yref="container", y=0.0, yanchor="bottom", x=0.5,
+                   xanchor="center", len=0.6, thickness=12)
+        bar["title"] = {**(bar.get("title") or {}), "side": "top"}
+        trace["colorbar"] = bar
+    if scaled:
+        margin = layout.setdefault("margin", {})
+        margin["b"] = margin.get("b", 10) + 70
+        layout["height"] = (layout.get("height") or 450) + 60
 
 
 def title_dict(text) -> dict:
@@ -188,15 +231,51 @@ def positions(tokens) -> list[int]:
     return list(range(len(tokens)))
 
 
-def token_axis(tokens, **settings) -> dict:
+def tick_step(n: int, max_ticks: int = MAX_TICKS) -> int:
+    """How many positions apart a token axis of n positions is labelled: 1 up to max_ticks,
+    beyond the smallest of 2, 5, 10, 20, 50, 100, ... that leaves at most max_ticks labels."""
+    needed = math.ceil(n / max(max_ticks, 1))
+    if needed <= 1:
+        return 1
+    scale = 1
+    while True:
+        for step in (1, 2, 5):
+            if step * scale >= needed:
+                return step * scale
+        scale *= 10
+
+
+def token_axis(tokens, window: int | None = None, **settings) -> dict:
     """Settings for a numeric axis whose cells sit at positions 0 .. n - 1, ticked with the
-    tokens as they are. Up to MAX_TICKS tokens every position is ticked; beyond, every
-    ceil(n / MAX_TICKS)-th. Extra settings (title, tickangle, autorange) are passed through."""
+    tokens as they are. Up to MAX_TICKS tokens every position is ticked with its token; beyond,
+    every tick_step(n)-th position, with its position and token ("120: ␣the"), so a label is
+    never read as its neighbours' (hover names every cell). window: an axis longer than that
+    many positions opens on its first `window` (drag or zoom for the others, double-click for
+    all) and its title says so. Extra settings (title, tickangle, autorange, range) are passed
+    through."""
     text = tick_text(tokens)
-    step = max(1, math.ceil(len(text) / MAX_TICKS))
-    ticked = list(range(0, len(text), step))
-    return dict(type="linear", tickmode="array", tickvals=ticked,
-                ticktext=[text[i] for i in ticked], showgrid=False, zeroline=False, **settings)
+    n, step = len(text), tick_step(len(text))
+    ticked = list(range(0, n, step))
+    labels = [text[i] for i in ticked] if step == 1 else [f"{i}: {text[i]}" for i in ticked]
+    axis = dict(type="linear", tickmode="array", tickvals=ticked, ticktext=labels,
+                showgrid=False, zeroline=False)
+    if window and n > window:
+        reverse = settings.pop("autorange", None) == "reversed"
+        axis.update(range=[window - 0.5, -0.5] if reverse else [-0.5, window - 0.5],
+                    autorange=False)
+        title = settings.get("title")
+        title = dict(title) if isinstance(title, dict) else {"text": title or ""}
+        title["text"] = (f"{title['text']} " if title["text"] else "") + (
+            f"(0-{window - 1} of {n} shown: drag to move, double-click for all)")
+        settings["title"] = title
+    return {**axis, **settings}
+
+
+def window_height(n: int, *, base: int, per_row: float, minimum: int = 0,
+                  window: int = WINDOW_ROWS) -> int:
+    """A figure's height for n rows: base + per_row for each row shown (at most `window`, the
+    rows token_axis(window=...) opens on), at least `minimum`, at most MAX_HEIGHT."""
+    return int(min(MAX_HEIGHT, max(minimum, base + per_row * min(n, window))))
 
 
 def cell_tokens(query_tokens, key_tokens) -> np.ndarray:
@@ -209,6 +288,33 @@ def cell_tokens(query_tokens, key_tokens) -> np.ndarray:
     for j, col in enumerate(cols):
         out[:, j, 1] = col
     return out
+
+
+def tokens_in_hover(rows: int, cols: int) -> bool:
+    """Whether a rows x cols map carries its tokens per cell for the hover (cell_tokens): up
+    to HOVER_TOKEN_CELLS cells. A larger map (400 x 400: 10 MB of JSON) hovers positions only
+    (position_hover), the tokens being on its axes."""
+    return rows * cols <= HOVER_TOKEN_CELLS
+
+
+def cell_hover_data(query_tokens, key_tokens, query_title: str = "query",
+                    key_title: str = "key") -> tuple[np.ndarray | None, str]:
+    """(customdata, hover lines) for a heatmap of query x key cells: cell_tokens and cell_hover
+    while tokens_in_hover, else (None, position_hover)."""
+    if tokens_in_hover(len(query_tokens), len(key_tokens)):
+        return cell_tokens(query_tokens, key_tokens), cell_hover(query_title, key_title)
+    return None, position_hover(query_title, key_title)
+
+
+def gaps(shape, most: int = MAX_GAPPED) -> dict:
+    """xgap / ygap of one pixel between heatmap cells while no side has more than `most`
+    cells; none beyond (a 1 px gap would hide 400 cells of 2 px)."""
+    return dict(xgap=1, ygap=1) if max(shape, default=0) <= most else {}
+
+
+def position_hover(query_title: str = "query", key_title: str = "key") -> str:
+    """cell_hover without tokens, for maps too large to carry them per cell."""
+    return f"{query_title} %{{y:d}}<br>{key_title} %{{x:d}}"
 
 
 def cell_hover(query_title: str = "query", key_title: str = "key") -> str:
@@ -227,6 +333,16 @@ def number_text(value: float) -> str:
         mantissa, exponent = text.split("e")
         text = f"{mantissa}e{int(exponent)}"
     return text.replace("-", "−")
+
+
+def probability_text(p: float) -> str:
+    """A probability written so a token the model chose never reads as 0: three decimals from
+    0.001 up ("0.473"), two significant digits in scientific form below ("3.2e−5"), and "0"
+    only for exactly 0."""
+    p = float(p)
+    if p >= 0.001 or p <= 0 or not np.isfinite(p):
+        return f"{p:.3f}" if p != 0 else "0"
+    return number_text(float(f"{p:.2g}"))
 
 
 def check_matrix(matrix, rows: int | None = None, cols: int | None = None, name="matrix"):

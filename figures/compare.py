@@ -15,11 +15,12 @@ from transformer.core.kinds import KIND_NAMES, head_label
 
 from .common import (
     WEIGHT_SCALE,
-    cell_hover,
-    cell_tokens,
+    WINDOW_ROWS,
+    cell_hover_data,
     check_matrix,
     colorbar,
     diverging,
+    gaps,
     positions,
     readable,
     subplot_axes,
@@ -28,6 +29,7 @@ from .common import (
     title_dict,
     token_axis,
     unvalidated_figure,
+    window_height,
 )
 
 COLOUR_SCALE = WEIGHT_SCALE
@@ -65,23 +67,28 @@ def side_by_side_fig(maps, titles, query_tokens, key_tokens, *, zmax: float | No
     if zmax is None:
         zmax = max(float(np.nanmax(m)) if m.size else 0.0 for m in matrices)
         zmax = zmax if zmax > 0 else 1.0
-    data = [dict(
-        type="heatmap", z=matrix, x=positions(k), y=positions(q), coloraxis="coloraxis",
-        name=titles[i], xgap=1, ygap=1, customdata=cell_tokens(q, k),
-        hovertemplate=f"{titles[i]}<br>{cell_hover()}<br>weight %{{z:.3f}}<extra></extra>",
-        **subplot_axes(1, i + 1, len(maps))) for i, (matrix, q, k) in enumerate(
-            zip(matrices, queries, keys))]
+    data = []
+    for i, (matrix, q, k) in enumerate(zip(matrices, queries, keys)):
+        tokens, where = cell_hover_data(q, k)
+        data.append(dict(
+            type="heatmap", z=matrix, x=positions(k), y=positions(q), coloraxis="coloraxis",
+            name=titles[i], **gaps(matrix.shape),
+            hovertemplate=f"{titles[i]}<br>{where}<br>weight %{{z:.3f}}<extra></extra>",
+            **subplot_axes(1, i + 1, len(maps))))
+        if tokens is not None:
+            data[-1]["customdata"] = tokens
     layout = subplot_layout(1, len(maps), subplot_titles=titles, horizontal_spacing=0.05)
     for i, (q, k) in enumerate(zip(queries, keys)):
         axes = subplot_axes(1, i + 1, len(maps))  # {"xaxis": "x2", ...}: layout keys xaxis2
         layout["xaxis" + axes["xaxis"][1:]].update(token_axis(k, title=dict(text="key")))
-        layout["yaxis" + axes["yaxis"][1:]].update(token_axis(q, autorange="reversed"))
+        layout["yaxis" + axes["yaxis"][1:]].update(
+            token_axis(q, window=WINDOW_ROWS, autorange="reversed"))
     layout["yaxis"]["title"] = dict(text="query")
     longest = max(len(q) for q in queries)
     layout.update(title=title_dict(title), showlegend=False,
                   coloraxis=dict(colorscale=COLOUR_SCALE, cmin=0.0, cmax=float(zmax),
                                  colorbar=dict(title=dict(text="weight"))),
-                  height=min(900, max(380, 200 + 24 * longest)),
+                  height=window_height(longest, base=200, per_row=24, minimum=380),
                   margin=dict(l=10, r=10, t=90 if title else 60, b=10))
     return unvalidated_figure(data, layout)
 
@@ -96,16 +103,23 @@ def difference_fig(a, b, query_tokens, key_tokens, title: str | None = None) -> 
     b = check_matrix(b, len(rows), len(cols), name="map b")
     diff = a - b
     bound = float(np.nanmax(np.abs(diff))) if diff.size else 0.0  # 0: diverging widens it
-    data = np.concatenate([cell_tokens(rows, cols), np.stack([a, b], axis=-1).astype(object)],
-                          axis=-1)  # (q, k, 4): query token, key token, a, b
+    tokens, where = cell_hover_data(rows, cols)
+    weights = np.stack([a, b], axis=-1)
+    # (q, k, 4): query token, key token, a, b; a large map: (q, k, 2) a, b only, and float32
+    data = (weights.astype(np.float32) if tokens is None
+            else np.concatenate([tokens, weights.astype(object)], -1))
+    first = 0 if tokens is None else 2
     heatmap = dict(
-        type="heatmap", z=diff, x=positions(cols), y=positions(rows), customdata=data,
-        name="difference", **diverging(bound), xgap=1, ygap=1, colorbar=colorbar("a − b"),
-        hovertemplate=f"{cell_hover()}<br>a %{{customdata[2]:.3f}} − b "
-                      "%{customdata[3]:.3f}<br>difference %{z:.3f}<extra></extra>")
+        type="heatmap", z=diff if tokens is not None else diff.astype(np.float32),
+        x=positions(cols), y=positions(rows), customdata=data,
+        name="difference", **diverging(bound), **gaps(diff.shape), colorbar=colorbar("a − b"),
+        hovertemplate=f"{where}<br>a %{{customdata[{first}]:.3f}} − b "
+                      f"%{{customdata[{first + 1}]:.3f}}<br>difference %{{z:.3f}}<extra></extra>")
     layout = dict(xaxis=token_axis(cols, title=dict(text="key")),
-                  yaxis=token_axis(rows, title=dict(text="query"), autorange="reversed"),
-                  title=title_dict(title), height=min(900, max(360, 160 + 26 * len(rows))),
+                  yaxis=token_axis(rows, window=WINDOW_ROWS, title=dict(text="query"),
+                                   autorange="reversed"),
+                  title=title_dict(title),
+                  height=window_height(len(rows), base=160, per_row=26, minimum=360),
                   margin=dict(l=10, r=10, t=70 if title else 30, b=10))
     return unvalidated_figure([heatmap], layout)
 

@@ -19,25 +19,32 @@ import plotly.graph_objects as go
 
 from .common import (
     WEIGHT_SCALE,
+    WINDOW_ROWS,
     WORD_START,
     WORD_START_MARK,
     cell_hover,
     cell_tokens,
     check_matrix,
     colorbar,
+    gaps,
+    position_hover,
     positions,
+    probability_text,
     subplot_axes,
     subplot_layout,
     tick_text,
     title_dict,
     token_axis,
+    tokens_in_hover,
     unvalidated_figure,
+    window_height,
 )
 
 CHOSEN_COLOR, OTHER_COLOR = "#ea580c", "#94a3b8"
 HIGHLIGHT_RGB = (37, 99, 235)  # the source highlight: rgba(..., weight / largest weight)
 HIGHLIGHT_COLOR = "rgb({}, {}, {})".format(*HIGHLIGHT_RGB)
 ATTENTION_SCALE = WEIGHT_SCALE
+MAX_CHIPS = 60  # token chips shown before the rest fold under "show all"
 _MARKDOWN = "\\`*_{}[]()#+-.!|~$<>&\"'"  # shown as entities so Markdown and LaTeX leave them be
 
 
@@ -58,9 +65,9 @@ def top_k_fig(top_k, chosen_id: int, chosen=None, title: str | None = None) -> g
     colors = [CHOSEN_COLOR if i == int(chosen_id) else OTHER_COLOR for i in ids]
     bars = dict(
         type="bar", x=probs, y=positions(tokens), orientation="h", marker=dict(color=colors),
-        customdata=ids, hovertext=tick_text(tokens), text=[f"{p:.3f}" for p in probs],
+        customdata=ids, hovertext=tick_text(tokens), text=[probability_text(p) for p in probs],
         textposition="auto",
-        hovertemplate="%{hovertext} (id %{customdata})<br>p = %{x:.3f}<extra></extra>")
+        hovertemplate="%{hovertext} (id %{customdata})<br>p = %{text}<extra></extra>")
     layout = dict(title=title_dict(title), height=max(240, 120 + 34 * len(rows)),
                   margin=_margin(title), xaxis=dict(title=dict(text="probability"), range=[0, 1]),
                   yaxis=token_axis(tokens, autorange="reversed"))
@@ -134,15 +141,19 @@ def alignment_fig(matrix, target_tokens, source_tokens, title: str | None = None
     target token t. Both axes at positions, ticked with the tokens as they are."""
     targets, sources = list(target_tokens), list(source_tokens)
     matrix = check_matrix(matrix, len(targets), len(sources), name="alignment")
+    named = tokens_in_hover(*matrix.shape)
+    where = (cell_hover if named else position_hover)("target", "source")
     heatmap = dict(
         type="heatmap", z=matrix, x=positions(sources), y=positions(targets), zmin=0, zmax=1,
-        colorscale=ATTENTION_SCALE, xgap=1, ygap=1, customdata=cell_tokens(targets, sources),
-        colorbar=colorbar("weight"),
-        hovertemplate=f"{cell_hover('target', 'source')}<br>weight %{{z:.3f}}<extra></extra>")
+        colorscale=ATTENTION_SCALE, colorbar=colorbar("weight"), **gaps(matrix.shape),
+        hovertemplate=f"{where}<br>weight %{{z:.3f}}<extra></extra>")
+    if named:
+        heatmap["customdata"] = cell_tokens(targets, sources)
     layout = dict(xaxis=token_axis(sources, title=dict(text="source token")),
-                  yaxis=token_axis(targets, title=dict(text="generated token"),
+                  yaxis=token_axis(targets, window=WINDOW_ROWS, title=dict(text="generated token"),
                                    autorange="reversed"),
-                  title=title_dict(title), height=max(340, 160 + 26 * len(targets)),
+                  title=title_dict(title),
+                  height=window_height(len(targets), base=160, per_row=26, minimum=340),
                   margin=_margin(title))
     return unvalidated_figure([heatmap], layout)
 
@@ -152,7 +163,7 @@ def _heatmap(z, tokens, rows, side: str, text: bool = False) -> dict:
     z = np.asarray(z)
     names = np.broadcast_to(np.array(tick_text(tokens), dtype=object)[None, :], z.shape)
     heatmap = dict(type="heatmap", z=z, x=positions(tokens), y=rows, zmin=0, zmax=1,
-                   colorscale=ATTENTION_SCALE, xgap=1, ygap=1, customdata=names,
+                   colorscale=ATTENTION_SCALE, customdata=names, **gaps(z.shape),
                    colorbar=colorbar("weight"),
                    hovertemplate=f"{side} %{{x:d}} (%{{customdata}})<br>%{{y}}<br>"
                                  "weight %{z:.3f}<extra></extra>")
@@ -209,16 +220,49 @@ def highlighted_source_html(tokens, weights, top: int = 3) -> str:
     return '<div style="line-height: 2.4;">' + " ".join(spans) + "</div>"
 
 
-def tokens_html(tokens, highlight=()) -> str:
-    """Tokens as inline chips; the positions in `highlight` in the chosen-token colour."""
+def tokens_html(tokens, highlight=(), limit: int | None = MAX_CHIPS) -> str:
+    """Tokens as inline chips; the positions in `highlight` in the chosen-token colour. More
+    than `limit` tokens: the first limit // 2 and the last limit // 2 chips (a highlighted
+    token always among them: the window moves to it), the others folded in a "show all N
+    tokens" element that opens in place (HTML <details>, no rerun). limit None: every chip."""
     marked = {int(i) for i in highlight}
-    chips = []
-    for i, token in enumerate(tokens):
+
+    def chip(i: int) -> str:
         colors = (CHOSEN_COLOR, "#ffffff") if i in marked else ("#e5e7eb", "inherit")
-        chips.append(f'<span style="background-color: {colors[0]}; color: {colors[1]}; '
-                     f'padding: 2px 6px; border-radius: 4px; white-space: pre;">'
-                     f"{html_token(token)}</span>")
-    return '<div style="line-height: 2.4;">' + " ".join(chips) + "</div>"
+        return (f'<span style="background-color: {colors[0]}; color: {colors[1]}; '
+                f'padding: 2px 6px; border-radius: 4px; white-space: pre;">'
+                f"{html_token(tokens[i])}</span>")
+
+    tokens, div = list(tokens), '<div style="line-height: 2.4;">'
+    shown = visible_chips(len(tokens), marked, limit)
+    if len(shown) == len(tokens):
+        return div + " ".join(chip(i) for i in shown) + "</div>"
+    parts, previous = [], -1
+    for i in shown:
+        if i > previous + 1:
+            parts.append(f'<span style="color: #6b7280;">… {i - previous - 1} more …</span>')
+        parts.append(chip(i))
+        previous = i
+    if previous < len(tokens) - 1:
+        parts.append(f'<span style="color: #6b7280;">… {len(tokens) - 1 - previous} more</span>')
+    every = " ".join(chip(i) for i in range(len(tokens)))
+    return (div + " ".join(parts) + "</div>" + '<details><summary style="cursor: pointer;">'
+            f"Show all {len(tokens)} tokens</summary>{div}{every}</div></details>")
+
+
+def visible_chips(n: int, marked=(), limit: int | None = MAX_CHIPS) -> list[int]:
+    """The positions tokens_html shows as chips before "show all": every one up to `limit`;
+    beyond, the first and last limit // 2, and the limit // 2 around the last marked one when
+    it is elsewhere."""
+    if limit is None or n <= limit:
+        return list(range(n))
+    half = max(limit // 2, 1)
+    shown = set(range(half)) | set(range(n - half, n))
+    last = max((int(i) for i in marked if 0 <= int(i) < n), default=None)
+    if last is not None and last not in shown:
+        shown = set(range(half // 2)) | set(range(max(last - half + 1, 0), last + 1)) | set(
+            range(n - half // 2, n))
+    return sorted(shown)
 
 
 def differing_positions(tokens, other) -> list[int]:

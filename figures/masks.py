@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from .common import (
     CHAR_PX,
     CHART_WIDTH,
+    WINDOW_ROWS,
     WORD_START,
     WORD_START_MARK,
     cell_hover,
@@ -22,19 +23,23 @@ from .common import (
     fit_text,
     number_text,
     plotly_text,
+    position_hover,
     positions,
     subplot_axes,
     subplot_layout,
     tick_text,
     title_dict,
     token_axis,
+    tokens_in_hover,
     unvalidated_figure,
+    window_height,
 )
 
 ALLOWED_COLOR, BLOCKED_COLOR = "#2563eb", "#e5e7eb"
 MASK_COLORSCALE = [[0.0, BLOCKED_COLOR], [0.5, BLOCKED_COLOR],  # two flat halves: 0 and 1
                    [0.5, ALLOWED_COLOR], [1.0, ALLOWED_COLOR]]
 SCORE_COLOR, WEIGHT_COLOR, BLOCKED_MARK = "#64748b", "#ea580c", "#6b7280"
+MAX_CELL_TEXT = 40  # a mask with more rows or columns has no 0 / 1 written in its cells
 
 
 def row_panels(blocked_score: float) -> tuple[str, str, str]:
@@ -64,18 +69,25 @@ def mask_heatmap_fig(mask, row_labels, col_labels, title: str, *, x_title: str =
     row 0 at the top. customdata per cell: (row label, column label, meaning)."""
     rows, cols = [str(x) for x in row_labels], [str(x) for x in col_labels]
     mask = check_matrix(mask, len(rows), len(cols), name="mask")
-    meaning = np.where(mask != 0, "may attend", "blocked").astype(object)
-    data = np.concatenate([cell_tokens(rows, cols), meaning[..., None]], axis=-1)
-    heatmap = dict(
-        type="heatmap", z=mask, x=positions(cols), y=positions(rows), zmin=0, zmax=1,
-        colorscale=MASK_COLORSCALE, showscale=False, xgap=1, ygap=1, texttemplate="%{z:.0f}",
-        customdata=data,
-        hovertemplate=f"{cell_hover(y_title, x_title)}<br>mask %{{z:.3f}}: %{{customdata[2]}}"
-                      "<extra></extra>")
-    layout = dict(title=title_dict(title), height=max(320, 160 + 28 * len(rows)),
+    heatmap = dict(type="heatmap", z=mask.astype(np.uint8), x=positions(cols), y=positions(rows),
+                   zmin=0, zmax=1, colorscale=MASK_COLORSCALE, showscale=False)
+    if tokens_in_hover(len(rows), len(cols)):  # each cell named, its 0 or 1 written in it
+        meaning = np.where(mask != 0, "may attend", "blocked").astype(object)
+        heatmap.update(
+            customdata=np.concatenate([cell_tokens(rows, cols), meaning[..., None]], axis=-1),
+            hovertemplate=f"{cell_hover(y_title, x_title)}<br>mask %{{z:.3f}}: "
+                          "%{customdata[2]}<extra></extra>")
+    else:  # 400 x 400: positions in the hover, the tokens on the axes
+        heatmap["hovertemplate"] = (f"{position_hover(y_title, x_title)}<br>mask %{{z:d}} "
+                                    "(1 may attend, 0 blocked)<extra></extra>")
+    if max(mask.shape) <= MAX_CELL_TEXT:
+        heatmap.update(xgap=1, ygap=1, texttemplate="%{z:.0f}")
+    layout = dict(title=title_dict(title),
+                  height=window_height(len(rows), base=160, per_row=28, minimum=320),
                   margin=dict(l=10, r=10, t=80, b=10),
                   xaxis=token_axis(cols, title=dict(text=x_title)),
-                  yaxis=token_axis(rows, title=dict(text=y_title), autorange="reversed"))
+                  yaxis=token_axis(rows, window=WINDOW_ROWS, title=dict(text=y_title),
+                                   autorange="reversed"))
     return unvalidated_figure([heatmap], layout)
 
 
@@ -115,6 +127,18 @@ def batch_mask_fig(mask, ids, tokens, row_labels, title: str, width: int = CHART
                              showgrid=False, zeroline=False),
                   yaxis=token_axis(rows, title=dict(text="batch row"), autorange="reversed"))
     return unvalidated_figure([heatmap], layout)
+
+
+def _runs(indices) -> list[tuple[int, int]]:
+    """Sorted positions as runs of neighbours: [0, 1, 2, 5] -> [(0, 2), (5, 5)] (one shaded
+    rectangle per run: a look-ahead row blocks hundreds of keys in one run)."""
+    runs = []
+    for i in indices:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
 
 
 def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None, *,
@@ -157,10 +181,10 @@ def masking_row_fig(scores, mask, weights, key_tokens, title: str | None = None,
     layout = subplot_layout(3, 1, shared_xaxes=True, vertical_spacing=0.09,
                             subplot_titles=list(row_panels(blocked_score)))
     # Shade blocked keys in every panel: position i spans [i - 0.5, i + 0.5].
-    shapes = [dict(type="rect", x0=i - 0.5, x1=i + 0.5, xref=axes["xaxis"],
+    shapes = [dict(type="rect", x0=start - 0.5, x1=end + 0.5, xref=axes["xaxis"],
                    yref=f"{axes['yaxis']} domain", y0=0, y1=1, fillcolor=BLOCKED_MARK,
                    opacity=0.15, line=dict(width=0), layer="below")
-              for i in blocked for axes in panel]
+              for start, end in _runs(blocked) for axes in panel]
     for row, y_title in enumerate(("score", "score", "weight"), start=1):
         suffix = "" if row == 1 else str(row)
         layout[f"xaxis{suffix}"].update(token_axis(keys, range=[-0.5, max(len(keys), 1) - 0.5]))

@@ -12,9 +12,11 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import hex_to_rgb, qualitative
 
-from .common import plotly_text, tick_text, unvalidated_figure
+from .common import WINDOW_ROWS, plotly_text, tick_text, unvalidated_figure, window_height
 
 LEVELS = 10  # opacity levels: a weight w is drawn at level ceil(w * LEVELS)
+MAX_LINES = 2000  # lines drawn unless every line is asked for: the strongest ones
+DEFAULT_MIN_WEIGHT = 0.05  # the page's first threshold: weights under 5% are hardly visible
 QUERY_X, KEY_X = 0.0, 1.0
 HEAD_COLOURS = qualitative.D3
 TOKEN_COLOUR, DIM_COLOUR, MARKER_COLOUR = "#111827", "#9ca3af", "#d1d5db"
@@ -50,14 +52,30 @@ def _check(weights, query_tokens, key_tokens, head_labels, colours, query_index)
     return weights
 
 
+def strongest(drawn, weights, max_lines: int | None) -> np.ndarray:
+    """`drawn` (a bool array over weights) keeping only its max_lines largest weights (ties:
+    the earlier head, query, key), or as it is within the cap or when max_lines is None."""
+    if max_lines is None or int(drawn.sum()) <= max_lines:
+        return drawn
+    where = np.flatnonzero(drawn)
+    order = np.argsort(-weights.ravel()[where], kind="stable")[:max(max_lines, 0)]
+    kept = np.zeros(drawn.size, bool)
+    kept[where[order]] = True
+    return kept.reshape(drawn.shape)
+
+
 def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_index=None,
-                   min_weight: float = 0.0, colours=None, title: str | None = None) -> go.Figure:
+                   min_weight: float = 0.0, colours=None, title: str | None = None,
+                   max_lines: int | None = MAX_LINES) -> go.Figure:
     """Lines from query tokens (left) to key tokens (right) for several heads of one layer.
 
     weights: (heads, queries, keys), each head drawn in its own colour (colours, default
     head_colour(0..)); a line's opacity and width grow with its weight. query_index: draw only that
     query's lines. Lines with weight below min_weight, and weight-0 lines (blocked keys), are not
-    drawn. Hovering a query token lists its strongest keys for each head.
+    drawn. Of the lines left, at most max_lines are drawn, the strongest (None: all); the
+    layout's meta says {"lines": drawn, "lines_possible": before the cap}. Hovering a query token
+    lists its strongest keys for each head. A column of more than WINDOW_ROWS tokens opens on
+    its first WINDOW_ROWS (drag up and down for the others).
     """
     weights = _check(weights, query_tokens, key_tokens, head_labels, colours, query_index)
     heads, queries, keys = weights.shape
@@ -65,15 +83,18 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
     q_text = tick_text(query_tokens)
     k_text = tick_text(key_tokens)
 
+    drawn_all = (weights >= min_weight) & (weights > 0)  # (heads, queries, keys)
+    if query_index is not None:
+        drawn_all &= (np.arange(queries) == query_index)[None, :, None]
+    possible = int(drawn_all.sum())
+    drawn_all = strongest(drawn_all, weights, max_lines)
     data = []
     for h in range(heads):
         group = f"head{h}"
         data.append(dict(type="scatter", x=[None], y=[None], mode="lines",
                          name=str(head_labels[h]), legendgroup=group,
                          line=dict(color=colours[h], width=3), hoverinfo="skip"))
-        drawn = (weights[h] >= min_weight) & (weights[h] > 0)  # (queries, keys)
-        if query_index is not None:
-            drawn &= (np.arange(queries) == query_index)[:, None]
+        drawn = drawn_all[h]
         level = np.clip(np.ceil(weights[h] * LEVELS), 1, LEVELS).astype(int)
         for b in range(1, LEVELS + 1):
             query, key = np.nonzero(drawn & (level == b))  # row-major: query, then key order
@@ -122,14 +143,20 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
                         xanchor="left", font=dict(color=DIM_COLOUR))]
     if queries == 0 or keys == 0:
         annotations.append(dict(x=0.5, y=0, text="No tokens to show", showarrow=False))
+    windowed = length > WINDOW_ROWS  # opens on the first rows; drag to move
     layout = dict(
         xaxis=dict(visible=False, range=[-0.9, 1.9], fixedrange=True),
-        yaxis=dict(visible=False, range=[length - 0.5, -0.5], fixedrange=True),
-        title={} if title is None else dict(text=title), height=200 + 30 * length,
+        yaxis=dict(visible=False, range=[min(length, WINDOW_ROWS) - 0.5, -0.5],
+                   fixedrange=not windowed),
+        title={} if title is None else dict(text=title),
+        height=window_height(length, base=200, per_row=30),
+        meta={"lines": int(drawn_all.sum()), "lines_possible": possible},
         hovermode="closest", plot_bgcolor="white",
         margin=dict(l=10, r=10, t=70 if title else 30, b=40),
         legend=dict(orientation="h", yanchor="top", y=0, x=0, title=dict(text="heads: ")),
         annotations=annotations)
+    if windowed:
+        layout["dragmode"] = "pan"
     return unvalidated_figure(data, layout)
 
 
@@ -144,8 +171,11 @@ def drawn_lines(fig: go.Figure) -> list[tuple[int, int, int]]:
     return out
 
 
-def lines_summary(n_lines: int, heads: int, min_weight: float) -> str:
-    """A caption for the view: how many lines are drawn."""
-    return (f"{n_lines} lines over {heads} head{'s' * (heads != 1)}; weights below "
+def lines_summary(n_lines: int, heads: int, min_weight: float, possible: int | None = None
+                  ) -> str:
+    """A caption for the view: how many lines are drawn (of how many, when capped)."""
+    capped = (f" (the strongest {n_lines} of {possible}: tick \"Draw every line\" for all)"
+              if possible is not None and possible > n_lines else "")
+    return (f"{n_lines} lines over {heads} head{'s' * (heads != 1)}{capped}; weights below "
             f"{min_weight:.2f} are hidden. Opacity and width: {LEVELS} levels, level = ⌈w·{LEVELS}⌉"
             f" (so a line's look is its weight to ±{0.5 / LEVELS:.2f}).")

@@ -18,6 +18,8 @@ from figures.common import (
     number_text,
     plotly_text,
     positions,
+    probability_text,
+    tick_step,
     tick_text,
     token_axis,
 )
@@ -33,15 +35,51 @@ def test_a_repeated_token_is_the_same_tick_text_at_two_positions():
     assert positions(["a", "a", "b"]) == [0, 1, 2]
 
 
-@pytest.mark.parametrize("n", [0, 1, MAX_TICKS, MAX_TICKS + 1, 200])
+@pytest.mark.parametrize("n", [0, 1, MAX_TICKS, MAX_TICKS + 1, 200, 400])
 def test_short_and_long_axes(n):
     tokens = [f"t{i}" for i in range(n)]
     axis = token_axis(tokens)
-    step = max(1, -(-n // MAX_TICKS))
+    step = tick_step(n)
+    assert step == 1 if n <= MAX_TICKS else step in (2, 5, 10)
     assert axis["tickvals"] == list(range(0, n, step))
-    assert axis["ticktext"] == [tokens[i] for i in axis["tickvals"]]
     assert len(axis["tickvals"]) <= MAX_TICKS
     assert (n <= MAX_TICKS) == (axis["tickvals"] == list(range(n)))
+
+
+def test_a_thinned_axis_labels_each_shown_row_with_its_own_position_and_token():
+    # Issue 24: a 300-character sentence labelled every other row read "n e e n n", a word
+    # made of tokens two rows apart. Every label sits on its own row and, when rows are
+    # skipped, starts with that row's position.
+    sentence = "on the ninth of june in the year nineteen ninety nine " * 6  # 300 characters
+    tokens = list(sentence[:300])
+    axis = token_axis(tokens)
+    texts = tick_text(tokens)
+    assert len(axis["tickvals"]) <= MAX_TICKS and axis["tickvals"][0] == 0
+    for position, label in zip(axis["tickvals"], axis["ticktext"], strict=True):
+        assert label == f"{position}: {texts[position]}"
+    short = token_axis(tokens[:MAX_TICKS])
+    assert short["ticktext"] == texts[:MAX_TICKS]  # no position needed: every row labelled
+
+
+def test_a_long_axis_opens_on_a_window_of_rows_and_says_so():
+    tokens = [f"t{i}" for i in range(400)]
+    axis = token_axis(tokens, window=50, title=dict(text="query"), autorange="reversed")
+    assert axis["range"] == [49.5, -0.5] and axis["autorange"] is False
+    assert axis["title"]["text"].startswith("query (0-49 of 400 shown")
+    across = token_axis(tokens, window=50)
+    assert across["range"] == [-0.5, 49.5]
+    assert "range" not in token_axis(tokens[:50], window=50, autorange="reversed")
+
+
+def test_tick_steps_are_round_numbers():
+    assert [tick_step(n) for n in (0, 1, 60, 61, 120, 121, 300, 400, 601, 3001)] == [
+        1, 1, 1, 2, 2, 5, 5, 10, 20, 100]
+
+
+@pytest.mark.parametrize("p, text", [(0.4731, "0.473"), (0.001, "0.001"), (3.2e-5, "3.2e−5"),
+                                     (1.234e-12, "1.2e−12"), (0.0, "0"), (1.0, "1.000")])
+def test_a_chosen_tokens_probability_is_never_written_0_000(p, text):
+    assert probability_text(p) == text
 
 
 def test_tick_text_escapes_markup_and_keeps_everything_else():

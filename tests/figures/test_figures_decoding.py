@@ -47,7 +47,7 @@ def test_top_k_bars_most_probable_on_top_chosen_coloured():
     assert list(bar.customdata) == [8, 10, 3]
     assert list(bar.marker.color) == [OTHER_COLOR, CHOSEN_COLOR, OTHER_COLOR]
     assert fig.layout.yaxis.autorange == "reversed"
-    assert ".3f" in bar.hovertemplate
+    assert list(bar.text) == ["0.750", "0.125", "0.062"] and "p = %{text}" in bar.hovertemplate
 
 
 def test_top_k_adds_a_chosen_token_outside_the_top_k():
