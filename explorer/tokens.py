@@ -1,9 +1,11 @@
-"""Which piece of the text each token id stands for (the tokenization page), and tokens
+"""Which piece of the text each token id stands for (the tokenization page), what a tokenizer is
+and what it does before splitting, in words derived from the tokenizer itself, and tokens
 simplified for a view: special tokens hidden, pieces merged into words by each side's tokenizer."""
 
 from __future__ import annotations
 
 from transformer.analysis.flow import SPECIAL_TOKENS, has_word_boundaries, simplify_tokens
+from transformer.tokenizers.word import STANDARDIZATIONS
 
 
 def text_pieces(tok, ids, text: str | None) -> list[str]:
@@ -12,6 +14,69 @@ def text_pieces(tok, ids, text: str | None) -> list[str]:
     cut = iter(tok.pieces(text)) if text is not None else iter(())
     specials = (tok.start_id, tok.end_id, tok.pad_id)
     return [tok.id_to_piece(i) if i in specials or text is None else next(cut) for i in ids]
+
+
+def tokenizer_name(tok) -> str:
+    """What kind of tokenizer `tok` is, in a few words for a metric."""
+    if tok.kind == "bpemb":
+        return f"BPEmb {tok.lang}, vs {tok.vs}"
+    return {"trained": "SentencePiece BPE", "marian": "Marian SentencePiece",
+            "word": "word-level", "wordpiece": "WordPiece"}.get(tok.kind, tok.kind)
+
+
+def preprocessing_note(tok, side: str) -> tuple[str, bool]:
+    """What the `side` tokenizer does to the text before splitting it, as a sentence, from its
+    own settings, and whether it changes the text."""
+    why = ""
+    if tok.kind == "word":  # Keras TextVectorization's standardize
+        steps = ["lowercases ASCII letters"] if tok.lowercase else []
+        steps += ["removes punctuation"] if STANDARDIZATIONS[tok.standardize][1] else []
+        why = f"Keras TextVectorization's standardize={tok.standardize!r}"
+    elif tok.kind == "wordpiece":
+        steps = ["case-folds the text and strips accents"] if tok.lowercase else []
+        why = "tensorflow_text BertTokenizer's lower_case=True"
+    else:
+        steps = [s for s, on in (("lowercases the text", tok.lowercase),
+                                 ("turns every digit into 0", tok.digits_to_zero)) if on]
+        if tok.kind == "bpemb":
+            why = "as BPEmb's pretrained models expect"
+        elif tok.kind == "trained":
+            why = ("BPEmb's preprocessing, an option recorded when this SentencePiece model was "
+                   "trained on the model's training data")
+    if not steps:
+        return f"The {side} tokenizer splits text as typed (no lowercasing, digits kept).", False
+    return (f"Before splitting, the {side} tokenizer {' and '.join(steps)}"
+            + (f" ({why})." if why else "."), True)
+
+
+def framing(tok, start: bool, end: bool) -> str:
+    """The ids a side's text becomes, from the tokenizer's own specials: "`<s>` + pieces +
+    `</s>`" (start, end: whether that side is framed by the tokenizer's start and end ids)."""
+    parts = [f"`{tok.id_to_piece(tok.start_id)}`"] if start else []
+    return " + ".join(parts + ["pieces"] + ([f"`{tok.id_to_piece(tok.end_id)}`"] if end else []))
+
+
+def source_framing(tok, config) -> str:
+    """What the encoder reads, as a sentence from the config's source framing and the source
+    tokenizer's own specials: "The encoder reads pieces + `</s>` (no start token on this
+    side)." (Marian), "... pieces, padded with `[PAD]` to 10 ids (no start or end token ...)"."""
+    text = framing(tok, config.source_start, config.source_end)
+    if config.pad_source_to:
+        text += f", padded with `{tok.id_to_piece(tok.pad_id)}` to {config.pad_source_to} ids"
+    missing = [name for name, on in (("start", config.source_start), ("end", config.source_end))
+               if not on]
+    if missing:
+        text += f" (no {' or '.join(missing)} token on this side)"
+    return f"The encoder reads {text}."
+
+
+def decoder_start(tok, config) -> str:
+    """The token the decoder starts from, as the model's config has it: "`<s>` (id 2)", or
+    "`<pad>` (id 58100, the padding token: this model has no start token of its own)"."""
+    text = f"`{tok.id_to_piece(config.start_id)}` (id {config.start_id}"
+    if config.start_id == config.pad_id:
+        return text + ", the padding token: this model has no start token of its own)"
+    return text + ")"
 
 
 def special_pieces(*tokenizers) -> tuple[str, ...]:

@@ -1,8 +1,7 @@
 import pandas as pd
 import streamlit as st
 
-from explorer import models, results, state
-from explorer.tokens import text_pieces
+from explorer import models, results, state, tokens
 from explorer.widgets import quoted
 from figures.common import short_label
 from figures.tokens import (
@@ -23,7 +22,7 @@ KIND_NOTES = {PIECE: "", SPECIAL: "special", UNKNOWN: "unknown"}
 
 def show_ids(name, tok, ids, text, key):
     """Figure and table of one side's ids; `text` is what they encode (None: model output)."""
-    pieces = text_pieces(tok, ids, text)
+    pieces = tokens.text_pieces(tok, ids, text)
     specials = (tok.start_id, tok.end_id, tok.pad_id)
     st.plotly_chart(pieces_fig(pieces, ids, specials, tok.unk_id, title=f"{name}: pieces and ids"),
                     key=f"tok_{key}_pieces")
@@ -34,16 +33,18 @@ def show_ids(name, tok, ids, text, key):
                  key=f"tok_{key}_table", height=min(400, 38 + 35 * len(ids)))
     if (kinds == UNKNOWN).any():
         st.warning(f"{(kinds == UNKNOWN).sum()} piece(s) are not in the vocabulary: they become "
-                   f"`<unk>` (id {tok.unk_id}) and the model cannot tell them apart.")
+                   f"`{tok.id_to_piece(tok.unk_id)}` (id {tok.unk_id}) and the model cannot tell "
+                   "them apart.")
 
 
-def show_round_trip(tok, text, key, side, add_start=True, add_end=True):
+def show_round_trip(tok, text, key, side, add_start, add_end, read=True):
     """decode(encode(text)) against text as the model reads it: cut to the side's length (the
     model's, or the budget of typed text), with the start and end tokens it reads on that side.
-    A cut text is compared with the part the model reads (the pieces kept, preprocessed)."""
-    limit = ckpt.source_len if side == "source" else ckpt.target_len
+    A cut text is compared with the part the model reads (the pieces kept, preprocessed).
+    read=False: a text the model wrote (its translation), which nothing cuts."""
+    limit = (ckpt.source_len if side == "source" else ckpt.target_len) if read else None
     decoded = tok.decode(tok.encode(text, add_start=add_start, add_end=add_end, max_len=limit))
-    cut = ckpt.pieces_cut(text, side)
+    cut = ckpt.pieces_cut(text, side) if read else 0
     if cut:
         spans = tok.piece_spans(text)[:len(tok.pieces(text)) - cut]
         text = tok.preprocess(text)[:spans[-1][1]] if spans else ""
@@ -67,33 +68,30 @@ source = state.current_source()
 st.title("Tokenization")
 
 cols = st.columns(4)
-cols[0].metric("Tokenizer", src.kind if src.kind != "bpemb" else f"BPEmb {src.lang}, vs {src.vs}")
+cols[0].metric("Tokenizer", tokens.tokenizer_name(src))
 cols[1].metric("Source vocabulary", f"{src.vocab_size:,}")
 cols[2].metric("Target vocabulary", f"{tgt.vocab_size:,}")
 cols[3].metric("Longest sequence (max_len)", config.max_len)
 for side, tok in (("source", src), ("target", tgt)):
-    steps = [s for s, on in (("lowercases the text", tok.lowercase),
-                             ("turns every digit into 0", tok.digits_to_zero)) if on]
-    if steps:
-        why = "as BPEmb's models were trained" if tok.kind == "bpemb" else "BPEmb's preprocessing"
-        st.info(f"Before splitting, the {side} tokenizer {' and '.join(steps)} ({why}).")
-    else:
-        st.caption(f"The {side} tokenizer splits text as typed (no lowercasing, digits kept).")
+    note, changes = tokens.preprocessing_note(tok, side)
+    (st.info if changes else st.caption)(note)
 
 st.header("Source")
 pre = src.preprocess(source)
 st.code(f"input:        {source!r}\npreprocessed: {pre!r}", language=None)
 source_ids = ckpt.encode_source(source)
 cut = ckpt.pieces_cut(source)
-kept = len(src.encode(source)) - cut  # the pieces the model reads (besides <s>, </s>, padding)
+kept = len(src.encode(source)) - cut  # the pieces the model reads (besides its specials)
+read = tokens.framing(src, config.source_start, config.source_end)
+st.caption(tokens.source_framing(src, config))
 if pre:
     spans = src.piece_spans(source)[:kept]
     shown = pre[:spans[-1][1]] if spans else pre
     st.plotly_chart(piece_spans_fig(shown, spans, src.pieces(source)[:kept],
                                     src.encode(source)[:kept], src.unk_id), key="tok_spans")
 if cut:
-    st.warning(f"The model reads at most {ckpt.source_len} tokens: the pieces after "
-               f"{kept} are cut.")
+    st.warning(f"The model reads at most {ckpt.source_len} source tokens ({read}): the pieces "
+               f"after {kept} are cut.")
 show_ids("Source", src, source_ids, source, "source")
 show_round_trip(src, source, "source", "source", add_start=config.source_start,
                 add_end=config.source_end)
@@ -103,15 +101,15 @@ typed = state.current_target()
 if typed is None:
     result = results.translation(ckpt, source)
     target, output_ids = result.text, list(result.token_ids)
-    st.caption(f"The model's own translation, {quoted(target)}: its ids as generated, "
-               "`<s>` first.")
+    st.caption(f"The model's own translation, {quoted(target)}: its ids as generated, after "
+               f"the decoder's start token {tokens.decoder_start(tgt, config)}.")
 else:
     target = typed
     output_ids = ckpt.encode_target(target)  # cut as every page cuts it
     st.caption(f"The target you typed, {quoted(target)}, as the decoder reads it "
                "(teacher forcing).")
-show_ids("Target", tgt, [tgt.start_id] + output_ids, typed, "target")
-show_round_trip(tgt, target, "target", "target")
+show_ids("Target", tgt, [config.start_id] + output_ids, typed, "target")
+show_round_trip(tgt, target, "target", "target", False, True, read=typed is not None)
 
 st.header("Padding a batch")
 pad_piece = src.id_to_piece(src.pad_id)
