@@ -16,6 +16,14 @@ from transformer.core import limits
 BASE = 10000.0  # the paper's base, the one the model's layers use
 MAX_SHOWN = 1024  # positions drawn at most: the similarity maps are positions x positions
 DEFAULT_SHOWN = limits.MAX_INPUT_TOKENS  # a model's first positions, as many as text may fill
+FORMULAS = {  # each layout of the sinusoids (transformer.positional_encoding), as the page says it
+    "interleaved": "PE(pos, 2i) = sin(pos / base^(2i/d_model)), PE(pos, 2i+1) = cos(pos / "
+                   "base^(2i/d_model)): each pair of dimensions turns at its own rate, fast on "
+                   "the left, slow on the right.",
+    "concat": "PE(pos, i) = sin(pos / base^(2i/d_model)) in the first half, PE(pos, d_model/2 + "
+              "i) = cos(pos / base^(2i/d_model)) in the second (this model's layout: the sines "
+              "of every frequency, then the cosines): fast on the left of each half, slow on "
+              "its right."}
 
 
 def use_model_settings():
@@ -24,9 +32,9 @@ def use_model_settings():
 
 
 @st.fragment
-def sinusoids(ckpt, learned: bool) -> None:
-    """The sinusoid matrix, its waves and similarities: its settings rerun them alone (a
-    fragment)."""
+def sinusoids(ckpt, learned: bool, layout: str) -> None:
+    """The sinusoid matrix (in the model's layout), its waves and similarities: its settings
+    rerun them alone (a fragment)."""
     config = ckpt.config
     if st.session_state.get("pe_model") != ckpt.content_hash or "pe_d_model" not in st.session_state:
         st.session_state.pe_model = ckpt.content_hash
@@ -36,14 +44,16 @@ def sinusoids(ckpt, learned: bool) -> None:
     length = cols[1].number_input("Positions", 1, MAX_SHOWN, key="pe_length")
     base = cols[2].number_input("Base", 1.0, 1e7, step=1000.0, key="pe_base")
     cols[3].button("Use the model's settings", on_click=use_model_settings, key="pe_reset")
-    pe = positional_encoding(length, d_model, base)
+    pe = positional_encoding(length, d_model, base, layout=layout)
     st.plotly_chart(positional_heatmap_fig(pe), key="pe_heatmap")
-    st.caption("PE(pos, 2i) = sin(pos / base^(2i/d_model)), "
-               "PE(pos, 2i+1) = cos(pos / base^(2i/d_model)): "
-               "each pair of dimensions turns at its own rate, fast on the left, slow on the right.")
+    st.caption(FORMULAS[layout])
     if not learned and d_model == config.d_model and length <= config.max_len and base == BASE:
         gap = np.abs(pe - results.position_codes(ckpt)[:length]).max(initial=0.0)
-        st.caption(f"These are the model's own codes (max |difference| from its layer: {gap:.2g}).")
+        if gap < 1e-4:
+            st.caption(f"These are the model's own codes (max |difference| from its layer: "
+                       f"{gap:.2g}).")
+        else:
+            st.warning(f"The model's own codes differ from these by up to {gap:.2g}.")
 
     st.subheader("Dimensions as waves")
     default_dims = sorted({d for d in (0, 1, 2 * (d_model // 8), d_model - 2) if 0 <= d < d_model})
@@ -76,11 +86,12 @@ ckpt = models.active_checkpoint()
 config = ckpt.config
 st.title("Positional encodings")
 learned = config.positional == "learned"
+layout = "concat" if config.positional == "sinusoidal_concat" else "interleaved"
 st.markdown(f"This model adds **{config.positional}** position codes to its token embeddings "
             f"(d_model = {config.d_model}, max_len = {config.max_len}).")
 
 st.header("The sinusoidal encoding")
-sinusoids(ckpt, learned)
+sinusoids(ckpt, learned, layout)
 
 st.header("Learned position embeddings")
 shown = min(config.max_len, DEFAULT_SHOWN)
@@ -99,7 +110,7 @@ if learned:
     right.plotly_chart(similarity_fig(dot_similarity(sinusoidal), labels,
                                       "Sinusoidal: dot products"), key="pe_sinusoidal_similarity")
 else:
-    st.info("This model uses the paper's fixed sinusoids (config.positional = 'sinusoidal'): it "
+    st.info(f"This model uses fixed sinusoids (config.positional = {config.positional!r}): it "
             "has no learned position matrix. A model trained with `--positional learned` shows "
             "its matrix and its similarities here, beside the sinusoidal ones.")
 
