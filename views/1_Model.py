@@ -5,6 +5,7 @@ from explorer import about, models
 from explorer.widgets import plain, quoted
 from figures.model import architecture_fig, history_fig
 from transformer.model.summary import parameter_counts
+from transformer.training.report import per_format_rows
 
 ckpt = models.active_checkpoint()
 config, meta = ckpt.config, ckpt.metadata
@@ -21,6 +22,14 @@ if isinstance(held_out.get("exact_match"), (int, float)):
     cols[2].metric("Held-out exact match", f"{held_out['exact_match']:.2%}")
 if isinstance(held_out.get("token_accuracy"), (int, float)):
     cols[3].metric("Held-out token accuracy", f"{held_out['token_accuracy']:.2%}")
+
+per_format = per_format_rows(meta)
+if per_format:
+    st.subheader("Held-out exact match per format")
+    st.caption(f"{len(per_format)} formats, each measured on its own held-out pairs (days the "
+               "model never saw in training, in any format); the example is one of them.")
+    st.dataframe(pd.DataFrame(per_format), hide_index=True, key="model_per_format",
+                 column_config={"exact match": st.column_config.NumberColumn(format="percent")})
 
 for warning in getattr(ckpt, "metadata_warnings", None) or []:
     st.warning(warning, icon=":material/warning:")

@@ -10,12 +10,19 @@ import pytest
 from transformer.training.data import (
     CASES,
     DATE_FORMATS,
+    DAY_AFTER_12_FORMATS,
+    NUM_VARIANTS,
+    PUNCTUATION,
     CorpusError,
     ParallelCorpus,
+    add_stray_punctuation,
+    date_examples,
     date_pairs,
     format_date,
+    held_out_date_examples,
     ordinal_suffix,
     read_parallel_tsv,
+    spelled_ordinal,
     split_days,
 )
 
@@ -39,6 +46,36 @@ EXPECTED_2021_03_05 = {
     "dd_mm_yyyy": ("05.03.2021", "05.03.2021", "05.03.2021"),
     "yyyy_mm_dd": ("2021/03/05", "2021/03/05", "2021/03/05"),
     "dth_of_month_y": ("5th of march 2021", "5th of March 2021", "5TH OF MARCH 2021"),
+    "the_dth_of_month_y": ("the 5th of march 2021", "the 5th of March 2021",
+                           "THE 5TH OF MARCH 2021"),
+    "the_dth_of_mon_y": ("the 5th of mar 2021", "the 5th of Mar 2021", "THE 5TH OF MAR 2021"),
+    "dth_month_y": ("5th march 2021", "5th March 2021", "5TH MARCH 2021"),
+    "dth_mon_y": ("5th mar 2021", "5th Mar 2021", "5TH MAR 2021"),
+    "mon_dth_y": ("mar 5th, 2021", "Mar 5th, 2021", "MAR 5TH, 2021"),
+    "the_nth_of_month_y": ("the fifth of march 2021", "the fifth of March 2021",
+                           "THE FIFTH OF MARCH 2021"),
+    "nth_of_month_y": ("fifth of march 2021", "fifth of March 2021", "FIFTH OF MARCH 2021"),
+    "month_nth_y": ("march fifth, 2021", "March fifth, 2021", "MARCH FIFTH, 2021"),
+    "weekday_the_dth_of_month_y": ("friday the 5th of march 2021",
+                                   "Friday the 5th of March 2021",
+                                   "FRIDAY THE 5TH OF MARCH 2021"),
+    "weekday_the_nth_of_month_y": ("friday the fifth of march 2021",
+                                   "Friday the fifth of March 2021",
+                                   "FRIDAY THE FIFTH OF MARCH 2021"),
+    "weekday_month_dth_y": ("friday, march 5th, 2021", "Friday, March 5th, 2021",
+                            "FRIDAY, MARCH 5TH, 2021"),
+    "weekday_dth_month_y": ("friday 5th march 2021", "Friday 5th March 2021",
+                            "FRIDAY 5TH MARCH 2021"),
+    "wkd_mon_d_y": ("fri, mar 5, 2021", "Fri, Mar 5, 2021", "FRI, MAR 5, 2021"),
+    "wkd_d_mon_y": ("fri 5 mar 2021", "Fri 5 Mar 2021", "FRI 5 MAR 2021"),
+    "iso": ("2021-03-05", "2021-03-05", "2021-03-05"),
+    "d_m_yyyy": ("5.3.2021", "5.3.2021", "5.3.2021"),
+    "dd_mon_yyyy": ("05-mar-2021", "05-Mar-2021", "05-MAR-2021"),
+}
+# The formats that would be ambiguous for 2021-03-05: 2021-03-25 instead.
+EXPECTED_2021_03_25 = {
+    "dd_mm_yyyy_slash": "25/03/2021",
+    "mm_dd_yyyy_slash": "03/25/2021",
 }
 
 
@@ -48,10 +85,80 @@ EXPECTED_2021_03_05 = {
 
 
 def test_constants():
-    assert CASES == ("lower", "title", "upper")
-    assert len(DATE_FORMATS) == 10
+    assert CASES == ("lower", "title", "upper", "sentence")
+    assert len(DATE_FORMATS) == 29
     assert len(set(DATE_FORMATS)) == len(DATE_FORMATS)
-    assert set(EXPECTED_2021_03_05) == set(DATE_FORMATS)
+    assert set(EXPECTED_2021_03_05) | set(EXPECTED_2021_03_25) == set(DATE_FORMATS)
+    assert set(EXPECTED_2021_03_25) == set(DAY_AFTER_12_FORMATS)
+
+
+@pytest.mark.parametrize("fmt", sorted(EXPECTED_2021_03_25))
+def test_day_first_and_month_first_slashes_only_after_the_12th(fmt):
+    for case in CASES:
+        assert format_date(datetime.date(2021, 3, 25), fmt, case) == EXPECTED_2021_03_25[fmt]
+    for day in (1, 5, 12):
+        with pytest.raises(ValueError, match="ambiguous"):
+            format_date(datetime.date(2021, 3, day), fmt, "lower")
+    assert format_date(datetime.date(2021, 3, 13), fmt, "lower") in ("13/03/2021", "03/13/2021")
+
+
+def test_sentence_case_capitalises_only_the_first_letter():
+    d = datetime.date(2021, 3, 5)
+    assert format_date(d, "the_dth_of_month_y", "sentence") == "The 5th of march 2021"
+    assert format_date(d, "weekday_month_d_y", "sentence") == "Friday, march 5, 2021"
+    assert format_date(d, "iso", "sentence") == "2021-03-05"
+
+
+@pytest.mark.parametrize(
+    "day, spelled",
+    [(1, "first"), (2, "second"), (3, "third"), (5, "fifth"), (8, "eighth"), (9, "ninth"),
+     (10, "tenth"), (11, "eleventh"), (12, "twelfth"), (13, "thirteenth"), (19, "nineteenth"),
+     (20, "twentieth"), (21, "twenty-first"), (22, "twenty-second"), (23, "twenty-third"),
+     (29, "twenty-ninth"), (30, "thirtieth"), (31, "thirty-first")],
+)
+def test_spelled_ordinals(day, spelled):
+    assert spelled_ordinal(day) == spelled
+    assert spelled_ordinal(day, hyphen=False) == spelled.replace("-", " ")
+
+
+def test_spelled_ordinal_rejects_days_outside_1_to_31():
+    for day in (0, 32):
+        with pytest.raises(ValueError):
+            spelled_ordinal(day)
+
+
+def test_variants_spell_september_four_ways_and_twenty_first_two_ways():
+    d = datetime.date(2001, 9, 21)  # a Friday
+    mons = {format_date(d, "mon_d_y", "title", variant=v).split()[0] for v in range(NUM_VARIANTS)}
+    assert mons == {"Sep", "Sept", "Sep.", "Sept."}
+    assert format_date(d, "mon_d_y", "title") == "Sep 21, 2001"  # variant 0: the plain one
+    nths = {format_date(d, "month_nth_y", "lower", variant=v) for v in range(NUM_VARIANTS)}
+    assert nths == {"september twenty-first, 2001", "september twenty first, 2001"}
+    # Dashed abbreviations never take a dot; May never does.
+    dashed = {format_date(d, "dd_mon_yyyy", "title", variant=v) for v in range(NUM_VARIANTS)}
+    assert dashed == {"21-Sep-2001", "21-Sept-2001"}
+    may = {format_date(datetime.date(2001, 5, 3), "d_mon_y", "lower", variant=v)
+           for v in range(NUM_VARIANTS)}
+    assert may == {"3 may 2001"}
+    thursday = datetime.date(2024, 3, 21)
+    wkds = {format_date(thursday, "wkd_d_mon_y", "lower", variant=v).split()[0]
+            for v in range(NUM_VARIANTS)}
+    assert wkds == {"thu", "thur", "thurs"}
+
+
+def test_stray_punctuation():
+    text = "Friday, March 5, 2021"
+    assert add_stray_punctuation(text, "none") == text
+    assert add_stray_punctuation(text, "no_commas") == "Friday March 5 2021"
+    assert add_stray_punctuation(text, "trailing_period") == text + "."
+    assert add_stray_punctuation(text, "double_space") == "Friday,  March 5, 2021"
+    assert add_stray_punctuation("5 March 2021", "extra_comma") == "5 March, 2021"
+    assert add_stray_punctuation("Friday 5 March 2021", "extra_comma") == "Friday 5 March, 2021"
+    assert add_stray_punctuation("Fri 5 Mar", "extra_comma") == "Fri, 5 Mar"
+    assert add_stray_punctuation(text, "extra_comma") == text + ","  # commas everywhere already
+    assert add_stray_punctuation("2021-03-05", "extra_comma") == "2021-03-05,"
+    with pytest.raises(ValueError, match="unknown punctuation"):
+        add_stray_punctuation(text, "shouting")
 
 
 @pytest.mark.parametrize("fmt", sorted(EXPECTED_2021_03_05))
@@ -132,28 +239,53 @@ def test_split_days_rejects_bad_fraction():
 
 
 def test_targets_are_iso_and_in_range():
-    for source, target in date_pairs(500, seed=3):
+    for source, target, fmt in date_examples(500, seed=3):
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", target)
         d = datetime.date.fromisoformat(target)
         assert FIRST <= d <= LAST
-        assert source and source != target
+        assert source and (source != target or fmt == "iso")
+
+
+def _renderings(d, fmt):
+    return {add_stray_punctuation(format_date(d, fmt, c, variant=v), k): c
+            for c in CASES for v in range(NUM_VARIANTS) for k in PUNCTUATION}
 
 
 def test_sources_render_their_target_date():
-    for source, target in date_pairs(300, seed=4, split="test"):
-        d = datetime.date.fromisoformat(target)
-        assert source in {format_date(d, f, c) for f in DATE_FORMATS for c in CASES}
+    for source, target, fmt in date_examples(300, seed=4, split="test"):
+        assert source in _renderings(datetime.date.fromisoformat(target), fmt)
+    assert [(s, t) for s, t, _ in date_examples(50, seed=4)] == date_pairs(50, seed=4)
 
 
 def test_every_format_and_case_appears():
-    seen = set()
-    for source, target in date_pairs(3000, seed=0):
+    examples = date_examples(3000, seed=0)
+    assert {f for _, _, f in examples} == set(DATE_FORMATS)
+    title = {format_date(datetime.date.fromisoformat(t), f, "title") for _, t, f in examples}
+    sentence = {format_date(datetime.date.fromisoformat(t), f, "sentence")
+                for _, t, f in examples}
+    letters = ["".join(ch for ch in s if ch.isalpha()) for s, _, _ in examples]
+    assert any(w.islower() for w in letters) and any(w.isupper() for w in letters)
+    cleaned = {s.replace(",", "").replace(".", "").replace("  ", " ").strip()
+               for s, _, _ in examples}
+    assert {s.replace(",", "").replace(".", "") for s in title - sentence} & cleaned  # title
+    assert {s.replace(",", "").replace(".", "") for s in sentence - title} & cleaned  # sentence
+
+
+def test_stray_punctuation_appears_in_about_half_the_pairs():
+    sources = [s for s, _, f in date_examples(2000, seed=1) if f == "weekday_month_d_y"]
+    plain = sum(s.count(",") == 2 and "  " not in s and not s.endswith(".") for s in sources)
+    assert 0.35 < plain / len(sources) < 0.75
+
+
+def test_held_out_examples_have_every_format_in_equal_numbers_from_held_out_days():
+    examples = held_out_date_examples(20, seed=0)
+    assert [f for _, _, f in examples] == [f for f in DATE_FORMATS for _ in range(20)]
+    test_days = set(split_days(seed=0)[1].tolist())
+    for source, target, fmt in examples:
         d = datetime.date.fromisoformat(target)
-        for fmt in DATE_FORMATS:
-            for case in CASES:
-                if format_date(d, fmt, case) == source:
-                    seen.add((fmt, case))
-    assert seen == {(f, c) for f in DATE_FORMATS for c in CASES}
+        assert d.toordinal() in test_days
+        assert source in _renderings(d, fmt)
+    assert held_out_date_examples(20, seed=0) == examples
 
 
 def test_date_pairs_deterministic_and_seed_dependent():

@@ -70,7 +70,11 @@ def test_tiny_run_writes_a_loadable_checkpoint_with_its_metadata(tiny_run):
     assert saved["task"] == "dates" and saved["name"] == "dates"
     assert saved["train_examples"] == 2000
     held_out = saved["held_out"]
-    assert held_out["num_examples"] == saved["held_out_examples"] == 200
+    # 200 held-out pairs shared out over the formats: 7 of each of the 29.
+    assert held_out["num_examples"] == saved["held_out_examples"] == 7 * len(data.DATE_FORMATS)
+    assert [row["format"] for row in held_out["per_format"]] == list(data.DATE_FORMATS)
+    assert all(row["num_examples"] == 7 and isinstance(row["example"], str) and row["example"]
+               for row in held_out["per_format"])
     for key in ("exact_match", "token_accuracy"):
         assert isinstance(held_out[key], float) and 0.0 <= held_out[key] <= 1.0, held_out
     assert held_out["token_accuracy"] > 0.5  # 100 steps learn most of the ISO layout
@@ -290,6 +294,9 @@ def test_bundled_checkpoint_loads_small_and_accurate(bundled, bundled_args):
     assert metadata["command"].startswith("python -m transformer.train --task dates")
     assert metadata["held_out"]["exact_match"] >= 0.99, metadata["held_out"]
     assert metadata["held_out"]["num_examples"] >= 200
+    per_format = metadata["held_out"]["per_format"]  # every format, each measured on its own
+    assert [row["format"] for row in per_format] == list(data.DATE_FORMATS)
+    assert all(row["exact_match"] >= 0.99 and row["num_examples"] >= 100 for row in per_format)
     assert metadata["task"] == "dates"
     # The recorded command describes this very model.
     c = bundled.config

@@ -22,14 +22,21 @@ import numpy as np
 __all__ = [
     "CASES",
     "DATE_FORMATS",
+    "DAY_AFTER_12_FORMATS",
     "FIRST_DAY",
     "LAST_DAY",
     "CorpusError",
     "ParallelCorpus",
+    "NUM_VARIANTS",
+    "PUNCTUATION",
+    "add_stray_punctuation",
+    "date_examples",
     "date_pairs",
     "format_date",
+    "held_out_date_examples",
     "ordinal_suffix",
     "read_parallel_tsv",
+    "spelled_ordinal",
     "split_days",
 ]
 
@@ -40,20 +47,49 @@ __all__ = [
 FIRST_DAY = datetime.date(1900, 1, 1)
 LAST_DAY = datetime.date(2099, 12, 31)
 
-# Format name -> example rendering of 2021-03-05 in title case.
-DATE_FORMATS = (
-    "d_month_y",  # 5 March 2021
-    "d_mon_y",  # 5 Mar 2021
-    "month_d_y",  # March 5, 2021
-    "mon_d_y",  # Mar 5, 2021
-    "month_dth_y",  # March 5th, 2021
-    "weekday_month_d_y",  # Friday, March 5, 2021
-    "weekday_d_month_y",  # Friday 5 March 2021
-    "dd_mm_yyyy",  # 05.03.2021
-    "yyyy_mm_dd",  # 2021/03/05
-    "dth_of_month_y",  # 5th of March 2021
-)
-CASES = ("lower", "title", "upper")
+# Format name -> template, each rendering 2021-03-05 (a Friday) as in the comment, in title case.
+# Fields: {d} day, {dd} zero-padded day, {dth} 5th, {nth} spelled ordinal (fifth, twenty-first
+# or twenty first), {m} month number, {mm} zero-padded, {month} March, {mon} Mar (Sep, Sept,
+# Sept., ...), {weekday} Friday, {wkd} Fri, {y} year; "the" and "of" are written as they are.
+_TEMPLATES = {
+    "d_month_y": "{d} {month} {y}",  # 5 March 2021
+    "d_mon_y": "{d} {mon} {y}",  # 5 Mar 2021
+    "month_d_y": "{month} {d}, {y}",  # March 5, 2021
+    "mon_d_y": "{mon} {d}, {y}",  # Mar 5, 2021
+    "month_dth_y": "{month} {dth}, {y}",  # March 5th, 2021
+    "weekday_month_d_y": "{weekday}, {month} {d}, {y}",  # Friday, March 5, 2021
+    "weekday_d_month_y": "{weekday} {d} {month} {y}",  # Friday 5 March 2021
+    "dd_mm_yyyy": "{dd}.{mm}.{y}",  # 05.03.2021
+    "yyyy_mm_dd": "{y}/{mm}/{dd}",  # 2021/03/05
+    "dth_of_month_y": "{dth} of {month} {y}",  # 5th of March 2021
+    "the_dth_of_month_y": "the {dth} of {month} {y}",  # the 5th of March 2021
+    "the_dth_of_mon_y": "the {dth} of {mon} {y}",  # the 5th of Mar 2021
+    "dth_month_y": "{dth} {month} {y}",  # 5th March 2021
+    "dth_mon_y": "{dth} {mon} {y}",  # 5th Mar 2021
+    "mon_dth_y": "{mon} {dth}, {y}",  # Mar 5th, 2021
+    "the_nth_of_month_y": "the {nth} of {month} {y}",  # the fifth of March 2021
+    "nth_of_month_y": "{nth} of {month} {y}",  # fifth of March 2021
+    "month_nth_y": "{month} {nth}, {y}",  # March fifth, 2021
+    "weekday_the_dth_of_month_y": "{weekday} the {dth} of {month} {y}",  # Friday the 5th of March 2021
+    "weekday_the_nth_of_month_y": "{weekday} the {nth} of {month} {y}",  # Friday the fifth of March 2021
+    "weekday_month_dth_y": "{weekday}, {month} {dth}, {y}",  # Friday, March 5th, 2021
+    "weekday_dth_month_y": "{weekday} {dth} {month} {y}",  # Friday 5th March 2021
+    "wkd_mon_d_y": "{wkd}, {mon} {d}, {y}",  # Fri, Mar 5, 2021
+    "wkd_d_mon_y": "{wkd} {d} {mon} {y}",  # Fri 5 Mar 2021
+    "iso": "{y}-{mm}-{dd}",  # 2021-03-05
+    "d_m_yyyy": "{d}.{m}.{y}",  # 5.3.2021
+    "dd_mon_yyyy": "{dd}-{mon}-{y}",  # 05-Mar-2021
+    "dd_mm_yyyy_slash": "{dd}/{mm}/{y}",  # 25/12/2021: only days after the 12th
+    "mm_dd_yyyy_slash": "{mm}/{dd}/{y}",  # 12/25/2021: only days after the 12th
+}
+DATE_FORMATS = tuple(_TEMPLATES)
+# Formats that would be ambiguous (day-first or month-first?) for the 1st to the 12th.
+DAY_AFTER_12_FORMATS = ("dd_mm_yyyy_slash", "mm_dd_yyyy_slash")
+CASES = ("lower", "title", "upper", "sentence")
+# Stray punctuation people type, added to a share of the drawn pairs (see add_stray_punctuation).
+PUNCTUATION = ("none", "no_commas", "extra_comma", "trailing_period", "double_space")
+# Spelling choices inside one format (format_date's variant): 0 is the plain one.
+NUM_VARIANTS = 24
 
 # Fixed English tables rather than strftime, whose names depend on the locale.
 _MONTHS = (
@@ -62,6 +98,11 @@ _MONTHS = (
 )
 _MONTH_ABBRS = tuple(m[:3] for m in _MONTHS)
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY_ABBRS = (("mon",), ("tue", "tues"), ("wed",), ("thu", "thur", "thurs"), ("fri",),
+                  ("sat",), ("sun",))
+_UNITS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
+_TEENS = ("tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth",
+          "seventeenth", "eighteenth", "nineteenth")
 
 
 def ordinal_suffix(day: int) -> str:
@@ -71,53 +112,83 @@ def ordinal_suffix(day: int) -> str:
     return {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
 
 
-def format_date(d: datetime.date, fmt: str, case: str) -> str:
+def spelled_ordinal(day: int, hyphen: bool = True) -> str:
+    """1 -> "first", 21 -> "twenty-first" (or "twenty first"), 30 -> "thirtieth"; 1..31."""
+    if not 1 <= day <= 31:
+        raise ValueError(f"day must be in 1..31, got {day}")
+    if day < 10:
+        return _UNITS[day - 1]
+    if day < 20:
+        return _TEENS[day - 10]
+    tens, unit = divmod(day, 10)
+    if unit == 0:
+        return ("twentieth", "thirtieth")[tens - 2]
+    return ("twenty", "thirty")[tens - 2] + ("-" if hyphen else " ") + _UNITS[unit - 1]
+
+
+def _month_abbr(month: int, variant: int) -> str:
+    """Sep, Sept, Sep., Sept. for September; Mar or Mar. for the others (May never takes a dot)."""
+    if month == 9:
+        return ("sep", "sept", "sep.", "sept.")[variant % 4]
+    abbr = _MONTH_ABBRS[month - 1]
+    return abbr + "." if variant % 2 and abbr != "may" else abbr
+
+
+def format_date(d: datetime.date, fmt: str, case: str = "title", *, variant: int = 0) -> str:
     """Render ``d`` in format ``fmt`` (one of DATE_FORMATS) and ``case`` (one of CASES).
 
-    "title" capitalises month and weekday names only; the ordinal suffix and
-    "of" stay lower case ("5th of March 2021").  "upper" upper-cases every
-    letter ("5TH OF MARCH 2021").  Numeric formats are the same in every case.
+    "title" capitalises month and weekday names only; ordinal suffixes, spelled ordinals, "the"
+    and "of" stay lower case ("the 5th of March 2021").  "upper" upper-cases every letter,
+    "lower" none, "sentence" only the first.  Numeric formats are the same in every case.
+    ``variant`` (0..NUM_VARIANTS-1) picks among spellings people use: month abbreviations with
+    or without a dot and Sep/Sept, "twenty-first" or "twenty first", Thu/Thur/Thurs; variant 0
+    is the plain one (Sep, twenty-first, Thu).  The formats of DAY_AFTER_12_FORMATS refuse a day
+    from the 1st to the 12th (ValueError), where they would be ambiguous.
     """
-    if fmt not in DATE_FORMATS:
+    if fmt not in _TEMPLATES:
         raise ValueError(f"unknown date format {fmt!r}; expected one of {DATE_FORMATS}")
     if case not in CASES:
         raise ValueError(f"unknown case {case!r}; expected one of {CASES}")
+    if fmt in DAY_AFTER_12_FORMATS and d.day <= 12:
+        raise ValueError(f"format {fmt!r} is ambiguous for day {d.day}: only days after the 12th")
 
-    def cased(word: str) -> str:
-        if case == "upper":
-            return word.upper()
-        if case == "title":
-            return word.capitalize()
-        return word
+    def name(word: str) -> str:  # month and weekday names
+        return word.capitalize() if case == "title" else word
 
-    def small(word: str) -> str:
-        return word.upper() if case == "upper" else word
+    wkd_choices = _WEEKDAY_ABBRS[d.weekday()]
+    text = _TEMPLATES[fmt].format(
+        d=d.day, dd=f"{d.day:02d}", dth=f"{d.day}{ordinal_suffix(d.day)}",
+        nth=spelled_ordinal(d.day, hyphen=(variant // 4) % 2 == 0), m=d.month,
+        mm=f"{d.month:02d}", month=name(_MONTHS[d.month - 1]),
+        mon=name(_month_abbr(d.month, variant).rstrip(".") if fmt == "dd_mon_yyyy"
+                 else _month_abbr(d.month, variant)), weekday=name(_WEEKDAYS[d.weekday()]),
+        wkd=name(wkd_choices[(variant // 8) % len(wkd_choices)]), y=f"{d.year:04d}")
+    if case == "upper":
+        return text.upper()
+    if case == "sentence":
+        return text[:1].upper() + text[1:]
+    return text
 
-    month = cased(_MONTHS[d.month - 1])
-    mon = cased(_MONTH_ABBRS[d.month - 1])
-    weekday = cased(_WEEKDAYS[d.weekday()])
-    dth = f"{d.day}{small(ordinal_suffix(d.day))}"
-    y = d.year
 
-    if fmt == "d_month_y":
-        return f"{d.day} {month} {y}"
-    if fmt == "d_mon_y":
-        return f"{d.day} {mon} {y}"
-    if fmt == "month_d_y":
-        return f"{month} {d.day}, {y}"
-    if fmt == "mon_d_y":
-        return f"{mon} {d.day}, {y}"
-    if fmt == "month_dth_y":
-        return f"{month} {dth}, {y}"
-    if fmt == "weekday_month_d_y":
-        return f"{weekday}, {month} {d.day}, {y}"
-    if fmt == "weekday_d_month_y":
-        return f"{weekday} {d.day} {month} {y}"
-    if fmt == "dd_mm_yyyy":
-        return f"{d.day:02d}.{d.month:02d}.{y:04d}"
-    if fmt == "yyyy_mm_dd":
-        return f"{y:04d}/{d.month:02d}/{d.day:02d}"
-    return f"{dth} {small('of')} {month} {y}"  # dth_of_month_y
+def add_stray_punctuation(text: str, kind: str) -> str:
+    """``text`` as people also type it: "no_commas", an "extra_comma" (before the year, or after
+    the first word), a "trailing_period", a "double_space" (or "none")."""
+    if kind == "none":
+        return text
+    if kind == "no_commas":
+        return text.replace(",", "")
+    if kind == "trailing_period":
+        return text + "."
+    if kind == "double_space":
+        return text.replace(" ", "  ", 1) if " " in text else " " + text + " "
+    if kind != "extra_comma":
+        raise ValueError(f"unknown punctuation {kind!r}; expected one of {PUNCTUATION}")
+    words = text.split(" ")
+    if len(words) >= 3 and words[-1].isdigit() and not words[-2].endswith(","):
+        return " ".join(words[:-2] + [words[-2] + ","] + words[-1:])
+    if len(words) >= 2 and not words[0].endswith(","):
+        return " ".join([words[0] + ","] + words[1:])
+    return text + ","
 
 
 @functools.lru_cache(maxsize=16)
@@ -141,6 +212,52 @@ def split_days(seed: int = 0, held_out_fraction: float = 0.05) -> tuple[np.ndarr
     return train, test
 
 
+def _check_split(split: str, n: int) -> None:
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if n < 0:
+        raise ValueError(f"n must be non-negative, got {n}")
+
+
+def _draw(rng, days: np.ndarray, formats) -> list[tuple[str, str, str]]:
+    """One (source, ISO target, format) per entry of ``formats``: day, case, variant and
+    punctuation drawn from ``rng`` (half the pairs keep their punctuation as rendered)."""
+    out = []
+    for fmt in formats:
+        while True:
+            d = datetime.date.fromordinal(int(days[rng.integers(len(days))]))
+            if fmt not in DAY_AFTER_12_FORMATS or d.day > 12:
+                break
+        case = CASES[rng.integers(len(CASES))]
+        variant = int(rng.integers(NUM_VARIANTS))
+        kind = "none" if rng.random() < 0.5 else PUNCTUATION[1 + rng.integers(len(PUNCTUATION) - 1)]
+        source = add_stray_punctuation(format_date(d, fmt, case, variant=variant), kind)
+        out.append((source, d.isoformat(), fmt))
+    return out
+
+
+def date_examples(
+    n: int,
+    *,
+    seed: int = 0,
+    split: str = "train",
+    held_out_fraction: float = 0.05,
+) -> list[tuple[str, str, str]]:
+    """Draw ``n`` (source, ISO target, format name) triples from the ``split`` days.
+
+    Format, day (one after the 12th for DAY_AFTER_12_FORMATS), case, spelling variant and stray
+    punctuation are each drawn uniformly.  The same arguments always give the same list.
+    """
+    _check_split(split, n)
+    train, test = split_days(seed, held_out_fraction)
+    days = train if split == "train" else test
+    # A stream separate from split_days' own, and different per split, so the
+    # two splits are not sampled in lockstep.
+    rng = np.random.default_rng([seed, 1 if split == "train" else 2])
+    fmt_idx = rng.integers(len(DATE_FORMATS), size=n)
+    return _draw(rng, days, [DATE_FORMATS[i] for i in fmt_idx])
+
+
 def date_pairs(
     n: int,
     *,
@@ -148,28 +265,23 @@ def date_pairs(
     split: str = "train",
     held_out_fraction: float = 0.05,
 ) -> list[tuple[str, str]]:
-    """Draw ``n`` (source, ISO target) pairs from the ``split`` ("train" or "test") days.
+    """``date_examples`` without the format names: ``n`` (source, ISO target) pairs."""
+    return [(s, t) for s, t, _ in date_examples(n, seed=seed, split=split,
+                                                  held_out_fraction=held_out_fraction)]
 
-    Day, format and case are each drawn uniformly.  The same arguments always
-    give the same list.
-    """
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    if n < 0:
-        raise ValueError(f"n must be non-negative, got {n}")
-    train, test = split_days(seed, held_out_fraction)
-    days = train if split == "train" else test
-    # A stream separate from split_days' own, and different per split, so the
-    # two splits are not sampled in lockstep.
-    rng = np.random.default_rng([seed, 1 if split == "train" else 2])
-    day_idx = rng.integers(len(days), size=n)
-    fmt_idx = rng.integers(len(DATE_FORMATS), size=n)
-    case_idx = rng.integers(len(CASES), size=n)
-    pairs = []
-    for di, fi, ci in zip(day_idx, fmt_idx, case_idx):
-        d = datetime.date.fromordinal(int(days[di]))
-        pairs.append((format_date(d, DATE_FORMATS[fi], CASES[ci]), d.isoformat()))
-    return pairs
+
+def held_out_date_examples(
+    per_format: int,
+    *,
+    seed: int = 0,
+    held_out_fraction: float = 0.05,
+) -> list[tuple[str, str, str]]:
+    """``per_format`` (source, ISO target, format name) triples of every format, drawn from the
+    held-out days: the set that measures each format's accuracy."""
+    _check_split("test", per_format)
+    days = split_days(seed, held_out_fraction)[1]
+    rng = np.random.default_rng([seed, 3])
+    return _draw(rng, days, [fmt for fmt in DATE_FORMATS for _ in range(per_format)])
 
 
 # --------------------------------------------------------------------------

@@ -104,22 +104,46 @@ def make_dataset(encoded, pad_id, batch_size, shuffle_seed=None):
         .prefetch(tf.data.AUTOTUNE)
 
 
-def held_out_report(model, encoded, target_tokenizer, batch_size=256):
-    """Exact match of greedy translations, and teacher-forced token accuracy, on held-out pairs."""
+def held_out_report(model, encoded, target_tokenizer, batch_size=256, formats=None,
+                    sources=None):
+    """Exact match of greedy translations, and teacher-forced token accuracy, on held-out pairs.
+
+    ``formats`` (one name per pair, e.g. the dates task's format names) adds "per_format": one
+    {"format", "example", "exact_match", "num_examples"} per name, in order of first appearance,
+    its example the first of its ``sources``."""
     c = model.config
     exact = hits = total = 0
+    correct = []
     for i in range(0, len(encoded), batch_size):
         chunk = encoded[i:i + batch_size]
         decoded = greedy_decode_batch(model, [s for s, _ in chunk], max_len=c.max_len - 1,
                                       capture=False)
-        exact += sum(d.token_ids == t[1:] for d, (_, t) in zip(decoded, chunk))
+        correct += [d.token_ids == t[1:] for d, (_, t) in zip(decoded, chunk)]
         for (src, tgt_in), labels in make_dataset(chunk, c.pad_id, len(chunk)):
             predicted = tf.argmax(model((src, tgt_in)), -1, output_type=tf.int32).numpy()
             real = labels.numpy() != c.pad_id
             hits += int(((predicted == labels.numpy()) & real).sum())
             total += int(real.sum())
-    return {"exact_match": exact / max(len(encoded), 1), "token_accuracy": hits / max(total, 1),
-            "num_examples": len(encoded)}
+    exact = sum(correct)
+    report = {"exact_match": exact / max(len(encoded), 1), "token_accuracy": hits / max(total, 1),
+              "num_examples": len(encoded)}
+    if formats is not None:
+        report["per_format"] = per_format_report(formats, correct, sources)
+    return report
+
+
+def per_format_report(formats, correct, sources=None) -> list[dict]:
+    """[{"format", "example", "exact_match", "num_examples"}] per format name, in order of first
+    appearance; ``correct`` holds one bool per example."""
+    rows: dict[str, dict] = {}
+    for i, (fmt, ok) in enumerate(zip(formats, correct)):
+        row = rows.setdefault(fmt, {"format": fmt, "example": sources[i] if sources else "",
+                                    "right": 0, "num_examples": 0})
+        row["right"] += bool(ok)
+        row["num_examples"] += 1
+    return [{"format": r["format"], "example": r["example"],
+             "exact_match": r["right"] / r["num_examples"], "num_examples": r["num_examples"]}
+            for r in rows.values()]
 
 
 class EpochCheckpoints(keras.callbacks.Callback):
@@ -157,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--validation-fraction", type=float, default=0.05,
                    help="share of the corpus held out (for --task dates: of the calendar days)")
     g.add_argument("--num-examples", type=int, default=40000, help="--task dates: training pairs")
+    g.add_argument("--held-out-per-format", type=int, default=None,
+                   help="--task dates: held-out pairs of each format (default: the validation "
+                        "fraction of --num-examples, at least 200 in all, shared out)")
     g.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
     g.add_argument("--warmup-steps", type=int, default=4000)
     g.add_argument("--lr-scale", type=float, default=1.0,
@@ -196,14 +223,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_pairs(args):
-    """(train pairs, held-out pairs, metadata about the data)."""
+    """(train pairs, held-out pairs, metadata about the data, held-out format names or None)."""
     if args.task == "dates":
         n_test = max(200, int(args.num_examples * args.validation_fraction))
+        per_format = args.held_out_per_format or -(-n_test // len(data.DATE_FORMATS))
+        held_out = data.held_out_date_examples(per_format, seed=args.seed,
+                                               held_out_fraction=args.validation_fraction)
         return (data.date_pairs(args.num_examples, seed=args.seed, split="train",
                                 held_out_fraction=args.validation_fraction),
-                data.date_pairs(n_test, seed=args.seed, split="test",
-                                held_out_fraction=args.validation_fraction),
-                {"task": "dates"})
+                [(s, t) for s, t, _ in held_out], {"task": "dates"}, [f for _, _, f in held_out])
     corpus = data.read_parallel_tsv(args.data)
     print(corpus.summary(), file=sys.stderr)
     pairs = list(corpus.pairs)
@@ -212,7 +240,18 @@ def load_pairs(args):
     if len(pairs) - n_val < 1:
         raise SystemExit(f"{args.data}: too few pairs ({len(pairs)}) to hold out a validation set")
     return pairs[n_val:], pairs[:n_val], {"corpus": args.data.name,
-                                          "corpus_report": corpus.summary()}
+                                          "corpus_report": corpus.summary()}, None
+
+
+def _examples(held_out_pairs, formats, n=8) -> list[str]:
+    """n held-out sources for the app's examples: of n different formats where there are any."""
+    if formats is None:
+        return [source for source, _ in held_out_pairs[:n]]
+    firsts = {}
+    for (source, _), fmt in zip(held_out_pairs, formats):
+        firsts.setdefault(fmt, source)
+    chosen = list(firsts.values())
+    return chosen[::max(1, len(chosen) // n)][:n]
 
 
 def build_tokenizers(args, train_pairs):
@@ -255,7 +294,7 @@ def main(argv=None) -> dict:
     args = build_parser().parse_args(argv)
     keras.utils.set_random_seed(args.seed)
     started = time.time()
-    train_pairs, held_out_pairs, data_meta = load_pairs(args)
+    train_pairs, held_out_pairs, data_meta, held_out_formats = load_pairs(args)
     source_tokenizer, target_tokenizer = build_tokenizers(args, train_pairs)
     config = make_config(args, source_tokenizer, target_tokenizer)
     train_encoded = encode_pairs(train_pairs, source_tokenizer, target_tokenizer, config.max_len)
@@ -275,7 +314,7 @@ def main(argv=None) -> dict:
     metadata = {**data_meta, "name": args.name or data_meta.get("task") or args.data.stem,
                 "command": "python -m transformer.train " + shlex.join(argv),
                 "train_examples": len(train_encoded), "held_out_examples": len(held_out_encoded),
-                "examples": [source for source, _ in held_out_pairs[:8]],
+                "examples": _examples(held_out_pairs, held_out_formats),
                 "batch_size": args.batch_size, "seed": args.seed, "strategy": args.strategy,
                 "label_smoothing": args.label_smoothing, "warmup_steps": args.warmup_steps,
                 "lr_scale": args.lr_scale}
@@ -289,9 +328,13 @@ def main(argv=None) -> dict:
     history = model.fit(train_ds, epochs=args.epochs, steps_per_epoch=steps_per_epoch,
                         validation_data=make_dataset(held_out_encoded, config.pad_id, 256),
                         callbacks=callbacks, verbose=args.verbose, shuffle=False)
-    report = held_out_report(model, held_out_encoded, target_tokenizer)
+    report = held_out_report(model, held_out_encoded, target_tokenizer, formats=held_out_formats,
+                             sources=[source for source, _ in held_out_pairs])
     print(f"held-out: exact match {report['exact_match']:.2%}, token accuracy "
           f"{report['token_accuracy']:.2%} on {report['num_examples']} examples")
+    for row in report.get("per_format", []):
+        print(f"  {row['format']:<28} {row['exact_match']:8.2%} of {row['num_examples']:4d}  "
+              f"e.g. {row['example']!r}")
     metadata.update(epochs=args.epochs, steps=int(model.optimizer.iterations.numpy()),
                     held_out=report, train_seconds=round(time.time() - started, 1),
                     history={k: [float(x) for x in v] for k, v in history.history.items()})
