@@ -150,7 +150,7 @@ def history_fig(history: dict[str, list[float]], label_smoothing: float | None =
                      tickvals=[i / intervals for i in range(intervals + 1)],
                      secondary_y=True, showgrid=False)
     fig.update_layout(title=dict(text="Training curves", subtitle=dict(text=note)),
-                      height=380 + 18 * note.count("<br>"),
-                      margin=dict(l=10, r=10, t=80 + 18 * note.count("<br>"), b=10),
+                      height=380 + 24 * note.count("<br>"),
+                      margin=dict(l=10, r=10, t=80 + 24 * note.count("<br>"), b=10),
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
     return readable(fig)
