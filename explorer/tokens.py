@@ -16,12 +16,18 @@ def text_pieces(tok, ids, text: str | None) -> list[str]:
     return [tok.id_to_piece(i) if i in specials or text is None else next(cut) for i in ids]
 
 
-def tokenizer_name(tok) -> str:
-    """What kind of tokenizer `tok` is, in a few words for a metric."""
+def tokenizer_name(tok) -> tuple[str, str]:
+    """What kind of tokenizer `tok` is: a short name for a metric, and a sentence for its help."""
     if tok.kind == "bpemb":
-        return f"BPEmb {tok.lang}, vs {tok.vs}"
-    return {"trained": "SentencePiece BPE", "marian": "Marian SentencePiece",
-            "word": "word-level", "wordpiece": "WordPiece"}.get(tok.kind, tok.kind)
+        return (f"BPEmb {tok.lang}",
+                f"BPEmb's pretrained SentencePiece model ({tok.lang}, {tok.vs:,} pieces).")
+    return {"trained": ("SentencePiece", "A SentencePiece BPE model trained on this model's "
+                                         "training data (read through BPEmb)."),
+            "marian": ("SentencePiece", "Marian's tokenizer: a SentencePiece model per side "
+                                        "(source.spm, target.spm), pieces numbered by vocab.json."),
+            "word": ("Word-level", "One id per word, as Keras TextVectorization gives them."),
+            "wordpiece": ("WordPiece", "WordPiece, as tensorflow_text's BertTokenizer splits.")
+            }.get(tok.kind, (tok.kind, f"A {tok.kind} tokenizer."))
 
 
 def preprocessing_note(tok, side: str) -> tuple[str, bool]:

@@ -67,8 +67,9 @@ config, src, tgt = ckpt.config, ckpt.source_tokenizer, ckpt.target_tokenizer
 source = state.current_source()
 st.title("Tokenization")
 
-cols = st.columns(4)
-cols[0].metric("Tokenizer", tokens.tokenizer_name(src))
+cols = st.columns([3, 2, 2, 2])
+name, about = tokens.tokenizer_name(src)
+cols[0].metric("Tokenizer", name, help=about)
 cols[1].metric("Source vocabulary", f"{src.vocab_size:,}")
 cols[2].metric("Target vocabulary", f"{tgt.vocab_size:,}")
 cols[3].metric("Longest sequence (max_len)", config.max_len)

@@ -120,7 +120,9 @@ def test_our_own_model_names_its_own_specials(app):
 def test_the_tokenizer_is_described_as_what_it_is(app):
     at = open_page(app, PAGE)
     (metric,) = [m for m in at.metric if m.label == "Tokenizer"]
-    assert metric.value == "SentencePiece BPE"  # not its kind's code name, "trained"
+    assert metric.value == "SentencePiece"  # not its kind's code name, "trained"
+    assert metric.proto.help == ("A SentencePiece BPE model trained on this model's training "
+                                 "data (read through BPEmb).")
     infos = [i.value for i in at.info]
     assert ("Before splitting, the source tokenizer lowercases the text (BPEmb's preprocessing, "
             "an option recorded when this SentencePiece model was trained on the model's "
