@@ -7,6 +7,7 @@ import numpy as np
 import streamlit as st
 
 from figures import decoding as figs
+from figures.common import probability_text
 
 from .widgets import quoted
 
@@ -63,9 +64,9 @@ def step_caption(t: int, step, forced: bool) -> str:
     p = float(np.exp(step.log_prob))
     if not forced:
         return (f"Step {t}: from the prefix (grey) the decoder chose {step.token!r} (orange, id "
-                f"{step.token_id}, p = {p:.3f}).")
+                f"{step.token_id}, p = {probability_text(p)}).")
     best, _, best_p = step.top_k[0]
     own = ("its own first choice too" if best == step.token
-           else f"the model would have picked {best!r} (p = {best_p:.3f})")
+           else f"the model would have picked {best!r} (p = {probability_text(best_p)})")
     return (f"Step {t}: after the prefix (grey) your target gives {step.token!r} (orange, id "
-            f"{step.token_id}); the model gives it p = {p:.3f}: {own}.")
+            f"{step.token_id}); the model gives it p = {probability_text(p)}: {own}.")

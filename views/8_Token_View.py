@@ -5,7 +5,14 @@ import streamlit as st
 from explorer import links, models, results, tokens
 from explorer.choices import forget_if_not_offered, keep_offered, reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker, simplify_toggles
-from figures.token_view import drawn_lines, head_colour, lines_summary, token_view_fig
+from figures.token_view import (
+    DEFAULT_MIN_WEIGHT,
+    MAX_LINES,
+    drawn_lines,
+    head_colour,
+    lines_summary,
+    token_view_fig,
+)
 
 CHART = "tv_chart"
 
@@ -48,8 +55,11 @@ def views(maps: dict, ckpt) -> None:
     heads = c2.multiselect("Heads", range(n_heads), key="tv_heads", format_func=lambda h: f"head {h}")
     query = c1.selectbox("Query token", ["all", *range(len(query_tokens))], key="tv_query",
                          format_func=lambda q: q if q == "all" else f"{q}: {query_tokens[q]}")
-    min_weight = c2.slider("Hide lines with weight below", 0.0, 1.0, 0.0, 0.01,
+    min_weight = c2.slider("Hide lines with weight below", 0.0, 1.0, DEFAULT_MIN_WEIGHT, 0.01,
                            key="tv_min_weight")
+    every_line = c3.toggle("Draw every line", key="tv_all_lines",
+                           help=f"Off: at most the {MAX_LINES} strongest lines (a long sentence "
+                                "has tens of thousands).")
 
     if not heads:
         st.info("Choose at least one head.")
@@ -62,9 +72,10 @@ def views(maps: dict, ckpt) -> None:
             shown, query_tokens, key_tokens, head_labels=[f"head {h}" for h in heads],
             colours=[head_colour(h) for h in heads],
             query_index=None if query == "all" else query, min_weight=min_weight,
-            title=f"{kind.label}, layer {layer}")
+            title=f"{kind.label}, layer {layer}", max_lines=None if every_line else MAX_LINES)
         st.plotly_chart(fig, key=CHART, on_select=pick_clicked_query, selection_mode="points")
-        st.caption(lines_summary(len(drawn_lines(fig)), len(heads), min_weight))
+        st.caption(lines_summary(len(drawn_lines(fig)), len(heads), min_weight,
+                                 fig.layout.meta["lines_possible"]))
         export_buttons(shown[0], query_tokens, key_tokens,
                        f"{kind.name}_layer{layer}_head{heads[0]}", maps, key="tv_export")
         st.caption(f"The CSV holds head {heads[0]} (the first chosen), as shown: "
