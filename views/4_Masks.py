@@ -4,7 +4,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import about, links, models, results, state
+from explorer import about, links, mask_captions, models, results, state
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import kind_picker, quoted
 from figures.common import plotly_text, short_label
@@ -96,10 +96,7 @@ B, N = batch["source_ids"].shape
 T = batch["target_ids"].shape[1]
 names = [f"row {b}{' (sidebar)' * (b == 0)}: {short_label(s, 30) or '(empty)'}"
          for b, s in enumerate(sources)]
-fixed = " (the model's fixed source length)" if cfg.pad_source_to else ""
-st.caption(f"Source side: `ckpt.encode_source` padded to N = {N}{fixed}. Target side: the start "
-           f"token {quoted(start_piece)} (id {cfg.start_id}) + the model's translation, padded to "
-           f"T = {T} with pad id {cfg.pad_id}.")
+st.caption(mask_captions.sides_caption(ckpt, N, T))
 
 st.subheader("The batch's masks")
 pad, tgt_pad, look, dec = (batch[k] for k in ("padding", "target_padding", "look_ahead", "decoder"))

@@ -1,0 +1,30 @@
+"""What the Masks page says of the rows of its batch, from the model's own config and
+tokenizers (issue 24, item 5): which special tokens frame a source, which token starts the
+decoder's input (Marian has no <s>: it starts with its pad token, and ends sources with </s>
+only), and what pads each side. No special token is named that the model does not have."""
+
+from __future__ import annotations
+
+from .widgets import quoted
+
+
+def _piece(tokenizer, token_id: int) -> str:
+    return f"{quoted(tokenizer.id_to_piece(token_id))} (id {token_id})"
+
+
+def sides_caption(ckpt, source_len: int, target_len: int) -> str:
+    """One caption for the batch's two sides: how ckpt.encode_source frames a source, what the
+    decoder is fed (the start token + the translation without its end token), what pads them."""
+    cfg, src, tgt = ckpt.config, ckpt.source_tokenizer, ckpt.target_tokenizer
+    frame = [f"{_piece(src, cfg.start_id)} first" if cfg.source_start else "",
+             f"{_piece(src, cfg.end_id)} last" if cfg.source_end else ""]
+    frame = " and ".join(f for f in frame if f) or "no special token"
+    fixed = " (the model's fixed source length)" if cfg.pad_source_to else ""
+    start = _piece(tgt, cfg.start_id)
+    if cfg.start_id == cfg.pad_id:
+        start += ", the pad id: this model has no separate start token"
+    return (f"Source side: `ckpt.encode_source`, the sentence's pieces with {frame}, padded to "
+            f"N = {source_len}{fixed} with {_piece(src, cfg.pad_id)}. Target side: what the "
+            f"decoder is fed: the start token {start}, then the model's translation without its "
+            f"end token {_piece(tgt, cfg.end_id)}, padded to T = {target_len} with "
+            f"{_piece(tgt, cfg.pad_id)}.")
