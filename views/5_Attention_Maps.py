@@ -31,7 +31,11 @@ st.markdown(
 @st.fragment
 def views(maps: dict) -> None:
     """Everything a kind, layer, head or scale change redraws: it reruns alone (a fragment)."""
-    c1, c2 = st.columns([3, 2])
+    # A thumbnail click scrolls to the pickers, not to the map under them (issue 24): the
+    # container holds both, and stops below Streamlit's fixed header.
+    opened = st.container(key="attn_opened")
+    st.html("<style>.st-key-attn_opened {scroll-margin-top: 4.5rem;}</style>")
+    c1, c2 = opened.columns([3, 2])
     kind = kind_picker("attn_kind", c1)
     decoder_side = kind.query_side == "target"
     rows_label = c2.radio("Row labels (decoder kinds)", list(ROWS), horizontal=True, key="attn_rows",
@@ -42,7 +46,7 @@ def views(maps: dict) -> None:
     reset_if_out_of_range("attn_layer", layers)
     reset_if_out_of_range("attn_head", heads)
 
-    c1, c2, c3 = st.columns(3)
+    c1, c2, c3 = opened.columns(3)
     layer = c1.selectbox("Layer", range(layers), key="attn_layer")
     head = c2.selectbox("Head", range(heads), key="attn_head")
     scale_label = c3.radio("Colour scale", list(SCALES), horizontal=True, key="attn_scale")
@@ -51,7 +55,7 @@ def views(maps: dict) -> None:
     key_tokens = maps[kind.key_tokens]
     matrix = weights[layer, head]
     title = f"{kind.label}, layer {layer}, head {head}"
-    st.container(key="attn_opened").plotly_chart(attention_heatmap_fig(
+    opened.plotly_chart(attention_heatmap_fig(
         matrix, query_tokens, key_tokens, title=title, colour_scale=SCALES[scale_label],
         blocked=~maps[kind.mask], query_title=f"{kind.query_side} query",
         key_title=f"{kind.key_side} key"), key="attn_heatmap")
@@ -66,7 +70,7 @@ def views(maps: dict) -> None:
                        title=f"{kind.label}: {layers} layers × {heads} heads"),
         key="attn_model_view", on_select=open_clicked_head, selection_mode="points")
     if st.session_state.pop("attn_scroll", False):
-        scroll_into_view("attn_opened")  # the opened head, above the model view
+        scroll_into_view("attn_opened")  # the pickers and the opened head, above the model view
     links.follow_in_fragment()
 
 
