@@ -16,7 +16,8 @@ def _page(path: str, title: str, icon: str, **kwargs) -> st.Page:
     return st.Page(f"views/{path}", title=title, icon=f":material/{icon}:", **kwargs)
 
 
-# Sections, all expanded: every page shows in the navigation (none behind "View more").
+# Sections in a bar across the top: every page a click away (none behind "View more"), and the
+# sidebar starts with the sentence.
 SECTIONS = {
     "Start": [_page("0_Home.py", "Home", "home", default=True),
               _page("1_Model.py", "Model", "account_tree")],
@@ -35,7 +36,7 @@ SECTIONS = {
 }
 WITHOUT_SENTENCE = {"Home", "Model"}  # pages that show something when the sentence is empty
 
-page = st.navigation(SECTIONS, expanded=True)
+page = st.navigation(SECTIONS, position="top", expanded=True)  # expanded: on a phone
 links.restore_from_url()  # once per session, before any widget exists
 link_slot = sidebar.render()
 links.begin(link_slot, page.url_path)  # the link: drawn when the choices are final

@@ -64,6 +64,29 @@ def wait_for_app(page, timeout=120_000):
     page.wait_for_timeout(500)  # let Plotly draw
 
 
+def nav_titles(page) -> list[str]:
+    """Every page title the navigation offers: the top bar's sections opened one by one (a
+    wide window), or the sidebar's list (a phone's, where the bar moves into the sidebar)."""
+    sections = page.locator('[data-testid="stTopNavSection"]')
+    titles = page.locator('[data-testid="stSidebarNavLink"]').all_inner_texts()
+    for i in range(sections.count()):
+        sections.nth(i).click()
+        links = page.locator('[data-testid="stTopNavDropdownLink"]')
+        links.first.wait_for()
+        titles += links.all_inner_texts()
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(200)
+    return [t.split("\n")[-1].strip() for t in titles]  # after the icon's ligature
+
+
+def open_from_nav(page, section: str, title: str) -> None:
+    """Open a page through the top bar's section menu, in the same session."""
+    page.locator('[data-testid="stTopNavSection"]').filter(has_text=section).click()
+    page.locator('[data-testid="stTopNavDropdownLink"]').filter(has_text=title).click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+
+
 def test_deep_link_on_a_fresh_server_gets_the_full_app(server, browser):
     """The first request after a (re)start opens a page directly, not the home page: it must
     still get app.py's sidebar and navigation. (Runs first: the server is fresh.)"""
@@ -73,7 +96,7 @@ def test_deep_link_on_a_fresh_server_gets_the_full_app(server, browser):
     page.get_by_label("Source sentence").wait_for(timeout=60_000)
     assert page.get_by_label("Source sentence").input_value() == "Friday, March 5, 2021"
     assert page.locator('[data-testid="stException"]').count() == 0
-    assert page.locator('[data-testid="stSidebarNav"]').get_by_text("Tokenization").count() == 1
+    assert "Tokenization" in nav_titles(page)
 
 
 def test_every_page_renders_in_chromium(server, browser):
@@ -87,7 +110,8 @@ def test_every_page_renders_in_chromium(server, browser):
         wait_for_app(page)
         assert page.locator('[data-testid="stException"]').count() == 0, \
             page.locator('[data-testid="stException"]').first.inner_text()
-        page.get_by_text(heading, exact=False).first.wait_for(timeout=30_000)
+        main = page.locator('[data-testid="stMain"]')
+        main.get_by_text(heading, exact=False).first.wait_for(timeout=30_000)
         if path:  # every page but home draws Plotly figures
             page.wait_for_selector(".js-plotly-plot", timeout=60_000)
             assert page.locator(".js-plotly-plot").count() >= 1
@@ -190,3 +214,44 @@ def test_a_copied_link_reopens_the_view_in_a_fresh_browser_session(server, brows
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(ARTIFACTS / "screenshots" / "Attention_Maps-from-link.png"))
     context.close()
+
+
+VIEWPORTS = [(1440, 900), (1280, 720), (390, 844)]  # issue 24's desktop, laptop and phone
+
+
+@pytest.mark.parametrize("width, height", VIEWPORTS, ids=[f"{w}x{h}" for w, h in VIEWPORTS])
+def test_controls_in_sight_at_every_size(server, browser, width, height):
+    """The sentence box in sight on load (the sidebar shows beside the page on a desktop or a
+    laptop; on a phone it opens over it, below the page list), the link control above the
+    model picker, every page listed in the navigation (none behind "View more"). Screenshots
+    of Home, Decoding and Attention maps at each size for a person to look at."""
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/")
+    wait_for_app(page)
+    if width < 640:  # a phone: the sidebar is collapsed over the page; open it
+        page.locator('[data-testid="stExpandSidebarButton"]').first.click()
+        page.wait_for_timeout(500)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    box = page.get_by_label("Source sentence").bounding_box()
+    if width >= 640:  # beside the page, first in the sidebar: in sight without a scroll
+        assert box and 0 <= box["y"] and box["y"] + box["height"] <= height, box
+    else:  # a phone's sidebar lists the pages first (the top bar moves into it), then the box
+        page.get_by_label("Source sentence").scroll_into_view_if_needed()
+        assert page.get_by_label("Source sentence").is_visible()
+    link = sidebar.get_by_text("Link to this view").bounding_box()
+    picker = sidebar.get_by_text("Active model").bounding_box()
+    assert link["y"] < picker["y"], (link, picker)
+    titles = nav_titles(page)
+    assert len(titles) == len(PAGES) and "Step-by-step decoding" in titles, titles
+    assert page.get_by_text(re.compile(r"View \d+ more")).count() == 0
+    page.screenshot(path=str(shots / f"Home-{width}x{height}.png"))
+    for path in ("Decoding", "Attention_Maps"):
+        page.goto(f"{server}/{path}")
+        wait_for_app(page)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        page.screenshot(path=str(shots / f"{path}-{width}x{height}.png"), full_page=True)
+    assert not errors, errors

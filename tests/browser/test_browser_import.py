@@ -9,7 +9,7 @@ import json
 
 import pytest
 from conftest import ARTIFACTS, ROOT
-from test_browser import browser, server, wait_for_app  # noqa: F401 - pytest fixtures
+from test_browser import browser, open_from_nav, server, wait_for_app  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.browser
 
@@ -29,6 +29,11 @@ def _set_sentence(page, sentence: str) -> None:
     box.press("Enter")
     page.wait_for_timeout(300)
     wait_for_app(page)
+
+
+def main(page):
+    """The main area, where upload progress and outcomes show (not the sidebar)."""
+    return page.locator('[data-testid="stMain"]')
 
 
 def _upload_on_home(server, browser, paths):  # noqa: F811
@@ -54,7 +59,7 @@ def test_upload_the_tutorials_files_and_translate_as_the_tutorial(server, browse
     sidebar.get_by_role("button", name="Convert and open").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "Import-form.png"), full_page=True)
     sidebar.get_by_role("button", name="Convert and open").click()
-    sidebar.get_by_text("with the TF tutorial recipe and opened it").wait_for(timeout=300_000)
+    main(page).get_by_text("with the TF tutorial recipe and opened it").wait_for(timeout=300_000)
     wait_for_app(page)
     assert page.locator('[data-testid="stException"]').count() == 0
     for record in RECORDED["translations"]:
@@ -62,9 +67,7 @@ def test_upload_the_tutorials_files_and_translate_as_the_tutorial(server, browse
         assert _translation_shown(page) == record["text"], record["source"]
     page.screenshot(path=str(shots / "Import-tutorial-dates.png"), full_page=True)
     # Where it came from, on the Model page of the same session.
-    page.locator('[data-testid="stSidebarNav"]').get_by_text("Model", exact=True).click()
-    page.wait_for_timeout(300)
-    wait_for_app(page)
+    open_from_nav(page, "Start", "Model")
     page.get_by_text("python -m transformer.convert tf-tutorial", exact=False).first.wait_for()
     page.screenshot(path=str(shots / "Import-model-page.png"), full_page=True)
     assert page.locator('[data-testid="stException"]').count() == 0
@@ -93,7 +96,7 @@ def test_upload_the_from_scratch_notebooks_checkpoint_folder_and_translate_as_it
     sidebar.get_by_role("button", name="Convert and open").scroll_into_view_if_needed()
     page.screenshot(path=str(shots / "Import-form-from-scratch.png"), full_page=True)
     sidebar.get_by_role("button", name="Convert and open").click()
-    sidebar.get_by_text("and opened it", exact=False).wait_for(timeout=300_000)
+    main(page).get_by_text("and opened it", exact=False).wait_for(timeout=300_000)
     wait_for_app(page)
     assert page.locator('[data-testid="stException"]').count() == 0
     for sentence, theirs in list(zip(reference["held_out"], reference["translations"]))[:4]:
