@@ -54,14 +54,17 @@ def pieces_fig(pieces: list[str], ids, special_ids, unk_id: int,
 
     pieces: the pieces as cut from the text (the unknown ones keep their own characters);
     ids: their ids. Cells at positions 0 .. n - 1, ticked with the pieces as they are. The
-    heatmap's customdata row is the ids."""
+    heatmap's customdata row is the ids. A cell's text is shortened to what its width holds
+    (fit_text; none in a cell narrower than three characters): the hover names every piece."""
     ids = np.asarray(ids)
     if ids.ndim != 1:
         raise ValueError(f"ids must be 1-D, got shape {ids.shape}")
     if len(ids) != len(pieces):
         raise ValueError(f"ids has {len(ids)} entries but there are {len(pieces)} pieces")
     kinds = piece_kinds(ids, special_ids, unk_id)
-    text = [f"{tick_text([p])[0] or '∅'}<br>{i}" for p, i in zip(pieces, ids.tolist())]
+    cell_px = CHART_WIDTH / max(len(ids), 1)
+    text = [f"{plotly_text(fit_text(p or '∅', cell_px))}<br>{fit_text(i, cell_px)}"
+            if cell_px >= 3 * CHAR_PX else "" for p, i in zip(pieces, ids.tolist())]
     hover = [f"piece {n} ({plotly_text(p)})<br>id {i}<br>{KIND_NAMES[k]}"
              for n, (p, i, k) in enumerate(zip(pieces, ids.tolist(), kinds.tolist()))]
     fig = go.Figure(go.Heatmap(
