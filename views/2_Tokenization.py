@@ -72,7 +72,8 @@ name, about = tokens.tokenizer_name(src)
 cols[0].metric("Tokenizer", name, help=about)
 cols[1].metric("Source vocabulary", f"{src.vocab_size:,}")
 cols[2].metric("Target vocabulary", f"{tgt.vocab_size:,}")
-cols[3].metric("Longest sequence (max_len)", config.max_len)
+cols[3].metric("Longest sequence (max_len)", config.max_len,
+               help=f"A typed source is cut at {ckpt.length_limit('source')}.")
 for side, tok in (("source", src), ("target", tgt)):
     note, changes = tokens.preprocessing_note(tok, side)
     (st.info if changes else st.caption)(note)
