@@ -149,8 +149,10 @@ def _keep(key: str, name: str, data: bytes | dict[str, bytes]) -> None:
 def accept_upload() -> None:
     """file_uploader callback: a .ckpt is loaded now (on success it becomes active, else the
     model stays); other files are read (unzipped, recipe detected) and wait for the import form
-    (Marian's files, which tell everything, are converted in this run)."""
-    files = st.session_state.get(state.UPLOADER) or []
+    (Marian's files, which tell everything, are converted in this run). The uploader is then
+    cleared, except when the files it holds were refused: more may be dropped beside them (a
+    model's weights and vocabularies may come in several drops)."""
+    files = st.session_state.get(state.uploader_key()) or []
     files = files if isinstance(files, list) else [files]
     files = _changed(files)
     for key in (state.IMPORT, state.IMPORT_REQUESTED, state.IMPORT_RECIPE, state.IMPORT_HEADS,
@@ -165,6 +167,7 @@ def accept_upload() -> None:
         return
     if checkpoints:
         _accept_checkpoint(checkpoints[0])
+        state.clear_uploader()
         return
     names = ", ".join(f.name for f in files)
     try:
@@ -176,6 +179,7 @@ def accept_upload() -> None:
         _message("error", f"{_unexpected(names, err)} {KEEP}")
         return
     st.session_state[state.IMPORT] = upload
+    state.clear_uploader()  # the files are read: the form and the import use `upload`
     if not upload.asks:
         st.session_state[state.IMPORT_REQUESTED] = True
 

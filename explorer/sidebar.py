@@ -39,7 +39,7 @@ def render():
         with st.expander("Upload a model", icon=":material/upload:",
                          expanded=bool(upload is not None and upload.asks)):
             st.file_uploader("Model files (several at once, or one .zip)",
-                             accept_multiple_files=True, key=state.UPLOADER,
+                             accept_multiple_files=True, key=state.uploader_key(),
                              on_change=models.accept_upload, help=UPLOAD_HELP)
             models.import_form()
     with notices:

@@ -9,7 +9,8 @@ from transformer.inference.session import DEFAULT_CHECKPOINT
 
 MODEL = "model_choice"  # "bundled:<file name>" or "upload:<sha256>"
 UPLOADS = "uploaded_checkpoints"  # {sha256: (file name, bytes)}: this session's uploads
-UPLOADER = "checkpoint_uploader"  # the file_uploader widget
+UPLOADER = "checkpoint_uploader"  # the file_uploader widget's key (uploader_key: its round)
+UPLOADER_ROUND = "uploader_round"  # how many times the uploader was cleared
 UPLOADER_SEEN = "uploader_seen_files"  # file ids the uploader held after its last change
 UPLOAD_MESSAGE = "upload_message"  # ("error" | "success", text) from the last upload
 UPLOAD_NOTES = "upload_notes"  # [("error" | "success", text)]: this session's upload outcomes
@@ -42,6 +43,21 @@ def init() -> None:
     st.session_state.setdefault(SOURCE, DEFAULT_SOURCE)
     st.session_state.setdefault(TARGET_MODE, TARGET_MODEL)
     st.session_state.setdefault(TARGET, "")
+
+
+def uploader_key(session=None) -> str:
+    """The uploader widget's key this round: a new key is a new, empty uploader, which is how
+    an upload that was handled is cleared (Streamlit lets no code empty a file_uploader).
+    `session`: a session state to read (AppTest's), by default this session's."""
+    session = st.session_state if session is None else session
+    n = session[UPLOADER_ROUND] if UPLOADER_ROUND in session else 0
+    return UPLOADER if n == 0 else f"{UPLOADER}-{n}"
+
+
+def clear_uploader() -> None:
+    """Give the uploader a new key (an empty uploader from the next run on)."""
+    st.session_state[UPLOADER_ROUND] = st.session_state.get(UPLOADER_ROUND, 0) + 1
+    st.session_state.pop(UPLOADER_SEEN, None)
 
 
 def model_choice() -> str:

@@ -67,7 +67,7 @@ def test_bundled_epoch_checkpoints_are_listed(app):
 
 def test_uploading_a_valid_checkpoint_switches_the_model(app, tiny_checkpoint_bytes):
     at = _page(app, "views/1_Model.py")
-    at.file_uploader(key=state.UPLOADER).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
+    at.file_uploader(key=state.uploader_key(at.session_state)).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     assert not at.exception, at.exception
     assert at.session_state[state.MODEL].startswith("upload:")
     assert any("Loaded tiny.ckpt" in s.value for s in at.success)
@@ -78,10 +78,12 @@ def test_uploading_a_valid_checkpoint_switches_the_model(app, tiny_checkpoint_by
     assert at.title[0].value == "Model: tiny-upload"
 
 
-def test_a_second_checkpoint_dropped_on_the_uploader_opens_too(app, tiny_checkpoint_bytes):
-    """The uploader keeps the first file beside the second (it takes several): the second
-    checkpoint still opens and becomes active, both stay listed, and removing one from the
-    uploader changes nothing."""
+def test_a_handled_upload_clears_the_uploader_and_a_second_opens_too(app,
+                                                                     tiny_checkpoint_bytes):
+    """Issue 24: the uploader kept every file ever dropped. Once a checkpoint is opened the
+    uploader is a new, empty one; a second checkpoint dropped on it opens and becomes active,
+    both stay listed, and the outcome is kept as a note for the Model page."""
+    from explorer import models
     from transformer.checkpoint.format import checkpoint_bytes
     from transformer.inference.session import load_checkpoint
 
@@ -89,28 +91,27 @@ def test_a_second_checkpoint_dropped_on_the_uploader_opens_too(app, tiny_checkpo
     second_bytes = checkpoint_bytes(first.model, first.source_tokenizer, first.target_tokenizer,
                                     {**first.metadata, "name": "second-upload"})
     at = _page(app, "views/1_Model.py")
-    at.file_uploader(key=state.UPLOADER).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
-    uploader = at.file_uploader(key=state.UPLOADER)
-    # A browser's uploader still holds tiny.ckpt (same file id) when second.ckpt is dropped;
-    # AppTest's starts each run empty, so give it what it holds (its own fallback, made explicit).
-    uploader._files = uploader._get_files_to_register()
-    assert [name for _, name, _, _ in uploader._files] == ["tiny.ckpt"]
-    uploader.upload("second.ckpt", second_bytes).run()
+    before = state.uploader_key(at.session_state)
+    at.file_uploader(key=before).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
+    after = state.uploader_key(at.session_state)
+    assert after != before and at.file_uploader(key=after).value in (None, [])
+    at.file_uploader(key=after).upload("second.ckpt", second_bytes).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert any("Loaded second.ckpt" in s.value for s in at.success)
+    assert any("Loaded second.ckpt" in s.value for s in at.main.success)
     assert at.title[0].value == "Model: second-upload"
     assert sum("(uploaded" in o for o in at.selectbox(key=state.MODEL).options) == 2
-    at.file_uploader(key=state.UPLOADER).clear().run()
-    assert not at.exception and at.title[0].value == "Model: second-upload"
+    notes = at.session_state[state.UPLOAD_NOTES]
+    assert [kind for kind, _ in notes] == ["success", "success"] and "tiny.ckpt" in notes[0][1]
+    assert models.MAX_NOTES >= 2
 
 
 @pytest.mark.parametrize("payload", [b"not a checkpoint", b"PK\x03\x04truncated", b""])
 def test_uploading_an_invalid_checkpoint_keeps_the_model(app, tiny_checkpoint_bytes, payload):
     at = _page(app, "views/1_Model.py")
-    at.file_uploader(key=state.UPLOADER).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
+    at.file_uploader(key=state.uploader_key(at.session_state)).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     active = at.session_state[state.MODEL]
-    at.file_uploader(key=state.UPLOADER).clear().run()
-    at.file_uploader(key=state.UPLOADER).upload("broken.ckpt", payload).run()
+    at.file_uploader(key=state.uploader_key(at.session_state)).clear().run()
+    at.file_uploader(key=state.uploader_key(at.session_state)).upload("broken.ckpt", payload).run()
     assert not at.exception, at.exception
     assert at.error, "no error shown"
     assert "Could not load broken.ckpt" in at.error[0].value
@@ -219,7 +220,7 @@ def _zipped(files: dict[str, bytes], folder: str) -> bytes:
 
 
 def _upload(at, files: dict[str, bytes]):
-    at.file_uploader(key=state.UPLOADER).set_value(
+    at.file_uploader(key=state.uploader_key(at.session_state)).set_value(
         [(name, data, "application/octet-stream") for name, data in files.items()]).run()
     assert not at.exception, at.exception
     return at
@@ -257,7 +258,7 @@ def _assert_opened(at, expected, sentences):
 
 
 def test_the_uploader_takes_several_files(app):
-    uploader = app.file_uploader(key=state.UPLOADER)
+    uploader = app.file_uploader(key=state.uploader_key(app.session_state))
     assert uploader.accept_multiple_files
     assert uploader.allowed_type == []  # any name: the files are classified by explorer.uploads
 
@@ -326,7 +327,7 @@ def test_a_tensorflow_checkpoint_opens_and_its_data_file_is_needed(app, tf_check
     message = at.error[0].value  # read at once: the .index alone is no model
     assert "'ckpt.index' comes without its data file 'ckpt.data-00000-of-00001'" in message
     assert at.session_state[state.MODEL] == "bundled:dates.ckpt"
-    at.file_uploader(key=state.UPLOADER).clear().run()
+    at.file_uploader(key=state.uploader_key(at.session_state)).clear().run()
     _submit(_upload(at, {**tf_checkpoint_files, **vocabularies}))
     expected = convert_keras_seq2seq(tf_checkpoint_files,
                                       {"eng_vocab.txt": vocabularies["eng_vocab.txt"]},
@@ -412,9 +413,9 @@ def _keep_state(at, before: dict):
 def with_upload(app, tiny_checkpoint_bytes):
     """A session with a .ckpt upload active and its own sentence."""
     at = app
-    at.file_uploader(key=state.UPLOADER).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
+    at.file_uploader(key=state.uploader_key(at.session_state)).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     at.text_input(key=state.SOURCE).set_value("5 july 1987").run()
-    at.file_uploader(key=state.UPLOADER).clear().run()
+    at.file_uploader(key=state.uploader_key(at.session_state)).clear().run()
     assert not at.exception, at.exception
     before = {"model": at.session_state[state.MODEL], "source": "5 july 1987",
               "uploads": list(at.session_state[state.UPLOADS])}
@@ -438,7 +439,7 @@ def test_a_missing_file_is_named_and_changes_nothing(with_upload, tutorial_files
     _upload(at, {name: tutorial_files[name] for name in TUTORIAL_FILES[:2]})
     message = _keep_state(at, before)
     assert "model.weights.h5 need two vocabulary files" in message and "source_vocab.txt" in message
-    at.file_uploader(key=state.UPLOADER).clear().run()
+    at.file_uploader(key=state.uploader_key(at.session_state)).clear().run()
     _upload(at, {name: data for name, data in marian_files.items() if name != "vocab.json"})
     message = _keep_state(at, before)
     assert "is missing vocab.json" in message

@@ -80,10 +80,10 @@ def test_model_page_shows_the_metadata_warnings(app, tiny_checkpoint_bytes):
     data = _with_metadata(tiny_checkpoint_bytes, {"name": "odd-metadata", "seed": -5,
                                                   "held_out": "perfect"})
     at = open_page(app, MODEL)
-    at.file_uploader(key=state.UPLOADER).upload("odd.ckpt", data).run()
+    at.file_uploader(key=state.uploader_key(at.session_state)).upload("odd.ckpt", data).run()
     assert not at.exception, at.exception
     assert at.title[0].value == "Model: odd-metadata"
-    warnings = [w.value for w in at.warning]
+    warnings = [w.value for w in at.main.warning]  # (the sidebar may say it is unsure)
     assert len(warnings) == 2, warnings
     assert all(w.startswith("Metadata field") for w in warnings)
     assert any("'seed' was dropped" in w for w in warnings)

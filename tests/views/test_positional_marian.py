@@ -32,7 +32,7 @@ def charts(at) -> dict[str, dict]:
 
 def test_a_marian_models_sinusoids_are_drawn_in_its_own_layout(app, marian):
     files = [(p.name, p.read_bytes(), "application/octet-stream") for p in sorted(MARIAN.iterdir())]
-    app.file_uploader(key=state.UPLOADER).set_value(files).run()
+    app.file_uploader(key=state.uploader_key(app.session_state)).set_value(files).run()
     assert not app.exception, app.exception
     at = open_page(app, PAGE)
     config = marian.config
