@@ -20,6 +20,7 @@ from .common import (
     WINDOW_ROWS,
     cell_tokens,
     colorbar,
+    gaps,
     number_text,
     positions,
     subplot_axes,
@@ -123,7 +124,7 @@ def _heatmap(z, x_labels, y_labels, *, colorscale, zmid=None, zmin=None, zmax=No
     where = f"{row}<br>{_axis_hover(x_title, 'x', x_labels, 1)}"
     trace = dict(
         type="heatmap", z=z, x=positions(x_labels), y=positions(y_labels), colorscale=colorscale,
-        zmid=zmid, zmin=zmin, zmax=zmax, showscale=showscale, xgap=1, ygap=1, name=name,
+        zmid=zmid, zmin=zmin, zmax=zmax, showscale=showscale, name=name, **gaps(z.shape),
         colorbar=colorbar(name) if showscale else None,
         customdata=cell_tokens(y_labels, x_labels), hoverongaps=False,
         texttemplate=f"%{{z:{text_format}}}" if z.shape[-1] <= MAX_CELL_TEXT else None,

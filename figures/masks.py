@@ -21,12 +21,14 @@ from .common import (
     cell_tokens,
     check_matrix,
     fit_text,
+    gaps,
     number_text,
     plotly_text,
     position_hover,
     positions,
     subplot_axes,
     subplot_layout,
+    tick_step,
     tick_text,
     title_dict,
     token_axis,
@@ -108,13 +110,14 @@ def batch_mask_fig(mask, ids, tokens, row_labels, title: str, width: int = CHART
     cell_px = (width - CHAR_PX * max(map(len, rows), default=0) - 60) / max(mask.shape[1], 1)
     whole = np.array(tick_text([t for row in tokens for t in row]), dtype=object).reshape(
         mask.shape)
-    text = [[plotly_text(fit_text(t, cell_px)).replace(WORD_START, WORD_START_MARK)
-             for t in row] for row in tokens]
+    wide = cell_px >= 2 * CHAR_PX  # room for a character and "…"; else no text (hover has it)
+    text = [[plotly_text(fit_text(t, cell_px)).replace(WORD_START, WORD_START_MARK) if wide
+             else "" for t in row] for row in tokens]
     meaning = np.where(mask != 0, "may attend", "blocked (padding)")
     names = np.broadcast_to(np.array(tick_text(rows), dtype=object)[:, None], mask.shape)
     heatmap = dict(
         type="heatmap", z=mask, x=positions(range(mask.shape[1])), y=positions(rows), zmin=0,
-        zmax=1, colorscale=MASK_COLORSCALE, showscale=False, xgap=1, ygap=1, text=text,
+        zmax=1, colorscale=MASK_COLORSCALE, showscale=False, **gaps(mask.shape), text=text,
         texttemplate="%{text}", textfont=dict(size=12),
         customdata=np.stack([ids.astype(str).astype(object), meaning.astype(object), names,
                              whole], axis=-1),
@@ -123,8 +126,8 @@ def batch_mask_fig(mask, ids, tokens, row_labels, title: str, width: int = CHART
                       "mask %{z:.3f}: %{customdata[1]}<extra></extra>")
     layout = dict(title=title_dict(title), height=150 + 45 * mask.shape[0],
                   margin=dict(l=10, r=10, t=80, b=10),
-                  xaxis=dict(title=dict(text="position"), tickmode="linear", tick0=0, dtick=1,
-                             showgrid=False, zeroline=False),
+                  xaxis=dict(title=dict(text="position"), tickmode="linear", tick0=0,
+                             dtick=tick_step(mask.shape[1]), showgrid=False, zeroline=False),
                   yaxis=token_axis(rows, title=dict(text="batch row"), autorange="reversed"))
     return unvalidated_figure([heatmap], layout)
 
