@@ -59,6 +59,13 @@ def open_page(at, path):
     return at
 
 
+def uploader(at):
+    """The sidebar's uploader as it is this round (a handled upload clears it: a new key)."""
+    from explorer import state
+
+    return at.file_uploader(key=state.uploader_key(at.session_state))
+
+
 def set_widget(at, kind, key, value):
     """Set a keyed widget (kind: "selectbox", "radio", ...), rerun, and fail on any exception."""
     getattr(at, kind)(key=key).set_value(value).run()

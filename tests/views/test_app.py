@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, uploader
 from conftest import open_page as _page
 
 from explorer import state
@@ -67,7 +67,7 @@ def test_bundled_epoch_checkpoints_are_listed(app):
 
 def test_uploading_a_valid_checkpoint_switches_the_model(app, tiny_checkpoint_bytes):
     at = _page(app, "views/1_Model.py")
-    at.file_uploader(key=state.uploader_key(at.session_state)).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
+    uploader(at).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     assert not at.exception, at.exception
     assert at.session_state[state.MODEL].startswith("upload:")
     assert any("Loaded tiny.ckpt" in s.value for s in at.success)
@@ -108,10 +108,10 @@ def test_a_handled_upload_clears_the_uploader_and_a_second_opens_too(app,
 @pytest.mark.parametrize("payload", [b"not a checkpoint", b"PK\x03\x04truncated", b""])
 def test_uploading_an_invalid_checkpoint_keeps_the_model(app, tiny_checkpoint_bytes, payload):
     at = _page(app, "views/1_Model.py")
-    at.file_uploader(key=state.uploader_key(at.session_state)).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
+    uploader(at).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     active = at.session_state[state.MODEL]
-    at.file_uploader(key=state.uploader_key(at.session_state)).clear().run()
-    at.file_uploader(key=state.uploader_key(at.session_state)).upload("broken.ckpt", payload).run()
+    uploader(at).clear().run()
+    uploader(at).upload("broken.ckpt", payload).run()
     assert not at.exception, at.exception
     assert at.error, "no error shown"
     assert "Could not load broken.ckpt" in at.error[0].value
@@ -220,7 +220,7 @@ def _zipped(files: dict[str, bytes], folder: str) -> bytes:
 
 
 def _upload(at, files: dict[str, bytes]):
-    at.file_uploader(key=state.uploader_key(at.session_state)).set_value(
+    uploader(at).set_value(
         [(name, data, "application/octet-stream") for name, data in files.items()]).run()
     assert not at.exception, at.exception
     return at
@@ -258,9 +258,9 @@ def _assert_opened(at, expected, sentences):
 
 
 def test_the_uploader_takes_several_files(app):
-    uploader = app.file_uploader(key=state.uploader_key(app.session_state))
-    assert uploader.accept_multiple_files
-    assert uploader.allowed_type == []  # any name: the files are classified by explorer.uploads
+    widget = uploader(app)
+    assert widget.accept_multiple_files
+    assert widget.allowed_type == []  # any name: the files are classified by explorer.uploads
 
 
 def test_tf_tutorial_files_open_after_the_form(app, tutorial_files):
@@ -327,7 +327,7 @@ def test_a_tensorflow_checkpoint_opens_and_its_data_file_is_needed(app, tf_check
     message = at.error[0].value  # read at once: the .index alone is no model
     assert "'ckpt.index' comes without its data file 'ckpt.data-00000-of-00001'" in message
     assert at.session_state[state.MODEL] == "bundled:dates.ckpt"
-    at.file_uploader(key=state.uploader_key(at.session_state)).clear().run()
+    uploader(at).clear().run()
     _submit(_upload(at, {**tf_checkpoint_files, **vocabularies}))
     expected = convert_keras_seq2seq(tf_checkpoint_files,
                                       {"eng_vocab.txt": vocabularies["eng_vocab.txt"]},
@@ -413,9 +413,9 @@ def _keep_state(at, before: dict):
 def with_upload(app, tiny_checkpoint_bytes):
     """A session with a .ckpt upload active and its own sentence."""
     at = app
-    at.file_uploader(key=state.uploader_key(at.session_state)).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
+    uploader(at).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     at.text_input(key=state.SOURCE).set_value("5 july 1987").run()
-    at.file_uploader(key=state.uploader_key(at.session_state)).clear().run()
+    uploader(at).clear().run()
     assert not at.exception, at.exception
     before = {"model": at.session_state[state.MODEL], "source": "5 july 1987",
               "uploads": list(at.session_state[state.UPLOADS])}
@@ -439,7 +439,7 @@ def test_a_missing_file_is_named_and_changes_nothing(with_upload, tutorial_files
     _upload(at, {name: tutorial_files[name] for name in TUTORIAL_FILES[:2]})
     message = _keep_state(at, before)
     assert "model.weights.h5 need two vocabulary files" in message and "source_vocab.txt" in message
-    at.file_uploader(key=state.uploader_key(at.session_state)).clear().run()
+    uploader(at).clear().run()
     _upload(at, {name: data for name, data in marian_files.items() if name != "vocab.json"})
     message = _keep_state(at, before)
     assert "is missing vocab.json" in message

@@ -7,7 +7,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from conftest import ROOT, open_page, set_widget
+from conftest import ROOT, open_page, set_widget, uploader
 from test_app import PAGES
 
 from explorer import sidebar, state
@@ -168,7 +168,7 @@ def test_hostile_or_broken_upload_is_refused_and_changes_nothing(
     marker = tmp_path / "pwned"
     before = _tree_snapshot()
     app.text_input(key=state.SOURCE).set_value("July 14, 2003").run()
-    app.file_uploader(key=state.uploader_key(app.session_state)).upload("evil.ckpt", make(tiny_checkpoint_bytes, marker))
+    uploader(app).upload("evil.ckpt", make(tiny_checkpoint_bytes, marker))
     app.run()
     assert not app.exception, app.exception
     assert app.error and words.lower() in app.error[0].value.lower(), [e.value for e in app.error]
@@ -187,8 +187,8 @@ def test_a_session_keeps_a_bounded_number_of_uploads(app, tiny_checkpoint_bytes)
         # Same model, different bytes: the metadata differs, so the content hash does.
         data = _replace_member(tiny_checkpoint_bytes, "metadata.json",
                                f'{{"name": "tiny {i}"}}'.encode())
-        app.file_uploader(key=state.uploader_key(app.session_state)).clear().run()
-        app.file_uploader(key=state.uploader_key(app.session_state)).upload(f"tiny{i}.ckpt", data).run()
+        uploader(app).clear().run()
+        uploader(app).upload(f"tiny{i}.ckpt", data).run()
         assert not app.exception, app.exception
     uploads = app.session_state[state.UPLOADS]
     assert len(uploads) == MAX_UPLOADS_PER_SESSION
@@ -237,7 +237,7 @@ def long_model_app(app, tiny_checkpoint_bytes):
     """The app on an uploaded model whose config allows max_len 16,384, with a 10,000-character
     paste as the source and as the typed target."""
     data = _with_config(tiny_checkpoint_bytes, max_len=16_384)
-    app.file_uploader(key=state.uploader_key(app.session_state)).upload("long.ckpt", data).run()
+    uploader(app).upload("long.ckpt", data).run()
     assert not app.exception, app.exception
     assert app.session_state[state.MODEL].startswith("upload:")
     paste = STRANGE_INPUTS["10k characters"]

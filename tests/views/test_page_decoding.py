@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import open_page
+from conftest import open_page, uploader
 
 from explorer import state
 from figures.common import tick_text
@@ -239,7 +239,7 @@ def test_choices_outside_a_smaller_uploaded_model_are_clamped(page, tiny_checkpo
     page.selectbox(key="dec_head").set_value(3)
     page.multiselect(key="dec_ablate").set_value(["cross L1 H3", "encoder L0 H0"])
     run(page.select_slider(key="dec_step").set_value(11))
-    at = run(page.file_uploader(key=state.uploader_key(page.session_state)).upload("tiny.ckpt", tiny_checkpoint_bytes))
+    at = run(uploader(page).upload("tiny.ckpt", tiny_checkpoint_bytes))
     assert at.session_state[state.MODEL].startswith("upload:")  # 1 layer, 2 heads, max_len 40
     assert at.selectbox(key="dec_layer").value == 0 and at.selectbox(key="dec_head").value == 1
     assert at.slider(key="dec_max_len").value == 40

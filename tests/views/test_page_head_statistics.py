@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import open_page
+from conftest import open_page, uploader
 
 from explorer import state
 from transformer.analysis.head_stats import (
@@ -202,7 +202,7 @@ def test_too_many_lines_are_capped(page, monkeypatch, expected):
 def test_switching_model_keeps_the_page_working(page, tiny_checkpoint_bytes):
     page.radio(key="stats_source").set_value("held_out").run()
     page.number_input(key="stats_n").set_value(3).run()
-    page.file_uploader(key=state.uploader_key(page.session_state)).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
+    uploader(page).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     assert not page.exception, page.exception
     assert len(stats_table(page)) == 3 * 1 * 2  # the tiny model: 1 layer, 2 heads per kind
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import open_page, plotly_array, set_widget
+from conftest import open_page, plotly_array, set_widget, uploader
 
 from explorer import state
 from explorer.widgets import quoted
@@ -119,7 +119,7 @@ def page(app, recipe):
     if name != "own":
         data = checkpoint_bytes(ckpt.model, ckpt.source_tokenizer, ckpt.target_tokenizer,
                                 ckpt.metadata)
-        app.file_uploader(key=state.uploader_key(app.session_state)).upload(f"{name}.ckpt", data).run()
+        uploader(app).upload(f"{name}.ckpt", data).run()
         assert not app.exception, app.exception
         assert app.session_state[state.MODEL].startswith(f"{state.UPLOADED}:")
     return open_page(app, PAGE)

@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import open_page
+from conftest import open_page, uploader
 
 MODEL = "views/1_Model.py"
 
@@ -75,12 +75,11 @@ def _with_metadata(data: bytes, metadata: dict) -> bytes:
 
 
 def test_model_page_shows_the_metadata_warnings(app, tiny_checkpoint_bytes):
-    from explorer import state
 
     data = _with_metadata(tiny_checkpoint_bytes, {"name": "odd-metadata", "seed": -5,
                                                   "held_out": "perfect"})
     at = open_page(app, MODEL)
-    at.file_uploader(key=state.uploader_key(at.session_state)).upload("odd.ckpt", data).run()
+    uploader(at).upload("odd.ckpt", data).run()
     assert not at.exception, at.exception
     assert at.title[0].value == "Model: odd-metadata"
     warnings = [w.value for w in at.main.warning]  # (the sidebar may say it is unsure)

@@ -4,7 +4,7 @@ from the checkpoint's own training report, and nothing where a checkpoint has no
 import json
 
 import pytest
-from conftest import open_page
+from conftest import open_page, uploader
 
 MODEL = "views/1_Model.py"
 
@@ -36,7 +36,6 @@ def test_a_checkpoint_without_a_per_format_report_shows_no_table(app, tiny_check
     import io
     import zipfile
 
-    from explorer import state
 
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(tiny_checkpoint_bytes)) as source, \
@@ -48,7 +47,7 @@ def test_a_checkpoint_without_a_per_format_report_shows_no_table(app, tiny_check
                     "exact_match": 0.5, "per_format": [{"format": 1}, "iso"]}}).encode()
             target.writestr(item.filename, content)
     at = open_page(app, MODEL)
-    at.file_uploader(key=state.uploader_key(at.session_state)).upload("odd.ckpt", out.getvalue()).run()
+    uploader(at).upload("odd.ckpt", out.getvalue()).run()
     assert not at.exception, at.exception
     assert at.title[0].value == "Model: odd-report"
     assert not _per_format_tables(at)

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import open_page, plotly_array
+from conftest import open_page, plotly_array, uploader
 
-from explorer import state
 from transformer import positional_encoding
 
 PAGE = "views/3_Positional_Encodings.py"
@@ -32,7 +31,7 @@ def charts(at) -> dict[str, dict]:
 
 def test_a_marian_models_sinusoids_are_drawn_in_its_own_layout(app, marian):
     files = [(p.name, p.read_bytes(), "application/octet-stream") for p in sorted(MARIAN.iterdir())]
-    app.file_uploader(key=state.uploader_key(app.session_state)).set_value(files).run()
+    uploader(app).set_value(files).run()
     assert not app.exception, app.exception
     at = open_page(app, PAGE)
     config = marian.config

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import open_page, set_widget
+from conftest import open_page, set_widget, uploader
 
 from explorer import state
 
@@ -34,7 +34,7 @@ def marian():
 def marian_app(app):
     """The app with the Marian folder's files uploaded (the model opens at once)."""
     files = [(p.name, p.read_bytes(), "application/octet-stream") for p in sorted(MARIAN.iterdir())]
-    app.file_uploader(key=state.uploader_key(app.session_state)).set_value(files).run()
+    uploader(app).set_value(files).run()
     assert not app.exception, app.exception
     assert app.session_state[state.MODEL].startswith(f"{state.UPLOADED}:")
     return app
@@ -139,7 +139,7 @@ def test_a_keras_example_model_names_its_own_unknown_and_padding(app, tmp_path):
     ckpt = keras_example_checkpoint(tmp_path)
     data = checkpoint_bytes(ckpt.model, ckpt.source_tokenizer, ckpt.target_tokenizer,
                             ckpt.metadata)
-    app.file_uploader(key=state.uploader_key(app.session_state)).upload("keras.ckpt", data).run()
+    uploader(app).upload("keras.ckpt", data).run()
     at = open_page(app, PAGE)
     config = ckpt.config
     assert (f"The encoder reads pieces, padded with `[PAD]` to {config.pad_source_to} ids (no "
