@@ -255,3 +255,18 @@ def test_controls_in_sight_at_every_size(server, browser, width, height):
         assert page.locator('[data-testid="stException"]').count() == 0
         page.screenshot(path=str(shots / f"{path}-{width}x{height}.png"), full_page=True)
     assert not errors, errors
+
+
+def test_the_server_prepared_the_default_model_while_it_started(server):
+    """`make run`'s server (python -m explorer.serve) loads the default model and traces its
+    decode loop and maps pass in the background as it starts (explorer.warm): its log says so,
+    with no error. (bench/cold_start.py measures what it saves.)"""
+    import time
+
+    log = ARTIFACTS / "streamlit.log"
+    deadline = time.monotonic() + 180
+    while "Warm start:" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    text = log.read_text()
+    assert re.search(r"Warm start: dates and its compiled loops ready in [\d.]+ s", text), text
+    assert "Warm start failed" not in text
