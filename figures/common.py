@@ -41,7 +41,9 @@ WINDOW_ROWS = 50  # rows a long token axis shows at first (drag or zoom for the 
 MIN_COLORBAR_PX = 170  # a plot shorter than this gets its colour bar under it, horizontal
 MAX_GAPPED = 60  # a heatmap with more rows or columns is drawn without gaps between cells
 HOVER_TOKEN_CELLS = 40_000  # a larger map's hover names positions only (tokens: its axes)
-MODEBAR = dict(orientation="v")  # Plotly's toolbar down the right edge, never over the title
+# Plotly's toolbar down the right edge, never over the title; on hover it may lie over a
+# colour bar's labels, so it has a light background of its own.
+MODEBAR = dict(orientation="v", bgcolor="rgba(255, 255, 255, 0.85)")
 WEIGHT_SCALE = "Blues"  # attention weights, 0 (white) .. 1 (dark blue)
 DIVERGING_SCALE = "RdBu"  # signed values: negative red, 0 white, positive blue
 TEXT_COLOUR = "#1f2937"  # tick labels and axis titles: dark, whatever the theme's grey
