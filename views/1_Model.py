@@ -23,14 +23,6 @@ if isinstance(held_out.get("exact_match"), (int, float)):
 if isinstance(held_out.get("token_accuracy"), (int, float)):
     cols[3].metric("Held-out token accuracy", f"{held_out['token_accuracy']:.2%}")
 
-per_format = per_format_rows(meta)
-if per_format:
-    st.subheader("Held-out exact match per format")
-    st.caption(f"{len(per_format)} formats, each measured on its own held-out pairs (days the "
-               "model never saw in training, in any format); the example is one of them.")
-    st.dataframe(pd.DataFrame(per_format), hide_index=True, key="model_per_format",
-                 column_config={"exact match": st.column_config.NumberColumn(format="percent")})
-
 for warning in getattr(ckpt, "metadata_warnings", None) or []:
     st.warning(warning, icon=":material/warning:")
 
@@ -76,5 +68,13 @@ if isinstance(meta.get("history"), dict):
     st.plotly_chart(history_fig({k: v for k, v in meta["history"].items() if isinstance(v, list)},
                                 label_smoothing=smoothing if isinstance(smoothing, float) else None,
                                 vocab_size=ckpt.config.tgt_vocab_size), key="model_history")
+per_format = per_format_rows(meta)
+if per_format:
+    st.subheader("Held-out exact match per format")
+    st.caption(f"{len(per_format)} formats, each measured on its own held-out pairs (days the "
+               "model never saw in training, in any format); the example is one of them.")
+    st.dataframe(pd.DataFrame(per_format), hide_index=True, key="model_per_format",
+                 column_config={"exact match": st.column_config.NumberColumn(format="percent")})
+
 with st.expander("All metadata"):
     st.json({k: v for k, v in meta.items() if k != "history"})
