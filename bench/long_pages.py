@@ -1,13 +1,15 @@
 """Server time of every page with a long sequence (issue 24, item 4): a typed 400-token target
 on an opus-mt-shaped model, and the longest the bundled model reads.
 
-    .venv/bin/python bench/long_pages.py [--models bundled,opus] [--pages Masks,Decoding]
+    .venv/bin/python bench/long_pages.py [--models bundled,tiny512,opus] [--pages Masks,...]
                                          [--repeats 3] [--opus-folder DIR] [--profile PAGE]
 
 Runs the app in Streamlit's AppTest (no browser: the script's own time, from its start to its
 end, figures serialized included) with, in the sidebar, a typed target (teacher forcing) and:
 - bundled: the bundled dates model (max_len 64: it reads at most 64 tokens a side), a source
   and a typed target repeated until the model's own cut (the lengths read are printed);
+- tiny512: testkit.tiny's untrained model (dates tokenizers, 1 + 1 layers, 2 heads) reading
+  512 positions: a long source and a typed target of 400 target tokens, both read whole;
 - opus: an opus-mt-en-fr-shaped Marian folder (random weights, 6 + 6 layers, d_model 512,
   8 heads, vocabulary 59,514, 512 positions), built once with transformers as bench/open_real.py
   builds it (--opus-folder keeps it between runs), the default source and a typed target of
@@ -103,6 +105,17 @@ def session(model: str, opus: Path | None):
         at.session_state[state.UPLOADS] = {digest: ("opus-mt-en-fr (random weights)", files)}
         at.session_state[state.MODEL] = f"{state.UPLOADED}:{digest}"
         source, target = state.DEFAULT_SOURCE, opus_target(ckpt)
+    elif model == "tiny512":
+        from testkit.tiny import tiny_checkpoint_bytes
+
+        data = tiny_checkpoint_bytes("tiny512", max_len=512)
+        ckpt = load_checkpoint(data)
+        digest = hashlib.sha256(data).hexdigest()
+        at.session_state[state.UPLOADS] = {digest: ("tiny512.ckpt", data)}
+        at.session_state[state.MODEL] = f"{state.UPLOADED}:{digest}"
+        source, target = BUNDLED_SOURCE.lower() * 40, BUNDLED_TARGET
+        while len(ckpt.encode_target(target)) - 1 < TARGET_TOKENS:
+            target += BUNDLED_TARGET
     else:
         ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
         source, target = BUNDLED_SOURCE * 40, BUNDLED_TARGET * 40
@@ -127,7 +140,7 @@ def measure(at, page: str, repeats: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="bundled,opus")
+    parser.add_argument("--models", default="bundled,tiny512,opus")
     parser.add_argument("--pages", default="", help="comma-separated parts of page names")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--opus-folder", type=Path, help="build once here, reuse after")
