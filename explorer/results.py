@@ -204,15 +204,16 @@ def _similarity(content_hash: str, sentences: tuple, target, batched: bool, kind
 # ------------------------------------------------------------------ ablation
 def ablation(ckpt: Checkpoint, source: str, target_ids, silenced) -> dict:
     """transformer.inference.ablation.ablate with the heads labelled in `silenced`, scoring `target_ids`
-    (None: the model's own translation), cached."""
+    (None: the model's own translation), cached; the unablated translation is the shared one."""
     heads = tuple(parse_head_label(label) for label in silenced)
-    return _ablation(ckpt.content_hash, source, _scored(ckpt, source, target_ids), heads, ckpt)
+    return _ablation(ckpt.content_hash, source, _scored(ckpt, source, target_ids), heads, ckpt,
+                     translation(ckpt, source))
 
 
 @st.cache_data(max_entries=64, show_spinner="Running the model with those heads silenced…")
-def _ablation(content_hash: str, source: str, target_ids, silenced: tuple, _ckpt: Checkpoint
-              ) -> dict:
-    return ablate(_ckpt, source, list(silenced), target_ids=target_ids)
+def _ablation(content_hash: str, source: str, target_ids, silenced: tuple, _ckpt: Checkpoint,
+              _original) -> dict:
+    return ablate(_ckpt, source, list(silenced), target_ids=target_ids, original=_original)
 
 
 def importance(ckpt: Checkpoint, source: str, target_ids) -> list:

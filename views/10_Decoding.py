@@ -23,10 +23,10 @@ forced = stepping.forced_mode(typed)
 st.caption(stepping.what_is_decoded(source, typed, forced))
 head_options = heads.labels_of_model(cfg)
 keep_offered("dec_ablate", head_options)
-limits = {"dec_max_len": (cfg.max_len, cfg.max_len), "dec_head": (cfg.num_heads - 1, 0),
-          "dec_layer": (cfg.num_decoder_layers - 1, 0)}  # key: (highest, default)
-for key, (high, default) in limits.items():
-    clamp_choice(key, high, default)
+limits = {"dec_max_len": (1, cfg.max_len, cfg.max_len), "dec_head": (0, cfg.num_heads - 1, 0),
+          "dec_layer": (0, cfg.num_decoder_layers - 1, 0)}  # key: (lowest, highest, default)
+for key, (low, high, default) in limits.items():
+    clamp_choice(key, high, default, low=low)
 beam = 1
 if forced:
     result = results.teacher_forced(ckpt, source, typed)

@@ -66,11 +66,13 @@ def _sum(log_probs: np.ndarray) -> float:
     return float(np.sum(log_probs, dtype=np.float64))
 
 
-def ablate(ckpt, source: str, silenced: Iterable[Head], target_ids=None) -> dict:
+def ablate(ckpt, source: str, silenced: Iterable[Head], target_ids=None,
+           original=None) -> dict:
     """Silence the given heads and compare with the unablated model.
 
     target_ids: the output ids to score (ending with the end id, as Decoding.token_ids); by
-    default the unablated model's own greedy translation. Returns a dict:
+    default the unablated model's own greedy translation. original: that translation when the
+    caller has it (ckpt.translate(source), a Decoding), else it is decoded here. Returns a dict:
     "silenced" [(kind, layer, head)], "text"/"tokens"/"token_ids" of the ablated translation,
     "original_text"/"original_tokens"/"original_ids" of the unablated one, "changed" (the
     translation's ids differ), "scored_tokens" (the output scored), "token_log_probs" and
@@ -80,7 +82,7 @@ def ablate(ckpt, source: str, silenced: Iterable[Head], target_ids=None) -> dict
     silenced = [(str(k), int(layer), int(head)) for k, layer, head in silenced]
     mask = head_masks(ckpt.config, silenced)
     source_ids = ckpt.encode_source(source)
-    original = ckpt.translate(source)
+    original = ckpt.translate(source) if original is None else original
     scored = list(original.token_ids) if target_ids is None else [int(i) for i in target_ids]
     new = ckpt.translate(source, head_mask=mask)
     # Both passes use a full mask (ones where nothing is silenced): the same computation, so
