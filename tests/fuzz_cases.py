@@ -49,7 +49,7 @@ from typing import Callable
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = ROOT / "assets" / "checkpoints" / "dates.ckpt"
+BASE = ROOT / "tests" / "fixtures" / "golden" / "dates.ckpt"  # version 1: bundled before issue 24
 LOADER = "transformer.inference.session:load_checkpoint"
 MEMORY_HEADROOM = 3 * 2**30  # address space a child may add after its imports, plus 3x the file
 CASE_SECONDS = 20.0  # one load, accepted or refused (issue 15 asks for 10 s on a server)
