@@ -44,18 +44,21 @@ def prepare() -> None:
         import importlib
         import pkgutil
 
+        import explorer
         import figures
         from transformer.core.text import clean_text
 
-        from . import models, results, state
+        from . import about, models, results, state
 
-        for module in pkgutil.iter_modules(figures.__path__):  # what pages import first
-            importlib.import_module(f"figures.{module.name}")
+        for package in (figures, explorer):  # what app.py and the pages import on a first run
+            for module in pkgutil.iter_modules(package.__path__):
+                importlib.import_module(f"{package.__name__}.{module.name}")
 
         ckpt = models.checkpoint_for(state.default_model_choice())
         source = clean_text(state.DEFAULT_SOURCE)[0]
         results.translation(ckpt, source)
         results.attention(ckpt, source)
+        about.about_checkpoint(ckpt, models.examples(ckpt))  # the home page's text
         print(f"Warm start: {ckpt.name} and its compiled loops ready in "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     except Exception:  # noqa: BLE001 - a warm-up that fails only leaves the pages cold
