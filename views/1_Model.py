@@ -76,5 +76,11 @@ if per_format:
     st.dataframe(pd.DataFrame(per_format), hide_index=True, key="model_per_format",
                  column_config={"exact match": st.column_config.NumberColumn(format="percent")})
 
+notes = models.upload_notes()
+if notes:
+    with st.expander(f"Uploads in this session ({len(notes)})", icon=":material/upload:"):
+        st.markdown("\n".join(f"- {':material/error:' if kind == 'error' else ':material/check:'} "
+                              f"{plain(text)}" for kind, text in reversed(notes)))
+
 with st.expander("All metadata"):
     st.json({k: v for k, v in meta.items() if k != "history"})

@@ -84,6 +84,7 @@ def test_a_handled_upload_clears_the_uploader_and_a_second_opens_too(app,
     uploader is a new, empty one; a second checkpoint dropped on it opens and becomes active,
     both stay listed, and the outcome is kept as a note for the Model page."""
     from explorer import models
+    from explorer.widgets import plain
     from transformer.checkpoint.format import checkpoint_bytes
     from transformer.inference.session import load_checkpoint
 
@@ -102,6 +103,10 @@ def test_a_handled_upload_clears_the_uploader_and_a_second_opens_too(app,
     assert sum("(uploaded" in o for o in at.selectbox(key=state.MODEL).options) == 2
     notes = at.session_state[state.UPLOAD_NOTES]
     assert [kind for kind, _ in notes] == ["success", "success"] and "tiny.ckpt" in notes[0][1]
+    at = _page(at, "views/1_Model.py")  # a later run: the outcome is kept on the Model page
+    [kept] = [e for e in at.expander if e.label.startswith("Uploads in this session (2)")]
+    text = " ".join(m.value for m in kept.markdown)
+    assert plain("Loaded tiny.ckpt") in text and plain("Loaded second.ckpt") in text
     assert models.MAX_NOTES >= 2
 
 
