@@ -42,6 +42,8 @@ bench: install chromium
 	$(BIN)/python bench/open_real.py
 	$(BIN)/python bench/checkpoint_read.py
 	$(BIN)/python bench/page_rerun.py
+	$(BIN)/python bench/long_pages.py
+	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/figure_build.py
 	$(BIN)/python bench/model_view.py
 	$(BIN)/python bench/load.py

@@ -94,6 +94,17 @@ def test_silencing_every_cross_head_changes_the_translation(ckpt):
     expected = (ckpt.attention(SOURCE, "2021-03-05", head_mask=mask)["log_probs"].sum()
                 - ckpt.attention(SOURCE, "2021-03-05")["log_probs"].sum())
     assert result["delta_log_prob"] == pytest.approx(expected, abs=1e-4)
+    # The ablated translation (from the loop that keeps no maps) is translate's with the mask.
+    full = ckpt.translate(SOURCE, head_mask=mask)
+    assert result["token_ids"] == full.token_ids and result["text"] == full.text
+    assert result["tokens"] == full.tokens
+
+
+def test_a_given_original_is_not_decoded_again(ckpt, monkeypatch):
+    original = ckpt.translate(SOURCE)
+    monkeypatch.setattr(type(ckpt), "translate", lambda *a, **k: pytest.fail("decoded again"))
+    result = ablate(ckpt, SOURCE, [("cross", 0, 0)], original=original)
+    assert result["original_ids"] == original.token_ids
 
 
 def test_a_typed_target_is_scored_instead(ckpt):

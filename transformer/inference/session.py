@@ -164,13 +164,19 @@ class Checkpoint:
         return attention_maps(self, [self.encode_source(source)], [output_ids], head_mask,
                               details)[0]
 
+    def translate_plain(self, source: str, head_mask=None) -> Decoding:
+        """translate(source, head_mask=head_mask) without the steps' attention (their tokens
+        and log-probabilities only), from the decode loop that keeps none: for callers that
+        need the ids and text alone."""
+        return greedy_decode_batch(self.model, [self.encode_source(source)],
+                                   max_len=self.step_budget(), head_mask=head_mask,
+                                   tokenizer=self.target_tokenizer, capture=False,
+                                   seconds=limits.MAX_DECODE_SECONDS)[0]
+
     def _translation_ids(self, source: str, head_mask=None) -> list[int]:
-        """translate(source, head_mask=head_mask).token_ids, from the decode loop that keeps no
-        attention (the maps come from one teacher-forced pass over them)."""
-        decoding = greedy_decode_batch(self.model, [self.encode_source(source)],
-                                       max_len=self.step_budget(), head_mask=head_mask,
-                                       capture=False, seconds=limits.MAX_DECODE_SECONDS)[0]
-        return decoding.token_ids
+        """translate(source, head_mask=head_mask).token_ids (the maps come from one
+        teacher-forced pass over them)."""
+        return self.translate_plain(source, head_mask).token_ids
 
     @classmethod
     def open(cls, data: CheckpointData, where: str = "the checkpoint") -> "Checkpoint":
