@@ -71,23 +71,6 @@ def _decode(content_hash: str, source: str, max_len: int, stop: bool, beam_width
                            stop_at_end=stop)
 
 
-def translation_texts(ckpt: Checkpoint, sources) -> list[str]:
-    """The texts of the model's translations of several sentences, for a page that shows a
-    batch (not its steps): the first is the shared translation's (the sidebar's sentence), the
-    others come from one batched decode that keeps no attention
-    (Checkpoint.translate_plain_batch), cached."""
-    sources = list(sources)
-    if not sources:
-        return []
-    return [translation(ckpt, sources[0]).text] + list(
-        _plain_texts(ckpt.content_hash, tuple(sources[1:]), ckpt))
-
-
-@st.cache_data(max_entries=64, show_spinner="Translating the batch…")
-def _plain_texts(content_hash: str, sources: tuple, _ckpt: Checkpoint) -> list[str]:
-    return [d.text for d in _ckpt.translate_plain_batch(list(sources))]
-
-
 def teacher_forced(ckpt: Checkpoint, source: str, target: str):
     """transformer.inference.teacher_forcing.teacher_forced (a typed target stepped through as a
     Decoding, from one teacher-forced pass), cached."""

@@ -90,7 +90,7 @@ sources = [state.current_source()] + [s.strip() for s in others.splitlines() if 
 if len(sources) > MAX_ROWS:
     st.caption(f"Only the first {MAX_ROWS - 1} other sentences are used.")
 sources = sources[:MAX_ROWS]
-translations = results.translation_texts(ckpt, sources)
+translations = [results.translation(ckpt, s).text for s in sources]
 batch = results.mask_batch(ckpt, sources, translations)
 B, N = batch["source_ids"].shape
 T = batch["target_ids"].shape[1]

@@ -126,13 +126,3 @@ def test_one_translation_for_the_sidebar_every_page_and_the_maps(ckpt, calls, mo
     assert page.token_ids == beyond.token_ids == shown.token_ids
     assert maps["output_tokens"] == shown.tokens
     assert scored["scored_tokens"] == shown.tokens
-
-
-def test_a_batch_translates_in_one_plain_decode_equal_to_each_alone(ckpt, calls):
-    """The Masks page's batch: the sidebar's sentence is the shared translation, the others
-    one batched decode without maps; each text equals translating it alone."""
-    sources = ["20 May 1934", "Tuesday, June 5, 1990", "the 3rd of June 1999", ""]
-    texts = results.translation_texts(ckpt, sources)
-    assert texts == [ckpt.translate(s).text for s in sources]
-    assert len(calls["translate"]) == 1 + len(sources)  # the shared one; then this test's own
-    assert results.translation_texts(ckpt, []) == []

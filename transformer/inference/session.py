@@ -168,17 +168,10 @@ class Checkpoint:
         """translate(source, head_mask=head_mask) without the steps' attention (their tokens
         and log-probabilities only), from the decode loop that keeps none: for callers that
         need the ids and text alone."""
-        return self.translate_plain_batch([source], head_mask)[0]
-
-    def translate_plain_batch(self, sources: list[str], head_mask=None) -> list[Decoding]:
-        """translate_plain of each source, decoded as one batch (each stops on its own end
-        token, as if alone)."""
-        if not sources:
-            return []
-        return greedy_decode_batch(self.model, [self.encode_source(s) for s in sources],
+        return greedy_decode_batch(self.model, [self.encode_source(source)],
                                    max_len=self.step_budget(), head_mask=head_mask,
                                    tokenizer=self.target_tokenizer, capture=False,
-                                   seconds=limits.MAX_DECODE_SECONDS)
+                                   seconds=limits.MAX_DECODE_SECONDS)[0]
 
     def _translation_ids(self, source: str, head_mask=None) -> list[int]:
         """translate(source, head_mask=head_mask).token_ids (the maps come from one
