@@ -147,7 +147,7 @@ def _colorbars_that_fit(data: list[dict], layout: dict) -> None:
         bar = dict(trace.get("colorbar") or {})
         bar.update(orientation="h", yref="container", y=0.0, yanchor="bottom", x=0.5,
                    xanchor="center", len=0.6, thickness=12)
-        bar["title"] = {**(bar.get("title") or {}), "side": "top"}
+        bar["title"] = {**(bar.get("title") or {}), "side": "right"}  # clear of the x title
         trace["colorbar"] = bar
     if scaled:
         margin = layout.setdefault("margin", {})

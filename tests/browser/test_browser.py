@@ -252,8 +252,16 @@ def test_controls_in_sight_at_every_size(server, browser, width, height):
     for path in ("Decoding", "Attention_Maps"):
         page.goto(f"{server}/{path}")
         wait_for_app(page)
+        close = page.locator('[data-testid="stSidebarCollapseButton"] button')
+        if width < 640 and close.count() and close.first.is_visible():  # the page, not the menu
+            close.first.click()
+            page.wait_for_timeout(500)
         assert page.locator('[data-testid="stException"]').count() == 0
         page.screenshot(path=str(shots / f"{path}-{width}x{height}.png"), full_page=True)
+        chart = page.locator(".stPlotlyChart").first  # the main area scrolls on its own
+        chart.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(shots / f"{path}-{width}x{height}-chart.png"))
     assert not errors, errors
 
 
