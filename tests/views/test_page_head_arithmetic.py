@@ -6,6 +6,7 @@ import base64
 import json
 
 import numpy as np
+from conftest import open_page
 
 ARITHMETIC = "views/9_Head_Arithmetic.py"
 
@@ -14,11 +15,6 @@ def _run(at):
     at.run()
     assert not at.exception, at.exception
     return at
-
-
-def _page(app, path):
-    app.switch_page(path)
-    return _run(app)
 
 
 def _specs(at):
@@ -38,7 +34,7 @@ def _differences(at):
 
 
 def test_arithmetic_matches_the_model_and_follows_every_widget(app):
-    at = _page(app, ARITHMETIC)
+    at = open_page(app, ARITHMETIC)
     assert len(at.get("plotly_chart")) == 5 and at.get("download_button")
     assert all(d < 1e-5 for d in _differences(at)), _differences(at)
     assert at.success

@@ -3,6 +3,8 @@ toggles drop or merge tokens. Bad input: tests/views/test_hardening.py."""
 
 import json
 
+from conftest import open_page
+
 from explorer import state
 
 TOKEN_VIEW = "views/8_Token_View.py"
@@ -12,11 +14,6 @@ def _run(at):
     at.run()
     assert not at.exception, at.exception
     return at
-
-
-def _page(app, path):
-    app.switch_page(path)
-    return _run(app)
 
 
 def _specs(at):
@@ -31,7 +28,7 @@ def _column(at, name):
 
 
 def test_token_view_draws_and_every_widget_changes_it(app):
-    at = _page(app, TOKEN_VIEW)
+    at = open_page(app, TOKEN_VIEW)
     assert len(_column(at, "queries")) == 13  # <s> friday , march ▁ 5 , ▁ 2 0 2 1 </s>
     assert at.get("download_button"), "no export"
     changes = [
@@ -56,7 +53,7 @@ def test_token_view_draws_and_every_widget_changes_it(app):
 
 
 def test_token_view_toggles_reduce_the_tokens_shown(app):
-    at = _page(app, TOKEN_VIEW)
+    at = open_page(app, TOKEN_VIEW)
     pieces = _column(at, "keys")
     at.toggle(key="tv_hide_special").set_value(True)
     without_special = _column(_run(at), "keys")
@@ -73,7 +70,7 @@ def test_token_view_toggles_reduce_the_tokens_shown(app):
 def test_merging_words_keeps_the_pieces_of_a_target_without_word_boundaries(app):
     """Cross-attention of the dates model: the target "2021-03-05" is one "▁" word, so its
     pieces stay (and the page says so) while the source merges into words."""
-    at = _page(app, TOKEN_VIEW)
+    at = open_page(app, TOKEN_VIEW)
     at.radio(key="tv_kind").set_value("Cross-attention")
     at.toggle(key="tv_merge_words").set_value(True)
     _run(at)
