@@ -16,7 +16,7 @@ described = about.about_checkpoint(ckpt, models.examples(ckpt))
 st.subheader("The active model")
 left, right = st.columns(2)
 left.metric("Model", ckpt.name)
-if source.strip():
+if sidebar.has_sentence():
     result = results.translation(ckpt, source)
     right.metric("Translation of the sentence", plain(result.text) if result.text else "(empty)")
     st.caption(f"Source: {source!r}")
