@@ -1043,10 +1043,15 @@ def test_config_too_small_to_run_or_with_too_many_heads(valid):
                    "num_heads")
 
 
-def test_weights_that_overflow_on_real_tokens_are_refused_at_load(valid):
+def test_weights_that_overflow_on_real_tokens_are_refused_at_load(valid, monkeypatch):
     def overflow(weights):  # finite, but x sqrt(d_model) overflows: only for this token
         weights["source_embedding/source_token_embedding/embeddings"][-1] = 3e38
-    # The old probe ran <s> </s> only, which never reads the last row.
+    # The weights' bound (transformer.model.bounds) refuses it before anything is built ...
+    assert_refused(with_weights(valid, overflow), "overflow float32", "source embedding",
+                   "'source_embedding/source_token_embedding/embeddings'")
+    # ... and the probe, the fast first check kept behind it, still would. (The old probe ran
+    # <s> </s> only, which never reads the last row.)
+    monkeypatch.setattr("transformer.model.bounds.check_weight_bounds", lambda *args: {})
     assert_refused(with_weights(valid, overflow), "NaN or infinite", "probe")
 
 

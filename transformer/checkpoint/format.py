@@ -220,8 +220,16 @@ def read_checkpoint(source) -> CheckpointData:
 def build_model(config: TransformerConfig, weights: dict[str, np.ndarray],
                 where: str = "the checkpoint") -> Transformer:
     """The model `config` describes with `weights` ({our path: array}) in it, checked to compute
-    finite numbers. Raises CheckpointError."""
+    finite numbers: for every input, by the weights' bounds (transformer.model.bounds, before
+    anything is built), then on a probe sentence (_check_finite, after). Raises
+    CheckpointError."""
+    from transformer.model.bounds import check_weight_bounds
+
     check_size(config, weights)
+    try:
+        check_weight_bounds(config, weights, where)
+    except WeightError as err:
+        raise CheckpointError(str(err)) from None
     model = _build_model(config)  # as large as the weights hold
     try:
         assign_weights(model, weights, where)
@@ -492,9 +500,11 @@ def _build_model(config: TransformerConfig) -> Transformer:
 
 def _check_finite(model: Transformer) -> None:
     """Refuse a model that computes NaN or infinity (weights that overflow float32 on real
-    tokens): every view would be meaningless. The weights themselves were checked as they were
-    read. The probe is a batch of sentence-length rows: min(max_len, PROBE_LENGTH) ids spread
-    over each vocabulary (the first and last ids included), and a short row padded to that
+    tokens): every view would be meaningless. The fast first check, kept beside the proof for
+    every input (transformer.model.bounds.check_weight_bounds, which build_model ran before
+    building): it runs the real kernels, so it also catches what the bound does not model.
+    The weights themselves were checked as they were read. The probe is a batch of
+    sentence-length rows: min(max_len, PROBE_LENGTH) ids spread over each vocabulary (the first and last ids included), and a short row padded to that
     length, through the full teacher-forced pass with every attention map (fewer ids when the
     maps of a model with that many layers and heads would not fit limits.MAX_MAPS_BYTES)."""
     c = model.config
