@@ -504,9 +504,10 @@ def _check_finite(model: Transformer) -> None:
     every input (transformer.model.bounds.check_weight_bounds, which build_model ran before
     building): it runs the real kernels, so it also catches what the bound does not model.
     The weights themselves were checked as they were read. The probe is a batch of
-    sentence-length rows: min(max_len, PROBE_LENGTH) ids spread over each vocabulary (the first and last ids included), and a short row padded to that
-    length, through the full teacher-forced pass with every attention map (fewer ids when the
-    maps of a model with that many layers and heads would not fit limits.MAX_MAPS_BYTES)."""
+    sentence-length rows: min(max_len, PROBE_LENGTH) ids spread over each vocabulary (the
+    first and last ids included), and a short row padded to that length, through the full
+    teacher-forced pass with every attention map (fewer ids when the maps of a model with that
+    many layers and heads would not fit limits.MAX_MAPS_BYTES)."""
     c = model.config
     n = min(c.max_len, limits.PROBE_LENGTH, limits.maps_length(c))
 
