@@ -28,6 +28,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import stat
 import struct
 import zipfile
 from dataclasses import dataclass, field
@@ -251,19 +253,14 @@ def read_input(source, what: str, limit: int | None = None, allow_empty: bool = 
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
     elif isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.is_file():
-            raise CheckpointError(f"No file at {path} ({what}).")
-        size = path.stat().st_size
-        if size > limit:
-            raise CheckpointError(f"{what_} is {size / 2**20:.1f} MB; the limit is "
-                                  f"{limit / 2**20:.0f} MB.")
-        with path.open("rb") as handle:
-            data = handle.read(limit + 1)
+        data = _read_regular_file(Path(source), what, what_, limit)
     elif hasattr(source, "getvalue"):  # Streamlit's UploadedFile, io.BytesIO
         data = source.getvalue()
     elif hasattr(source, "read"):
-        data = source.read(limit + 1)
+        try:
+            data = source.read(limit + 1)
+        except OSError as err:
+            raise CheckpointError(f"{what_} could not be read ({_os_reason(err)}).") from None
     else:
         raise CheckpointError(f"Cannot read {what} from a {type(source).__name__}.")
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -273,6 +270,37 @@ def read_input(source, what: str, limit: int | None = None, allow_empty: bool = 
     if not data and not allow_empty:
         raise CheckpointError(f"{what_} is empty.")
     return bytes(data)
+
+
+def _read_regular_file(path: Path, what: str, what_: str, limit: int) -> bytes:
+    """A path's bytes, if it is a regular file (links followed) of at most `limit` bytes: a
+    directory, FIFO, socket or device (/proc/self/mem, /dev/zero) is refused from its stat,
+    before it is opened, and the size is checked from the stat before anything is read. The
+    file is opened without blocking (a FIFO swapped in after the stat cannot hang the read) and
+    checked again through its descriptor; every OSError is a sentence."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise CheckpointError(f"{path} ({what}) is {kind}; give a model's file.")
+        if info.st_size > limit:
+            raise CheckpointError(f"{what_} is {info.st_size / 2**20:.1f} MB; the limit is "
+                                  f"{limit / 2**20:.0f} MB.")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # replaced since the stat
+                raise CheckpointError(f"{path} ({what}) is not a regular file.")
+            return handle.read(limit + 1)
+    except FileNotFoundError:
+        raise CheckpointError(f"No file at {path} ({what}).") from None
+    except OSError as err:
+        raise CheckpointError(f"{what_} at {path} could not be read "
+                              f"({_os_reason(err)}).") from None
+
+
+def _os_reason(err: OSError) -> str:
+    """An OSError in words, without the path it may repeat: "Permission denied"."""
+    return err.strerror or type(err).__name__
 
 
 def _read_members(data: bytes) -> dict[str, bytes]:
@@ -459,6 +487,16 @@ def check_size(config: TransformerConfig, weights) -> None:
         if getattr(config, name) > MAX_LAYERS:
             raise CheckpointError(f"The checkpoint's {name} is {getattr(config, name)}; the "
                                   f"limit is {MAX_LAYERS}.")
+    layers = config.num_encoder_layers + config.num_decoder_layers
+    if layers > limits.MAX_TOTAL_LAYERS:  # tracing and compiling grow with layers, not width
+        raise CheckpointError(
+            f"The checkpoint's model has {config.num_encoder_layers} + "
+            f"{config.num_decoder_layers} layers; the limit is {limits.MAX_TOTAL_LAYERS} in all "
+            "(each layer takes time to prepare for decoding, however narrow it is).")
+    for name in ("src_vocab_size", "tgt_vocab_size"):
+        if getattr(config, name) > limits.MAX_VOCAB:
+            raise CheckpointError(f"The checkpoint's {name} is {getattr(config, name):,}; the "
+                                  f"limit is {limits.MAX_VOCAB:,} pieces.")
     if config.max_len > MAX_POSITIONS:
         raise CheckpointError(f"The checkpoint's max_len is {config.max_len}; the limit is "
                               f"{MAX_POSITIONS}.")
@@ -477,6 +515,12 @@ def check_size(config: TransformerConfig, weights) -> None:
             f"{config.num_decoder_layers} layers of {config.num_heads} heads, the attention "
             f"maps of one sentence would take {need / limits.MB:,.0f} MB; the limit is "
             f"{limits.MAX_MAPS_BYTES // limits.MB} MB.")
+    if config.pad_source_to > limits.flops_length(config):
+        raise CheckpointError(
+            f"The checkpoint's model is fed every source padded to {config.pad_source_to:,} ids "
+            f"(pad_source_to): one pass over a sentence would take "
+            f"{limits.pass_flops(config, config.pad_source_to):.1e} operations; the limit is "
+            f"{limits.MAX_PASS_FLOPS:.1e}.")
     expected = config.parameter_count()
     held = sum(int(w.size) if isinstance(w, np.ndarray) else w.size // 4 for w in weights.values())
     # Small differences (a weight missing or extra) get a precise message once the model is

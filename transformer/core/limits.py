@@ -19,6 +19,12 @@ maps grow with the square of the length, so a typed source or target is cut to
 `token_budget(config)` ids and a translation stops at `step_budget(config)` tokens; both keep
 the maps of one request within MAX_MAPS_BYTES for the model's layers and heads (a model fed a
 fixed source length beyond it is refused at load).
+
+What one open and one request may take in time follows from the work a config implies, checked
+from the config before anything is built: tracing and compiling grow with the layers whatever
+their width (MAX_TOTAL_LAYERS), the arithmetic of one pass with layers x width x length
+(pass_flops: the token and step budgets keep it within MAX_PASS_FLOPS, and a model fed every
+source padded beyond that is refused), and a translation stops after MAX_DECODE_SECONDS.
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ MAX_ZIP_VERSION = 45  # "version needed to extract" 4.5 (zip64 extras, which Num
 READ_CHUNK_BYTES = 64 * 2**10  # compressed bytes fed to zlib at a time (bounds one step's output)
 
 # ---------------------------------------------------------------- the weights (.npz inside)
-MAX_WEIGHTS = 4096  # arrays in weights.npz: 64 + 64 layers of a pre-LN model hold ~2,700
+MAX_WEIGHTS = 4096  # arrays in weights.npz: 24 + 24 layers of a pre-LN model hold ~1,000
 MAX_WEIGHTS_DIRECTORY_BYTES = 1 * MB  # its ZIP directory: ~4,096 entries of ~200 bytes
 MAX_NPY_HEADER_BYTES = 10_000  # one .npy header (NumPy's own default for untrusted files)
 
@@ -53,7 +59,15 @@ MAX_EXAMPLES = 64  # example sentences offered by the sidebar
 MAX_EXAMPLE_CHARS = 1_000  # characters of one example sentence
 
 # ---------------------------------------------------------------- the config, at load time
-MAX_LAYERS = 64  # encoder or decoder layers: every layer is a page row and a Python loop
+MAX_LAYERS = 24  # encoder or decoder layers: every layer is a page row and a Python loop
+MAX_TOTAL_LAYERS = 32  # encoder + decoder layers. Whatever its width, each layer costs time to
+# trace and compile, once for the decode loop and once for the pages' pass: about 0.1 s for each
+# on 2 cores (measured 12 + 12 layers of width 8: 2.6 s to the first translation idle, twice
+# that with the other core busy), so 32 layers stay within a few seconds. 64 + 64 layers of
+# width 5 took 14 s to open and 48 s to translate a first sentence. Real models under the file
+# limit have at most 16 + 16 (t5-small and opus-mt 6 + 6, flan-t5-small 8 + 8).
+MAX_VOCAB = 262_144  # pieces of one vocabulary: NLLB-200 has 256,206, mT5 250,112; a tokenizer
+# of a million pieces took 30 s and 1.5 GB to build
 MIN_POSITIONS = 4  # max_len: <s>, one piece and </s> must fit, and a decoder step after <s>
 MAX_POSITIONS = 16384  # max_len: the sinusoid table is max_len x d_model floats no weight holds
 MAX_HEADS = 256  # num_heads costs no weights (16 heads of 1); (L, H, T, T) maps grow with it
@@ -77,6 +91,9 @@ MAPS_COPIES = 5  # peak memory of one pass with details, in float32 maps of one 
 # layer and head): its weights and scores, TensorFlow's and NumPy's copies (measured 4.3 to 5.0;
 # a greedy translation keeping every step's attention, 2.3)
 MAPS_COPIES_PER_BEAM = 2.5  # the same for a beam search, per hypothesis kept (measured 2.3)
+MAX_PASS_FLOPS = 1.5e11  # arithmetic of one pass over a source and a target (pass_flops): about
+# 4 s at the ~40 GFLOP/s two cores reach; opus-mt (6 + 6 layers of 512, 59,514 pieces) needs
+# 8.6e10 at 512 + 512 ids, so only wider models read less than MAX_INPUT_TOKENS for it
 
 
 def load_budget(file_bytes: int) -> int:
@@ -105,15 +122,45 @@ def maps_length(config, beam_width: int = 1) -> int:
     return max(MIN_POSITIONS, int((MAX_MAPS_BYTES / per_id2) ** 0.5))
 
 
+def pass_flops(config, length: int) -> float:
+    """Multiply-adds x 2 of one teacher-forced pass whose source and target both have `length`
+    ids (a translation of `length` steps with the cache costs about the same): per id and layer
+    the projections (q, k, v, output), the scores and weighted sum over `length` keys and the
+    feed-forward; per target id the output projection. Arithmetic on config values only (no
+    array is formed), in floats: nothing overflows."""
+    d, inner, n = float(config.d_model), float(config.num_heads * config.head_dim), float(length)
+    attention = 2 * (3 * d * inner + inner * d) + 2 * 2 * n * inner  # (per query id)
+    ffn = 2 * 2 * d * config.dff
+    per_id = (config.num_encoder_layers * (attention + ffn)
+              + config.num_decoder_layers * (2 * attention + ffn)
+              + 2 * d * config.tgt_vocab_size)
+    return n * per_id
+
+
+def flops_length(config) -> int:
+    """The longest source and target (in ids) whose pass stays within MAX_PASS_FLOPS, never below
+    MIN_POSITIONS (found by bisection: pass_flops grows with the length)."""
+    low, high = MIN_POSITIONS, max(MIN_POSITIONS, MAX_POSITIONS)
+    if pass_flops(config, high) <= MAX_PASS_FLOPS:
+        return high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if pass_flops(config, mid) <= MAX_PASS_FLOPS else (low, mid)
+    return low
+
+
 def token_budget(config) -> int:
     """The most ids of one typed source or target (<s>, </s> included) a request reads: the
-    model's max_len, MAX_INPUT_TOKENS and the length whose attention maps fit MAX_MAPS_BYTES,
-    whichever is least. Text is cut to it when it is tokenized, before any tensor exists."""
-    return min(config.max_len, MAX_INPUT_TOKENS, maps_length(config))
+    model's max_len, MAX_INPUT_TOKENS, the length whose attention maps fit MAX_MAPS_BYTES and
+    the length whose pass fits MAX_PASS_FLOPS, whichever is least. Text is cut to it when it
+    is tokenized, before any tensor exists."""
+    return min(config.max_len, MAX_INPUT_TOKENS, maps_length(config), flops_length(config))
 
 
 def step_budget(config, beam_width: int = 1) -> int:
-    """The most tokens one translation may emit: the model's max_len, MAX_DECODE_STEPS and the
+    """The most tokens one translation may emit: the model's max_len, MAX_DECODE_STEPS, the
     length whose attention maps (those of the decode, then of the pass over its output) fit
-    MAX_MAPS_BYTES with beam_width hypotheses, whichever is least."""
-    return min(config.max_len, MAX_DECODE_STEPS, maps_length(config, beam_width))
+    MAX_MAPS_BYTES with beam_width hypotheses and the length whose pass fits MAX_PASS_FLOPS,
+    whichever is least."""
+    return min(config.max_len, MAX_DECODE_STEPS, maps_length(config, beam_width),
+               flops_length(config))

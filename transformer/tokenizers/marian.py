@@ -33,6 +33,7 @@ from collections import Counter
 
 import sentencepiece as spm
 
+from transformer.core import limits
 from transformer.tokenizers.base import (
     Tokenizer,
     TokenizerError,
@@ -51,8 +52,8 @@ __all__ = ["MarianTokenizer", "SIDES", "MAX_SPM_BYTES", "MAX_VOCAB_JSON_BYTES",
 SIDES = ("source", "target")
 PAD_TOKEN, UNK_TOKEN, END_TOKEN = "<pad>", "<unk>", "</s>"
 MAX_SPM_BYTES = 64 * 1024 * 1024         # a SentencePiece model larger than this is refused
-MAX_VOCAB_JSON_BYTES = 64 * 1024 * 1024  # so is a vocab.json larger than this
-MAX_VOCAB_ENTRIES = 1_000_000            # or with more pieces than this
+MAX_VOCAB_JSON_BYTES = 16 * 1024 * 1024  # so is a vocab.json larger than this
+MAX_VOCAB_ENTRIES = limits.MAX_VOCAB      # or with more pieces than this
 MODEL_MEMBER, VOCAB_MEMBER = "sentencepiece.model", "vocab.json"
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
@@ -252,6 +253,9 @@ def _load_sentencepiece(spm_bytes, name: str) -> spm.SentencePieceProcessor:
         raise TokenizerError(f"{name}: not a SentencePiece model") from None
     if sp.get_piece_size() <= 0:
         raise TokenizerError(f"{name}: the SentencePiece model has no pieces")
+    if sp.get_piece_size() > limits.MAX_VOCAB:
+        raise TokenizerError(f"{name}: the SentencePiece model has {sp.get_piece_size():,} "
+                             f"pieces, more than the {limits.MAX_VOCAB:,} a vocabulary may have")
     # Loading runs no rule; the check comes before the first sentence (the probe) does.
     check_sentencepiece_model(spm_bytes, name)
     return sp

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 __all__ = ["MAX_VOCAB_BYTES", "MAX_VOCAB_LINES", "read_vocab_lines", "vocab_text"]
 
+from transformer.core import limits
 from transformer.tokenizers.base import TokenizerError
 
-MAX_VOCAB_BYTES = 64 * 1024 * 1024  # a vocabulary file larger than this is refused
-MAX_VOCAB_LINES = 1_000_000         # so is one with more tokens than this
+MAX_VOCAB_BYTES = 16 * 1024 * 1024  # a vocabulary file larger than this is refused
+MAX_VOCAB_LINES = limits.MAX_VOCAB  # so is one with more tokens than this
 
 
 def read_vocab_lines(data, name: str = "vocabulary file") -> list[str]:
