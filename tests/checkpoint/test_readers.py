@@ -104,6 +104,24 @@ def test_natural_key():
                                               "layer_with_weights-10"]
 
 
+def test_natural_key_never_converts_a_digit_run():
+    """"²" is a digit to str.isdigit but not to int(); a run of 5,000 digits is past Python's
+    int() limit (4,300): both are names like any other, the runs ordered as numbers."""
+    long_run = "9" * 5000
+    names = [f"d{long_run}", "d²", "d10", "d2", "d010", f"d1{long_run}"]
+    assert sorted(names, key=natural_key) == ["d2", "d010", "d10", f"d{long_run}",
+                                              f"d1{long_run}", "d²"]
+
+
+def test_h5_weight_names_with_a_digit_run_past_int_are_read_in_order():
+    name = "layers/dense_" + "7" * 5000 + "/vars/0"
+
+    def build(f):
+        f.create_dataset(name, data=np.ones(2, np.float32))
+        f.create_dataset("layers/dense_2/vars/0", data=np.ones(2, np.float32))
+    assert list(read_keras_h5(_h5(build), name="w.h5")) == ["layers/dense_2/vars/0", name]
+
+
 # ------------------------------------------------------------------ hostile files (issue 15)
 def test_h5_a_group_linked_into_itself_is_refused_not_walked_forever():
     def build(f):
@@ -138,7 +156,8 @@ def test_h5_a_filter_hdf5_lacks_is_damage_not_a_plugin_to_load():
         dataset = f.create_dataset("layers/d/vars/0", (4, 4), np.float32, chunks=(4, 4),
                                    compression=32015, allow_unknown_filter=True)
         dataset.id.write_direct_chunk((0, 0), bytes(64))
-    with pytest.raises(CheckpointError, match="could not be read as an HDF5 weights file"):
+    with pytest.raises(CheckpointError, match="'w.h5' stores the array 'layers/d/vars/0' through "
+                                              "the HDF5 filter 32015; only gzip and shuffle"):
         read_keras_h5(_h5(build), name="w.h5")
 
 
@@ -209,7 +228,12 @@ def test_tf_checkpoint_hand_written_reads_like_tensorflow_writes_it():
     # TensorFlow's own reader aborts the process on these (Check failed: d >= 0)
     (dict(shape=(-1, 2)), r"the shape \[-1, 2\], which no array has"),
     (dict(shape=(-32, -64)), r"the shape \[-32, -64\]"),
-    (dict(shape=(2**31, 2**31, 2**31), size=24), r"is 24 bytes at 0 of the data file, which has 24"),
+    (dict(shape=(2**31, 2**31, 2**31), size=24), r"the shape \[2147483648, 2147483648, "
+                                                  r"2147483648\]: a dimension below 0 or above"),
+    # a zero dimension does not hide a huge other one (NumPy: "array is too big")
+    (dict(shape=(0, 2**63 - 1), size=0), r"the variable 'model/w' has the shape \[0, "
+                                         r"9223372036854775807\]: a dimension"),
+    (dict(shape=(2**14, 2**14, 2**14), size=24), r"declares more than 268,435,456 values"),
     (dict(offset=2**40), r"at 1,099,511,627,776 of the data file"),
     (dict(dtype=7), r"holds 'model/w' of type string; only float weights"),
     (dict(dtype=999), r"of type an unknown type \(999\)"),
@@ -248,3 +272,82 @@ def test_tf_checkpoint_written_by_hand_is_one_tensorflow_reads(tmp_path):
     assert sorted(reader.get_variable_to_shape_map()) == sorted(k + TF_SUFFIX for k in ours)
     for key, value in ours.items():
         np.testing.assert_array_equal(reader.get_tensor(key + TF_SUFFIX), value)
+
+
+# ------------------------------------------------------------------ hostile files (issue 25)
+def _gzip_dataset(f, name, data, **options):
+    return f.create_dataset(name, data=data, chunks=(2, 3), compression="gzip", **options)
+
+
+@pytest.mark.parametrize("options", [{}, {"shuffle": True}])
+@pytest.mark.parametrize("dtype", ["<f4", ">f4", "<f2", "<f8"])
+def test_h5_filtered_chunks_are_inflated_here_as_h5py_reads_them(options, dtype, monkeypatch):
+    """Filtered chunks are never handed to HDF5 (whose deflate filter inflates a chunk whole,
+    however large): they are read raw and inflated here, and give what h5py gives, edge chunks,
+    a chunk never written (the fill value) and the shuffle filter included."""
+    values = np.arange(35, dtype=dtype).reshape(5, 7) / 3
+
+    def build(f):
+        _gzip_dataset(f, "layers/d/vars/0", values, **options)
+        sparse = f.create_dataset("layers/d/vars/1", (5, 7), dtype, chunks=(2, 3),
+                                  compression="gzip", fillvalue=0.5, **options)
+        sparse[0:2, 3:6] = 1.0  # one chunk of six written
+    data = _h5(build)
+    with h5py.File(io.BytesIO(data), "r") as f:
+        expected = {name: f[name][()].astype(np.float32) for name in
+                    ("layers/d/vars/0", "layers/d/vars/1")}
+    read_by_hdf5 = h5py.Dataset.__getitem__
+
+    def unfiltered_only(self, key):
+        assert self.compression is None, "HDF5 was asked to inflate a chunk"
+        return read_by_hdf5(self, key)
+    monkeypatch.setattr(h5py.Dataset, "__getitem__", unfiltered_only)
+    arrays = read_keras_h5(data, name="w.h5")
+    assert arrays.keys() == expected.keys()
+    for name, value in expected.items():
+        np.testing.assert_array_equal(arrays[name], value)
+    assert arrays["layers/d/vars/1"][0, 0] == 0.5 and arrays["layers/d/vars/1"][0, 3] == 1.0
+
+
+def test_h5_a_chunk_that_inflates_past_its_declared_size_is_refused():
+    """A (4, 4) float32 dataset's one chunk (64 bytes declared) holding 64 MB of zeros
+    deflated (~64 KB): HDF5's own deflate filter inflates all of it (memory grew by 1.5 GB from
+    a 2.9 MB file) before it keeps the first 64 bytes; it is refused at byte 65."""
+    import zlib
+
+    def build(f):
+        dataset = f.create_dataset("layers/d/vars/0", data=np.ones((4, 4), np.float32),
+                                   chunks=(4, 4), compression="gzip")
+        dataset.id.write_direct_chunk((0, 0), zlib.compress(bytes(64 * 2**20), 9))
+    data = _h5(build)
+    assert len(data) < 200_000
+    with pytest.raises(CheckpointError, match=r"'w\.h5' holds a compressed chunk of "
+                                              r"'layers/d/vars/0' that inflates past its declared "
+                                              r"size of 64 bytes"):
+        read_keras_h5(data, name="w.h5")
+
+
+@pytest.mark.parametrize("chunk, says", [(b"not zlib at all", "is damaged"),
+                                         (None, "is truncated")])
+def test_h5_a_damaged_gzip_chunk_is_a_sentence(chunk, says):
+    import zlib
+
+    chunk = chunk or zlib.compress(bytes(64))[:-6]
+
+    def build(f):
+        dataset = f.create_dataset("layers/d/vars/0", data=np.ones((4, 4), np.float32),
+                                   chunks=(4, 4), compression="gzip")
+        dataset.id.write_direct_chunk((0, 0), chunk)
+    with pytest.raises(CheckpointError, match=f"'w.h5' holds a compressed chunk of "
+                                              f"'layers/d/vars/0' that {says}"):
+        read_keras_h5(_h5(build), name="w.h5")
+
+
+def test_h5_a_dataset_of_a_huge_empty_shape_is_refused_by_its_dimension():
+    """(0, 2**40): no bytes, but NumPy cannot make the array; each dimension is checked."""
+    def build(f):
+        f.create_dataset("layers/d/vars/0", data=np.ones((2, 2), np.float32))
+        f.create_dataset("layers/e/vars/0", (0, 2**40), np.float32)
+    with pytest.raises(CheckpointError, match=r"'w\.h5': the array 'layers/e/vars/0' has the "
+                                              r"shape \[0, 1099511627776\]: a dimension"):
+        read_keras_h5(_h5(build), name="w.h5")

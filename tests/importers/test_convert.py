@@ -590,6 +590,27 @@ def test_a_weight_of_the_wrong_shape_is_named(tmp_path, seq2seq_vocabs):
         convert_keras_seq2seq(tmp_path / "model.weights.h5", *seq2seq_vocabs)
 
 
+@pytest.mark.parametrize("group, says", [
+    ("layernorm_2", r"encoder layer 1 \('layers/transformer_encoder(_\d+)?'\) has no "
+                    r"LayerNormalization weights for its feed-forward \(expected a group like "
+                    r"'layers/transformer_encoder(_\d+)?/layernorm_2/vars' with gamma and "
+                    r"beta\)"),
+    ("layernorm_1", r"encoder layer 1 .* no LayerNormalization weights for its self-attention"),
+])
+def test_a_missing_layer_norm_group_is_named(tmp_path, seq2seq_vocabs, group, says):
+    """Issue 25: a block without one of its LayerNormalization groups was not recognised as a
+    block, and the file was said to hold no Keras seq2seq model; the sentence names the group."""
+    import h5py
+
+    _seq2seq_original().save_weights(tmp_path / "model.weights.h5")
+    with h5py.File(tmp_path / "model.weights.h5", "r+") as f:
+        name = next(n for n in _datasets(f) if n.endswith(f"{group}/vars/0")
+                    and "encoder" in n).rsplit("/vars/", 1)[0]
+        del f[name]
+    with pytest.raises(CheckpointError, match=r"^'model\.weights\.h5': " + says):
+        convert_keras_seq2seq(tmp_path / "model.weights.h5", *seq2seq_vocabs)
+
+
 def _datasets(group, prefix=""):
     import h5py
 

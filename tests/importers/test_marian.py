@@ -20,6 +20,7 @@ import pytest
 
 from transformer.checkpoint.format import CheckpointError
 from transformer.core.kinds import KIND_NAMES as KINDS
+from transformer.core.limits import MAX_LAYERS
 from transformer.importers.marian import (
     REQUIRED_FILES,
     convert_marian,
@@ -312,7 +313,8 @@ T5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]}
     ({"decoder_start_token_id": 0, "eos_token_id": 1}, r"decoder_start_token_id 0 but "
                                                         r"pad_token_id 188"),
     ({"layer_norm_type": "rms"}, r"field 'layer_norm_type', which this converter does not know"),
-    ({"encoder_layers": 65, "num_hidden_layers": None}, r"encoder_layers 65; the limit is 64"),
+    ({"encoder_layers": MAX_LAYERS + 1, "num_hidden_layers": None},
+     rf"encoder_layers {MAX_LAYERS + 1}; the limit is {MAX_LAYERS}"),
 ])
 def test_refuses_configs_it_does_not_implement(changes, message):
     with pytest.raises(CheckpointError, match=r"config\.json in the given files .*" + message):

@@ -20,6 +20,7 @@ by the file's size (``limits.load_budget``), however much its headers declare.
 from __future__ import annotations
 
 import io
+import os
 import re
 import struct
 from pathlib import Path
@@ -52,10 +53,46 @@ TF_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _TF_SKIPPED = ("save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH", "optimizer", "_optimizer", "keras_api")
 
 
+_DIGIT_RUNS = re.compile(r"([0-9]+)")
+
+
 def natural_key(name: str):
-    """Sort key that puts "dense_2" before "dense_10" and "layer_with_weights-9" before "-10"."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
-            for part in re.split(r"(\d+)", name)]
+    """Sort key that puts "dense_2" before "dense_10" and "layer_with_weights-9" before "-10".
+
+    A run of ASCII digits compares as a number without becoming one: by its length without
+    leading zeros, then as text (so a name from a file can hold a run of any length, and a
+    digit that str.isdigit knows but int() does not, such as "²", is plain text)."""
+    key = []
+    for index, part in enumerate(_DIGIT_RUNS.split(name)):
+        number = part.lstrip("0") if index % 2 else ""
+        key.append((0, len(number), number, part) if index % 2 else (1, 0, part, ""))
+    return key
+
+
+MAX_DIMENSION = MAX_ARRAY_BYTES // 4  # one dimension of one weight: no longer one fits the budget
+
+
+def element_count(dims, what: str) -> int:
+    """The number of values in an array of shape `dims`, from a file: each dimension is checked
+    (a whole number from 0 to MAX_DIMENSION) before any product is formed, and the product
+    against MAX_DIMENSION after each step, so no size is computed that overflows NumPy's
+    arithmetic, and a zero dimension cannot hide a huge other one ((0, 2**63 - 1) is refused
+    for its second dimension, not read as empty). what: the array, in the sentence."""
+    dims = list(dims)
+    if len(dims) > MAX_NAME_DEPTH or not all(
+            isinstance(d, (int, np.integer)) and 0 <= d <= MAX_DIMENSION for d in dims):
+        raise CheckpointError(
+            f"{what} has the shape {[int(d) for d in dims[:8]]}"
+            f"{'...' if len(dims) > 8 else ''}: a dimension below 0 or above "
+            f"{MAX_DIMENSION:,}, which no weight it may hold has (damaged?).")
+    count = 1
+    for d in dims:
+        count *= int(d)
+        if count > MAX_DIMENSION:
+            raise CheckpointError(f"{what} declares more than {MAX_DIMENSION:,} values (shape "
+                                  f"{[int(d) for d in dims[:8]]}); no weight it may hold has "
+                                  "as many.")
+    return count
 
 
 # ------------------------------------------------------------------ dispatch
@@ -63,20 +100,47 @@ def tf_checkpoint_prefix(path: Path) -> str | None:
     """The prefix of the TensorFlow checkpoint a path names, or None when it names none: its
     .index file, its prefix, or a folder holding one checkpoint. A folder is what Keras 2's
     ModelCheckpoint(filepath="/tmp/checkpoint/", save_weights_only=True) writes: the prefix is
-    the folder itself, so its files are named ".index" and ".data-00000-of-00001"."""
+    the folder itself, so its files are named ".index" and ".data-00000-of-00001".
+
+    Only names are looked at here (a folder's listing, at most MAX_FOLDER_ENTRIES of them,
+    without opening anything: a FIFO or a link into /proc among them is never read); the files
+    themselves are read through read_input, which reads only regular files. An OSError (a
+    folder that cannot be listed) is a sentence."""
     path = Path(path)
     if path.suffix == ".index" or path.name == ".index":
         return str(path)[: -len(".index")]
-    if path.is_dir():
-        indexes = sorted(p for p in path.iterdir() if p.name.endswith(".index") and p.is_file())
-        if len(indexes) != 1:
-            raise CheckpointError(
-                f"The folder {path.name!r} holds {len(indexes)} TensorFlow checkpoints (.index "
-                "files); give the .index file of the one to open.")
-        return str(indexes[0])[: -len(".index")]
-    if not path.exists() and Path(str(path) + ".index").exists():
-        return str(path)
+    try:
+        if path.is_dir():
+            indexes = sorted(_folder_indexes(path))
+            if len(indexes) != 1:
+                raise CheckpointError(
+                    f"The folder {path.name!r} holds {len(indexes)} TensorFlow checkpoints "
+                    "(.index files); give the .index file of the one to open.")
+            return str(path / indexes[0])[: -len(".index")]
+        if not path.exists() and Path(str(path) + ".index").exists():
+            return str(path)
+    except OSError as err:
+        raise CheckpointError(f"{str(path)!r} could not be read "
+                              f"({err.strerror or type(err).__name__}).") from None
     return None
+
+
+MAX_FOLDER_ENTRIES = 4096  # names listed in a folder given as a checkpoint: ModelCheckpoint writes 3
+
+
+def _folder_indexes(path: Path) -> list[str]:
+    """The names ending in ".index" in a folder that are not folders (each entry's type comes
+    with the listing; nothing is opened)."""
+    indexes = []
+    with os.scandir(path) as entries:
+        for count, entry in enumerate(entries):
+            if count >= MAX_FOLDER_ENTRIES:
+                raise CheckpointError(
+                    f"The folder {path.name!r} holds more than {MAX_FOLDER_ENTRIES:,} files; "
+                    "give the .index file of the TensorFlow checkpoint to open.")
+            if entry.name.endswith(".index") and not entry.is_dir():
+                indexes.append(entry.name)
+    return indexes
 
 
 def checkpoint_label(prefix: str) -> str:
@@ -187,7 +251,8 @@ def read_keras_h5(source, name: str | None = None) -> dict[str, np.ndarray]:
                         raise CheckpointError(
                             f"{label!r} holds {path!r} of type {item.dtype}; only float weights "
                             "are read.")
-                    total += int(item.size) * max(4, item.dtype.itemsize)
+                    count = element_count(item.shape, f"{label!r}: the array {path!r}")
+                    total += count * max(4, item.dtype.itemsize)
                     if len(datasets) >= MAX_ARRAYS or total > budget:
                         raise CheckpointError(
                             f"{label!r} declares more weights than it can hold: at least "
@@ -195,7 +260,7 @@ def read_keras_h5(source, name: str | None = None) -> dict[str, np.ndarray]:
                             f"file of {len(data) / 2**20:,.1f} MB (at most "
                             f"{budget / 2**20:,.0f} MB and {MAX_ARRAYS:,} arrays are read).")
                     datasets.append(path)  # not the open dataset: HDF5 caches each one's headers
-            arrays = {path: np.asarray(h5[path][()], dtype=np.float32) for path in datasets}
+            arrays = {path: _h5_array(h5[path], label, path) for path in datasets}
     except CheckpointError:
         raise
     except Exception as err:  # h5py raises OSError, KeyError, ValueError... on damaged files
@@ -205,6 +270,77 @@ def read_keras_h5(source, name: str | None = None) -> dict[str, np.ndarray]:
     if not arrays:
         raise CheckpointError(f"{label!r} holds no weights.")
     return dict(sorted(arrays.items(), key=lambda item: natural_key(item[0])))
+
+
+_H5_SHUFFLE, _H5_DEFLATE = 2, 1  # HDF5's filter ids: the only filters read here
+
+
+def _h5_array(item, label: str, path: str) -> np.ndarray:
+    """One checked dataset as float32. Unfiltered data HDF5 reads itself: exactly its declared
+    bytes. Filtered chunks are never handed to HDF5, whose deflate filter inflates a chunk
+    whole, however far past its declared size (2.9 MB of file grew memory by 1.5 GB): each
+    stored chunk is read raw and inflated here, at most its declared bytes."""
+    plist = item.id.get_create_plist()
+    filters = [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
+    if not filters:
+        return np.asarray(item[()], dtype=np.float32)
+    other = [f for f in filters if f not in (_H5_SHUFFLE, _H5_DEFLATE)]
+    if other:
+        raise CheckpointError(
+            f"{label!r} stores the array {path!r} through the HDF5 filter {other[0]}; only "
+            "gzip and shuffle are read (Keras writes its weights unfiltered).")
+    shape, chunk = tuple(item.shape), tuple(item.chunks)
+    itemsize = item.dtype.itemsize
+    chunk_bytes = element_count(chunk, f"{label!r}: a chunk of the array {path!r}") * itemsize
+    out = np.full(shape, item.fillvalue, dtype=item.dtype)
+    for i in range(item.id.get_num_chunks()):
+        offset = tuple(item.id.get_chunk_info(i).chunk_offset)
+        if len(offset) != len(shape) or any(o % c or o >= n for o, c, n in
+                                             zip(offset, chunk, shape)):
+            raise CheckpointError(f"{label!r} holds a chunk of {path!r} at {offset}, outside "
+                                  f"the array {shape}: it is damaged.")
+        mask, data = item.id.read_direct_chunk(offset)
+        for position in reversed(range(len(filters))):  # undone in the reverse order
+            if mask & (1 << position):
+                continue  # this chunk skipped that filter
+            if filters[position] == _H5_DEFLATE:
+                data = _inflate_chunk(data, chunk_bytes, label, path)
+            else:
+                data = _unshuffle(data, itemsize)
+        if len(data) != chunk_bytes:
+            raise CheckpointError(f"{label!r} holds a chunk of {path!r} of {len(data):,} bytes "
+                                  f"where its chunks are {chunk_bytes:,}: it is damaged.")
+        block = np.frombuffer(data, item.dtype).reshape(chunk)
+        region = tuple(slice(o, min(o + c, n)) for o, c, n in zip(offset, chunk, shape))
+        out[region] = block[tuple(slice(0, r.stop - r.start) for r in region)]
+    return out.astype(np.float32)
+
+
+def _inflate_chunk(data: bytes, limit: int, label: str, path: str) -> bytes:
+    """A gzip (zlib) chunk inflated to at most `limit` bytes: one byte more is refused."""
+    import zlib
+
+    stream = zlib.decompressobj()
+    try:
+        out = stream.decompress(data, limit + 1)
+    except zlib.error:
+        raise CheckpointError(f"{label!r} holds a compressed chunk of {path!r} that is "
+                              "damaged.") from None
+    if len(out) > limit or stream.unconsumed_tail:
+        raise CheckpointError(
+            f"{label!r} holds a compressed chunk of {path!r} that inflates past its declared "
+            f"size of {limit:,} bytes: refused (a possible decompression bomb).")
+    if not stream.eof:
+        raise CheckpointError(f"{label!r} holds a compressed chunk of {path!r} that is "
+                              "truncated.")
+    return out
+
+
+def _unshuffle(data: bytes, itemsize: int) -> bytes:
+    """HDF5's shuffle filter undone: byte j of every value was stored together, j = 0, 1, ..."""
+    count = len(data) // itemsize
+    whole = np.frombuffer(data, np.uint8, count * itemsize).reshape(itemsize, count)
+    return whole.T.tobytes() + bytes(data[count * itemsize:])
 
 
 # ------------------------------------------------------------------ Keras 3 .keras archive
@@ -313,9 +449,7 @@ def read_tf_checkpoint(index, data, name: str | None = None) -> dict[str, np.nda
         if entry.shard_id != 0 or len(entry.slices):
             raise CheckpointError(f"{what} holds {short[:200]!r} split in parts (a partitioned "
                                   "variable); only whole variables are read.")
-        count = 1
-        for d in dims:
-            count *= d
+        count = element_count(dims, f"{what}: the variable {short[:200]!r}")
         if entry.size != count * dtype.itemsize or entry.offset < 0 or \
                 entry.offset + entry.size > len(data_bytes):
             raise CheckpointError(

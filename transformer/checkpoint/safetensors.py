@@ -8,7 +8,6 @@ them; its NumPy reader copies every tensor, and its memory map opens only a file
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +19,10 @@ from transformer.core.text import quoted
 
 MAX_HEADER_BYTES = limits.MAX_WEIGHTS_DIRECTORY_BYTES
 MAX_WEIGHT_DIMS = 8  # dimensions of one weight: ours have 1 or 2
+# One dimension of one weight: the values of the largest member at the smallest dtype (F16).
+# Checked on every dimension, so that a zero dimension cannot hide a huge other one (a shape
+# (0, 2**63 - 1) holds no bytes, but NumPy cannot make an array of it).
+MAX_DIMENSION = limits.MAX_MEMBER_BYTES // 2
 DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8"}  # safetensors' float dtypes NumPy holds
 
 
@@ -87,16 +90,22 @@ def header(raw, source: Source = OUR_MEMBER, dtypes=("F32",)) -> dict[str, Tenso
             raise CheckpointError(f"{label} has dtype {str(dtype)[:20]} in {member}; "
                                   f"expected {expected_dtypes}.")
         if not isinstance(shape, list) or len(shape) > MAX_WEIGHT_DIMS or not all(
-                type(n) is int and n >= 0 for n in shape):
+                type(n) is int and 0 <= n <= MAX_DIMENSION for n in shape):
             raise CheckpointError(f"{label} has an invalid shape {json.dumps(shape)[:80]} in "
-                                  f"{member}.")
+                                  f"{member} (each dimension a whole number from 0 to "
+                                  f"{MAX_DIMENSION:,}).")
         if not isinstance(offsets, list) or len(offsets) != 2 or not all(
                 type(n) is int for n in offsets) or not 0 <= offsets[0] <= offsets[1] <= body:
             raise CheckpointError(
                 f"{label} has invalid data_offsets {json.dumps(offsets)[:80]} in "
                 f"{member}, whose data is {body:,} bytes.")
         itemsize = np.dtype(DTYPES[dtype]).itemsize
-        size = itemsize * math.prod(shape)
+        count = bounded_product(shape, body // itemsize)
+        if count > body // itemsize:
+            raise CheckpointError(
+                f"{label} has shape {tuple(shape)}: more values than the {body:,} bytes of data "
+                f"in {member} hold.")
+        size = itemsize * count
         if offsets[1] - offsets[0] != size:
             raise CheckpointError(
                 f"{label} has shape {tuple(shape)} ({size:,} bytes of "
@@ -115,6 +124,17 @@ def header(raw, source: Source = OUR_MEMBER, dtypes=("F32",)) -> dict[str, Tenso
         raise CheckpointError(f"{where} has {body - at:,} bytes of data that no weight "
                               "describes.")
     return tensors
+
+
+def bounded_product(shape, bound: int) -> int:
+    """math.prod(shape), or the first partial product past `bound` (enough to say the shape does
+    not fit): never a number larger than bound x MAX_DIMENSION."""
+    count = 1
+    for n in shape:
+        count *= n
+        if count > bound:
+            return count
+    return count
 
 
 def arrays(raw, tensors: dict[str, Tensor], source: Source = OUR_MEMBER

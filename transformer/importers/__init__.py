@@ -63,7 +63,7 @@ def load_checkpoint(source) -> Checkpoint:
                                   f"model's files ({', '.join(MARIAN_FILES)}), or convert Keras "
                                   "files with python -m transformer.convert.")
         return convert_marian(source)
-    if isinstance(source, (str, Path)) and Path(source).is_dir():
+    if isinstance(source, (str, Path)) and marian.is_folder(Path(source)):
         return convert_marian(source)  # its sentence names the files a Marian folder lacks
     if isinstance(source, (str, Path)) and Path(source).suffix.lower() == ".zip":
         return convert_marian(source)

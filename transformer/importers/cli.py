@@ -97,41 +97,50 @@ def _download_marian(name: str) -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv)
-    command = "python -m transformer.convert " + shlex.join(argv)
-    if args.recipe == "upgrade":
-        try:
-            print(upgrade(args.checkpoint, args.out))
-        except CheckpointError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        return 0
     try:
-        if args.recipe == "keras-seq2seq":
-            checkpoint = convert_keras_seq2seq(args.weights, args.source_vocab, args.target_vocab,
-                                               args.num_heads, command=command)
-        elif args.recipe == "tf-tutorial":
-            mask = None if args.mask_padding is None else args.mask_padding == "yes"
-            checkpoint = convert_tf_tutorial(args.weights, args.source_vocab, args.target_vocab,
-                                             args.num_heads, max_len=args.max_len,
-                                             mask_padding=mask, command=command)
-        else:
-            from transformer.importers.marian import marian_data  # imported only when asked
-
-            model_dir = args.model_dir
-            if args.hub:
-                model_dir = _download_marian(args.hub)
-            # The export builds no model: the mapped weights (checked, finite) are written as
-            # they are; the file is checked like any other when it is opened.
-            data = marian_data(model_dir, command=command)
-            write_checkpoint(args.out, data)
-            _say_wrote(args.out, data.config)
-            return 0
+        _run(args, "python -m transformer.convert " + shlex.join(argv))
     except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # reading past the readers' own sentences, or writing --out
+        print(f"error: {_os_error(err)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _os_error(err: OSError) -> str:
+    """An OSError as a sentence: the file and what the system said, no traceback."""
+    where = f" {str(err.filename)!r}" if err.filename is not None else ""
+    return f"could not read or write{where}: {err.strerror or type(err).__name__}."
+
+
+def _run(args, command: str) -> None:
+    """The conversion args ask for; raises CheckpointError (or OSError) on failure."""
+    if args.recipe == "upgrade":
+        print(upgrade(args.checkpoint, args.out))
+        return
+    if args.recipe == "keras-seq2seq":
+        checkpoint = convert_keras_seq2seq(args.weights, args.source_vocab, args.target_vocab,
+                                           args.num_heads, command=command)
+    elif args.recipe == "tf-tutorial":
+        mask = None if args.mask_padding is None else args.mask_padding == "yes"
+        checkpoint = convert_tf_tutorial(args.weights, args.source_vocab, args.target_vocab,
+                                         args.num_heads, max_len=args.max_len,
+                                         mask_padding=mask, command=command)
+    else:
+        from transformer.importers.marian import marian_data  # imported only when asked
+
+        model_dir = args.model_dir
+        if args.hub:
+            model_dir = _download_marian(args.hub)
+        # The export builds no model: the mapped weights (checked, finite) are written as
+        # they are; the file is checked like any other when it is opened.
+        data = marian_data(model_dir, command=command)
+        write_checkpoint(args.out, data)
+        _say_wrote(args.out, data.config)
+        return
     _write(checkpoint, args.out)
     _say_wrote(args.out, checkpoint.config)
-    return 0
 
 
 def _say_wrote(out, c) -> None:

@@ -6,12 +6,13 @@ conversion itself (files -> our config, weights and tokenizers -> an opened Chec
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from transformer.checkpoint.format import CheckpointError, checkpoint_bytes, read_input
+from transformer.checkpoint.format import CheckpointError, check_size, checkpoint_bytes, read_input
 from transformer.checkpoint.readers import (
     TF_DATA_SUFFIX,
     checkpoint_label,
@@ -19,6 +20,8 @@ from transformer.checkpoint.readers import (
     read_weights,
     tf_checkpoint_prefix,
 )
+from transformer.core.text import quoted
+from transformer.importers.mapping import WeightMap
 from transformer.inference.session import load_checkpoint
 from transformer.model import weights as names
 from transformer.tokenizers.base import TokenizerError
@@ -31,10 +34,13 @@ _INDEX = {"kernel": 0, "embeddings": 0, "gamma": 0, "bias": 1, "beta": 1}
 @dataclass
 class Node:
     """One layer (or container) of the original model: its child layers and its variables,
-    numbered as Keras numbers them (kernel/embeddings/gamma 0, bias/beta 1)."""
+    numbered as Keras numbers them (kernel/embeddings/gamma 0, bias/beta 1). Every node of one
+    tree shares the file's WeightMap: a variable is taken through it (so that what no recipe
+    used can be named at the end), and a missing layer or variable is a sentence naming it."""
     path: tuple = ()
     children: dict = field(default_factory=dict)
     variables: dict = field(default_factory=dict)  # index -> (name in the file, array)
+    weights: WeightMap | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -43,34 +49,69 @@ class Node:
     def child(self, name):
         return self.children.get(name)
 
+    def need(self, name, what, file_label, holding="", owner=None):
+        """The child layer `name`, or a sentence naming the weight group that is missing: "the
+        layer 'encoder/enc_layers/encoder_layer_1' has no LayerNormalization weights for its
+        feed-forward (expected a group like 'encoder/.../ffn/layer_norm/vars' with gamma and
+        beta)". owner: how the sentence names this node (default: the layer and its path)."""
+        node = self.children.get(name)
+        if node is None:
+            owner = owner or f"the layer {quoted(self.label)}"
+            raise CheckpointError(
+                f"{file_label}: {owner} has no {what} (expected a group like "
+                f"{quoted('/'.join(self.path + (name, 'vars')))}{holding}).")
+        return node
+
     def walk(self):
         yield self
         for key in sorted(self.children, key=natural_key):
             yield from self.children[key].walk()
 
-    def array(self, index, what, file_label):
+    def array(self, index, what, file_label, shape=None):
+        """Variable `index` (0: kernel, embeddings or gamma; 1: bias or beta), taken from the
+        file's weights (checked to have `shape` when one is given)."""
         if index not in self.variables:
-            raise CheckpointError(f"{file_label}: the layer {self.label!r} has no {what}.")
-        return self.variables[index][1]
+            raise CheckpointError(
+                f"{file_label}: the layer {quoted(self.label)} has no {what} (expected a weight "
+                f"{quoted('/'.join(self.path + ('vars', str(index))))}).")
+        name = self.variables[index][0]
+        return self.weights.take(name, shape, f"the {what} of {quoted(self.label)}")
+
+    def optional(self, index, what, file_label, shape=None):
+        """Variable `index` when the layer has it (a bias a layer was built without), else None."""
+        return self.array(index, what, file_label, shape) if index in self.variables else None
+
+    def shape(self, index):
+        """The shape of variable `index` (None when absent), without taking it."""
+        item = self.variables.get(index)
+        return None if item is None or item[1] is None else tuple(np.shape(item[1]))
+
+
+def variable_index(part: str):
+    """A variable's number from the last part of its name: "0" (Keras 3's vars/0), "kernel" or
+    "gamma" (0), "bias" or "beta" (1); any other part stays a name (BatchNormalization
+    statistics: part of no recipe). Only ASCII digits, at most 9 of them, are read as a number:
+    "²" is a digit to str.isdigit but not to int(), and a run of thousands of digits is refused
+    by int() only after the work."""
+    if re.fullmatch(r"[0-9]{1,9}", part):
+        return int(part)
+    return _INDEX.get(part, part)
 
 
 def tree(arrays: dict[str, np.ndarray], file_label: str) -> Node:
-    root = Node()
+    """The file's weights as a tree of layers (names split at "/", Keras's bookkeeping parts
+    dropped), every node sharing one WeightMap of the file."""
+    weights = WeightMap(arrays, file_label)
+    root = Node(weights=weights)
     for name, array in arrays.items():
         parts = [p.lstrip("_") for p in name.split("/") if p and p not in _NOISE]
         if not parts:
-            continue
-        last = parts[-1]
-        if last.isdigit():
-            index = int(last)
-        elif last in _INDEX:
-            index = _INDEX[last]
-        else:  # e.g. BatchNormalization statistics: not part of any recipe
-            index = last
+            continue  # left untaken: check_all_used names it
+        index = variable_index(parts[-1])
         node = root
         for part in parts[:-1]:
-            node = node.children.setdefault(part, Node(node.path + (part,)))
-        node.variables[index] = (name, array)
+            node = node.children.setdefault(part, Node(node.path + (part,), weights=weights))
+        node.variables.setdefault(index, (name, array))  # a second spelling: left untaken
     return root
 
 
@@ -81,7 +122,7 @@ def ordered(nodes):
 def dense(node, file_label, in_dim=None, out_dim=None, what="Dense layer"):
     """(kernel (in, out), bias (out,)) of a Dense node, checked."""
     kernel = node.array(0, "kernel", file_label)
-    bias = node.variables.get(1, (None, None))[1]
+    bias = node.optional(1, "bias", file_label)
     if kernel.ndim != 2 or (bias is not None and bias.shape != (kernel.shape[1],)):
         raise CheckpointError(
             f"{file_label}: the {what} {node.label!r} has a kernel {kernel.shape} and bias "
@@ -96,14 +137,13 @@ def dense(node, file_label, in_dim=None, out_dim=None, what="Dense layer"):
     return kernel, bias
 
 
+LAYER_NORM_GROUP = " with gamma and beta"  # what a missing LayerNormalization group held
+
+
 def layer_norm(node, d_model, file_label):
-    gamma = node.array(0, "gamma", file_label)
-    beta = node.array(1, "beta", file_label)
-    if gamma.shape != (d_model,) or beta.shape != (d_model,):
-        raise CheckpointError(
-            f"{file_label}: the LayerNormalization {node.label!r} has gamma {gamma.shape} and "
-            f"beta {beta.shape}; expected ({d_model},) (d_model).")
-    return gamma, beta
+    """(gamma, beta) of a LayerNormalization node, each (d_model,)."""
+    return (node.array(0, "LayerNormalization gamma", file_label, (d_model,)),
+            node.array(1, "LayerNormalization beta", file_label, (d_model,)))
 
 
 # ------------------------------------------------------------------ attention
@@ -113,7 +153,7 @@ def keras_mha(node, d_model, file_label):
     query/key/value kernels (d_model, H, key_dim) -> (d_model, H * key_dim), biases (H, key_dim)
     -> (H * key_dim,); the output kernel (H, key_dim, d_model) -> (H * key_dim, d_model)."""
     parts = {}
-    query = node.child("query_dense")
+    query = node.need("query_dense", "query projection", file_label)
     kernel = query.array(0, "kernel", file_label)
     if kernel.ndim != 3 or kernel.shape[0] != d_model:
         raise CheckpointError(
@@ -122,17 +162,19 @@ def keras_mha(node, d_model, file_label):
     _, heads, head_dim = kernel.shape
     width = heads * head_dim
     for ours, theirs in (("query", "query_dense"), ("key", "key_dense"), ("value", "value_dense")):
-        sub = node.child(theirs)
+        sub = node.need(theirs, f"{ours} projection", file_label)
         k = sub.array(0, "kernel", file_label)
-        b = sub.variables.get(1, (None, np.zeros((heads, head_dim), np.float32)))[1]
+        b = sub.optional(1, "bias", file_label)
+        b = np.zeros((heads, head_dim), np.float32) if b is None else b
         if k.shape != (d_model, heads, head_dim) or b.shape != (heads, head_dim):
             raise CheckpointError(
                 f"{file_label}: the weight {sub.label!r} has kernel {k.shape} and bias {b.shape}; "
                 f"expected {(d_model, heads, head_dim)} and {(heads, head_dim)} like the query's.")
         parts[ours] = (k.reshape(d_model, width), b.reshape(width))
-    out = node.child("output_dense")
+    out = node.need("output_dense", "output projection", file_label)
     k = out.array(0, "kernel", file_label)
-    b = out.variables.get(1, (None, np.zeros(d_model, np.float32)))[1]
+    b = out.optional(1, "bias", file_label)
+    b = np.zeros(d_model, np.float32) if b is None else b
     if k.shape != (heads, head_dim, d_model) or b.shape != (d_model,):
         raise CheckpointError(
             f"{file_label}: the weight {out.label!r} has kernel {k.shape} and bias {b.shape}; "
@@ -146,13 +188,16 @@ def handwritten_mha(node, d_model, file_label):
     parts = {}
     for ours, theirs in (("query", "q_linear"), ("key", "k_linear"), ("value", "v_linear"),
                          ("output", "concat_linear")):
-        parts[ours] = dense(node.child(theirs), file_label, d_model, d_model, "attention Dense")
+        parts[ours] = dense(node.need(theirs, f"{ours} Dense layer", file_label), file_label,
+                            d_model, d_model, "attention Dense")
     return parts
 
 
+KERAS_MHA_PARTS = ("query_dense", "key_dense", "value_dense", "output_dense")
+
+
 def is_keras_mha(node):
-    return node is not None and all(node.child(n) for n in
-                                    ("query_dense", "key_dense", "value_dense", "output_dense"))
+    return node is not None and all(node.child(n) for n in KERAS_MHA_PARTS)
 
 
 def is_handwritten_mha(node):
@@ -247,7 +292,7 @@ def model_width(node, ndim, file_label):
 def final_dense(root, used, d_model, file_label):
     candidates = [n for n in root.walk() if n.path and 0 in n.variables
                   and not any(n.path[:len(u)] == u for u in used)]
-    denses = [n for n in candidates if n.variables[0][1].ndim == 2 and n.variables[0][1].shape[0] == d_model]
+    denses = [n for n in candidates if (n.shape(0) or ())[:1] == (d_model,) and len(n.shape(0)) == 2]
     if len(denses) != 1:
         raise CheckpointError(
             f"{file_label}: expected one output Dense layer (d_model = {d_model} inputs) besides "
@@ -322,6 +367,7 @@ def convert(recipe, weights, source_vocab, target_vocab, num_heads, make_tokeniz
         config = TransformerConfig(**c)
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"The model {label!r} describes cannot be built here: {err}.") from None
+    check_size(config, architecture.weights)  # layers, padding, work and size: before any build
     model = Transformer(config).build_weights()
     assign(model, architecture.weights, repr(label))
     metadata = {

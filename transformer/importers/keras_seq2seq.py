@@ -27,8 +27,11 @@ from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import (
     natural_key,
 )
+from transformer.core.text import quoted
 from transformer.importers.keras_common import (
     KERAS_LAYER_NORM_EPSILON,
+    KERAS_MHA_PARTS,
+    LAYER_NORM_GROUP,
     Architecture,
     check_dff,
     convert,
@@ -61,14 +64,26 @@ class KerasLayout:
     norms: tuple  # after self-attention, after cross-attention (decoder), after the feed-forward
 
     def encoders(self, nodes):
+        """The encoder blocks: told by their attention and feed-forward (a block that lacks a
+        LayerNormalization is still one, and the mapping names what it lacks)."""
         return ordered([n for n in nodes if n.child(self.encoder_attention)
-                         and n.child(self.feedforward) and n.child(self.norms[0])
-                         and n.child(self.norms[1]) and not n.child(self.decoder_cross_attention)])
+                         and n.child(self.feedforward) and not n.child(self.decoder_cross_attention)])
 
     def decoders(self, nodes):
         return ordered([n for n in nodes if n.child(self.decoder_self_attention)
-                         and n.child(self.decoder_cross_attention) and n.child(self.feedforward)
-                         and all(n.child(name) for name in self.norms)])
+                         and n.child(self.decoder_cross_attention) and n.child(self.feedforward)])
+
+    def norms_of(self, node, index, d_model, file_label, side):
+        """[(gamma, beta)] of a block's LayerNormalizations, in the order of its sublayers; a
+        missing one is a sentence naming the block and the sublayer it follows."""
+        sublayers = (("self-attention", "feed-forward") if side == "encoder"
+                     else ("self-attention", "cross-attention", "feed-forward"))
+        groups = self.norms[:2] if side == "encoder" else self.norms
+        return [layer_norm(node.need(group, f"LayerNormalization weights for its {sublayer}",
+                                     file_label, LAYER_NORM_GROUP,
+                                     owner=f"{side} layer {index + 1} ({quoted(node.label)})"),
+                           d_model, file_label)
+                for group, sublayer in zip(groups, sublayers)]
 
 
 # The Keras example's layers (both of its attentions), and the "Transformer from scratch"
@@ -169,7 +184,7 @@ def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
     def attention(node):
         nonlocal heads, head_dim
         if not handwritten:
-            if not is_keras_mha(node):
+            if not any(node.child(part) for part in KERAS_MHA_PARTS):  # keras_mha names a lost one
                 raise CheckpointError(f"{file_label}: {node.label!r} is not a keras MultiHeadAttention.")
             parts, h, k = keras_mha(node, d_model, file_label)
             if heads is not None and (h, k) != (heads, head_dim):
@@ -206,8 +221,7 @@ def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
         ffn = feedforward(node.child(layout.feedforward), d_model, file_label)
         dff = ffn[0][0].shape[1] if dff is None else dff
         check_dff(ffn, dff, node, file_label)
-        first_norm, second_norm = (layer_norm(node.child(name), d_model, file_label)
-                                   for name in layout.norms[:2])
+        first_norm, second_norm = layout.norms_of(node, i, d_model, file_label, "encoder")
         weights.update(names.block_rest(prefix, ffn, {"self_attention_layer_norm": first_norm,
                                                "feedforward_layer_norm": second_norm}))
     for i, node in enumerate(decoders):
@@ -218,7 +232,7 @@ def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
                        attention(node.child(layout.decoder_cross_attention))))
         ffn = feedforward(node.child(layout.feedforward), d_model, file_label)
         check_dff(ffn, dff, node, file_label)
-        norms = [layer_norm(node.child(name), d_model, file_label) for name in layout.norms]
+        norms = layout.norms_of(node, i, d_model, file_label, "decoder")
         weights.update(names.block_rest(prefix, ffn, dict(zip(
             ("self_attention_layer_norm", "cross_attention_layer_norm", "feedforward_layer_norm"),
             norms))))
@@ -247,6 +261,8 @@ def infer_keras_seq2seq(arrays: dict[str, np.ndarray], file_label: str,
     weights[f"{names.OUTPUT_PROJECTION}/kernel"] = out_kernel
     weights[f"{names.OUTPUT_PROJECTION}/bias"] = out_bias
     sequence_length = lengths["source"]
+    root.weights.check_all_used(f"{FORM_LABELS[form]} ({len(encoders)} encoder and "
+                                f"{len(decoders)} decoder layers)")
     config = dict(
         src_vocab_size=weights[names.token_embedding("source")].shape[0],
         tgt_vocab_size=tgt_vocab, d_model=d_model, num_heads=heads, head_dim=head_dim, dff=dff,

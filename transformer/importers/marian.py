@@ -52,13 +52,15 @@ from transformer.checkpoint.format import (
 )
 from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
+from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
 from transformer.model import weights as names
 from transformer.model.config import TransformerConfig
 
 __all__ = ["MarianFiles", "read_marian", "marian_config", "marian_weights", "marian_tokenizers",
-           "marian_checkpoint_bytes", "marian_data", "convert_marian", "REQUIRED_FILES", "ALLOWED_FIELDS"]
+           "marian_checkpoint_bytes", "marian_data", "convert_marian", "is_folder", "REQUIRED_FILES",
+           "ALLOWED_FIELDS"]
 
 RECIPE = Recipe("marian", "Marian (opus-mt)", "Marian (opus-mt)",
                 "Hugging Face's MarianMT (an opus-mt model)", asks=False)
@@ -203,9 +205,9 @@ def _gather(source) -> tuple[dict[str, bytes], str]:
         return {**present, **files}, "the given files"
     if isinstance(source, (str, Path)):
         path = Path(source)
-        if path.is_dir():
+        if is_folder(path):
             return _from_folder(path)
-        if not path.is_file():
+        if not path.exists():
             raise CheckpointError(f"No Marian model at {path}: give its folder or a .zip of it.")
         if path.suffix.lower() != ".zip":
             raise CheckpointError(f"{path.name!r} is neither a folder nor a .zip: give the "
@@ -217,14 +219,38 @@ def _gather(source) -> tuple[dict[str, bytes], str]:
                           "folder, a .zip or {file name: bytes}.")
 
 
+def is_folder(path: Path) -> bool:
+    """Path.is_dir, with an OSError it lets through (a folder on the way that cannot be
+    entered) as a sentence."""
+    try:
+        return path.is_dir()
+    except OSError as err:
+        raise CheckpointError(f"{str(path)!r} could not be read "
+                              f"({err.strerror or type(err).__name__}).") from None
+
+
+HINTED_FILES = ("pytorch_model.bin", "tf_model.h5", "target_vocab.json")  # named, never read
+
+
 def _from_folder(path: Path) -> tuple[dict[str, bytes], str]:
+    """The files we read, looked up by name (the folder is not listed: one holding a million
+    entries, a FIFO or a link into /proc costs nothing unless it bears one of these names).
+    Each is read through read_input, which follows links (Hugging Face's cache links every file
+    into its blobs) and reads only regular files; an OSError is a sentence."""
     label = f"the folder {path.name or str(path)!r}"
     raw = {}
-    for child in path.iterdir():
-        name = child.name
-        if name in MAX_FILE_BYTES and child.is_file():  # follows links (Hugging Face's cache)
+    for name in (*MAX_FILE_BYTES, *HINTED_FILES):
+        child = path / name
+        try:
+            present = child.exists() or child.is_symlink()  # a dangling link: read_input names it
+        except OSError as err:
+            raise CheckpointError(f"{name} in {label} could not be read "
+                                  f"({err.strerror or type(err).__name__}).") from None
+        if not present:
+            continue
+        if name in MAX_FILE_BYTES:
             raw[name] = read_input(child, name, MAX_FILE_BYTES[name])
-        elif name in ("pytorch_model.bin", "tf_model.h5", "target_vocab.json"):
+        else:
             raw[name] = b""  # present: named in a hint, never read
     return raw, label
 
@@ -474,25 +500,8 @@ def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
                        "model.decoder.embed_tokens.weight")
     position_names = ("model.encoder.embed_positions.weight",
                       "model.decoder.embed_positions.weight")
-    known = set(table) | set(embedding_names) | set(position_names) | {"final_logits_bias",
-                                                                       "lm_head.weight"}
-    unexpected = sorted(set(hf_weights) - known)
-    if unexpected:
-        raise CheckpointError(
-            f"{where} has a weight {unexpected[0]!r} that a MarianMTModel with this config.json "
-            f"({config['num_encoder_layers']} + {config['num_decoder_layers']} layers) does not "
-            "have.")
-
-    def get(name, shape, what=None):
-        if name not in hf_weights:
-            raise CheckpointError(f"{where} has no weight {name!r}"
-                                  f"{f' ({what})' if what else ''}.")
-        value = hf_weights[name]
-        if tuple(value.shape) != tuple(shape):
-            raise CheckpointError(
-                f"The weight {name!r} in {where} has shape {tuple(value.shape)}, but config.json "
-                f"describes {tuple(shape)}.")
-        return value
+    weights = WeightMap(hf_weights, where, "config.json describes")
+    get = weights.take
 
     ours = {}
     for hf_name, (our_name, shape, transpose) in table.items():
@@ -500,7 +509,7 @@ def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
         ours[our_name] = value.T if transpose else value  # a view: copied once, into the model
 
     # One token embedding for source, target and (tied) output; saved under any of its names.
-    present = [n for n in embedding_names if n in hf_weights]
+    present = [n for n in embedding_names if n in weights]
     if not present:
         raise CheckpointError(f"{where} has no weight 'model.shared.weight' (the token "
                               "embedding that source and target share).")
@@ -512,12 +521,12 @@ def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
                 "source and target share one embedding.")
     ours[names.token_embedding("source")] = embedding
 
-    if "final_logits_bias" in hf_weights:
+    if "final_logits_bias" in weights:
         bias = get("final_logits_bias", (1, vocab), "the logits' bias").reshape(vocab)
     else:
         bias = np.zeros(vocab, np.float32)  # transformers starts it at zero when absent, too
     if config["tie_output"]:
-        if "lm_head.weight" in hf_weights and \
+        if "lm_head.weight" in weights and \
                 not np.array_equal(get("lm_head.weight", (vocab, d)), embedding):
             raise CheckpointError(
                 f"The weight 'lm_head.weight' in {where} differs from the token embedding, but "
@@ -528,20 +537,23 @@ def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
                                                          "the output projection").T
         ours[f"{names.OUTPUT_PROJECTION}/bias"] = bias
 
-    _check_positions(hf_weights, position_names, config, where)
+    _check_positions(weights, position_names, config, where)
+    weights.check_all_used(
+        f"a MarianMTModel with this config.json ({config['num_encoder_layers']} + "
+        f"{config['num_decoder_layers']} layers)")
     return ours
 
 
-def _check_positions(hf_weights, names, config, where) -> None:
+def _check_positions(weights: WeightMap, names, config, where) -> None:
     """transformers does not save Marian's sinusoids, but older files hold them: if they are
     there, they must be the table our model computes (the [sin | cos] layout)."""
     from transformer.model.layers import positional_encoding
 
     expected = None
     for name in names:
-        if name not in hf_weights:
+        if name not in weights:
             continue
-        value = hf_weights[name]
+        value = weights.take(name)
         if value.ndim != 2 or value.shape[1] != config["d_model"] or \
                 value.shape[0] < config["max_len"]:
             raise CheckpointError(

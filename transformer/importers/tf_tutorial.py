@@ -10,8 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from transformer.checkpoint.format import CheckpointError
+from transformer.core.text import quoted
 from transformer.importers.keras_common import (
     KERAS_LAYER_NORM_EPSILON,
+    LAYER_NORM_GROUP,
     Architecture,
     check_dff,
     convert,
@@ -64,10 +66,12 @@ def infer_tf_tutorial(arrays: dict[str, np.ndarray], file_label: str,
                                                file_label, "PositionalEmbedding layers")
     weights, shape, dff = {}, None, None
 
-    def attention(node, what):
+    def attention(node, what, side, index):
         nonlocal shape
-        mha = node.child(what) and node.child(what).child("mha")
-        if not is_keras_mha(mha):
+        owner = f"{side} layer {index + 1} ({quoted(node.label)})"
+        wrapper = node.need(what, f"{what.replace('_', ' ')} layer", file_label, owner=owner)
+        mha = wrapper.child("mha")
+        if mha is None:
             raise CheckpointError(f"{file_label}: {node.label + '/' + what!r} has no keras "
                                   "MultiHeadAttention (mha).")
         parts, h, k = keras_mha(mha, d_model, file_label)
@@ -78,32 +82,37 @@ def infer_tf_tutorial(arrays: dict[str, np.ndarray], file_label: str,
             raise CheckpointError(f"{file_label}: --num-heads is {num_heads} but the attention "
                                   f"kernels hold {h} heads (query kernel {(d_model, h, k)}).")
         shape = (h, k)
-        return parts, layer_norm(node.child(what).child("layernorm"), d_model, file_label)
+        norm = wrapper.need("layernorm", f"LayerNormalization weights for its "
+                            f"{what.replace('_', ' ')}", file_label, LAYER_NORM_GROUP, owner=owner)
+        return parts, layer_norm(norm, d_model, file_label)
 
-    def block_feedforward(node):
+    def block_feedforward(node, side, index):
+        owner = f"{side} layer {index + 1} ({quoted(node.label)})"
         ffn = node.child("ffn")
-        if not ffn.child("seq") or not ffn.child("layer_norm"):
+        if not ffn.child("seq"):
             raise CheckpointError(f"{file_label}: {ffn.label!r} is not the tutorial's FeedForward "
                                   "(seq, layer_norm).")
+        norm = ffn.need("layer_norm", "LayerNormalization weights for its feed-forward",
+                        file_label, LAYER_NORM_GROUP, owner=owner)
         return feedforward(ffn.child("seq"), d_model, file_label), \
-            layer_norm(ffn.child("layer_norm"), d_model, file_label)
+            layer_norm(norm, d_model, file_label)
 
     for i, node in enumerate(encoders):
         prefix = names.layer("encoder", i)
-        parts, norm = attention(node, "self_attention")
+        parts, norm = attention(node, "self_attention", "encoder", i)
         weights.update(names.attention(f"{prefix}/self_attention", parts))
-        ffn, ffn_norm = block_feedforward(node)
+        ffn, ffn_norm = block_feedforward(node, "encoder", i)
         dff = ffn[0][0].shape[1] if dff is None else dff
         check_dff(ffn, dff, node, file_label)
         weights.update(names.block_rest(prefix, ffn, {"self_attention_layer_norm": norm,
                                                "feedforward_layer_norm": ffn_norm}))
     for i, node in enumerate(decoders):
         prefix = names.layer("decoder", i)
-        parts, self_norm = attention(node, "causal_self_attention")
+        parts, self_norm = attention(node, "causal_self_attention", "decoder", i)
         weights.update(names.attention(f"{prefix}/self_attention", parts))
-        parts, cross_norm = attention(node, "cross_attention")
+        parts, cross_norm = attention(node, "cross_attention", "decoder", i)
         weights.update(names.attention(f"{prefix}/cross_attention", parts))
-        ffn, ffn_norm = block_feedforward(node)
+        ffn, ffn_norm = block_feedforward(node, "decoder", i)
         check_dff(ffn, dff, node, file_label)
         weights.update(names.block_rest(prefix, ffn, {"self_attention_layer_norm": self_norm,
                                                "cross_attention_layer_norm": cross_norm,
@@ -121,6 +130,8 @@ def infer_tf_tutorial(arrays: dict[str, np.ndarray], file_label: str,
             f"the target embedding has {tgt_vocab} rows; they are one vocabulary.")
     weights[f"{names.OUTPUT_PROJECTION}/kernel"] = out_kernel
     weights[f"{names.OUTPUT_PROJECTION}/bias"] = out_bias
+    root.weights.check_all_used(f"the TensorFlow tutorial's Transformer ({len(encoders)} "
+                                f"encoder and {len(decoders)} decoder layers)")
     config = dict(
         src_vocab_size=weights[names.token_embedding("source")].shape[0],
         tgt_vocab_size=tgt_vocab, d_model=d_model, num_heads=shape[0], head_dim=shape[1], dff=dff,
