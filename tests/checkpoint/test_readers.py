@@ -327,6 +327,21 @@ def test_h5_a_chunk_that_inflates_past_its_declared_size_is_refused():
         read_keras_h5(data, name="w.h5")
 
 
+def test_h5_a_chunk_larger_than_its_array_is_refused():
+    """A resizable (4, 4) array in chunks of (4096, 4096): each chunk may inflate to 64 MB of
+    its own declared size, whatever the array's; Keras never writes one."""
+    import zlib
+
+    def build(f):
+        dataset = f.create_dataset("layers/d/vars/0", data=np.ones((4, 4), np.float32),
+                                   chunks=(4096, 4096), maxshape=(None, None),
+                                   compression="gzip")
+        dataset.id.write_direct_chunk((0, 0), zlib.compress(bytes(64 * 2**20), 9))
+    with pytest.raises(CheckpointError, match=r"'w\.h5' stores the array 'layers/d/vars/0' "
+                                              r"\(4, 4\) in chunks of \(4096, 4096\), larger"):
+        read_keras_h5(_h5(build), name="w.h5")
+
+
 @pytest.mark.parametrize("chunk, says", [(b"not zlib at all", "is damaged"),
                                          (None, "is truncated")])
 def test_h5_a_damaged_gzip_chunk_is_a_sentence(chunk, says):

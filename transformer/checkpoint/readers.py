@@ -290,6 +290,10 @@ def _h5_array(item, label: str, path: str) -> np.ndarray:
             f"{label!r} stores the array {path!r} through the HDF5 filter {other[0]}; only "
             "gzip and shuffle are read (Keras writes its weights unfiltered).")
     shape, chunk = tuple(item.shape), tuple(item.chunks)
+    if any(c > max(n, 1) for c, n in zip(chunk, shape)):  # Keras's arrays are never resized
+        raise CheckpointError(
+            f"{label!r} stores the array {path!r} {shape} in chunks of {chunk}, larger than "
+            "the array: refused (a chunk may inflate to its own size).")
     itemsize = item.dtype.itemsize
     chunk_bytes = element_count(chunk, f"{label!r}: a chunk of the array {path!r}") * itemsize
     out = np.full(shape, item.fillvalue, dtype=item.dtype)
