@@ -4,9 +4,16 @@ Each public helper takes the checkpoint and derives the cache key itself: the in
 st.cache_data function is keyed by (the checkpoint's content hash, the inputs) and receives the
 checkpoint as an unhashed `_ckpt`. So changing a layer, head or kind re-slices cached arrays and
 never re-runs the model, and no page handles hashes.
+
+A model that computes NaN or infinity for the sentence (transformer.inference.numerics: only a
+model built through the API can, the load-time bound refuses such files) raises a
+NumericalError; every public helper shows it as the sentence it is (st.error) and ends the
+page's run there (st.stop), so no page draws a map of NaN and none shows a traceback.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import streamlit as st
@@ -16,13 +23,29 @@ from transformer.analysis.head_stats import batch_statistics, head_similarity_ma
 from transformer.core.kinds import KIND_NAMES, head_masks, parse_head_label
 from transformer.inference import batch
 from transformer.inference.ablation import ablate, head_importance
+from transformer.inference.numerics import NumericalError, check_forward
 
 from . import models, state
 
 MAX_RESULTS = 256
 
 
+def _said(function):
+    """`function`, with a NumericalError shown as its sentence where the caller draws (the
+    sidebar, or the page), after which this run of the page stops: nothing below it draws the
+    numbers. The error is not cached: the next run computes again, and says it again."""
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except NumericalError as err:
+            st.error(str(err), icon=":material/error:")
+            st.stop()
+    return wrapper
+
+
 # ------------------------------------------------------------------ one sentence
+@_said
 def attention(ckpt: Checkpoint, source: str, target: str | None = None,
               details: bool = False) -> dict:
     """Checkpoint.attention (every map of one teacher-forced pass), cached. With target=None
@@ -38,12 +61,14 @@ def _attention(content_hash: str, source: str, target: str | None, output_ids: t
     return _ckpt.attention(source, target, details=details, output_ids=output_ids)
 
 
+@_said
 def current_attention(details: bool = False) -> dict:
     """Attention maps for the sidebar's model, source and target (see Checkpoint.attention)."""
     return attention(models.active_checkpoint(), state.current_source(), state.current_target(),
                      details)
 
 
+@_said
 def translation(ckpt: Checkpoint, source: str):
     """The model's translation of `source` (Checkpoint.translate: greedy, up to the step
     budget, every step's attention): one per (model, sentence), computed once and shared by the
@@ -51,6 +76,7 @@ def translation(ckpt: Checkpoint, source: str):
     return decode(ckpt, source)
 
 
+@_said
 def decode(ckpt: Checkpoint, source: str, max_len: int | None = None, stop: bool = True,
            beam_width: int = 1, silenced: tuple[str, ...] = ()):
     """Checkpoint.translate with these options and the heads labelled in `silenced` silenced
@@ -71,6 +97,7 @@ def _decode(content_hash: str, source: str, max_len: int, stop: bool, beam_width
                            stop_at_end=stop)
 
 
+@_said
 def teacher_forced(ckpt: Checkpoint, source: str, target: str):
     """transformer.inference.teacher_forcing.teacher_forced (a typed target stepped through as a
     Decoding, from one teacher-forced pass), cached."""
@@ -116,6 +143,7 @@ def _encoder_input(content_hash: str, source: str, _ckpt: Checkpoint) -> dict:
 
 
 # ------------------------------------------------------------------ batches
+@_said
 def mask_batch(ckpt: Checkpoint, sources, translations) -> dict:
     """One padded batch (sources, and the start token + each translation as targets): its ids
     and tokens per side, and one forward pass's masks (the ones the model applied), scores and
@@ -149,9 +177,12 @@ def _mask_batch(content_hash: str, sources: tuple, translations: tuple, _ckpt: C
     for kind in KIND_NAMES:  # (L, B, H, Tq, Tk) each
         out[f"{kind}_scores"] = np.asarray(result[f"{kind}_scores"])
         out[f"{kind}_attention"] = np.asarray(result[f"{kind}_attention"])
+    for b in range(len(sources)):  # every row is drawn, padding included
+        check_forward({k: v for k, v in out.items() if k.endswith(("_scores", "_attention"))}, b)
     return out
 
 
+@_said
 def batch_attention(ckpt: Checkpoint, sources) -> list[dict]:
     """transformer.inference.batch.attention_batch (each source with the model's own translation),
     cached; a progress bar shows only while it computes."""
@@ -167,6 +198,7 @@ def _batch_attention(content_hash: str, sources: tuple, _ckpt: Checkpoint) -> li
     return maps
 
 
+@_said
 def sentence_maps(ckpt: Checkpoint, sentences, target: str | None = None,
                   batched: bool = False) -> list[dict]:
     """The maps of each sentence: run as one batch (each with its own translation), or one by
@@ -176,6 +208,7 @@ def sentence_maps(ckpt: Checkpoint, sentences, target: str | None = None,
     return [attention(ckpt, sentence, target) for sentence in sentences]
 
 
+@_said
 def statistics(ckpt: Checkpoint, sentences, target: str | None = None,
                batched: bool = False) -> dict:
     """{kind: batch_statistics} of the maps sentence_maps gives, cached."""
@@ -189,6 +222,7 @@ def _statistics(content_hash: str, sentences: tuple, target, batched: bool, _ckp
     return {kind: batch_statistics(maps_list, kind) for kind in KIND_NAMES}
 
 
+@_said
 def similarity(ckpt: Checkpoint, sentences, kind: str, target: str | None = None,
                batched: bool = False) -> np.ndarray:
     """head_similarity_matrix of one kind over the maps sentence_maps gives, cached."""
@@ -202,6 +236,7 @@ def _similarity(content_hash: str, sentences: tuple, target, batched: bool, kind
 
 
 # ------------------------------------------------------------------ ablation
+@_said
 def ablation(ckpt: Checkpoint, source: str, target_ids, silenced) -> dict:
     """transformer.inference.ablation.ablate with the heads labelled in `silenced`, scoring `target_ids`
     (None: the model's own translation), cached; the unablated translation is the shared one."""
@@ -216,6 +251,7 @@ def _ablation(content_hash: str, source: str, target_ids, silenced: tuple, _ckpt
     return ablate(_ckpt, source, list(silenced), target_ids=target_ids, original=_original)
 
 
+@_said
 def importance(ckpt: Checkpoint, source: str, target_ids) -> list:
     """transformer.inference.ablation.head_importance (each head silenced alone), cached; a progress bar
     shows only while it computes. The bar is made inside the cached function (as

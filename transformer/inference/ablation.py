@@ -19,6 +19,7 @@ import numpy as np
 from transformer.core.kinds import KIND_NAMES as ATTENTION_KINDS
 from transformer.core.kinds import head_masks, kind, layer_counts
 from transformer.inference.forward import forward
+from transformer.inference.numerics import check_forward
 
 __all__ = ["ablate", "all_heads", "head_importance", "output_ids_for",
            "output_log_probs"]
@@ -45,6 +46,7 @@ def output_log_probs(ckpt, source_ids, output_ids, head_mask=None) -> np.ndarray
         return np.zeros(0, np.float32)
     target_ids = [ckpt.config.start_id] + output_ids[:-1]  # teacher forcing: shifted right
     out = forward(ckpt.model, [list(source_ids)], [target_ids], [output_ids], head_mask)
+    check_forward(out)  # NumericalError naming the layer and step, never a NaN change
     return out["log_probs"][0].astype(np.float32)  # (T,)
 
 

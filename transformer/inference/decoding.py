@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from transformer.core.kinds import KIND_NAMES, head_masks, layer_counts
 from transformer.core.masking import pad_ids
+from transformer.inference.numerics import check_encoder_flags, check_step
 
 TOP_K = 5
 SMALLEST_BUCKET = 16  # source and cache lengths are padded to 16, 32, 64, ... (at most the model's)
@@ -115,6 +116,7 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
     names = _Names(tokenizer, tokens, out["top_ids"])
     results = []
     for b in range(source_ids.shape[0]):
+        check_encoder_flags(out["encoder_finite"][:, b], _real_positions(config, source_ids[b]))
         ended = np.flatnonzero(tokens[:, b] == config.end_id)
         done = int(ended[0]) + 1 if stop_at_end and ended.size else steps_taken
         stopped_by = ("end" if stop_at_end and ended.size else
@@ -123,7 +125,9 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
         steps = [_make_step(names, ids[t], out["log_prob"][t, b], out["top_ids"][t, b],
                             out["top_log_probs"][t, b],
                             out["self"][t][:, b, :, : t + 1] if capture else None,
-                            out["cross"][t][:, b, :, : lengths[b]] if capture else None)
+                            out["cross"][t][:, b, :, : lengths[b]] if capture else None,
+                            step=t, finite=None if capture else
+                            (out["self_finite"][t][:, b], out["cross_finite"][t][:, b]))
                  for t in range(done)]
         results.append(Decoding(ids, names(ids), _text(ids, tokenizer), steps, stopped_by))
     return results
@@ -168,8 +172,10 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
     masks = _head_masks(model, head_mask)
     source_len = (int((source_ids != config.pad_id).sum()) if config.mask_padding
                   else len(source_ids))  # the keys it attends to (see greedy_decode_batch)
+    real = _real_positions(config, source_ids)
     if use_cache:
         out = _cached_beam(model, sources, masks, max_len, seconds)
+        check_encoder_flags(out["encoder_finite"][:, 0], real)
         names = _Names(tokenizer, out["token"], out["top_ids"])
         book = _Beam(beam_width, config.end_id, names)
         for t in range(len(out["token"])):
@@ -181,7 +187,7 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
                                   out["top_ids"][t, slot],
                                   out["top_log_probs"][t, slot],
                                   out["self"][t][:, slot, :, : t + 1],
-                                  out["cross"][t][:, slot, :, :source_len])
+                                  out["cross"][t][:, slot, :, :source_len], step=t)
             chosen = zip(out["score"][t], out["slot"][t], out["token"][t])
             parents = book.advance([(s, int(slot), int(tok)) for s, slot, tok in chosen],
                                    make_step)
@@ -191,6 +197,7 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
         names = _Names(tokenizer)
         book = _Beam(beam_width, config.end_id, names)
         run = _NaiveRun(model, sources, masks)
+        check_encoder_flags(run.encoder_finite[:, 0], real)
         deadline = _deadline(seconds)
         for t in range(max_len):
             if t and time.monotonic() >= deadline:
@@ -208,7 +215,8 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
             def make_step(slot, token):
                 top = _top(log_probs[slot])
                 return _make_step(names, token, log_probs[slot, token], top, log_probs[slot, top],
-                                  self_weights[:, slot], cross_weights[:, slot, :, :source_len])
+                                  self_weights[:, slot], cross_weights[:, slot, :, :source_len],
+                                  step=t)
             parents = book.advance(candidates[:beam_width], make_step)
             if parents is None or t == max_len - 1:
                 break
@@ -336,7 +344,9 @@ def _cached_beam(model, sources, head_mask, max_len, seconds=None):
 def _fetch(out):
     """The loop's outputs as NumPy arrays of the steps taken."""
     steps = int(out.pop("steps"))
-    return {name: value.numpy()[:steps] for name, value in out.items()}
+    encoder_finite = out.pop("encoder_finite").numpy()  # (L_enc, B, N): not per step
+    return {"encoder_finite": encoder_finite,
+            **{name: value.numpy()[:steps] for name, value in out.items()}}
 
 
 class _SharedLoop:
@@ -485,12 +495,34 @@ def _stacked(arrays, steps, xla):
     return {name: a.gather(tf.range(steps)) for name, a in arrays.items()}
 
 
+def _encoder_finite(enc):
+    """(L_enc, B, N) bool: whether each encoder layer's attention row of each source position
+    held only finite numbers (the decode loops keep no encoder maps; numerics names the first
+    layer and position that did not)."""
+    return tf.reduce_all(tf.math.is_finite(enc["attention"]), axis=[2, 4])
+
+
+def _finite_rows(row):
+    """(L, B, H, keys) attention rows of a step -> (L, B) bool: all finite."""
+    return tf.reduce_all(tf.math.is_finite(row), axis=[2, 3])
+
+
+def _real_positions(config, source_ids) -> np.ndarray:
+    """(N,) bool: the source positions whose numbers count (those attended to: the real tokens,
+    or every position when the model does not mask padding)."""
+    source_ids = np.asarray(source_ids)
+    if not config.mask_padding:
+        return np.ones(source_ids.shape, bool)
+    return source_ids != config.pad_id
+
+
 def _greedy_loop(model, capture, xla):
     c = model.config
     k = min(TOP_K, c.tgt_vocab_size)
     specs = [("tokens", tf.int32), ("log_prob", tf.float64), ("top_ids", tf.int32),
              ("top_log_probs", tf.float64)] + ([("self", tf.float32), ("cross", tf.float32)]
-                                               if capture else [])
+                                               if capture else
+                                               [("self_finite", tf.bool), ("cross_finite", tf.bool)])
 
     def loop(source_ids, cache_len, max_steps, seconds, stop_at_end, encoder_mask, self_mask,
              cross_mask):
@@ -512,13 +544,16 @@ def _greedy_loop(model, capture, xla):
             values = {"tokens": next_ids, "top_ids": top.indices, "top_log_probs": top.values,
                       "log_prob": tf.gather(log_probs, next_ids, batch_dims=1),
                       "self": self_row, "cross": cross_row}
+            if not capture:  # without the rows kept: whether each layer's were finite, (L, B)
+                values.update(self_finite=_finite_rows(self_row),
+                              cross_finite=_finite_rows(cross_row))
             arrays = {name: a.write(t, values[name]) for name, a in arrays.items()}
             return t + 1, next_ids, finished | (next_ids == c.end_id), cache, arrays
 
         start = (tf.constant(0), tf.fill([batch], c.start_id), tf.zeros([batch], tf.bool), cache,
                  _arrays(cache_len, specs))
         t, _, _, _, arrays = tf.while_loop(going, step, start)
-        return {"steps": t, **_stacked(arrays, t, xla)}
+        return {"steps": t, "encoder_finite": _encoder_finite(enc), **_stacked(arrays, t, xla)}
 
     return loop
 
@@ -575,7 +610,7 @@ def _beam_loop(model, xla):
         start = (tf.constant(0), tf.fill([width], c.start_id), tf.zeros([width], tf.float64),
                  tf.constant(1), tf.constant(0), cache, _arrays(cache_len, specs))
         t, *_, arrays = tf.while_loop(going, step, start)
-        return {"steps": t, **_stacked(arrays, t, xla)}
+        return {"steps": t, "encoder_finite": _encoder_finite(enc), **_stacked(arrays, t, xla)}
 
     return loop
 
@@ -610,7 +645,8 @@ def _naive_greedy(model, source_ids, head_mask, max_len, stop_at_end, on_step, s
         finished |= next_ids == config.end_id
         if stop_at_end and finished.all():
             break
-    return {name: np.stack(values) for name, values in steps.items()}
+    return {"encoder_finite": run.encoder_finite,
+            **{name: np.stack(values) for name, values in steps.items()}}
 
 
 def _choosable(log_probs, config):
@@ -631,6 +667,8 @@ class _NaiveRun:
     def __init__(self, model, source_ids, head_mask):
         enc = model.encode(source_ids, head_mask=head_mask["encoder"])
         self.memory, self.memory_mask = enc["memory"], enc["mask"]
+        # (L_enc, B, N): each encoder attention row finite (as the cached loops report it)
+        self.encoder_finite = np.isfinite(enc["attention"].numpy()).all(axis=(2, 4))
         self.head_mask = head_mask
         self.step_fn = _compiled_naive_step(model)
         self.parents = None
@@ -668,7 +706,13 @@ def _compiled_naive_step(model):
 
 
 # ================================================================================ both
-def _make_step(names, token_id, log_prob, top_ids, top_log_probs, self_row, cross_row):
+def _make_step(names, token_id, log_prob, top_ids, top_log_probs, self_row, cross_row, *,
+               step, finite=None):
+    """Step `step`'s DecodeStep; NumericalError (transformer.inference.numerics) when it
+    computed NaN or infinity: its attention rows, or without them their finiteness per layer
+    (finite: (self (L,), cross (L,)) bool), and its log-probabilities."""
+    check_step(step, log_prob, top_log_probs, self_row, cross_row,
+               *(finite if finite is not None else (None, None)))
     return DecodeStep(
         token=names([token_id])[0],
         token_id=int(token_id),

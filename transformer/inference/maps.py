@@ -14,6 +14,9 @@ padded keys are masked and padded rows are cut). `Checkpoint.attention` (one sen
     "log_probs" (T): the log-probability the model gives each output token
     with details, per kind: "<kind>_q", "<kind>_k", "<kind>_v" (L, H, len, head_dim) and
     "<kind>_scores" (L, H, q_len, k_len): QK^T / sqrt(head_dim) before masking.
+
+A sentence whose pass computed NaN or infinity gets no maps: a NumericalError
+(transformer.inference.numerics) names the layer and position where it first appears.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 from transformer.core.kinds import KINDS
 from transformer.core.masking import pad_ids
 from transformer.inference.forward import eager_forward, forward
+from transformer.inference.numerics import check_forward
 
 __all__ = ["attention_maps"]
 
@@ -47,6 +51,7 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
     results = []
     for b, (s_ids, t_ids, o_ids) in enumerate(zip(source_ids, target_ids, output_ids)):
         n, t = len(s_ids), len(t_ids)
+        check_forward(out, b, n, t)  # NumericalError rather than maps of NaN
         sides = {"source": n, "target": t}
         maps = {}
         for name, kind in KINDS.items():

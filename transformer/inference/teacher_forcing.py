@@ -15,6 +15,7 @@ import numpy as np
 
 from transformer.inference.decoding import TOP_K, DecodeStep, Decoding
 from transformer.inference.forward import forward
+from transformer.inference.numerics import check_forward
 
 __all__ = ["teacher_forced"]
 
@@ -32,6 +33,7 @@ def teacher_forced(ckpt, source: str, target: str, head_mask=None) -> Decoding:
     target_ids = [config.start_id] + output_ids[:-1]  # the decoder's inputs: shifted right
     out = forward(ckpt.model, [ckpt.encode_source(source)], [target_ids], [output_ids],
                   head_mask, top_k=TOP_K)
+    check_forward(out)  # NumericalError naming the layer and step, never steps of NaN
     log_probs = out["log_probs"][0]  # (T,): each forced token's
     top, top_log_probs = out["top_ids"][0], out["top_log_probs"][0]  # (T, k), ties: lower id
     cross = out["cross_attention"][:, 0]  # (L, H, T, N)
