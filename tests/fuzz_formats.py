@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import io
 import json
+import re
 import struct
 import zipfile
 from typing import Callable
@@ -529,6 +530,22 @@ def h5_vocabulary_lone_surrogate():
     return upload_file(files)
 
 
+HUGE_VALUES = (1e30, 1e20, 3e19, -3e19, 1e38)
+
+
+def _random_huge(rng: np.random.Generator, value: np.ndarray) -> np.ndarray:
+    """A copy of `value` with one row (of a matrix, an unprobed one or any) or one entry set
+    to a finite but huge value."""
+    value = np.array(value, np.float32)
+    huge = HUGE_VALUES[int(rng.integers(len(HUGE_VALUES)))]
+    if value.ndim == 2 and rng.integers(2):
+        rows = value.shape[0]
+        value[fuzz_cases.unprobed_id(rows) if rng.integers(2) else int(rng.integers(rows))] = huge
+    elif value.size:
+        value.reshape(-1)[int(rng.integers(value.size))] = huge
+    return value
+
+
 def random_h5(rng: np.random.Generator, index: int) -> bytes:
     """One random .weights.h5 case: bytes damaged, or one weight rewritten."""
     if rng.integers(2):
@@ -536,12 +553,14 @@ def random_h5(rng: np.random.Generator, index: int) -> bytes:
     names = sorted(h5_arrays(tutorial_h5()))
     name = names[int(rng.integers(len(names)))]
     value = h5_arrays(tutorial_h5())[name]
-    how = int(rng.integers(7))
+    how = int(rng.integers(8))
     if how == 0:  # odd values
         flat = value.reshape(-1).copy()
         flat[rng.integers(0, flat.size, int(rng.integers(1, 8)))] = \
             [np.nan, np.inf, -np.inf, 3e38, 1e20][int(rng.integers(5))]
         value = flat.reshape(value.shape)
+    elif how == 7:  # a finite but huge row or entry (issue 25)
+        value = _random_huge(rng, value)
     elif how == 1:  # another dtype
         value = value.astype([np.float16, np.float64, np.int8, np.int64, np.uint16,
                               np.complex64, bool][int(rng.integers(7))])
@@ -758,7 +777,7 @@ def keras_named_weights_h5():
 
 def random_keras(rng: np.random.Generator, index: int) -> bytes:
     """One random .keras case: archive bytes, one ZIP field, or the weights member damaged."""
-    how = int(rng.integers(4))
+    how = int(rng.integers(5))
     if how == 0:
         return keras_upload(_byte_mutation(rng, keras_file()))
     if how == 1:
@@ -773,6 +792,11 @@ def random_keras(rng: np.random.Generator, index: int) -> bytes:
         return keras_upload(write_zip(entries))
     if how == 2:
         return keras_upload(keras_file(h5=_byte_mutation(rng, tutorial_h5())))
+    if how == 4:  # a finite but huge row or entry (issue 25)
+        names = sorted(h5_arrays(tutorial_h5()))
+        name = names[int(rng.integers(len(names)))]
+        value = _random_huge(rng, h5_arrays(tutorial_h5())[name])
+        return keras_upload(keras_file(h5=h5_edit(h5_replace(name, data=value))))
     members = members_of(keras_file())
     name = sorted(members)[int(rng.integers(len(members)))]
     members[name] = _member_mutation(rng, members[name])
@@ -1073,7 +1097,19 @@ def tf_optimizer_only():
 
 def random_tf(rng: np.random.Generator, index: int) -> bytes:
     """One random TF checkpoint case: the index's or the data's bytes, or one entry's field."""
-    how = int(rng.integers(4))
+    how = int(rng.integers(5))
+    if how == 4:  # a finite but huge row or entry (issue 25)
+        names = [dict(e)["key"][:-len(TF_SUFFIX)] for e in _tutorial_bundle()[0]]
+        name = names[int(rng.integers(len(names)))]
+
+        def change(entries, data):
+            e = tf_entry(name, entries)
+            array = np.frombuffer(data[e["offset"]:e["offset"] + e["size"]], "<f4").reshape(
+                e["shape"])
+            raw = _random_huge(rng, array).astype("<f4").tobytes()
+            e["crc"] = masked_crc32c(raw)
+            return data[:e["offset"]] + raw + data[e["offset"] + e["size"]:]
+        return tf_upload(*tf_bundle(change))
     if how == 0:
         bundle_index, data = tf_bundle()
         return tf_upload(_byte_mutation(rng, bundle_index), data)
@@ -1537,8 +1573,16 @@ def marian_zip_two_models():
 def random_marian(rng: np.random.Generator, index: int) -> bytes:
     """One random Marian case: a file's bytes, a JSON value, a safetensors header field, or the
     zipped upload's bytes."""
-    how = int(rng.integers(5))
+    how = int(rng.integers(6))
     files = marian_files()
+    if how == 5:  # a finite but huge row or entry (issue 25)
+        def change(header, body):
+            names = sorted(n for n in header if n != "__metadata__")
+            name = names[int(rng.integers(len(names)))]
+            start, stop = header[name]["data_offsets"]
+            array = np.frombuffer(body[start:stop], "<f4").reshape(header[name]["shape"])
+            return header, body[:start] + _random_huge(rng, array).tobytes() + body[stop:]
+        return with_safetensors(change)
     if how == 0:
         name = sorted(files)[int(rng.integers(len(files)))]
         files[name] = _byte_mutation(rng, files[name])
@@ -1569,11 +1613,555 @@ def random_marian(rng: np.random.Generator, index: int) -> bytes:
     return with_safetensors(lambda h, b: (h, _byte_mutation(rng, b)))
 
 
+# ---------------------------------------------------------------- issue 25, every format
+# The classes issue 25 lists, in each format: finite but huge weights the load's probe does not
+# visit (an embedding row between the ids it spreads with np.linspace; a kernel, a LayerNorm
+# gamma, an output bias), configs whose work is huge though the files are small (a Keras example
+# with a 16,384-row position table; 300 and 500 encoder layers; a consistent Marian model of
+# 64 + 64 layers of d_model 5; a million-entry vocab.json), an HDF5 chunk that inflates past its
+# declared size, a missing LayerNormalization group (a missing Dense kernel, an extra or a
+# mis-shaped weight), names with a superscript digit or a 5,000-digit run, TF shapes whose
+# product overflows, and special files (a link to /proc/self/mem, a FIFO, a folder named like
+# the weights) given to the converter's command line and to load_checkpoint.
+unprobed_id = fuzz_cases.unprobed_id
+SOURCE_H5 = "encoder/pos_embedding/embedding/vars/0"  # (367, 32)
+TARGET_H5 = "decoder/pos_embedding/embedding/vars/0"  # (257, 32)
+FINAL_BIAS = "final_layer/vars/1"  # (257,)
+GAMMA_H5 = "encoder/enc_layers/encoder_layer/ffn/layer_norm/vars/0"  # (32,)
+LAYER_NORM_H5 = "encoder/enc_layers/encoder_layer_1/ffn/layer_norm"
+DENSE_H5 = "decoder/dec_layers/decoder_layer/ffn/seq/layers/dense/vars/0"
+SUPERSCRIPT = "\u00b2"  # "²": str.isdigit() says yes, int() says no
+DIGITS = "9" * 5000  # int() refuses more than 4,300 digits
+
+
+def _set_value(array: np.ndarray, value: float, row) -> np.ndarray:
+    """A copy of `array` with `value` in one row (an id; "unprobed": unprobed_id) or, row None,
+    in its middle entry."""
+    array = np.array(array, np.float32)
+    if row is None:
+        array.reshape(-1)[array.size // 2] = value
+    else:
+        array[unprobed_id(array.shape[0]) if row == "unprobed" else row] = value
+    return array
+
+
+def h5_value(name: str, value: float, row=None) -> Callable:
+    def change(h5):
+        h5[name][...] = _set_value(h5[name][()], value, row)
+    return change
+
+
+H5_HUGE = {  # label -> (h5 name, value, row)
+    "source_row_1e30": (SOURCE_H5, 1e30, "unprobed"),
+    "source_row_1e20": (SOURCE_H5, 1e20, "unprobed"),
+    "source_row_3e19": (SOURCE_H5, 3e19, "unprobed"),
+    "target_row_1e30": (TARGET_H5, 1e30, "unprobed"),
+    "query_kernel_1e30": (QUERY, 1e30, None),
+    "layer_norm_gamma_1e30": (GAMMA_H5, 1e30, None),
+    "output_bias_1e30": (FINAL_BIAS, 1e30, "unprobed"),
+}
+for _label, _args in H5_HUGE.items():
+    CRAFTED.append((f"h5_huge_{_label}", lambda a=_args: h5_upload(h5_edit(h5_value(*a)))))
+for _label in ("source_row_1e30", "source_row_3e19", "layer_norm_gamma_1e30"):
+    CRAFTED.append((f"keras_huge_{_label}", lambda a=H5_HUGE[_label]: keras_upload(
+        keras_file(h5=h5_edit(h5_value(*a))))))
+
+
+def _rename(old: str, new: str) -> Callable:
+    return lambda h5: h5.move(old, new)
+
+
+H5_STRUCTURE = {  # label -> change(h5): a missing, extra, mis-shaped or oddly named weight
+    "missing_layer_norm_group": lambda h5: h5.__delitem__(LAYER_NORM_H5),
+    "missing_dense_kernel": lambda h5: h5.__delitem__(DENSE_H5),
+    "extra_weight_in_layer": lambda h5: h5.create_dataset(
+        "encoder/enc_layers/encoder_layer/ffn/seq/layers/dense/vars/2",
+        data=np.ones(64, np.float32)),
+    "misshaped_layer_norm": h5_replace(GAMMA_H5, data=np.ones(31, np.float32)),
+    "name_superscript_index": _rename(QUERY, QUERY[:-1] + SUPERSCRIPT),
+    "name_superscript_layer": _rename("encoder/enc_layers/encoder_layer_1",
+                                      "encoder/enc_layers/encoder_layer_1" + SUPERSCRIPT),
+    "name_5000_digits_index": _rename(QUERY, QUERY[:-1] + DIGITS),
+    "name_5000_digits_layer": _rename("encoder/enc_layers/encoder_layer_1",
+                                      "encoder/enc_layers/encoder_layer_" + DIGITS),
+}
+for _label, _change in H5_STRUCTURE.items():
+    CRAFTED.append((f"h5_{_label}", lambda c=_change: h5_upload(h5_edit(c))))
+    CRAFTED.append((f"keras_{_label}", lambda c=_change: keras_upload(keras_file(h5=h5_edit(c)))))
+
+
+def _layers(count: int) -> Callable:
+    """The tutorial's encoder with `count` layers (layer 1's group copied)."""
+    def change(h5):
+        layers = h5["encoder/enc_layers"]
+        for i in range(2, count):
+            layers.copy(layers["encoder_layer_1"], f"encoder_layer_{i}")
+    return change
+
+
+CRAFTED.append(("h5_encoder_layers_300", lambda: h5_upload(h5_edit(_layers(300)))))
+CRAFTED.append(("keras_encoder_layers_300", lambda: keras_upload(keras_file(
+    h5=h5_edit(_layers(300))))))
+
+
+def _chunk_bomb(h5):
+    """The query kernel as a chunked gzip dataset of its own shape (8 KB declared), its one
+    chunk replaced by a zlib stream that inflates to FUZZ_BOMB_MB of zeros."""
+    del h5[QUERY]
+    dataset = h5.create_dataset(QUERY, _QUERY_SHAPE, np.float32, chunks=_QUERY_SHAPE,
+                                compression="gzip", compression_opts=9)
+    dataset[...] = np.full(_QUERY_SHAPE, 0.01, np.float32)
+    dataset.id.write_direct_chunk((0, 0, 0), _zlib_zeros(bomb_megabytes()))
+
+
+@functools.cache
+def _zlib_zeros(megabytes: int) -> bytes:
+    import zlib
+
+    stream = zlib.compressobj(9)
+    block = bytes(2**20)
+    return b"".join(stream.compress(block) for _ in range(megabytes)) + stream.flush()
+
+
+CRAFTED.append(("h5_gzip_chunk_inflates_past_declared", lambda: h5_upload(h5_edit(_chunk_bomb))))
+CRAFTED.append(("keras_gzip_chunk_inflates_past_declared", lambda: keras_upload(keras_file(
+    h5=h5_edit(_chunk_bomb)))))
+
+
+# ------------------------------------ the Keras example (keras-seq2seq), written name by name
+def keras_example_h5(sequence_length: int = 20, embed_dim: int = 16, dense_dim: int = 32,
+                     heads: int = 2, encoder_layers: int = 1, source_vocab: int = 40,
+                     target_vocab: int = 30, change: Callable | None = None,
+                     seed: int = 0) -> bytes:
+    """A .weights.h5 with the names and shapes Keras 3 writes for the example's model
+    (tests/originals/keras_seq2seq.py: key_dim = embed_dim per head; one decoder; encoders
+    transformer_encoder, transformer_encoder_1, ...), small random weights; change(h5) after."""
+    import h5py
+
+    rng = np.random.default_rng(seed)
+    d, f, h = embed_dim, dense_dim, heads
+
+    def mha(prefix):
+        out = {}
+        for part in ("query", "key", "value"):
+            out[f"{prefix}/{part}_dense/vars/0"] = (d, h, d)
+            out[f"{prefix}/{part}_dense/vars/1"] = (h, d)
+        out[f"{prefix}/output_dense/vars/0"] = (h, d, d)
+        out[f"{prefix}/output_dense/vars/1"] = (d,)
+        return out
+
+    def block(prefix, attentions, norms):
+        out = {}
+        for attention in attentions:
+            out.update(mha(f"{prefix}/{attention}"))
+        out.update({f"{prefix}/dense_proj/layers/dense/vars/0": (d, f),
+                    f"{prefix}/dense_proj/layers/dense/vars/1": (f,),
+                    f"{prefix}/dense_proj/layers/dense_1/vars/0": (f, d),
+                    f"{prefix}/dense_proj/layers/dense_1/vars/1": (d,)})
+        for norm in range(1, norms + 1):
+            out[f"{prefix}/layernorm_{norm}/vars/0"] = (d,)
+            out[f"{prefix}/layernorm_{norm}/vars/1"] = (d,)
+        return out
+
+    shapes = {"layers/positional_embedding/position_embeddings/vars/0": (sequence_length, d),
+              "layers/positional_embedding/token_embeddings/vars/0": (source_vocab, d)}
+    for i in range(encoder_layers):
+        shapes.update(block("layers/transformer_encoder" + (f"_{i}" if i else ""),
+                            ["attention"], 2))
+    decoder = "layers/functional/layers"
+    shapes.update({f"{decoder}/positional_embedding/position_embeddings/vars/0":
+                   (sequence_length, d),
+                   f"{decoder}/positional_embedding/token_embeddings/vars/0": (target_vocab, d),
+                   f"{decoder}/dense/vars/0": (d, target_vocab),
+                   f"{decoder}/dense/vars/1": (target_vocab,)})
+    shapes.update(block(f"{decoder}/transformer_decoder", ["attention_1", "attention_2"], 3))
+    out = io.BytesIO()
+    with h5py.File(out, "w") as h5:
+        for name, shape in shapes.items():
+            gamma = "layernorm" in name and name.endswith("vars/0")
+            h5.create_dataset(name, data=np.ones(shape, np.float32) if gamma else
+                              (rng.standard_normal(shape) * 0.1).astype(np.float32))
+        if change is not None:
+            change(h5)
+    return out.getvalue()
+
+
+def keras_example_vocabularies(source_vocab: int = 40, target_vocab: int = 30) -> dict:
+    """TextVectorization vocabularies: "" and [UNK] first; the target's [start] and [end]."""
+    def lines(tokens):
+        return ("\n".join(tokens) + "\n").encode()
+    return {"source_vocab.txt": lines(["", "[UNK]"] + [f"w{i}" for i in range(source_vocab - 2)]),
+            "target_vocab.txt": lines(["", "[UNK]", "[start]", "[end]"] +
+                                      [f"s{i}" for i in range(target_vocab - 4)])}
+
+
+def keras_example_upload(keras: bool = False, **sizes) -> bytes:
+    vocab = {k: sizes[k] for k in ("source_vocab", "target_vocab") if k in sizes}
+    h5 = keras_example_h5(**sizes)
+    weights = {"model.keras": keras_file(h5=h5)} if keras else {"model.weights.h5": h5}
+    return upload_file({**weights, **keras_example_vocabularies(**vocab)})
+
+
+KE = "layers/transformer_encoder"
+KERAS_EXAMPLE_CASES = {  # label -> the example's sizes (and a change)
+    "valid": {},
+    "positions_16384_heads_8": dict(sequence_length=16384, heads=8),
+    "positions_16384_heads_2": dict(sequence_length=16384, heads=2),
+    "positions_2048_valid": dict(sequence_length=2048),
+    "encoder_layers_300": dict(encoder_layers=300, embed_dim=8, dense_dim=8, heads=1),
+    "encoder_layers_500": dict(encoder_layers=500, embed_dim=8, dense_dim=8, heads=1),
+    "encoder_layers_64": dict(encoder_layers=64, embed_dim=8, dense_dim=8, heads=1),
+    "huge_source_row_1e30": dict(change=h5_value(
+        "layers/positional_embedding/token_embeddings/vars/0", 1e30, "unprobed"),
+        source_vocab=200),
+    "huge_position_row_1e30": dict(change=h5_value(  # the example pads every source to its length
+        "layers/positional_embedding/position_embeddings/vars/0", 1e30, 150),
+        sequence_length=200),
+    "huge_output_bias_1e30": dict(change=h5_value(
+        "layers/functional/layers/dense/vars/1", 1e30, "unprobed"), target_vocab=200),
+    "missing_layer_norm_group": dict(change=lambda h5: h5.__delitem__(f"{KE}/layernorm_2")),
+    "missing_dense_kernel": dict(change=lambda h5: h5.__delitem__(
+        f"{KE}/dense_proj/layers/dense_1/vars/0")),
+    "extra_weight": dict(change=lambda h5: h5.create_dataset(
+        f"{KE}/layernorm_1/vars/2", data=np.ones(16, np.float32))),
+    "misshaped_weight": dict(change=h5_replace(f"{KE}/layernorm_1/vars/1",
+                                               data=np.zeros(15, np.float32))),
+    "name_superscript_layer": dict(encoder_layers=2, change=_rename(
+        f"{KE}_1", f"{KE}_1" + SUPERSCRIPT)),
+    "name_5000_digits_layer": dict(encoder_layers=2, change=_rename(f"{KE}_1", f"{KE}_{DIGITS}")),
+}
+for _label, _sizes in KERAS_EXAMPLE_CASES.items():
+    CRAFTED.append((f"h5_keras_example_{_label}", lambda z=_sizes: keras_example_upload(**z)))
+for _label in ("valid", "positions_16384_heads_8", "encoder_layers_300",
+               "missing_layer_norm_group", "huge_source_row_1e30"):
+    CRAFTED.append((f"keras_keras_example_{_label}", lambda z=KERAS_EXAMPLE_CASES[_label]:
+                    keras_example_upload(keras=True, **z)))
+
+
+# ------------------------------------ TF checkpoints
+def tf_value(name: str, value: float, row=None) -> Callable:
+    """change(entries, data): one entry's tensor with `value` in a row or an entry (its
+    checksum right)."""
+    def change(entries, data):
+        e = tf_entry(name, entries)
+        array = np.frombuffer(data[e["offset"]:e["offset"] + e["size"]], "<f4").reshape(
+            e["shape"])
+        raw = _set_value(array, value, row).astype("<f4").tobytes()
+        e["crc"] = masked_crc32c(raw)
+        return data[:e["offset"]] + raw + data[e["offset"] + e["size"]:]
+    return change
+
+
+for _label, (_name, _value, _row) in H5_HUGE.items():
+    _tf_case(f"huge_{_label}", tf_value(_name, _value, _row))
+
+
+def _tf_drop(*names) -> Callable:
+    def change(entries, data):
+        keys = {n + TF_SUFFIX for n in names}
+        entries[:] = [e for e in entries if e["key"] not in keys]
+    return change
+
+
+def _tf_rename(old: str, new: str) -> Callable:
+    def change(entries, data):
+        for e in entries:
+            if e["key"].startswith(old):
+                e["key"] = new + e["key"][len(old):]
+    return change
+
+
+def _tf_add(name: str, shape: tuple) -> Callable:
+    def change(entries, data):
+        raw = np.ones(shape, "<f4").tobytes()
+        entries.append(dict(key=name + TF_SUFFIX, dtype=1, shape=shape, offset=len(data),
+                            size=len(raw), crc=masked_crc32c(raw)))
+        return data + raw
+    return change
+
+
+def _tf_layers(count: int) -> Callable:
+    def change(entries, data):
+        layer = "encoder/enc_layers/encoder_layer_1/"
+        entries.extend({**e, "key": e["key"].replace(layer, f"encoder/enc_layers/"
+                                                            f"encoder_layer_{i}/")}
+                       for i in range(2, count) for e in list(entries)
+                       if e["key"].startswith(layer))
+    return change
+
+
+_tf_case("missing_layer_norm_group", _tf_drop(LAYER_NORM_H5 + "/vars/0",
+                                              LAYER_NORM_H5 + "/vars/1"))
+_tf_case("missing_dense_kernel", _tf_drop(DENSE_H5))
+_tf_case("extra_weight_in_layer", _tf_add(
+    "encoder/enc_layers/encoder_layer/ffn/seq/layers/dense/vars/2", (64,)))
+_tf_case("misshaped_layer_norm", _set(GAMMA_H5, shape=(16, 2)))
+_tf_case("name_superscript_index", _tf_rename(QUERY, QUERY[:-1] + SUPERSCRIPT))
+_tf_case("name_superscript_layer", _tf_rename("encoder/enc_layers/encoder_layer_1/",
+                                              f"encoder/enc_layers/encoder_layer_1{SUPERSCRIPT}/"))
+_tf_case("name_5000_digits_index", _tf_rename(QUERY, QUERY[:-1] + DIGITS))
+_tf_case("name_5000_digits_layer", _tf_rename("encoder/enc_layers/encoder_layer_1/",
+                                              f"encoder/enc_layers/encoder_layer_{DIGITS}/"))
+_tf_case("shape_zero_by_int64_max", _set(QUERY, shape=(0, 2**63 - 1), size=0))
+_tf_case("shape_2_62_by_4", _set(QUERY, shape=(2**62, 4)))
+_tf_case("shape_int64_max_by_zero", _set(QUERY, shape=(2**63 - 1, 0), size=0))
+_tf_case("encoder_layers_300", _tf_layers(300))
+
+
+# ------------------------------------ Marian
+def marian_value(name: str, value: float, row=None) -> Callable:
+    def change(header, body):
+        start, stop = header[name]["data_offsets"]
+        array = np.frombuffer(body[start:stop], "<f4").reshape(header[name]["shape"])
+        if name == "final_logits_bias":  # (1, vocab): the id is its column
+            raw = _set_value(array[0], value, row)[None].tobytes()
+        else:
+            raw = _set_value(array, value, row).tobytes()
+        return header, body[:start] + raw + body[stop:]
+    return change
+
+
+MARIAN_SHARED = "model.shared.weight"  # (189, 16): source and target embeddings, tied output
+MARIAN_NORM = "model.encoder.layers.1.final_layer_norm"
+MARIAN_HUGE = {
+    "embedding_row_1e30": (MARIAN_SHARED, 1e30, "unprobed"),
+    "embedding_row_1e20": (MARIAN_SHARED, 1e20, "unprobed"),
+    "embedding_row_3e19": (MARIAN_SHARED, 3e19, "unprobed"),
+    "q_proj_1e30": (MARIAN_WEIGHT, 1e30, None),
+    "layer_norm_weight_1e30": (MARIAN_NORM + ".weight", 1e30, None),
+    "logits_bias_1e30": ("final_logits_bias", 1e30, "unprobed"),
+}
+for _label, _args in MARIAN_HUGE.items():
+    CRAFTED.append((f"marian_huge_{_label}", lambda a=_args: with_safetensors(marian_value(*a))))
+
+
+def _marian_rename(old: str, new: str) -> Callable:
+    def change(header, body):
+        for name in [n for n in header if n.startswith(old)]:
+            header[new + name[len(old):]] = header.pop(name)
+    return change
+
+
+def _marian_drop(*names) -> Callable:
+    """change(header, body): the weights `names` left out, the others' bytes packed again (a
+    reader refuses gaps in the data before it looks at the names)."""
+    def change(header, body):
+        out, data, at = {}, bytearray(), 0
+        for name, info in sorted(((n, i) for n, i in header.items() if n != "__metadata__"),
+                                 key=lambda item: item[1]["data_offsets"][0]):
+            if name in names:
+                continue
+            start, stop = info["data_offsets"]
+            out[name] = {**info, "data_offsets": [at, at + stop - start]}
+            data += body[start:stop]
+            at += stop - start
+        return out, bytes(data)
+    return change
+
+
+for _label, _change in {
+    "missing_layer_norm": _marian_drop(f"{MARIAN_NORM}.weight", f"{MARIAN_NORM}.bias"),
+    "missing_fc2_weight": _marian_drop("model.decoder.layers.0.fc2.weight"),
+    "misshaped_layer_norm": lambda h, b: h[f"{MARIAN_NORM}.bias"].update(shape=[2, 8]),
+    "name_superscript_layer": _marian_rename("model.encoder.layers.1.",
+                                             f"model.encoder.layers.{SUPERSCRIPT}."),
+    "name_superscript_suffix": _marian_rename("model.encoder.layers.1.",
+                                              f"model.encoder.layers.1{SUPERSCRIPT}."),
+    "name_5000_digits_layer": _marian_rename("model.encoder.layers.1.",
+                                             f"model.encoder.layers.{DIGITS}."),
+}.items():
+    CRAFTED.append((f"marian_{_label}", lambda c=_change: with_safetensors(c)))
+
+
+def marian_model(d_model: int, encoder_layers: int, decoder_layers: int, heads: int = 1,
+                 ffn: int | None = None, seed: int = 0) -> bytes:
+    """A consistent Marian model of another size: the fixture's tokenizers and vocabulary, its
+    layer 0's names repeated, every d_model axis d_model and every ffn axis ffn, small random
+    weights (LayerNorm weights 1)."""
+    rng = np.random.default_rng(seed)
+    ffn = ffn or 2 * d_model
+    header, _ = safetensors_split(dict(_marian())["model.safetensors"])
+    config = json.loads(dict(_marian())["config.json"])
+    sizes = {config["d_model"]: d_model, config["encoder_ffn_dim"]: ffn}
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        shape = [n if name == "final_logits_bias" or (i == 0 and name == MARIAN_SHARED)
+                 else sizes.get(n, n) for i, n in enumerate(info["shape"])]
+        norm = "layer_norm.weight" in name
+        value = (np.ones(shape, "<f4") if norm else
+                 (rng.standard_normal(shape) * 0.1).astype("<f4"))
+        match = re.match(r"model\.(encoder|decoder)\.layers\.(\d+)\.(.*)", name)
+        if not match:
+            tensors[name] = value
+        elif match[2] == "0":
+            count = encoder_layers if match[1] == "encoder" else decoder_layers
+            for i in range(count):
+                tensors[f"model.{match[1]}.layers.{i}.{match[3]}"] = value
+    out, body, at = {}, bytearray(), 0
+    for name in sorted(tensors):
+        raw = tensors[name].tobytes()
+        out[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                     "data_offsets": [at, at + len(raw)]}
+        body += raw
+        at += len(raw)
+    config.update(d_model=d_model, encoder_layers=encoder_layers, decoder_layers=decoder_layers,
+                  encoder_attention_heads=heads, decoder_attention_heads=heads,
+                  encoder_ffn_dim=ffn, decoder_ffn_dim=ffn)
+    return marian_upload(marian_files({"model.safetensors": safetensors_join(out, bytes(body)),
+                                       "config.json": json.dumps(config).encode()}))
+
+
+for _label, _size in {"layers_64_64_d5": (5, 64, 64), "layers_48_48_d5": (5, 48, 48),
+                      "layers_24_24_d5": (5, 24, 24), "layers_2_2_d5_valid": (5, 2, 2)}.items():
+    CRAFTED.append((f"marian_{_label}", lambda z=_size: marian_model(*z)))
+
+
+def _big_vocab(entries: int) -> bytes:
+    """vocab.json with `entries` entries (its pieces beyond the model's vocabulary), compact."""
+    vocab = json.loads(dict(_marian())["vocab.json"])
+    vocab.update({f"{i:x}": i for i in range(len(vocab), entries)})
+    return marian_upload(marian_files({"vocab.json": json.dumps(vocab, separators=(
+        ",", ":")).encode()}))
+
+
+CRAFTED.append(("marian_vocab_json_million", lambda: _big_vocab(10**6)))
+CRAFTED.append(("marian_vocab_json_700k", lambda: _big_vocab(700_000)))
+CRAFTED.append(("marian_vocab_json_262k", lambda: _big_vocab(262_000)))
+
+
+# ------------------------------------ special files given by path (the CLI, load_checkpoint)
+SPECIAL_LOADER = "fuzz_formats:load_special"
+
+
+def special_case(entry: str, recipe: str, target: str, kind: str) -> bytes:
+    """A case for load_special: which entry point ("cli": python -m transformer.convert's main;
+    "api": transformer.importers.load_checkpoint), the files of which recipe ("tf-tutorial":
+    the tutorial's weights and vocabularies, "tf-checkpoint" the same as a TF checkpoint in a
+    folder, "marian": the Marian folder, "ckpt": our checkpoint), which of them becomes special
+    (its name, or "." for the folder) and how ("mem-link": a link to /proc/self/mem, "fifo",
+    "directory", "dev-zero": a link to /dev/zero)."""
+    return json.dumps(dict(entry=entry, recipe=recipe, target=target, kind=kind)).encode()
+
+
+def _special_folder(spec: dict, folder) -> list[str]:
+    """Write the recipe's files into `folder`, make spec["target"] special; the CLI's arguments
+    (or the path for load_checkpoint) as a list."""
+    import os
+    from pathlib import Path
+
+    folder = Path(folder)
+    recipe = spec["recipe"]
+    if recipe == "marian":
+        files = marian_files()
+    elif recipe == "tf-checkpoint":
+        index, data = tf_bundle()
+        files = {"ckpt/tutorial.index": index, "ckpt/tutorial.data-00000-of-00001": data,
+                 **vocabularies()}
+    elif recipe == "ckpt":
+        files = {"model.ckpt": BASE.read_bytes()}
+    else:
+        files = {"model.weights.h5": tutorial_h5(), **vocabularies()}
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+    target = folder / spec["target"]
+    if spec["target"] != ".":
+        if target.exists():
+            target.unlink()
+        kind = spec["kind"]
+        if kind == "mem-link":
+            target.symlink_to("/proc/self/mem")
+        elif kind == "dev-zero":
+            target.symlink_to("/dev/zero")
+        elif kind == "fifo":
+            os.mkfifo(target)
+        else:
+            target.mkdir()
+    out = str(folder / "out.ckpt")
+    if recipe == "marian":
+        return ["marian", "--model-dir", str(folder), "--out", out]
+    if recipe == "ckpt":
+        return ["upgrade", str(folder / "model.ckpt"), "--out", out]
+    weights = (str(folder / "ckpt" / "tutorial.index") if recipe == "tf-checkpoint"
+               else str(folder / "model.weights.h5"))
+    return ["tf-tutorial", "--weights", weights, "--source-vocab",
+            str(folder / "source_vocab.txt"), "--target-vocab",
+            str(folder / "target_vocab.txt"), "--num-heads", str(TYPED_HEADS), "--out", out]
+
+
+def load_special(path):
+    """A special-file case (special_case's JSON): the files written in a fresh folder, one made
+    special, then given to the converter's main (an error it prints becomes the refusal; what
+    it writes is loaded as the app loads it) or to transformer.importers.load_checkpoint."""
+    import contextlib
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from transformer.checkpoint.format import CheckpointError
+
+    spec = json.loads(Path(path).read_bytes())
+    folder = tempfile.mkdtemp(prefix="fuzz-special-")
+    try:
+        argv = _special_folder(spec, folder)
+        if spec["entry"] == "api":
+            from transformer.importers import load_checkpoint
+
+            where = {"marian": folder, "ckpt": str(Path(folder) / "model.ckpt")}
+            return load_checkpoint(where.get(spec["recipe"], argv[2]))
+        from transformer.importers import cli
+        from transformer.inference.session import load_checkpoint
+
+        errors = io.StringIO()
+        with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
+            code = cli.main(argv)
+        if code != 0:
+            message = errors.getvalue().strip().removeprefix("error: ")
+            raise CheckpointError(message)
+        return load_checkpoint(argv[-1])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+SPECIAL_CASES = {  # name -> (entry, recipe, target, kind)
+    "h5_cli_weights_mem_link": ("cli", "tf-tutorial", "model.weights.h5", "mem-link"),
+    "h5_cli_weights_fifo": ("cli", "tf-tutorial", "model.weights.h5", "fifo"),
+    "h5_cli_weights_directory": ("cli", "tf-tutorial", "model.weights.h5", "directory"),
+    "h5_cli_weights_dev_zero": ("cli", "tf-tutorial", "model.weights.h5", "dev-zero"),
+    "h5_cli_vocabulary_mem_link": ("cli", "tf-tutorial", "source_vocab.txt", "mem-link"),
+    "h5_cli_vocabulary_fifo": ("cli", "tf-tutorial", "target_vocab.txt", "fifo"),
+    "tf_cli_index_mem_link": ("cli", "tf-checkpoint", "ckpt/tutorial.index", "mem-link"),
+    "tf_cli_data_fifo": ("cli", "tf-checkpoint", "ckpt/tutorial.data-00000-of-00001", "fifo"),
+    "tf_cli_data_directory": ("cli", "tf-checkpoint", "ckpt/tutorial.data-00000-of-00001",
+                              "directory"),
+    "marian_cli_weights_mem_link": ("cli", "marian", "model.safetensors", "mem-link"),
+    "marian_cli_vocab_fifo": ("cli", "marian", "vocab.json", "fifo"),
+    "marian_cli_weights_directory": ("cli", "marian", "model.safetensors", "directory"),
+    "marian_api_weights_mem_link": ("api", "marian", "model.safetensors", "mem-link"),
+    "marian_api_spm_fifo": ("api", "marian", "source.spm", "fifo"),
+    "marian_api_config_directory": ("api", "marian", "config.json", "directory"),
+    "marian_api_config_dev_zero": ("api", "marian", "config.json", "dev-zero"),
+    "path_api_ckpt_mem_link": ("api", "ckpt", "model.ckpt", "mem-link"),
+    "path_api_ckpt_fifo": ("api", "ckpt", "model.ckpt", "fifo"),
+    "path_api_ckpt_directory": ("api", "ckpt", "model.ckpt", "directory"),
+    "path_cli_upgrade_fifo": ("cli", "ckpt", "model.ckpt", "fifo"),
+    "h5_cli_valid": ("cli", "tf-tutorial", ".", "none"),
+    "marian_api_valid": ("api", "marian", ".", "none"),
+}
+SPECIAL_CRAFTED = [(name, lambda s=spec: special_case(*s)) for name, spec in SPECIAL_CASES.items()]
+
+
 GENERATORS = [("h5", random_h5), ("keras", random_keras), ("tf", random_tf),
               ("marian", random_marian)]
 fuzz_cases.OTHER_CRAFTED.extend((name, make, UPLOAD_LOADER) for name, make in CRAFTED)
 fuzz_cases.OTHER_FORMAT_GENERATORS.extend((name, make, UPLOAD_LOADER) for name, make in GENERATORS)
+fuzz_cases.OTHER_CRAFTED.extend((name, make, SPECIAL_LOADER) for name, make in SPECIAL_CRAFTED)
 fuzz_cases.LOAD_SECONDS[UPLOAD_LOADER] = LOAD_SECONDS
+fuzz_cases.LOAD_SECONDS[SPECIAL_LOADER] = LOAD_SECONDS
+fuzz_cases.LOADER_IMPORTS[SPECIAL_LOADER] = ("transformer.importers", "transformer.importers.cli",
+                                             "h5py", "safetensors.numpy")
 fuzz_cases.LOADER_IMPORTS[UPLOAD_LOADER] = ("explorer.uploads", "transformer.importers.keras_seq2seq",
                                             "transformer.importers.tf_tutorial",
                                             "transformer.importers.marian", "h5py", "safetensors.numpy")
