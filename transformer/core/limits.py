@@ -65,7 +65,7 @@ MAX_TOTAL_LAYERS = 32  # encoder + decoder layers. Whatever its width, each laye
 # on 2 cores (measured 12 + 12 layers of width 8: 2.6 s to the first translation idle, twice
 # that with the other core busy), so 32 layers stay within a few seconds. 64 + 64 layers of
 # width 5 took 14 s to open and 48 s to translate a first sentence. Real models under the file
-# limit have at most 16 + 16 (t5-small and opus-mt 6 + 6, flan-t5-small 8 + 8).
+# limit have at most 8 + 8 (t5-small and opus-mt 6 + 6, flan-t5-small 8 + 8).
 MAX_VOCAB = 262_144  # pieces of one vocabulary: NLLB-200 has 256,206, mT5 250,112; a tokenizer
 # of a million pieces took 30 s and 1.5 GB to build
 MIN_POSITIONS = 4  # max_len: <s>, one piece and </s> must fit, and a decoder step after <s>
