@@ -20,6 +20,7 @@ _EXPORTS = {  # name: the module that defines it
     "MultiHeadAttention": "model.attention", "scaled_dot_product_attention": "model.attention",
     "DEFAULT_CHECKPOINT": "inference.session", "Checkpoint": "inference.session",
     "CheckpointError": "checkpoint.format", "load_checkpoint": "importers",
+    "NumericalError": "inference.numerics",
     "save_checkpoint": "checkpoint.format",
     "TransformerConfig": "model.config",
     "BeamDecoding": "inference.decoding", "DecodeStep": "inference.decoding",
