@@ -41,10 +41,16 @@ class Node:
     children: dict = field(default_factory=dict)
     variables: dict = field(default_factory=dict)  # index -> (name in the file, array)
     weights: WeightMap | None = field(default=None, repr=False, compare=False)
+    where: str = ""  # its path in the file, Keras's bookkeeping parts kept ("layers/x/layernorm_1")
 
     @property
     def label(self) -> str:
         return "/".join(self.path) or "(root)"
+
+    @property
+    def in_file(self) -> str:
+        """Its path as the file spells it, for sentences that say what to look for."""
+        return self.where or self.label
 
     def child(self, name):
         return self.children.get(name)
@@ -56,10 +62,10 @@ class Node:
         beta)". owner: how the sentence names this node (default: the layer and its path)."""
         node = self.children.get(name)
         if node is None:
-            owner = owner or f"the layer {quoted(self.label)}"
+            owner = owner or f"the layer {quoted(self.in_file)}"
             raise CheckpointError(
                 f"{file_label}: {owner} has no {what} (expected a group like "
-                f"{quoted('/'.join(self.path + (name, 'vars')))}{holding}).")
+                f"{quoted(self.in_file + '/' + name + '/vars')}{holding}).")
         return node
 
     def walk(self):
@@ -72,8 +78,8 @@ class Node:
         file's weights (checked to have `shape` when one is given)."""
         if index not in self.variables:
             raise CheckpointError(
-                f"{file_label}: the layer {quoted(self.label)} has no {what} (expected a weight "
-                f"{quoted('/'.join(self.path + ('vars', str(index))))}).")
+                f"{file_label}: the layer {quoted(self.in_file)} has no {what} (expected a weight "
+                f"{quoted(self.in_file + '/vars/' + str(index))}).")
         name = self.variables[index][0]
         return self.weights.take(name, shape, f"the {what} of {quoted(self.label)}")
 
@@ -104,13 +110,16 @@ def tree(arrays: dict[str, np.ndarray], file_label: str) -> Node:
     weights = WeightMap(arrays, file_label)
     root = Node(weights=weights)
     for name, array in arrays.items():
-        parts = [p.lstrip("_") for p in name.split("/") if p and p not in _NOISE]
-        if not parts:
+        raw = name.split("/")
+        kept = [i for i, p in enumerate(raw) if p and p not in _NOISE]
+        if not kept:
             continue  # left untaken: check_all_used names it
-        index = variable_index(parts[-1])
+        index = variable_index(raw[kept[-1]].lstrip("_"))
         node = root
-        for part in parts[:-1]:
-            node = node.children.setdefault(part, Node(node.path + (part,), weights=weights))
+        for i in kept[:-1]:
+            part = raw[i].lstrip("_")
+            node = node.children.setdefault(part, Node(node.path + (part,), weights=weights,
+                                                       where="/".join(raw[:i + 1])))
         node.variables.setdefault(index, (name, array))  # a second spelling: left untaken
     return root
 

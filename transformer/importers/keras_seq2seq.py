@@ -81,7 +81,7 @@ class KerasLayout:
         groups = self.norms[:2] if side == "encoder" else self.norms
         return [layer_norm(node.need(group, f"LayerNormalization weights for its {sublayer}",
                                      file_label, LAYER_NORM_GROUP,
-                                     owner=f"{side} layer {index + 1} ({quoted(node.label)})"),
+                                     owner=f"{side} layer {index + 1} ({quoted(node.in_file)})"),
                            d_model, file_label)
                 for group, sublayer in zip(groups, sublayers)]
 

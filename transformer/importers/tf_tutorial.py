@@ -68,7 +68,7 @@ def infer_tf_tutorial(arrays: dict[str, np.ndarray], file_label: str,
 
     def attention(node, what, side, index):
         nonlocal shape
-        owner = f"{side} layer {index + 1} ({quoted(node.label)})"
+        owner = f"{side} layer {index + 1} ({quoted(node.in_file)})"
         wrapper = node.need(what, f"{what.replace('_', ' ')} layer", file_label, owner=owner)
         mha = wrapper.child("mha")
         if mha is None:
@@ -87,7 +87,7 @@ def infer_tf_tutorial(arrays: dict[str, np.ndarray], file_label: str,
         return parts, layer_norm(norm, d_model, file_label)
 
     def block_feedforward(node, side, index):
-        owner = f"{side} layer {index + 1} ({quoted(node.label)})"
+        owner = f"{side} layer {index + 1} ({quoted(node.in_file)})"
         ffn = node.child("ffn")
         if not ffn.child("seq"):
             raise CheckpointError(f"{file_label}: {ffn.label!r} is not the tutorial's FeedForward "
