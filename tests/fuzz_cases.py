@@ -1866,8 +1866,9 @@ def main(argv=None) -> int:
     if args.write:
         out = Path(args.write)
         out.mkdir(parents=True, exist_ok=True)
+        suffixes = {args.loader: ".ckpt", "fuzz_formats:load_special": ".special.json"}
         for name, data, loader in cases:  # other formats: a ZIP of the uploaded files
-            (out / f"{name}{'.ckpt' if loader == args.loader else '.upload.zip'}").write_bytes(data)
+            (out / f"{name}{suffixes.get(loader, '.upload.zip')}").write_bytes(data)
         print(f"wrote {len(cases)} files to {out}")
         return 0
     print(f"{len(cases)} cases generated in {time.perf_counter() - started:.1f} s "

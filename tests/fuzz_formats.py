@@ -2040,6 +2040,7 @@ def special_case(entry: str, recipe: str, target: str, kind: str) -> bytes:
     "api": transformer.importers.load_checkpoint), the files of which recipe ("tf-tutorial":
     the tutorial's weights and vocabularies, "tf-checkpoint" the same as a TF checkpoint in a
     folder, "marian": the Marian folder, "ckpt": our checkpoint), which of them becomes special
+    ("tf-folder": the same, the CLI given the checkpoint's folder), which of them becomes special
     (its name, or "." for the folder) and how ("mem-link": a link to /proc/self/mem, "fifo",
     "directory", "dev-zero": a link to /dev/zero)."""
     return json.dumps(dict(entry=entry, recipe=recipe, target=target, kind=kind)).encode()
@@ -2055,7 +2056,7 @@ def _special_folder(spec: dict, folder) -> list[str]:
     recipe = spec["recipe"]
     if recipe == "marian":
         files = marian_files()
-    elif recipe == "tf-checkpoint":
+    elif recipe in ("tf-checkpoint", "tf-folder"):
         index, data = tf_bundle()
         files = {"ckpt/tutorial.index": index, "ckpt/tutorial.data-00000-of-00001": data,
                  **vocabularies()}
@@ -2085,6 +2086,7 @@ def _special_folder(spec: dict, folder) -> list[str]:
     if recipe == "ckpt":
         return ["upgrade", str(folder / "model.ckpt"), "--out", out]
     weights = (str(folder / "ckpt" / "tutorial.index") if recipe == "tf-checkpoint"
+               else str(folder / "ckpt") if recipe == "tf-folder"  # ModelCheckpoint's folder
                else str(folder / "model.weights.h5"))
     return ["tf-tutorial", "--weights", weights, "--source-vocab",
             str(folder / "source_vocab.txt"), "--target-vocab",
@@ -2136,6 +2138,10 @@ SPECIAL_CASES = {  # name -> (entry, recipe, target, kind)
     "tf_cli_data_fifo": ("cli", "tf-checkpoint", "ckpt/tutorial.data-00000-of-00001", "fifo"),
     "tf_cli_data_directory": ("cli", "tf-checkpoint", "ckpt/tutorial.data-00000-of-00001",
                               "directory"),
+    "tf_cli_folder_index_mem_link": ("cli", "tf-folder", "ckpt/tutorial.index", "mem-link"),
+    "tf_cli_folder_data_fifo": ("cli", "tf-folder", "ckpt/tutorial.data-00000-of-00001", "fifo"),
+    "tf_cli_folder_index_directory": ("cli", "tf-folder", "ckpt/tutorial.index", "directory"),
+    "tf_cli_folder_valid": ("cli", "tf-folder", ".", "none"),
     "marian_cli_weights_mem_link": ("cli", "marian", "model.safetensors", "mem-link"),
     "marian_cli_vocab_fifo": ("cli", "marian", "vocab.json", "fifo"),
     "marian_cli_weights_directory": ("cli", "marian", "model.safetensors", "directory"),

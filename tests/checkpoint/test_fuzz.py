@@ -88,7 +88,7 @@ MUST_REFUSE = {  # crafted case -> words its refusal names (the escapes the issu
     "config_heads_4096": ["num_heads"],
     "config_layers_100": ["num_encoder_layers"],
     "weights_nan": ["NaN"],
-    "weights_overflow": ["NaN or infinite"],
+    "weights_overflow": ["overflow"],
     "weights_float64": ["float64"],
     "weights_extra": ["encoder_layer_9/backdoor/kernel"],
     # other formats: each of these escaped as a crash, a hang, a killed process or 900 MB
