@@ -109,6 +109,16 @@ EVERYDAY = [
     ("2060-11-16", "2060-11-16"),
     ("October 9th, 2033", "2033-10-09"),
     ("9.10.2033", "2033-10-09"),
+    # Year first with an unpadded month or day, or dots; one-digit month with a day after the 12th.
+    ("2001/9/11", "2001-09-11"),
+    ("2001-9-11", "2001-09-11"),
+    ("2022.08.15", "2022-08-15"),
+    ("2022.8.15", "2022-08-15"),
+    ("1987/6/3", "1987-06-03"),
+    ("2021 March 5", "2021-03-05"),
+    ("3/25/2021", "2021-03-25"),
+    ("25/3/2021", "2021-03-25"),
+    ("7/14/1989", "1989-07-14"),
 ]
 
 # ------------------------------------------------------------------ an independent date parser
@@ -128,8 +138,8 @@ def parse(text: str) -> datetime.date | None:
     """The date a person meant, read without the generator: numbers by their shape (None for
     an ambiguous dd/mm vs mm/dd), words by name; a weekday must agree with the date."""
     t = " ".join(text.lower().replace(",", " ").split()).rstrip(".")
-    if m := re.fullmatch(r"(\d{4})[-/](\d{1,2})[-/](\d{1,2})", t):
-        y, mo, d = map(int, m.groups())
+    if m := re.fullmatch(r"(\d{4})([-/.])(\d{1,2})\2(\d{1,2})", t):
+        y, mo, d = map(int, m.group(1, 3, 4))
         return datetime.date(y, mo, d)
     if m := re.fullmatch(r"(\d{1,2})\.(\d{1,2})\.(\d{4})", t):
         d, mo, y = map(int, m.groups())

@@ -79,12 +79,21 @@ _TEMPLATES = {
     "iso": "{y}-{mm}-{dd}",  # 2021-03-05
     "d_m_yyyy": "{d}.{m}.{y}",  # 5.3.2021
     "dd_mon_yyyy": "{dd}-{mon}-{y}",  # 05-Mar-2021
+    "yyyy_m_d": "{y}/{m}/{d}",  # 2021/3/5
+    "yyyy_m_d_dash": "{y}-{m}-{d}",  # 2021-3-5
+    "yyyy_mm_dd_dot": "{y}.{mm}.{dd}",  # 2021.03.05
+    "yyyy_m_d_dot": "{y}.{m}.{d}",  # 2021.3.5
+    "y_month_d": "{y} {month} {d}",  # 2021 March 5
     "dd_mm_yyyy_slash": "{dd}/{mm}/{y}",  # 25/12/2021: only days after the 12th
     "mm_dd_yyyy_slash": "{mm}/{dd}/{y}",  # 12/25/2021: only days after the 12th
+    "d_m_yyyy_slash": "{d}/{m}/{y}",  # 25/3/2021: only days after the 12th
+    "m_d_yyyy_slash": "{m}/{d}/{y}",  # 3/25/2021: only days after the 12th
 }
 DATE_FORMATS = tuple(_TEMPLATES)
 # Formats that would be ambiguous (day-first or month-first?) for the 1st to the 12th.
-DAY_AFTER_12_FORMATS = ("dd_mm_yyyy_slash", "mm_dd_yyyy_slash")
+DAY_AFTER_12_FORMATS = (
+    "dd_mm_yyyy_slash", "mm_dd_yyyy_slash", "d_m_yyyy_slash", "m_d_yyyy_slash",
+)
 CASES = ("lower", "title", "upper", "sentence")
 # Stray punctuation people type, added to a share of the drawn pairs (see add_stray_punctuation).
 PUNCTUATION = ("none", "no_commas", "extra_comma", "trailing_period", "double_space")
