@@ -39,9 +39,11 @@ from transformer.core.limits import (
 __all__ = ["read_weights", "read_keras_h5", "read_keras_archive", "read_tf_checkpoint",
            "natural_key", "MAX_ARRAYS"]
 
-MAX_ARRAYS = 8192  # weights in one file: a 64 + 64 layer model holds ~1,500
+MAX_ARRAYS = 4096  # arrays in one file: 24 + 24 layers (limits.MAX_LAYERS) hold ~600 weights,
+# ~1,800 with an optimizer's two slots each (a .keras archive may carry them)
 MAX_ARRAY_BYTES = MAX_MEMBER_BYTES  # all arrays together, as float32
-MAX_OBJECTS = 2 * MAX_ARRAYS  # groups and arrays walked in one HDF5 file (~1 s per 10,000)
+MAX_OBJECTS = 2 * MAX_ARRAYS  # groups and arrays walked in one HDF5 file: h5py's lookups take
+# ~0.5 s per 1,000 on 2 cores, so a file at this cap is refused in ~4 s
 MAX_NAME_DEPTH = 64  # parts of one weight's name ("layers/dense/vars/0" has 4); Keras nests ~12
 MAX_KERAS_MEMBERS = 256  # files in a .keras archive (config, metadata, weights, assets)
 MAX_TF_INDEX_BYTES = 4 * 2**20  # a TF checkpoint's .index: ~120 bytes per variable, its slots
