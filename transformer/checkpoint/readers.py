@@ -39,8 +39,8 @@ from transformer.core.limits import (
 __all__ = ["read_weights", "read_keras_h5", "read_keras_archive", "read_tf_checkpoint",
            "natural_key", "MAX_ARRAYS"]
 
-MAX_ARRAYS = 4096  # arrays in one file: 24 + 24 layers (limits.MAX_LAYERS) hold ~600 weights,
-# ~1,800 with an optimizer's two slots each (a .keras archive may carry them)
+MAX_ARRAYS = 4096  # arrays in one file: 12 + 12 layers (limits.MAX_LAYERS) hold ~300 weights,
+# ~900 with an optimizer's two slots each (a .keras archive may carry them); a margin beyond
 MAX_ARRAY_BYTES = MAX_MEMBER_BYTES  # all arrays together, as float32
 MAX_OBJECTS = 2 * MAX_ARRAYS  # groups and arrays walked in one HDF5 file: h5py's lookups take
 # ~0.5 s per 1,000 on 2 cores, so a file at this cap is refused in ~4 s

@@ -47,7 +47,7 @@ MAX_ZIP_VERSION = 45  # "version needed to extract" 4.5 (zip64 extras, which Num
 READ_CHUNK_BYTES = 64 * 2**10  # compressed bytes fed to zlib at a time (bounds one step's output)
 
 # ---------------------------------------------------------------- the weights (.npz inside)
-MAX_WEIGHTS = 4096  # arrays in weights.npz: 24 + 24 layers of a pre-LN model hold ~1,000
+MAX_WEIGHTS = 4096  # arrays in weights.npz: 12 + 12 layers of a pre-LN model hold ~500
 MAX_WEIGHTS_DIRECTORY_BYTES = 1 * MB  # its ZIP directory: ~4,096 entries of ~200 bytes
 MAX_NPY_HEADER_BYTES = 10_000  # one .npy header (NumPy's own default for untrusted files)
 
@@ -59,13 +59,14 @@ MAX_EXAMPLES = 64  # example sentences offered by the sidebar
 MAX_EXAMPLE_CHARS = 1_000  # characters of one example sentence
 
 # ---------------------------------------------------------------- the config, at load time
-MAX_LAYERS = 24  # encoder or decoder layers: every layer is a page row and a Python loop
-MAX_TOTAL_LAYERS = 32  # encoder + decoder layers. Whatever its width, each layer costs time to
-# trace and compile, once for the decode loop and once for the pages' pass: about 0.1 s for each
-# on 2 cores (measured 12 + 12 layers of width 8: 2.6 s to the first translation idle, twice
-# that with the other core busy), so 32 layers stay within a few seconds. 64 + 64 layers of
-# width 5 took 14 s to open and 48 s to translate a first sentence. Real models under the file
-# limit have at most 8 + 8 (t5-small and opus-mt 6 + 6, flan-t5-small 8 + 8).
+MAX_LAYERS = 12  # encoder or decoder layers: every layer is a page row and a Python loop
+MAX_TOTAL_LAYERS = 16  # encoder + decoder layers. Whatever its width, each layer costs time to
+# trace and compile, once for each compiled function a first page runs (the decode loop, the
+# pages' pass): about 0.2 s each on 2 cores (measured at width 8 to a first translation and its
+# maps: 6 + 6 layers 0.8 s to open + 2.5 s + 2.3 s, 12 + 12 layers 1.6 + 5.2 + 4.8 s), so 16
+# layers stay within about 8 s. 64 + 64 layers of width 5 took 14 s to open and 48 s to
+# translate a first sentence. Real models under the upload limit have at most 8 + 8 (t5-small
+# and opus-mt 6 + 6, flan-t5-small 8 + 8).
 MAX_VOCAB = 262_144  # pieces of one vocabulary: NLLB-200 has 256,206, mT5 250,112; a tokenizer
 # of a million pieces took 30 s and 1.5 GB to build
 MIN_POSITIONS = 4  # max_len: <s>, one piece and </s> must fit, and a decoder step after <s>
