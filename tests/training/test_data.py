@@ -106,7 +106,8 @@ def test_day_first_and_month_first_slashes_only_after_the_12th(fmt):
     for day in (1, 5, 12):
         with pytest.raises(ValueError, match="ambiguous"):
             format_date(datetime.date(2021, 3, day), fmt, "lower")
-    assert format_date(datetime.date(2021, 3, 13), fmt, "lower") in ("13/03/2021", "03/13/2021", "13/3/2021", "3/13/2021")
+    assert format_date(datetime.date(2021, 3, 13), fmt, "lower") in (
+        "13/03/2021", "03/13/2021", "13/3/2021", "3/13/2021")
 
 
 def test_sentence_case_capitalises_only_the_first_letter():
