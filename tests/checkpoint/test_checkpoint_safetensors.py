@@ -298,7 +298,7 @@ HEADER_CASES = {  # name: (make(v2 bytes) -> bytes, words the refusal names)
     "shape_bool": (lambda d: with_header(d, lambda h: h[BIAS].update(shape=[True])),
                    [BIAS, "invalid shape"]),
     "shape_huge": (lambda d: with_header(d, lambda h: h[BIAS].update(shape=[2**62, 2**62])),
-                   [BIAS, "bytes of data"]),
+                   [BIAS, "invalid shape", "each dimension a whole number"]),
     "offsets_overlapping": (lambda d: with_header(d, overlap), ["invalid offsets", "overlap"]),
     "offsets_past_the_end": (
         lambda d: with_header(d, lambda h: h[BIAS].update(
@@ -432,6 +432,8 @@ def test_fuzz_cases_of_version_2_are_refused_or_work_in_process():
         except CheckpointError as err:
             assert not name.endswith("_valid"), (name, str(err))
             assert fuzz_cases.is_sentence(str(err)), (name, str(err))
-        else:
-            assert name.endswith("_valid"), name
+        else:  # a huge weight within the load-time bound may load: then it computes finite numbers
+            assert name.endswith("_valid") or name.startswith("st_huge_"), name
             assert ckpt.translate("March 5, 2021").text
+            maps = ckpt.attention("March 5, 2021")
+            assert all(np.isfinite(maps[kind]).all() for kind in ("encoder", "decoder", "cross"))

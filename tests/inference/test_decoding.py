@@ -150,8 +150,13 @@ def assert_same(a, b, atol=ATOL):
         assert x.self.shape == y.self.shape and x.cross.shape == y.cross.shape
         np.testing.assert_allclose(x.self, y.self, atol=atol, err_msg=f"self t={t}")
         np.testing.assert_allclose(x.cross, y.cross, atol=atol, err_msg=f"cross t={t}")
-        assert [i for _, i, _ in x.top_k] == [i for _, i, _ in y.top_k]
         np.testing.assert_allclose([p for *_, p in x.top_k], [p for *_, p in y.top_k], atol=atol)
+        # The same ids in the same order, but for near-ties: two candidates within atol of each
+        # other (the bundled model gives <pad>, <s> and <unk> 0.0055537 each, equal to 1e-8),
+        # whose order float noise may swap between two equal paths.
+        for (_, i, p), (_, j, _) in zip(x.top_k, y.top_k):
+            tied = any(abs(p - other) < atol for _, k, other in x.top_k if k != i)
+            assert i == j or tied, (t, x.top_k, y.top_k)
         assert x.log_prob == pytest.approx(y.log_prob, abs=1e-4)
 
 

@@ -54,7 +54,7 @@ def test_model_page_says_what_the_model_does_and_where_it_came_from(app, ckpt):
     at = open_page(app, MODEL)
     text = " ".join(m.value for m in at.markdown)
     assert "turns dates written by people into ISO dates" in text
-    assert "64,000 generated date pairs of the dates task" in text  # the training data
+    assert "72,000 generated date pairs of the dates task" in text  # the training data
     assert "One date in English" in text  # the inputs it expects
     assert "Trained by this project" in text
     assert [c.value for c in at.code] == [ckpt.metadata["command"]]  # the training command
