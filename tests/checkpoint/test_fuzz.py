@@ -102,7 +102,7 @@ MUST_REFUSE = {  # crafted case -> words its refusal names (the escapes the issu
     "keras_bzip2_weights": ["version 4.6"],
     "keras_name_not_utf8": ["not valid UTF-8"],
     "tf_shape_negative": ["shape [-1, 2, 32]"],
-    "tf_shape_huge": ["data file is truncated, or the .index is damaged"],
+    "tf_shape_huge": ["2147483648", "dimension"],  # its shape is checked before any product
     "tf_index_entry_not_proto": ["damaged"],
     "tf_slices_absurd": ["split in parts"],
     "tf_data_truncated": ["data file is truncated"],
@@ -121,7 +121,6 @@ MUST_REFUSE = {  # crafted case -> words its refusal names (the escapes the issu
     "st_name_superscript": ["encoder_layer_1\u00b2"],
     "h5_name_superscript_index": [],
     "keras_name_5000_digits_index": [],
-    "tf_name_superscript_layer": [],
     "marian_name_5000_digits_layer": [],
     "tf_shape_zero_by_int64_max": [],
     "tf_shape_2_62_by_4": [],
