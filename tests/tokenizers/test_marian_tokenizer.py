@@ -273,3 +273,23 @@ def test_equals_hugging_face_marian_tokenizer(files, source, target):
         ids = hf(text_target=text)["input_ids"]
         assert target.encode(text, add_end=True) == ids
         assert target.decode(ids) == hf.decode(ids, skip_special_tokens=True)
+
+
+def test_a_million_entry_vocab_json_is_refused_before_it_is_parsed():
+    """A million short entries fit the byte cap (14 MB); parsing them first grew memory by
+    ~290 MB (issue 25's fuzzer). The keys are counted on the text instead: the refusal holds
+    little more than the text itself, and a key with an escaped quote and a colon counts once."""
+    import tracemalloc
+
+    data = json.dumps({f"{i:x}": i for i in range(1_000_000)}, separators=(",", ":")).encode()
+    assert len(data) <= MAX_VOCAB_JSON_BYTES
+    tracemalloc.start()
+    try:
+        with pytest.raises(TokenizerError, match=r"1,000,000 pieces, more than the 262,144"):
+            parse_vocab_json(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(data), peak  # the decoded text, not a million Python objects
+    tricky = {'a"\\":b': 0, "c": 1, '{"x":': 2}
+    assert parse_vocab_json(json.dumps(tricky).encode()) == tricky

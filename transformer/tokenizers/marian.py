@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from collections import Counter
 
@@ -176,6 +177,14 @@ def parse_vocab_json(data, name: str = "vocab.json") -> dict[str, int]:
     except UnicodeDecodeError as e:
         raise TokenizerError(f"{name}: not UTF-8 text (byte {e.start})") from None
 
+    # Count the keys before parsing: json.loads of a million short entries (14 MB, within the
+    # byte cap) grows memory by ~290 MB before the count could refuse it. Each key is a string
+    # followed by ":"; in a flat object of integer ids the scan never starts inside a string.
+    keys = sum(1 for _ in _JSON_KEY.finditer(text))
+    if keys > MAX_VOCAB_ENTRIES:
+        raise TokenizerError(f"{name}: {keys:,} pieces, more than the {MAX_VOCAB_ENTRIES:,} a "
+                             "vocabulary may have")
+
     def pairs(items):
         counts = Counter(k for k, _ in items)
         if len(counts) != len(items):
@@ -199,6 +208,9 @@ def parse_vocab_json(data, name: str = "vocab.json") -> dict[str, int]:
                              f"its id, got {type(vocab).__name__}")
     check_vocab(vocab, name)
     return vocab
+
+
+_JSON_KEY = re.compile(r'"(?:[^"\\]|\\.)*"\s*:')  # a JSON string followed by a colon
 
 
 def check_vocab(vocab: dict, name: str = "vocab.json") -> None:
