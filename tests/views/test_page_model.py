@@ -55,6 +55,8 @@ def test_model_page_says_what_the_model_does_and_where_it_came_from(app, ckpt):
     text = " ".join(m.value for m in at.markdown)
     assert "turns dates written by people into ISO dates" in text
     assert "72,000 generated date pairs of the dates task" in text  # the training data
+    formats = len(ckpt.metadata["held_out"]["per_format"])
+    assert formats == 36 and f"in {formats} formats" in text  # counted, not written in
     assert "One date in English" in text  # the inputs it expects
     assert "Trained by this project" in text
     assert [c.value for c in at.code] == [ckpt.metadata["command"]]  # the training command
