@@ -6,7 +6,7 @@ Navigation and the shared sidebar live here; each view is a thin page under view
 
 import streamlit as st
 
-from explorer import links, sidebar
+from explorer import links, models, sidebar, warm
 
 st.set_page_config(page_title="Attention Explorer", page_icon=":material/visibility:",
                    layout="wide")
@@ -39,6 +39,9 @@ WITHOUT_SENTENCE = {"Home", "Model"}  # pages that show something when the sente
 page = st.navigation(SECTIONS, position="top", expanded=True)  # expanded: on a phone
 links.restore_from_url()  # once per session, before any widget exists
 link_slot = sidebar.render()
+# The served app prepares the model's other compiled functions while this page runs (once per
+# architecture): the next pages' first visits only compute.
+warm.prepare_in_background(models.active_checkpoint())
 links.begin(link_slot, page.url_path)  # the link: drawn when the choices are final
 if sidebar.has_sentence() or page.title in WITHOUT_SENTENCE:
     page.run()

@@ -12,9 +12,10 @@ def _piece(tokenizer, token_id: int) -> str:
     return f"{quoted(tokenizer.id_to_piece(token_id))} (id {token_id})"
 
 
-def sides_caption(ckpt, source_len: int, target_len: int) -> str:
+def sides_caption(ckpt, source_len: int, target_len: int, typed: bool = False) -> str:
     """One caption for the batch's two sides: how ckpt.encode_source frames a source, what the
-    decoder is fed (the start token + the translation without its end token), what pads them."""
+    decoder is fed (the start token + the translation without its end token; row 0's typed
+    target instead, when `typed`), what pads them."""
     cfg, src, tgt = ckpt.config, ckpt.source_tokenizer, ckpt.target_tokenizer
     frame = [f"{_piece(src, cfg.start_id)} first" if cfg.source_start else "",
              f"{_piece(src, cfg.end_id)} last" if cfg.source_end else ""]
@@ -23,8 +24,19 @@ def sides_caption(ckpt, source_len: int, target_len: int) -> str:
     start = _piece(tgt, cfg.start_id)
     if cfg.start_id == cfg.pad_id:
         start += ", the pad id: this model has no separate start token"
+    typed_row0 = " (row 0: your typed target, as every page feeds it)" if typed else ""
     return (f"Source side: `ckpt.encode_source`, the sentence's pieces with {frame}, padded to "
             f"N = {source_len}{fixed} with {_piece(src, cfg.pad_id)}. Target side: what the "
-            f"decoder is fed: the start token {start}, then the model's translation without its "
-            f"end token {_piece(tgt, cfg.end_id)}, padded to T = {target_len} with "
+            f"decoder is fed: the start token {start}, then the model's translation{typed_row0} "
+            f"without its end token {_piece(tgt, cfg.end_id)}, padded to T = {target_len} with "
             f"{_piece(tgt, cfg.pad_id)}.")
+
+
+def cut_rows_caption(rows: list[int], steps: int) -> str:
+    """Which other rows' translations stopped before their end token (they are decoded for
+    their padding only, at most `steps` tokens each)."""
+    listed = (str(rows[0]) if len(rows) == 1 else
+              ", ".join(map(str, rows[:-1])) + f" and {rows[-1]}")
+    return (f"Row{'s' * (len(rows) > 1)} {listed}: the translation is cut at {steps} tokens "
+            f"without its end token (the other rows are here for their padding, so each is "
+            f"decoded for at most {steps} tokens; the sidebar's row 0 is the whole translation).")

@@ -20,9 +20,12 @@ import streamlit as st
 
 from transformer import Checkpoint
 from transformer.analysis.head_stats import batch_statistics, head_similarity_matrix
+from transformer.core import limits
 from transformer.core.kinds import KIND_NAMES, head_masks, parse_head_label
 from transformer.inference import batch
 from transformer.inference.ablation import ablate, head_importance
+from transformer.inference.decoding import greedy_decode_batch
+from transformer.inference.forward import forward
 from transformer.inference.numerics import NumericalError, check_forward
 
 from . import models, state
@@ -98,6 +101,25 @@ def _decode(content_hash: str, source: str, max_len: int, stop: bool, beam_width
 
 
 @_said
+def batch_translations(ckpt: Checkpoint, sources, max_len: int) -> list:
+    """Greedy translations of several sentences decoded together (one batch, equal to decoding
+    each alone), each cut at max_len tokens (at most the step budget), without their steps'
+    attention (ids, tokens and text): the Masks page's other batch rows, cached."""
+    return _batch_translations(ckpt.content_hash, tuple(sources),
+                               min(int(max_len), ckpt.step_budget()), ckpt)
+
+
+@st.cache_data(max_entries=64, show_spinner="Translating the batch's other sentences…")
+def _batch_translations(content_hash: str, sources: tuple, max_len: int, _ckpt: Checkpoint
+                        ) -> list:
+    if not sources:
+        return []
+    return greedy_decode_batch(_ckpt.model, [_ckpt.encode_source(s) for s in sources],
+                               max_len=max_len, tokenizer=_ckpt.target_tokenizer, capture=False,
+                               seconds=limits.MAX_DECODE_SECONDS)
+
+
+@_said
 def teacher_forced(ckpt: Checkpoint, source: str, target: str):
     """transformer.inference.teacher_forcing.teacher_forced (a typed target stepped through as a
     Decoding, from one teacher-forced pass), cached."""
@@ -146,18 +168,19 @@ def _encoder_input(content_hash: str, source: str, _ckpt: Checkpoint) -> dict:
 @_said
 def mask_batch(ckpt: Checkpoint, sources, translations) -> dict:
     """One padded batch (sources, and the start token + each translation as targets): its ids
-    and tokens per side, and one forward pass's masks (the ones the model applied), scores and
-    weights. "padding" (B, 1, 1, N): the model's source_mask (encoder and cross keys);
-    "decoder" (B, 1, T, T): its target_mask; "target_padding" (B, 1, 1, T): the target_mask's
-    last query row (it sees every key but padding); "look_ahead" (T, T): the target_mask of a
-    row without padding."""
+    and tokens per side, the model's masks of every row and row 0's scores and weights.
+    "padding" (B, 1, 1, N): the model's source_mask (encoder and cross keys); "decoder"
+    (B, 1, T, T): its target_mask; "target_padding" (B, 1, 1, T): the target_mask's last query
+    row (it sees every key but padding); "look_ahead" (T, T): the target_mask of a row without
+    padding; "<kind>_scores" and "<kind>_attention" (L, 1, H, Tq, Tk): row 0's, padded as in
+    the batch (its padded keys blocked)."""
     return _mask_batch(ckpt.content_hash, tuple(sources), tuple(translations), ckpt)
 
 
 @st.cache_data(max_entries=64, show_spinner="Running the model on the batch…")
 def _mask_batch(content_hash: str, sources: tuple, translations: tuple, _ckpt: Checkpoint
                 ) -> dict:
-    cfg = _ckpt.config
+    cfg, model = _ckpt.config, _ckpt.model
     rows = {"source": [_ckpt.encode_source(s) for s in sources],
             "target": [[cfg.start_id] + _ckpt.encode_target(t)[:-1]  # as attention() feeds it
                        for t in translations]}
@@ -166,19 +189,25 @@ def _mask_batch(content_hash: str, sources: tuple, translations: tuple, _ckpt: C
         width = max(map(len, rows[side]))
         ids = np.array([r + [cfg.pad_id] * (width - len(r)) for r in rows[side]], np.int32)
         out[f"{side}_ids"], out[f"{side}_tokens"] = ids, [tokenizer.ids_to_pieces(r) for r in ids]
-    result = _ckpt.model((out["source_ids"], out["target_ids"]), return_qkv=True)
-    # Every mask is the model's own (no padding masked by some configs; Marian's start token has
-    # the pad id), never recomputed here.
-    out["padding"] = np.asarray(result["source_mask"])  # (B, 1, 1, N)
-    out["decoder"] = np.asarray(result["target_mask"])  # (B, 1, T, T)
+    # Every mask is the model's own (its call applies these very functions: no padding masked
+    # by some configs, Marian's start token has the pad id), never recomputed here.
+    out["padding"] = np.asarray(model.source_mask(out["source_ids"]))  # (B, 1, 1, N)
+    out["decoder"] = np.asarray(model.target_mask(out["target_ids"]))  # (B, 1, T, T)
     out["target_padding"] = out["decoder"][:, :, -1:]  # (B, 1, 1, T): the last query's keys
     no_padding = np.full((1, out["target_ids"].shape[1]), cfg.pad_id + 1, np.int32)  # (1, T)
-    out["look_ahead"] = np.asarray(_ckpt.model.target_mask(no_padding))[0, 0]  # (T, T)
-    for kind in KIND_NAMES:  # (L, B, H, Tq, Tk) each
-        out[f"{kind}_scores"] = np.asarray(result[f"{kind}_scores"])
-        out[f"{kind}_attention"] = np.asarray(result[f"{kind}_attention"])
-    for b in range(len(sources)):  # every row is drawn, padding included
-        check_forward({k: v for k, v in out.items() if k.endswith(("_scores", "_attention"))}, b)
+    out["look_ahead"] = np.asarray(model.target_mask(no_padding))[0, 0]  # (T, T)
+    # Row 0's scores and weights (the page's masking row), in the batch's widths, from the
+    # compiled pass with scores (the Head arithmetic page's, prepared with the model:
+    # explorer.warm). The other rows' passes would cost as much again each and show nothing new.
+    result = forward(model, out["source_ids"][:1], out["target_ids"][:1], details=True)
+    for kind in KIND_NAMES:  # (L, 1, H, Tq, Tk) each
+        out[f"{kind}_scores"] = result[f"{kind}_scores"]
+        out[f"{kind}_attention"] = result[f"{kind}_attention"]
+    check_forward({k: v for k, v in out.items() if k.endswith(("_scores", "_attention"))}, 0)
+    for name in ("source_mask", "target_mask"):  # the pass applied the masks shown for row 0
+        shown = out["padding" if name == "source_mask" else "decoder"][:1]
+        if not np.array_equal(result[name], shown):
+            raise AssertionError(f"row 0's {name} differs from the model's mask of the batch")
     return out
 
 

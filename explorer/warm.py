@@ -6,6 +6,12 @@ once per architecture and shared: transformer.inference.decoding.shared_function
 `python -m explorer.serve` (what `make run` runs) starts it before the server accepts a
 connection. It fills the same caches the pages read (explorer.models, explorer.results), so
 nothing is done twice.
+
+Any model a session opens (an upload, another bundled checkpoint) gets the same in the served
+app: `prepare_in_background` traces and runs once, on one token, every compiled function the
+pages call for its architecture (transformer.inference.prepare), while the user reads the
+first page, so that Attention maps, the arithmetic of one head or ablation do not each pay
+their own trace (2-3 s apiece for an opus-mt-sized model) on their first visit.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ import time
 
 logger = logging.getLogger(__name__)
 _started = threading.Event()
+_background = threading.Event()  # set: opened models are prepared in the background
+_prepared: set[str] = set()  # the architectures (config JSON) prepared or being prepared
+_prepared_lock = threading.Lock()
+_threads: list[threading.Thread] = []  # the preparations started (benchmarks wait for them)
 ready = threading.Event()  # set when the warm-up finished (or gave up)
 RUNTIME_WAIT_S = 120  # how long the thread waits for the server's runtime to exist
 SWITCH = "EXPLORER_WARM"  # "0": no warm start (to measure a cold one: bench/cold_start.py)
@@ -28,6 +38,7 @@ def start() -> None:
     if _started.is_set() or os.environ.get(SWITCH) == "0":
         return
     _started.set()
+    _background.set()
     threading.Thread(target=prepare, name="warm-start", daemon=True).start()
 
 
@@ -59,9 +70,55 @@ def prepare() -> None:
         results.translation(ckpt, source)
         results.attention(ckpt, source)
         about.about_checkpoint(ckpt, models.examples(ckpt))  # the home page's text
+        _prepare_model(ckpt)  # every other compiled function the pages call
         print(f"Warm start: {ckpt.name} and its compiled loops ready in "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     except Exception:  # noqa: BLE001 - a warm-up that fails only leaves the pages cold
         logger.exception("Warm start failed; the first page computes it instead")
     finally:
         ready.set()
+
+
+def enable_background() -> None:
+    """Prepare opened models in the background (start() does it for the served app; the
+    benchmarks, which run pages in AppTest, call it to measure what a served app does)."""
+    _background.set()
+
+
+def prepare_in_background(ckpt) -> threading.Thread | None:
+    """Prepare the compiled functions of ckpt's architecture in a background thread, once per
+    architecture and process (the functions are shared by every model of one config); the
+    thread, or None when there is nothing to do or background preparation is off."""
+    if not _background.is_set():
+        return None
+    key = ckpt.config.to_json()
+    with _prepared_lock:
+        if key in _prepared:
+            return None
+        _prepared.add(key)
+    thread = threading.Thread(target=_prepare_model, args=(ckpt,), name="prepare-model",
+                              daemon=True)
+    thread.start()
+    _threads.append(thread)
+    return thread
+
+
+def wait_prepared(timeout: float | None = None) -> None:
+    """Wait for every preparation started so far (the benchmarks: pages measured as a user who
+    read the first page meets them)."""
+    for thread in list(_threads):
+        thread.join(timeout)
+
+
+def _prepare_model(ckpt) -> None:
+    """transformer.inference.prepare on ckpt's model. Never raises: a failure is logged and
+    the pages trace what they need themselves."""
+    from transformer.inference.prepare import prepare
+
+    with _prepared_lock:
+        _prepared.add(ckpt.config.to_json())
+    try:
+        seconds = prepare(ckpt.model)
+        logger.info("Prepared %s's compiled functions in %.1f s", ckpt.name, sum(seconds.values()))
+    except Exception:  # noqa: BLE001 - an unprepared model only leaves its pages' first visits slower
+        logger.exception("Preparing %s's compiled functions failed", ckpt.name)

@@ -13,6 +13,7 @@ from transformer.core.masking import BLOCKED_SCORE
 
 DEFAULT_OTHERS = "5 Mar 2021\nWednesday, September 22, 1999"
 MAX_ROWS = 8  # batch rows run through the model at once
+OTHER_ROW_STEPS = 32  # the most tokens decoded for each other row's translation
 
 
 @st.fragment
@@ -90,13 +91,21 @@ sources = [state.current_source()] + [s.strip() for s in others.splitlines() if 
 if len(sources) > MAX_ROWS:
     st.caption(f"Only the first {MAX_ROWS - 1} other sentences are used.")
 sources = sources[:MAX_ROWS]
-translations = [results.translation(ckpt, s).text for s in sources]
+# Row 0 is the sidebar's translation; the other rows only show padding, so they are decoded
+# together and cut at OTHER_ROW_STEPS tokens (an untrained model never ends on its own).
+others = results.batch_translations(ckpt, sources[1:], OTHER_ROW_STEPS)
+typed = state.current_target()  # row 0's target: the typed one, as every page feeds it
+first = typed if typed is not None else results.translation(ckpt, sources[0]).text
+translations = [first] + [d.text for d in others]
 batch = results.mask_batch(ckpt, sources, translations)
 B, N = batch["source_ids"].shape
 T = batch["target_ids"].shape[1]
 names = [f"row {b}{' (sidebar)' * (b == 0)}: {short_label(s, 30) or '(empty)'}"
          for b, s in enumerate(sources)]
-st.caption(mask_captions.sides_caption(ckpt, N, T))
+st.caption(mask_captions.sides_caption(ckpt, N, T, typed=typed is not None))
+cut = [b for b, d in enumerate(others, start=1) if d.stopped_by != "end"]
+if cut:
+    st.caption(mask_captions.cut_rows_caption(cut, OTHER_ROW_STEPS))
 
 st.subheader("The batch's masks")
 pad, tgt_pad, look, dec = (batch[k] for k in ("padding", "target_padding", "look_ahead", "decoder"))

@@ -17,6 +17,9 @@ def test_our_model_frames_sources_with_its_start_and_end_tokens():
     assert f"`'<s>'` (id {cfg.start_id}) first and `'</s>'` (id {cfg.end_id}) last" in text
     assert f"the start token `'<s>'` (id {cfg.start_id}), then" in text
     assert "N = 12" in text and "T = 11" in text and "no separate start token" not in text
+    assert "typed target" not in text
+    assert "translation (row 0: your typed target, as every page feeds it)" in sides_caption(
+        ckpt, 12, 11, typed=True)
 
 
 def test_a_marian_model_is_never_said_to_have_a_start_token_it_lacks():

@@ -102,9 +102,16 @@ def test_mask_batch_pads_both_sides_and_runs_the_model(ckpt):
     np.testing.assert_array_equal(batch["padding"][:, 0, 0],
                                   [[1] * len(r) + [0] * (width - len(r)) for r in rows])
     layers, heads = ckpt.config.num_encoder_layers, ckpt.config.num_heads
-    assert batch["encoder_attention"].shape == (layers, 2, heads, width, width)
-    alone = ckpt.attention(sources[1], translations[1])  # the longest row: no padding
-    np.testing.assert_allclose(batch["encoder_attention"][:, 1], alone["encoder"], atol=1e-5)
+    assert batch["encoder_attention"].shape == (layers, 1, heads, width, width)  # row 0's
+    short = len(rows[0])
+    assert short < width  # row 0 is padded: its padded keys get weight 0
+    assert (batch["encoder_attention"][:, 0, :, :, short:] == 0).all()
+    alone = ckpt.attention(sources[0], translations[0])  # padding changes no real number
+    np.testing.assert_allclose(batch["encoder_attention"][:, 0, :, :short, :short],
+                               alone["encoder"], atol=1e-5)
+    eager = ckpt.model((batch["source_ids"], batch["target_ids"]), return_attention=True)
+    np.testing.assert_array_equal(batch["padding"], eager["source_mask"])
+    np.testing.assert_array_equal(batch["decoder"], eager["target_mask"])
 
 
 def test_one_translation_for_the_sidebar_every_page_and_the_maps(ckpt, calls, monkeypatch):

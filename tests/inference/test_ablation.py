@@ -76,6 +76,33 @@ def test_silencing_no_head_changes_nothing(ckpt):
     np.testing.assert_array_equal(result["token_log_probs"], result["original_token_log_probs"])
 
 
+def test_silencing_no_head_decodes_and_scores_once(ckpt, monkeypatch):
+    """Nothing silenced is the model itself: the original translation and one teacher-forced
+    pass are the answer (a 305-token translation of an opus-mt-sized model takes ~5 s to
+    decode again)."""
+    from transformer.inference import ablation
+
+    calls = {"decode": 0, "score": 0}
+    decode, score = type(ckpt).translate_plain, ablation.output_log_probs
+
+    def counted_decode(*args, **kwargs):
+        calls["decode"] += 1
+        return decode(*args, **kwargs)
+
+    def counted_score(*args, **kwargs):
+        calls["score"] += 1
+        return score(*args, **kwargs)
+
+    monkeypatch.setattr(type(ckpt), "translate_plain", counted_decode)
+    monkeypatch.setattr(ablation, "output_log_probs", counted_score)
+    original = ckpt.translate(SOURCE)
+    result = ablate(ckpt, SOURCE, [], original=original)
+    assert calls == {"decode": 0, "score": 1}
+    assert result["token_ids"] == list(original.token_ids) and result["delta_log_prob"] == 0.0
+    ablate(ckpt, SOURCE, [("cross", 0, 0)], original=original)
+    assert calls == {"decode": 1, "score": 3}
+
+
 def test_output_log_probs_equal_checkpoint_attention(ckpt):
     maps = ckpt.attention(SOURCE)
     log_probs = output_log_probs(ckpt, maps["source_ids"], maps["output_ids"])

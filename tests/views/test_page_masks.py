@@ -223,3 +223,34 @@ def test_the_page_says_what_this_model_masks(page, recipe):
         not cfg.mask_padding)
     assert ("position 0 of every target is the start token, **not padding**" in told) is (
         cfg.start_id == cfg.pad_id)
+
+
+def test_other_rows_of_a_model_that_never_ends_are_cut_and_said_to_be(app):
+    """An untrained model decodes every sentence to its step budget: the batch's other rows are
+    decoded together for at most OTHER_ROW_STEPS tokens (their padding is what they show) and
+    the page says which were cut; row 0 is the sidebar's whole translation."""
+    import importlib
+
+    from explorer import results
+    from testkit.tiny import tiny_checkpoint_bytes
+    from transformer import load_checkpoint
+
+    steps = importlib.import_module("views.4_Masks").OTHER_ROW_STEPS
+    data = tiny_checkpoint_bytes("never-ends", weight_seed=6, max_len=64)  # ends on none
+    ckpt = load_checkpoint(data)
+    whole = ckpt.translate(state.DEFAULT_SOURCE)
+    assert whole.stopped_by == "length" and len(whole.token_ids) == 64 > steps
+    uploader(app).upload("never-ends.ckpt", data).run()
+    at = open_page(app, PAGE)
+    target_ids = drawn_ids(charts(at)[1])
+    lengths = (target_ids != ckpt.config.pad_id).sum(axis=1)  # the start token + the pieces
+    others = results.batch_translations(ckpt, OTHERS, steps)
+    assert [d.token_ids for d in others] == [ckpt.translate(s, max_len=steps).token_ids
+                                             for s in OTHERS]  # decoded together, as alone
+    assert all(len(d.token_ids) == steps and d.stopped_by == "length" for d in others)
+    texts = [whole.text] + [d.text for d in others]  # row 0: the sidebar's whole translation
+    # Each row: the start token + the text's pieces (encode_target adds an end, not fed).
+    assert list(lengths) == [len(ckpt.encode_target(t)) for t in texts]
+    assert lengths[0] > max(lengths[1:])
+    told = " ".join(c.value for c in at.caption)
+    assert f"Rows 1 and 2: the translation is cut at {steps} tokens without its end token" in told

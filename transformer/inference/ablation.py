@@ -86,11 +86,14 @@ def ablate(ckpt, source: str, silenced: Iterable[Head], target_ids=None,
     source_ids = ckpt.encode_source(source)
     original = ckpt.translate(source) if original is None else original
     scored = list(original.token_ids) if target_ids is None else [int(i) for i in target_ids]
-    new = ckpt.translate_plain(source, head_mask=mask)  # its ids and text: no maps kept
     # Both passes use a full mask (ones where nothing is silenced): the same computation, so
     # silencing nothing changes the log-probability by exactly 0.
     before = output_log_probs(ckpt, source_ids, scored, head_masks(ckpt.config))
-    after = output_log_probs(ckpt, source_ids, scored, mask)
+    if silenced:
+        new = ckpt.translate_plain(source, head_mask=mask)  # its ids and text: no maps kept
+        after = output_log_probs(ckpt, source_ids, scored, mask)
+    else:  # silencing nothing is the model itself: nothing to decode or score again
+        new, after = original, before
     return {
         "silenced": silenced,
         "text": new.text, "tokens": list(new.tokens), "token_ids": list(new.token_ids),

@@ -1,0 +1,90 @@
+"""explorer.warm.prepare_in_background (issue 24, item 4): in the served app, a model that opens
+gets every compiled function the pages call traced and run once in the background (an
+opus-mt-sized model's Attention maps, Head arithmetic and Ablation pages each used to pay a
+2-3 s trace on their first visit), once per architecture; off where nothing asked for it."""
+
+import dataclasses
+import threading
+
+import keras
+import numpy as np
+import pytest
+
+from explorer import warm
+from transformer import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
+from transformer.inference.decoding import TOP_K, _compiled_step
+from transformer.inference.forward import forward_function
+from transformer.inference.prepare import KINDS, prepare
+from transformer.model.transformer import Transformer
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    return load_checkpoint(DEFAULT_CHECKPOINT)
+
+
+def small(bundled, dff: int, seed: int = 0) -> Checkpoint:
+    """A random model with the bundled tokenizers, of an architecture no other test uses (its
+    compiled functions are shared per config across the process)."""
+    config = dataclasses.replace(bundled.config, d_model=8, num_heads=2, dff=dff, head_dim=None,
+                                 num_encoder_layers=1, num_decoder_layers=1)
+    keras.utils.set_random_seed(seed)
+    model = Transformer(config).build_weights()
+    return Checkpoint(config, model, bundled.source_tokenizer, bundled.target_tokenizer)
+
+
+def traces(model) -> dict[str, int]:
+    """How many times each compiled function the pages call was traced for this architecture."""
+    functions = {"greedy": _compiled_step(model, True),
+                 "greedy_no_capture": _compiled_step(model, False),
+                 "forward": forward_function(model),
+                 "forward_top": forward_function(model, top_k=TOP_K),
+                 "forward_details": forward_function(model, details=True)}
+    assert set(functions) == set(KINDS)
+    return {kind: fn.tracing_count() for kind, fn in functions.items()}
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """Background preparation on (as explorer.serve turns it on), nothing prepared yet."""
+    on = threading.Event()
+    on.set()
+    monkeypatch.setattr(warm, "_background", on)
+    monkeypatch.setattr(warm, "_prepared", set())
+    monkeypatch.setattr(warm, "_threads", [])
+
+
+def test_every_function_is_prepared_once_per_architecture(bundled, served):
+    ckpt = small(bundled, dff=37)
+    assert set(traces(ckpt.model).values()) == {0}
+    thread = warm.prepare_in_background(ckpt)
+    assert thread is not None
+    warm.wait_prepared(timeout=300)
+    assert not thread.is_alive()
+    assert traces(ckpt.model) == dict.fromkeys(KINDS, 1)
+    same_architecture = small(bundled, dff=37, seed=1)  # another model of the same config
+    assert warm.prepare_in_background(same_architecture) is None
+    assert warm.prepare_in_background(ckpt) is None
+    # What a page then computes traces nothing more, and is that model's own numbers.
+    ids = ckpt.encode_source("5 March 2021")
+    first = same_architecture.translate("5 March 2021")
+    again = ckpt.translate("5 March 2021")
+    assert traces(ckpt.model) == dict.fromkeys(KINDS, 1)
+    assert len(ids) > 1 and first.steps and again.steps
+    assert not np.allclose(first.steps[0].cross, again.steps[0].cross)
+
+
+def test_off_where_no_server_asked_for_it(bundled, monkeypatch):
+    monkeypatch.setattr(warm, "_background", threading.Event())  # AppTest, scripts
+    monkeypatch.setattr(warm, "_prepared", set())
+    ckpt = small(bundled, dff=41)
+    assert warm.prepare_in_background(ckpt) is None
+    assert set(traces(ckpt.model).values()) == {0}
+
+
+def test_prepare_runs_each_function_once_and_then_costs_a_call(bundled):
+    ckpt = small(bundled, dff=43)
+    first = prepare(ckpt.model)
+    assert set(first) == set(KINDS) and traces(ckpt.model) == dict.fromkeys(KINDS, 1)
+    prepare(ckpt.model, kinds=("forward",))
+    assert traces(ckpt.model) == dict.fromkeys(KINDS, 1)

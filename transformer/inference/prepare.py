@@ -1,0 +1,43 @@
+"""Prepare a model's compiled functions before anyone waits on them.
+
+Every page's computation runs in a compiled function shared by all models of one architecture
+(transformer.inference.decoding.shared_function): the greedy decode loop with and without its
+attention rows, and the teacher-forced forward pass plain, with Q/K/V and with the top-k of each
+row. Each is traced on its first call (about 1.5 s for an opus-mt-sized model on 2 cores) and
+TensorFlow optimizes its graph on its first run (about 0.7 s more). `prepare` pays both on a
+one-token input, so a later call only computes; the app runs it in the background once a model
+is open (explorer.warm). Functions already prepared for the architecture cost nothing.
+"""
+
+from __future__ import annotations
+
+import time
+
+from transformer.inference.decoding import TOP_K, greedy_decode_batch
+from transformer.inference.forward import forward
+
+__all__ = ["KINDS", "prepare"]
+
+# The compiled functions the pages call, in the order a user usually meets them.
+KINDS = ("greedy", "forward", "forward_top", "forward_details", "greedy_no_capture")
+
+
+def prepare(model, kinds=KINDS) -> dict[str, float]:
+    """Trace and run once each compiled function in `kinds` for this model's architecture, on
+    one token; {kind: seconds it took} (about 0 for one prepared before)."""
+    c = model.config
+    token = 1 if c.pad_id == 0 else 0  # any id but padding: one real source token
+    source, target, output = [[token]], [[c.start_id]], [[c.end_id]]
+    calls = {
+        "greedy": lambda: greedy_decode_batch(model, source, max_len=1),
+        "greedy_no_capture": lambda: greedy_decode_batch(model, source, max_len=1, capture=False),
+        "forward": lambda: forward(model, source, target, output),
+        "forward_top": lambda: forward(model, source, target, output, top_k=TOP_K),
+        "forward_details": lambda: forward(model, source, target, output, details=True),
+    }
+    seconds = {}
+    for kind in kinds:
+        started = time.perf_counter()
+        calls[kind]()
+        seconds[kind] = time.perf_counter() - started
+    return seconds
