@@ -14,6 +14,8 @@ KIND_CLASSES = {
     "word": ("word", "WordTokenizer"),
     "wordpiece": ("wordpiece", "WordPieceTokenizer"),
     "marian": ("marian", "MarianTokenizer"),
+    "huggingface": ("huggingface", "HFTokenizer"),
+    "m2m100": ("m2m100", "M2M100Tokenizer"),
 }
 
 

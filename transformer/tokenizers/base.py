@@ -15,15 +15,18 @@ fails is a TokenizerError naming the file, at load, never on a user's first sent
 
 The kinds (``spec()["kind"]``) and their classes:
 
-=============  ===========================================  ===========================
-kind           what                                         class
-=============  ===========================================  ===========================
-``bpemb``      a standard BPEmb SentencePiece model         bpemb_tokenizer.BPEmbTokenizer
-``trained``    a SentencePiece BPE model trained here       bpemb_tokenizer.BPEmbTokenizer
-``word``       a Keras TextVectorization vocabulary         word_tokenizer.WordTokenizer
-``wordpiece``  a WordPiece vocabulary (the TF tutorial's)   wordpiece.WordPieceTokenizer
-``marian``     Marian (opus-mt) SentencePiece + vocab.json  marian.MarianTokenizer
-=============  ===========================================  ===========================
+===============  ===========================================  ===========================
+kind             what                                         class
+===============  ===========================================  ===========================
+``bpemb``        a standard BPEmb SentencePiece model         bpemb_tokenizer.BPEmbTokenizer
+``trained``      a SentencePiece BPE model trained here       bpemb_tokenizer.BPEmbTokenizer
+``word``         a Keras TextVectorization vocabulary         word_tokenizer.WordTokenizer
+``wordpiece``    a WordPiece vocabulary (the TF tutorial's)   wordpiece.WordPieceTokenizer
+``marian``       Marian (opus-mt) SentencePiece + vocab.json  marian.MarianTokenizer
+``huggingface``  BART, mBART(-50), T5, Pegasus, NLLB-200      huggingface.HFTokenizer
+                 (``family``): tokenizers-library pipelines
+``m2m100``       M2M100 SentencePiece + vocab.json            m2m100.M2M100Tokenizer
+===============  ===========================================  ===========================
 
 :func:`transformer.tokenizers.tokenizer_from_spec` rebuilds any of them from ``spec()`` and
 ``model_bytes``.

@@ -1,0 +1,417 @@
+"""Reading the tokenizer files Hugging Face families ship, as untrusted data, with bounds.
+
+Three formats, each read into plain Python values that :mod:`transformer.tokenizers.hf_backend`
+hands to the ``tokenizers`` library (the library never parses a stranger's file itself):
+
+* ``tokenizer.json`` (:func:`read_tokenizer_json`): at most MAX_TOKENIZER_JSON_BYTES, its strings
+  counted and its nesting measured on the text before it is parsed (at most MAX_JSON_STRINGS
+  strings, MAX_TOKENIZER_JSON_DEPTH levels), then checked field by field: only the top-level keys
+  tokenizer.json has; ``truncation`` and ``padding`` null; a normalizer, pre-tokenizer, decoder
+  and post-processor each of a kind these families use (ALLOWED_KINDS; anything else is refused
+  naming it); a ``BPE`` or ``Unigram`` model of at most MAX_VOCAB pieces (ids 0 .. n-1 each
+  once, scores finite) and MAX_MERGES merges, each merge two pieces of the vocabulary whose
+  join is one too; at most MAX_ADDED_TOKENS added tokens. A ``Precompiled`` normalizer's
+  rules go through SentencePiece's own check (sentencepiece_model.check_charsmap).
+* ``merges.txt`` (:func:`read_merges_txt`): "a b" lines after an optional "#version" line, the
+  same bounds on size and count, every piece in vocab.json.
+* SentencePiece models (:func:`read_sentencepiece`): at most MAX_SPM_BYTES and MAX_VOCAB pieces,
+  checked by sentencepiece_model.check_sentencepiece_model (pieces and normalization rules
+  valid UTF-8, rule tables SentencePiece can read safely) before anything runs them; what is
+  returned is the pieces with their scores and types, the model type and the normalization
+  rules (``precompiled_charsmap``).
+
+vocab.json is read by :func:`transformer.tokenizers.marian.parse_vocab_json` (its keys counted
+before it is parsed). Every malformed file is a TokenizerError naming the file and what is
+wrong, never a traceback, and nothing is allocated in proportion to a count before the count
+is checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+from google.protobuf.message import DecodeError
+from sentencepiece import sentencepiece_model_pb2
+
+from transformer.core import limits
+from transformer.tokenizers.base import TokenizerError, first_not_text, is_int
+from transformer.tokenizers.marian import check_vocab
+from transformer.tokenizers.sentencepiece_model import (
+    MAX_CHARSMAP_BYTES,
+    check_charsmap,
+    check_sentencepiece_model,
+)
+
+__all__ = ["read_tokenizer_json", "read_merges_txt", "read_sentencepiece", "TokenizerJson",
+           "SentencePieceData", "ALLOWED_KINDS", "MAX_TOKENIZER_JSON_BYTES", "MAX_MERGES",
+           "MAX_MERGES_BYTES", "MAX_SPM_BYTES", "MAX_ADDED_TOKENS", "MAX_TOKENIZER_JSON_DEPTH",
+           "MAX_JSON_STRINGS", "MAX_PIECE_CHARS"]
+
+MAX_TOKENIZER_JSON_BYTES = limits.MAX_TOKENIZER_BYTES  # NLLB-200's tokenizer.json is ~17 MB
+MAX_SPM_BYTES = limits.MAX_TOKENIZER_BYTES  # a 250k-piece SentencePiece model is ~5 MB
+MAX_MERGES = 2 * limits.MAX_VOCAB  # merges of one BPE model (BART: 50,000)
+MAX_MERGES_BYTES = 16 * 2**20  # merges.txt (BART's is 456 KB)
+MAX_ADDED_TOKENS = 4096  # tokenizer.json's added tokens (NLLB-200: 206, T5: 103, Pegasus: 106)
+MAX_TOKENIZER_JSON_DEPTH = limits.MAX_JSON_DEPTH  # these families' files nest at most 6 deep
+# Strings of one tokenizer.json: a piece per vocabulary entry, two per merge, a few hundred more.
+MAX_JSON_STRINGS = 2 * limits.MAX_VOCAB + 2 * MAX_MERGES + 16 * MAX_ADDED_TOKENS
+MAX_PIECE_CHARS = 1024  # one added token's or special token's text
+
+TOP_LEVEL_KEYS = {"version", "truncation", "padding", "added_tokens", "normalizer",
+                  "pre_tokenizer", "post_processor", "decoder", "model"}
+# The component kinds BART, mBART(-50), T5, M2M100, NLLB-200 and Pegasus files use (as shipped
+# and as transformers saves them); "Sequence" holds others of the same table.
+ALLOWED_KINDS = {
+    "normalizer": ("Sequence", "Precompiled", "Replace"),
+    "pre_tokenizer": ("Sequence", "ByteLevel", "Metaspace", "WhitespaceSplit"),
+    "decoder": ("Sequence", "ByteLevel", "Metaspace"),
+    "post_processor": ("Sequence", "TemplateProcessing", "RobertaProcessing", "ByteLevel"),
+    "model": ("BPE", "Unigram"),
+}
+_SEQUENCE_FIELD = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers",
+                   "decoder": "decoders", "post_processor": "processors"}
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+
+
+@dataclass
+class TokenizerJson:
+    """What the families take from a tokenizer.json: the model's type and vocabulary (Unigram:
+    a list of (piece, score); BPE: piece -> id), the BPE merges, the normalization rules of its
+    Precompiled normalizer (or None) and its added tokens (dicts as tokenizer.json holds them,
+    checked)."""
+    model_type: str
+    vocab: list | dict
+    merges: list[tuple[str, str]] = field(default_factory=list)
+    charsmap: bytes | None = None
+    added_tokens: list[dict] = field(default_factory=list)
+    unk_id: int | None = None
+
+
+@dataclass
+class SentencePieceData:
+    """A checked SentencePiece model: its bytes, pieces [(piece, score, type)], model type
+    ("unigram"/"bpe"/...), unk id and normalization rules (b"" when none)."""
+    model_bytes: bytes
+    pieces: list[tuple[str, float, int]]
+    model_type: str
+    unk_id: int
+    charsmap: bytes
+
+
+# ---------------------------------------------------------------------- generic helpers
+
+def _as_bytes(data, name: str, cap: int) -> bytes:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TokenizerError(f"{name}: expected the file's bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if not data:
+        raise TokenizerError(f"{name}: the file is empty")
+    if len(data) > cap:
+        raise TokenizerError(f"{name}: the file has {len(data):,} bytes, more than the {cap:,} "
+                             f"it may have")
+    return data
+
+
+def _as_text(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise TokenizerError(f"{name}: not UTF-8 text (byte {e.start})") from None
+
+
+def _json_depth_and_strings(text: str, name: str) -> None:
+    """Count the strings and measure the nesting on the text, before json.loads builds
+    anything (a deeply nested or a string-packed file is refused without parsing it)."""
+    strings = 0
+    pieces = []
+    last = 0
+    for strings, m in enumerate(_JSON_STRING.finditer(text), start=1):
+        if strings > MAX_JSON_STRINGS:
+            raise TokenizerError(f"{name}: holds more than {MAX_JSON_STRINGS:,} strings, more "
+                                 f"than a vocabulary of {limits.MAX_VOCAB:,} pieces with "
+                                 f"{MAX_MERGES:,} merges needs")
+        pieces.append(text[last:m.start()])
+        last = m.end()
+    pieces.append(text[last:])
+    outside = "".join(pieces).encode("utf-8", "replace")  # text outside strings: ASCII mostly
+    arr = np.frombuffer(outside, dtype=np.uint8)
+    steps = (np.isin(arr, (ord("{"), ord("["))).astype(np.int32)
+             - np.isin(arr, (ord("}"), ord("]"))).astype(np.int32))
+    if steps.size and int(np.cumsum(steps).max(initial=0)) > MAX_TOKENIZER_JSON_DEPTH:
+        raise TokenizerError(f"{name}: JSON nested more than {MAX_TOKENIZER_JSON_DEPTH} levels "
+                             f"deep")
+
+
+def _loads(text: str, name: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TokenizerError(f"{name}: not valid JSON ({e.msg} at line {e.lineno}, "
+                             f"column {e.colno})") from None
+    except RecursionError:
+        raise TokenizerError(f"{name}: JSON nested too deeply") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise TokenizerError(f"{name}: holds a number too long to read") from None
+
+
+def _piece_text(value, what: str) -> str:
+    if not isinstance(value, str):
+        raise TokenizerError(f"{what}: expected a string, got {type(value).__name__}")
+    if first_not_text([value]) is not None:
+        raise TokenizerError(f"{what}: {value[:20]!r} holds a lone surrogate, which is not "
+                             f"valid UTF-8")
+    return value
+
+
+# ---------------------------------------------------------------------- tokenizer.json
+
+def read_tokenizer_json(data, name: str = "tokenizer.json") -> TokenizerJson:
+    """tokenizer.json as data (see the module's docstring for what is checked)."""
+    data = _as_bytes(data, name, MAX_TOKENIZER_JSON_BYTES)
+    text = _as_text(data, name)
+    _json_depth_and_strings(text, name)
+    doc = _loads(text, name)
+    if not isinstance(doc, dict):
+        raise TokenizerError(f"{name}: expected a JSON object, got {type(doc).__name__}")
+    unknown = sorted(set(doc) - TOP_LEVEL_KEYS)
+    if unknown:
+        raise TokenizerError(f"{name}: unknown field(s) {', '.join(map(repr, unknown[:5]))}")
+    for key in ("truncation", "padding"):
+        if doc.get(key) is not None:
+            raise TokenizerError(f"{name}: sets {key}, which these tokenizers do not apply "
+                                 f"(it must be null)")
+    for part in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
+        _check_component(doc.get(part), part, name, 0)
+    model = doc.get("model")
+    if not isinstance(model, dict):
+        raise TokenizerError(f"{name}: has no model (expected a JSON object under 'model')")
+    kind = model.get("type")
+    if kind not in ALLOWED_KINDS["model"]:
+        raise TokenizerError(f"{name}: model type {str(kind)[:40]!r} is not supported (only "
+                             f"{', '.join(ALLOWED_KINDS['model'])})")
+    out = (_read_bpe(model, name) if kind == "BPE" else _read_unigram(model, name))
+    out.charsmap = _find_charsmap(doc.get("normalizer"), name)
+    out.added_tokens = _read_added_tokens(doc.get("added_tokens", []), name)
+    return out
+
+
+def _check_component(comp, part: str, name: str, depth: int) -> None:
+    if comp is None:
+        return
+    if not isinstance(comp, dict):
+        raise TokenizerError(f"{name}: {part} must be a JSON object or null, got "
+                             f"{type(comp).__name__}")
+    kind = comp.get("type")
+    if kind not in ALLOWED_KINDS[part]:
+        raise TokenizerError(f"{name}: {part} of type {str(kind)[:40]!r} is not supported "
+                             f"(only {', '.join(ALLOWED_KINDS[part])})")
+    if kind == "Sequence":
+        items = comp.get(_SEQUENCE_FIELD[part])
+        if not isinstance(items, list) or len(items) > 16:
+            raise TokenizerError(f"{name}: {part} Sequence must list at most 16 {part}s")
+        for item in items:
+            _check_component(item, part, name, depth + 1)
+
+
+def _find_charsmap(normalizer, name: str) -> bytes | None:
+    """The rules of the first Precompiled normalizer (at the top or in a Sequence), as
+    transformers looks for them; None when there is none."""
+    if normalizer is None:
+        return None
+    items = (normalizer.get("normalizers") if normalizer.get("type") == "Sequence"
+             else [normalizer])
+    for item in items:
+        if item.get("type") == "Precompiled" and "precompiled_charsmap" in item:
+            blob = item["precompiled_charsmap"]
+            if blob is None:
+                return None
+            if not isinstance(blob, str) or len(blob) > 2 * MAX_CHARSMAP_BYTES:
+                raise TokenizerError(f"{name}: the Precompiled normalizer's rules must be a "
+                                     f"base64 string of at most {MAX_CHARSMAP_BYTES:,} bytes")
+            try:
+                raw = base64.b64decode(blob, validate=True)
+            except (binascii.Error, ValueError):
+                raise TokenizerError(f"{name}: the Precompiled normalizer's rules are not "
+                                     f"base64") from None
+            check_charsmap(raw, f"{name}: its Precompiled normalization rules")
+            return raw or None
+    return None
+
+
+def _read_unigram(model: dict, name: str) -> TokenizerJson:
+    vocab = model.get("vocab")
+    if not isinstance(vocab, list) or not vocab:
+        raise TokenizerError(f"{name}: the Unigram model's vocab must be a non-empty list of "
+                             f"[piece, score] pairs")
+    if len(vocab) > limits.MAX_VOCAB:
+        raise TokenizerError(f"{name}: {len(vocab):,} pieces, more than the "
+                             f"{limits.MAX_VOCAB:,} a vocabulary may have")
+    out = []
+    for i, item in enumerate(vocab):
+        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
+                or not isinstance(item[1], (int, float)) or isinstance(item[1], bool)
+                or not math.isfinite(item[1])):
+            raise TokenizerError(f"{name}: vocab entry {i} must be [piece, finite score], got "
+                                 f"{str(item)[:60]}")
+        out.append((item[0], float(item[1])))
+    pieces = [p for p, _ in out]
+    if (k := first_not_text(pieces)) is not None:
+        raise TokenizerError(f"{name}: the piece of id {k} holds a lone surrogate, which is "
+                             f"not valid UTF-8")
+    if len(set(pieces)) != len(pieces):
+        seen = set()
+        repeated = next(p for p in pieces if p in seen or seen.add(p))
+        raise TokenizerError(f"{name}: the piece {repeated[:40]!r} appears more than once")
+    unk = model.get("unk_id")
+    if unk is not None and (not is_int(unk) or not 0 <= unk < len(out)):
+        raise TokenizerError(f"{name}: unk_id {str(unk)[:20]} is not an id of the vocabulary")
+    if model.get("byte_fallback"):
+        raise TokenizerError(f"{name}: a Unigram model with byte_fallback is not supported")
+    return TokenizerJson("Unigram", out, unk_id=unk)
+
+
+def _read_bpe(model: dict, name: str) -> TokenizerJson:
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict) or not vocab:
+        raise TokenizerError(f"{name}: the BPE model's vocab must be a non-empty JSON object "
+                             f"mapping each piece to its id")
+    check_vocab(vocab, f"{name}'s vocab")
+    for key in ("dropout",):
+        if model.get(key) not in (None, 0, 0.0):
+            raise TokenizerError(f"{name}: a BPE model with {key} is not supported")
+    if model.get("byte_fallback"):
+        raise TokenizerError(f"{name}: a BPE model with byte_fallback is not supported")
+    merges = model.get("merges", [])
+    if not isinstance(merges, list):
+        raise TokenizerError(f"{name}: the BPE model's merges must be a list")
+    if len(merges) > MAX_MERGES:
+        raise TokenizerError(f"{name}: {len(merges):,} merges, more than the {MAX_MERGES:,} "
+                             f"allowed")
+    pairs = []
+    for i, m in enumerate(merges):
+        if isinstance(m, str):
+            parts = m.split(" ")
+        elif isinstance(m, list):
+            parts = m
+        else:
+            parts = None
+        if (parts is None or len(parts) != 2 or not all(isinstance(p, str) for p in parts)):
+            raise TokenizerError(f"{name}: merge {i} must be 'a b' or [a, b], got "
+                                 f"{str(m)[:60]}")
+        pairs.append((parts[0], parts[1]))
+    check_merges(pairs, vocab, name)
+    return TokenizerJson("BPE", dict(vocab), merges=pairs)
+
+
+def check_merges(pairs: list[tuple[str, str]], vocab: dict, name: str) -> None:
+    """Each merge's two pieces and their join must be pieces of the vocabulary (the tokenizers
+    library refuses the model otherwise, with a message of its own)."""
+    for i, (a, b) in enumerate(pairs):
+        for piece in (a, b, a + b):
+            if piece not in vocab:
+                raise TokenizerError(f"{name}: merge {i} ({a[:20]!r} {b[:20]!r}) uses "
+                                     f"{piece[:40]!r}, which is not in the vocabulary")
+
+
+def _read_added_tokens(items, name: str) -> list[dict]:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise TokenizerError(f"{name}: added_tokens must be a list")
+    if len(items) > MAX_ADDED_TOKENS:
+        raise TokenizerError(f"{name}: {len(items):,} added tokens, more than the "
+                             f"{MAX_ADDED_TOKENS:,} allowed")
+    out, ids = [], set()
+    for k, item in enumerate(items):
+        what = f"{name}: added token {k}"
+        if not isinstance(item, dict):
+            raise TokenizerError(f"{what} must be a JSON object")
+        tid, content = item.get("id"), item.get("content")
+        if not is_int(tid) or not 0 <= tid < limits.MAX_VOCAB + MAX_ADDED_TOKENS:
+            raise TokenizerError(f"{what}: id {str(tid)[:20]} is not a valid id")
+        if tid in ids:
+            raise TokenizerError(f"{what}: id {tid} is given twice")
+        ids.add(tid)
+        content = _piece_text(content, what)
+        if not content or len(content) > MAX_PIECE_CHARS:
+            raise TokenizerError(f"{what}: its text must have 1 to {MAX_PIECE_CHARS} characters")
+        flags = {}
+        for flag, default in (("single_word", False), ("lstrip", False), ("rstrip", False),
+                              ("normalized", False), ("special", False)):
+            value = item.get(flag, default)
+            if not isinstance(value, bool):
+                raise TokenizerError(f"{what}: {flag} must be true or false")
+            flags[flag] = value
+        out.append({"id": tid, "content": content, **flags})
+    return out
+
+
+# ---------------------------------------------------------------------- merges.txt
+
+def read_merges_txt(data, vocab: dict, name: str = "merges.txt") -> list[tuple[str, str]]:
+    """merges.txt: an optional "#version" first line, then one "a b" merge a line (an empty
+    line, such as the final one, is skipped), every piece and join in ``vocab``."""
+    data = _as_bytes(data, name, MAX_MERGES_BYTES)
+    text = _as_text(data, name)
+    lines = text.split("\n")
+    if lines and lines[0].startswith("#version"):
+        lines = lines[1:]
+    if len(lines) > MAX_MERGES + 1:
+        raise TokenizerError(f"{name}: {len(lines):,} lines, more than the {MAX_MERGES:,} "
+                             f"merges allowed")
+    pairs = []
+    for number, line in enumerate(lines, start=2):
+        line = line.removesuffix("\r")
+        if not line:
+            continue
+        parts = line.split(" ")
+        if len(parts) != 2:
+            raise TokenizerError(f"{name}: line {number} ({line[:40]!r}) is not two pieces "
+                                 f"separated by one space")
+        pairs.append((parts[0], parts[1]))
+    check_merges(pairs, vocab, name)
+    return pairs
+
+
+# ---------------------------------------------------------------------- SentencePiece models
+
+_SPM_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
+
+
+def read_sentencepiece(data, name: str) -> SentencePieceData:
+    """A SentencePiece model file, checked (see the module's docstring)."""
+    data = _as_bytes(data, name, MAX_SPM_BYTES)
+    proto = sentencepiece_model_pb2.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError):
+        raise TokenizerError(f"{name}: not a SentencePiece model") from None
+    n = len(proto.pieces)
+    if n == 0:
+        raise TokenizerError(f"{name}: the SentencePiece model has no pieces")
+    if n > limits.MAX_VOCAB:
+        raise TokenizerError(f"{name}: the SentencePiece model has {n:,} pieces, more than the "
+                             f"{limits.MAX_VOCAB:,} a vocabulary may have")
+    check_sentencepiece_model(data, name)
+    pieces = []
+    for i, p in enumerate(proto.pieces):
+        if not math.isfinite(p.score):
+            raise TokenizerError(f"{name}: piece {i} has the score {p.score}")
+        pieces.append((p.piece, float(p.score), int(p.type)))
+    if len({p for p, _, _ in pieces}) != n:
+        raise TokenizerError(f"{name}: a piece appears more than once")
+    kind = _SPM_TYPES.get(int(proto.trainer_spec.model_type), "unknown")
+    unk = int(proto.trainer_spec.unk_id)
+    if not 0 <= unk < n:
+        raise TokenizerError(f"{name}: its unk id {unk} is not an id of its {n:,} pieces")
+    charsmap = bytes(proto.normalizer_spec.precompiled_charsmap)
+    if charsmap and len(charsmap) > MAX_CHARSMAP_BYTES:  # check_sentencepiece_model refused it
+        raise TokenizerError(f"{name}: its normalization rules are too large")
+    return SentencePieceData(data, pieces, kind, unk, charsmap)

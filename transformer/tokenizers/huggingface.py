@@ -1,0 +1,300 @@
+"""Tokenizers of the Hugging Face families BART, mBART (cc25), mBART-50, T5 (v1.0, v1.1,
+flan-T5, mT5), Pegasus and NLLB-200: the ``tokenizers`` library running the family's pipeline
+(hf_backend) over the vocabulary of the files the family ships (hf_files checks them first).
+
+Files, per family (``tokenizer.json`` is used whenever it is given, as transformers does):
+
+===========  =========================================  ===================================
+family       files                                      kind ``huggingface``, ``family``
+===========  =========================================  ===================================
+BART         tokenizer.json, or vocab.json + merges.txt  ``bart``
+mBART cc25   tokenizer.json, or sentencepiece.bpe.model  ``mbart``
+mBART-50     tokenizer.json, or sentencepiece.bpe.model  ``mbart50``
+T5 / mT5     tokenizer.json, or spiece.model             ``t5``
+Pegasus      tokenizer.json, or spiece.model             ``pegasus``
+NLLB-200     tokenizer.json                              ``nllb``
+===========  =========================================  ===================================
+
+(M2M100 is :class:`transformer.tokenizers.m2m100.M2M100Tokenizer`.)
+
+One object per side ("source" or "target") and language. ``encode(text, add_start=True,
+add_end=True)`` gives exactly the ids transformers' tokenizer gives, ``tok(text)["input_ids"]`` on
+the source side and ``tok(text_target=text)["input_ids"]`` on the target side (LAYOUTS):
+
+==========  ===============================  ===============================
+family      source                           target
+==========  ===============================  ===============================
+bart        ``<s>`` X ``</s>``                ``<s>`` X ``</s>``
+mbart       X ``</s>`` src_lang               X ``</s>`` tgt_lang
+mbart50     src_lang X ``</s>``               tgt_lang X ``</s>``
+t5          X ``</s>``                        X ``</s>``
+pegasus     X ``</s>``                        X ``</s>``
+nllb        src_lang X ``</s>``               tgt_lang X ``</s>``
+nllb legacy X ``</s>`` src_lang               X ``</s>`` tgt_lang
+==========  ===============================  ===============================
+
+``add_start`` adds the side's prefix (nothing where there is none), ``add_end`` its suffix;
+``start_id`` is the prefix's id (None where there is none) and ``end_id`` the ``</s>`` id.
+``prefix_ids``/``suffix_ids`` are the two lists; ``bos_id``, ``eos_id``, ``pad_id``, ``unk_id``
+the named specials' ids (``bos_id`` None for T5 and Pegasus, which have no ``<s>``);
+``language_ids`` maps every language code of the vocabulary to its id (the forced first
+token of mBART-50, NLLB and M2M100 translations is ``language_ids[tgt_lang]``). The id a
+decoder starts from is the model config's business (BART, mBART-50, NLLB: ``</s>``; T5, Pegasus:
+``<pad>``; mBART cc25: the target language code), not this tokenizer's.
+
+``decode`` gives ``tok.decode(ids, skip_special_tokens=True)`` (it stops at the first
+``</s>``, drops every special token; ``clean_up_tokenization_spaces`` as transformers applies it,
+never to a BPE model). ``model_bytes`` is the built pipeline's tokenizer.json; loading it checks
+it as any other tokenizer.json.
+"""
+
+from __future__ import annotations
+
+import operator
+
+from transformer.core.text import clean_text
+from transformer.tokenizers.base import (
+    Tokenizer,
+    TokenizerError,
+    check_matches,
+    check_spec_ids,
+    check_text,
+)
+from transformer.tokenizers.hf_backend import FAMILIES, build_backend, vocab_from_sentencepiece
+from transformer.tokenizers.hf_files import (
+    TokenizerJson,
+    read_merges_txt,
+    read_sentencepiece,
+    read_tokenizer_json,
+)
+from transformer.tokenizers.marian import parse_vocab_json
+
+__all__ = ["HFTokenizer", "SIDES", "FAMILY_FILES", "OPTIONS"]
+
+SIDES = ("source", "target")
+# family -> the files it is built from when there is no tokenizer.json
+FAMILY_FILES = {
+    "bart": ("vocab.json", "merges.txt"),
+    "mbart": ("sentencepiece.bpe.model",),
+    "mbart50": ("sentencepiece.bpe.model",),
+    "t5": ("spiece.model",),
+    "pegasus": ("spiece.model",),
+    "nllb": (),
+}
+# options (all bool, default False): tokenizer_config.json's values, read by the importer
+OPTIONS = ("add_prefix_space", "legacy_behaviour", "clean_up_tokenization_spaces")
+
+
+def _clean_up(text: str) -> str:
+    """transformers' clean_up_tokenization."""
+    return (text.replace(" .", ".").replace(" ?", "?").replace(" !", "!").replace(" ,", ",")
+            .replace(" ' ", "'").replace(" n't", "n't").replace(" 'm", "'m").replace(" 's", "'s")
+            .replace(" 've", "'ve").replace(" 're", "'re"))
+
+
+class HFTokenizer(Tokenizer):
+    """One side of a BART / mBART / mBART-50 / T5 / Pegasus / NLLB tokenizer (see the module)."""
+
+    kind = "huggingface"
+    SPEC_FIELDS = ("kind", "family", "side", "language", "options", "pad_id", "unk_id",
+                   "start_id", "end_id", "vocab_size")
+
+    def __init__(self, family: str, data: TokenizerJson, side: str, language: str | None = None,
+                 *, name: str = "tokenizer.json", options: dict | None = None):
+        if family not in FAMILIES:
+            raise TokenizerError(f"family: must be one of {tuple(FAMILIES)}, got {family!r}")
+        if side not in SIDES:
+            raise TokenizerError(f"side: must be one of {SIDES}, got {side!r}")
+        self.family, self.side = family, side
+        self.options = _check_options(options)
+        fam = FAMILIES[family]
+        self.backend = build_backend(fam, data, name=name,
+                                     add_prefix_space=self.options["add_prefix_space"])
+        vocab = self.backend.get_vocab(with_added_tokens=True)
+        self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
+        if len(vocab) != self.vocab_size or (vocab and max(vocab.values()) != self.vocab_size - 1):
+            raise TokenizerError(f"{name}: the ids of its pieces are not 0 .. n-1, one each")
+        self.pieces_by_id = [""] * self.vocab_size
+        for piece, i in vocab.items():
+            self.pieces_by_id[i] = piece
+        special_ids = {}
+        for role, text in fam.specials:
+            special_ids[role] = vocab.get(text)
+        for role in ("eos", "pad", "unk"):
+            if special_ids.get(role) is None:
+                text = dict(fam.specials)[role]
+                raise TokenizerError(f"{name}: has no {text} (a {family} vocabulary has one)")
+        self.bos_id = special_ids.get("bos")
+        self.eos_id, self.pad_id, self.unk_id = (special_ids["eos"], special_ids["pad"],
+                                                 special_ids["unk"])
+        self.language_ids = {c: vocab[c] for c in fam.language_codes if c in vocab}
+        if fam.language_codes:
+            language = fam.default_source_language if language is None else language
+            if not isinstance(language, str) or language not in self.language_ids:
+                known = ", ".join(list(self.language_ids)[:8]) or "none"
+                raise TokenizerError(f"language: {str(language)[:40]!r} is not a language code "
+                                     f"of this {family} vocabulary (it has: {known})")
+        elif language is not None:
+            raise TokenizerError(f"language: a {family} tokenizer has no language codes, got "
+                                 f"{str(language)[:40]!r}")
+        self.language = language
+        self.prefix_ids, self.suffix_ids = self._layout()
+        self.start_id = self.prefix_ids[0] if self.prefix_ids else None
+        self.end_id = self.eos_id
+        self._special_ids = {t.content for t in self.backend.get_added_tokens_decoder().values()
+                             if t.special}
+        self._cache: tuple[str, object] | None = None
+        self.model_bytes = self.backend.to_str().encode("utf-8")
+        self.probe(f"the {side} {family} tokenizer ({name})")
+
+    def _layout(self) -> tuple[list[int], list[int]]:
+        lang = self.language_ids.get(self.language) if self.language is not None else None
+        eos = self.eos_id
+        if self.family == "bart":
+            if self.bos_id is None:
+                raise TokenizerError("a BART vocabulary must hold <s>")
+            return [self.bos_id], [eos]
+        if self.family == "mbart" or (self.family == "nllb"
+                                      and self.options["legacy_behaviour"]):
+            return [], [eos, lang]
+        if self.family in ("mbart50", "nllb"):
+            return [lang], [eos]
+        return [], [eos]  # t5, pegasus
+
+    # ----------------------------------------------------------------- building
+
+    @classmethod
+    def from_files(cls, family: str, files: dict, side: str, language: str | None = None,
+                   **options) -> "HFTokenizer":
+        """The tokenizer of ``family`` from its files (name -> bytes, the names of FAMILY_FILES
+        or "tokenizer.json", which wins when given). ``options``: OPTIONS (T5's ``extra_ids``
+        is taken from the vocabulary of a tokenizer.json, 100 for a spiece.model)."""
+        if family not in FAMILIES:
+            raise TokenizerError(f"family: must be one of {tuple(FAMILIES)}, got {family!r}")
+        if not isinstance(files, dict):
+            raise TokenizerError(f"files: expected a dict of file name -> bytes, got "
+                                 f"{type(files).__name__}")
+        extra_ids = options.pop("extra_ids", 100)
+        if not isinstance(extra_ids, int) or isinstance(extra_ids, bool) or not 0 <= extra_ids <= 1000:
+            raise TokenizerError(f"extra_ids: expected an int in [0, 1000], got {extra_ids!r}")
+        if "tokenizer.json" in files:
+            data = read_tokenizer_json(files["tokenizer.json"], "tokenizer.json")
+            name = "tokenizer.json"
+        else:
+            needed = FAMILY_FILES[family]
+            if not needed or any(f not in files for f in needed):
+                want = " + ".join(needed) if needed else "nothing else"
+                raise TokenizerError(f"a {family} tokenizer needs tokenizer.json (or {want}); "
+                                     f"given {sorted(map(str, files))[:6]}")
+            if family == "bart":
+                vocab = parse_vocab_json(files["vocab.json"], "vocab.json")
+                merges = read_merges_txt(files["merges.txt"], vocab, "merges.txt")
+                data = TokenizerJson("BPE", vocab, merges=merges)
+                name = "vocab.json + merges.txt"
+            else:
+                name = needed[0]
+                spm = read_sentencepiece(files[name], name)
+                data = TokenizerJson("Unigram", vocab_from_sentencepiece(
+                    FAMILIES[family], spm, extra_ids=extra_ids, name=name),
+                    charsmap=spm.charsmap or None)
+        return cls(family, data, side, language, name=name, options=options)
+
+    # ----------------------------------------------------------------- text -> ids
+
+    def _encoding(self, text: str):
+        text = check_text(text)
+        if self._cache is not None and self._cache[0] == text:
+            return self._cache[1]
+        enc = self.backend.encode(text, add_special_tokens=False)
+        self._cache = (text, enc)
+        return enc
+
+    def _preprocess(self, text: str) -> str:
+        """The text itself (the pipeline normalizes inside; spans index into the text)."""
+        return check_text(text)
+
+    def _pieces(self, text: str) -> list[str]:
+        return list(self._encoding(text).tokens)
+
+    def _piece_ids(self, text: str) -> list[int]:
+        return list(self._encoding(text).ids)
+
+    def _piece_spans(self, text: str) -> list[tuple[int, int]]:
+        n = len(text)
+        return [(min(max(b, 0), n), min(max(e, b, 0), n))
+                for b, e in self._encoding(text).offsets]
+
+    def encode(self, text: str, *, add_start: bool = False, add_end: bool = False,
+               max_len: int | None = None) -> list[int]:
+        """Ids of the text; ``add_start``/``add_end`` add the side's prefix/suffix (LAYOUTS in
+        the module's docstring; both: transformers' ids); ``max_len`` truncates the pieces,
+        keeping them."""
+        prefix = self.prefix_ids if add_start else []
+        suffix = self.suffix_ids if add_end else []
+        ids = self._piece_ids(self._clean(text))
+        if max_len is not None:
+            max_len = operator.index(max_len)
+            if max_len < len(prefix) + len(suffix):
+                raise ValueError(f"max_len={max_len} leaves no room for the special ids")
+            ids = ids[:max_len - len(prefix) - len(suffix)]
+        return list(prefix) + ids + list(suffix)
+
+    @staticmethod
+    def _clean(text: str) -> str:
+        return clean_text(text)[0]
+
+    # ----------------------------------------------------------------- ids -> text
+
+    def id_to_piece(self, i: int) -> str:
+        return self.pieces_by_id[self._check_id(i)]
+
+    def _decode_kept(self, ids: list[int]) -> str:
+        text = self.backend.decode(ids, skip_special_tokens=True)
+        if self.options["clean_up_tokenization_spaces"] and FAMILIES[self.family].model_type != "BPE":
+            text = _clean_up(text)
+        return text
+
+    # ----------------------------------------------------------------- spec / loading
+
+    def spec(self) -> dict:
+        return {"kind": self.kind, "family": self.family, "side": self.side,
+                "language": self.language, "options": dict(self.options),
+                "pad_id": self.pad_id, "unk_id": self.unk_id, "start_id": self.start_id,
+                "end_id": self.end_id, "vocab_size": self.vocab_size}
+
+    @classmethod
+    def _from_valid_spec(cls, spec: dict, model_bytes: bytes) -> "HFTokenizer":
+        if spec["family"] not in FAMILIES:
+            raise TokenizerError(f"family: must be one of {tuple(FAMILIES)}, got "
+                                 f"{str(spec['family'])[:40]!r}")
+        if spec["side"] not in SIDES:
+            raise TokenizerError(f"side: must be one of {SIDES}, got {str(spec['side'])[:40]!r}")
+        if spec["language"] is not None and not isinstance(spec["language"], str):
+            raise TokenizerError(f"language: expected a string or null, got "
+                                 f"{type(spec['language']).__name__}")
+        names = ("pad_id", "unk_id", "start_id", "end_id")
+        check_spec_ids(spec, names, optional=("start_id",))
+        data = read_tokenizer_json(model_bytes, "model_bytes (tokenizer.json)")
+        tok = cls(spec["family"], data, spec["side"], spec["language"],
+                  name="model_bytes (tokenizer.json)", options=spec["options"])
+        check_matches(spec, tok.spec(), ("vocab_size",) + names, "tokenizer.json")
+        return tok
+
+
+def _check_options(options) -> dict:
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise TokenizerError(f"options: expected a dict, got {type(options).__name__}")
+    unknown = sorted(set(map(str, options)) - set(OPTIONS))
+    if unknown:
+        raise TokenizerError(f"options: unknown option(s) {', '.join(map(repr, unknown[:5]))} "
+                             f"(known: {', '.join(OPTIONS)})")
+    out = {}
+    for key in OPTIONS:
+        value = options.get(key, False)
+        if not isinstance(value, bool):
+            raise TokenizerError(f"options: {key} must be true or false, got {value!r}"[:200])
+        out[key] = value
+    return out
+

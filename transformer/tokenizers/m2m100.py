@@ -1,0 +1,233 @@
+"""M2M100 tokenizer: the SentencePiece model (sentencepiece.bpe.model) with the ids of vocab.json,
+and the language tokens after them, as transformers' (slow, Python) ``M2M100Tokenizer`` does:
+
+* the text is first cut at the special tokens it holds (``<s>``, ``</s>``, ``<pad>``,
+  ``<unk>``: the earliest, then the longest, as transformers' trie cuts), each one piece; the
+  rest goes through the SentencePiece model's ``encode(text, out_type=str)``. transformers 5.23
+  registers no language token as special, so a typed ``__de__`` is ordinary text here too;
+* ids: a language token ``__xx__`` is ``len(vocab.json)`` + the index of ``xx`` in the language
+  list (``language_codes`` "m2m100": 100 codes, or "wmt21": 8; hf_languages.M2M100_CODES);
+  every other piece goes through vocab.json, ``<unk>`` when it lacks it. After the language
+  tokens come ``num_madeup_words`` (8) ids transformers names ``<unk>``;
+* ``encode(add_start=True, add_end=True)``: ``__src__`` X ``</s>`` on the source side and
+  ``__tgt__`` X ``</s>`` on the target side (``tok(text)`` / ``tok(text_target=text)``);
+  ``start_id`` is the side's language token (the forced first token of a translation into that
+  language: ``language_ids[code]``), ``end_id`` the ``</s>`` id;
+* decode: the specials dropped (``skip_special_tokens=True``), SentencePiece's
+  ``decode`` of the rest, stripped; it stops at the first ``</s>``. A language token is
+  decoded as its text, as transformers 5.23 does ("__fr__ Bonjour"), except this side's own
+  (``start_id``), which is dropped as every tokenizer here drops its start id: transformers'
+  decode of a translation begins with "__fr__ ", ours does not.
+
+``model_bytes``: the SentencePiece model and vocab.json in one uncompressed ZIP, as Marian's
+(marian._pack).
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+
+from transformer.core.text import clean_text
+from transformer.tokenizers.base import (
+    Tokenizer,
+    TokenizerError,
+    check_matches,
+    check_spec_ids,
+    check_text,
+    is_int,
+    sentencepiece_spans,
+)
+from transformer.tokenizers.hf_files import read_sentencepiece
+from transformer.tokenizers.hf_languages import M2M100_CODES
+from transformer.tokenizers.marian import (
+    MODEL_MEMBER,
+    VOCAB_MEMBER,
+    _load_sentencepiece,
+    _pack,
+    _unpack,
+    _vocab_json,
+    check_vocab,
+    parse_vocab_json,
+)
+
+__all__ = ["M2M100Tokenizer", "SIDES", "SPM_FILE", "MAX_MADEUP_WORDS"]
+
+SIDES = ("source", "target")
+SPM_FILE = "sentencepiece.bpe.model"
+NAMED = (("bos", "<s>"), ("eos", "</s>"), ("pad", "<pad>"), ("unk", "<unk>"))
+MAX_MADEUP_WORDS = 1024
+
+
+class M2M100Tokenizer(Tokenizer):
+    """One side (and language) of an M2M100 tokenizer (see the module)."""
+
+    kind = "m2m100"
+    SPEC_FIELDS = ("kind", "side", "language", "language_codes", "num_madeup_words", "pad_id",
+                   "unk_id", "start_id", "end_id", "vocab_size")
+
+    def __init__(self, spm_bytes: bytes, vocab: dict[str, int], side: str,
+                 language: str | None = None, *, language_codes: str = "m2m100",
+                 num_madeup_words: int = 8, spm_name: str = SPM_FILE,
+                 vocab_name: str = "vocab.json"):
+        if side not in SIDES:
+            raise TokenizerError(f"side: must be one of {SIDES}, got {side!r}")
+        if language_codes not in M2M100_CODES:
+            raise TokenizerError(f"language_codes: must be one of {tuple(M2M100_CODES)}, got "
+                                 f"{str(language_codes)[:40]!r}")
+        if not is_int(num_madeup_words) or not 0 <= num_madeup_words <= MAX_MADEUP_WORDS:
+            raise TokenizerError(f"num_madeup_words: expected an int in [0, "
+                                 f"{MAX_MADEUP_WORDS}], got {num_madeup_words!r}"[:200])
+        read_sentencepiece(spm_bytes, spm_name)  # bounds, then the rules checked
+        self.sp = _load_sentencepiece(spm_bytes, spm_name)
+        check_vocab(vocab, vocab_name)
+        self.side, self.language_codes = side, language_codes
+        self.num_madeup_words = num_madeup_words
+        self.vocab = dict(vocab)
+        missing = [t for _, t in NAMED if t not in self.vocab]
+        if missing:
+            raise TokenizerError(f"{vocab_name}: has no {', '.join(missing)} (an M2M100 "
+                                 f"vocabulary has <s>, </s>, <pad> and <unk>)")
+        ids = {role: self.vocab[text] for role, text in NAMED}
+        self.bos_id, self.eos_id, self.pad_id, self.unk_id = (ids["bos"], ids["eos"],
+                                                              ids["pad"], ids["unk"])
+        n = len(self.vocab)
+        codes = M2M100_CODES[language_codes]
+        self.language_tokens = {c: f"__{c}__" for c in codes}
+        self.language_ids = {c: n + i for i, c in enumerate(codes)}
+        self.vocab_size = n + len(codes) + num_madeup_words
+        language = "en" if language is None else language
+        if not isinstance(language, str) or language not in self.language_ids:
+            raise TokenizerError(f"language: {str(language)[:40]!r} is not one of the "
+                                 f"{language_codes} language codes")
+        self.language = language
+        self.pieces_by_id = [""] * self.vocab_size
+        for piece, i in self.vocab.items():
+            self.pieces_by_id[i] = piece
+        for c, i in self.language_ids.items():
+            self.pieces_by_id[i] = self.language_tokens[c]
+        for k in range(num_madeup_words):
+            self.pieces_by_id[n + len(codes) + k] = "<unk>"  # transformers' name for them
+        # the tokens the text is cut at, and their ids
+        # (transformers 5.23 registers no language token as a special token: a typed "__de__"
+        # is text, and decoding keeps a language token as its text)
+        self._special_ids = {t: self.vocab[t] for _, t in NAMED}
+        tokens = sorted(self._special_ids, key=lambda t: (-len(t), t))
+        self._split = re.compile("|".join(map(re.escape, tokens)))
+        self._skipped = set(self._special_ids.values())
+        self._special_texts = set(self._special_ids)
+        self.prefix_ids = [self.language_ids[language]]
+        self.suffix_ids = [self.eos_id]
+        self.start_id, self.end_id = self.prefix_ids[0], self.eos_id
+        self.model_bytes = _pack(bytes(spm_bytes), _vocab_json(self.vocab))
+        self.probe(f"the {side} M2M100 tokenizer ({spm_name} with {vocab_name})")
+
+    @classmethod
+    def from_files(cls, files: dict, side: str, language: str | None = None,
+                   **options) -> "M2M100Tokenizer":
+        """From the model's files (name -> bytes): vocab.json and sentencepiece.bpe.model.
+        ``options``: ``language_codes`` ("m2m100"/"wmt21"), ``num_madeup_words`` (8)."""
+        if not isinstance(files, dict) or any(f not in files for f in ("vocab.json", SPM_FILE)):
+            given = sorted(map(str, files))[:6] if isinstance(files, dict) else files
+            raise TokenizerError(f"an M2M100 tokenizer needs vocab.json and {SPM_FILE}; given "
+                                 f"{given!r}"[:300])
+        vocab = parse_vocab_json(files["vocab.json"], "vocab.json")
+        return cls(files[SPM_FILE], vocab, side, language, **options)
+
+    # ----------------------------------------------------------------- text -> ids
+
+    def _chunks(self, text: str):
+        """(start, chunk, is_special) over the text, cut at the special tokens."""
+        pos = 0
+        for m in self._split.finditer(text):
+            if m.start() > pos:
+                yield pos, text[pos:m.start()], False
+            yield m.start(), m.group(), True
+            pos = m.end()
+        if pos < len(text):
+            yield pos, text[pos:], False
+
+    def _preprocess(self, text: str) -> str:
+        return check_text(text)
+
+    def _pieces(self, text: str) -> list[str]:
+        out = []
+        for _, chunk, special in self._chunks(check_text(text)):
+            out.extend([chunk] if special else self.sp.encode(chunk, out_type=str))
+        return out
+
+    def _piece_spans(self, text: str) -> list[tuple[int, int]]:
+        out = []
+        for start, chunk, special in self._chunks(check_text(text)):
+            if special:
+                out.append((start, start + len(chunk)))
+            else:
+                out.extend((start + b, start + e) for b, e in sentencepiece_spans(self.sp, chunk))
+        return out
+
+    def _piece_ids(self, text: str) -> list[int]:
+        out = []
+        for _, chunk, special in self._chunks(check_text(text)):
+            if special:
+                out.append(self._special_ids[chunk])
+            else:
+                out.extend(self.vocab.get(p, self.unk_id)
+                           for p in self.sp.encode(chunk, out_type=str))
+        return out
+
+    def encode(self, text: str, *, add_start: bool = False, add_end: bool = False,
+               max_len: int | None = None) -> list[int]:
+        """Ids of the text; ``add_start``: the side's language token, ``add_end``: ``</s>``
+        (both: transformers' ids); ``max_len`` truncates the pieces, keeping them."""
+        prefix = self.prefix_ids if add_start else []
+        suffix = self.suffix_ids if add_end else []
+        ids = self._piece_ids(clean_text(text)[0])
+        if max_len is not None:
+            max_len = operator.index(max_len)
+            if max_len < len(prefix) + len(suffix):
+                raise ValueError(f"max_len={max_len} leaves no room for the special ids")
+            ids = ids[:max_len - len(prefix) - len(suffix)]
+        return list(prefix) + ids + list(suffix)
+
+    # ----------------------------------------------------------------- ids -> text
+
+    def id_to_piece(self, i: int) -> str:
+        return self.pieces_by_id[self._check_id(i)]
+
+    def _decode_kept(self, ids: list[int]) -> str:
+        """M2M100Tokenizer.convert_tokens_to_string of the non-special pieces."""
+        out, current = "", []
+        for i in ids:
+            if i in self._skipped:
+                continue
+            piece = self.pieces_by_id[i]
+            if piece in self._special_texts:
+                out += self.sp.decode(current) + piece
+                current = []
+            else:
+                current.append(piece)
+        return (out + self.sp.decode(current)).strip()
+
+    # ----------------------------------------------------------------- spec / loading
+
+    def spec(self) -> dict:
+        return {"kind": self.kind, "side": self.side, "language": self.language,
+                "language_codes": self.language_codes, "num_madeup_words": self.num_madeup_words,
+                "pad_id": self.pad_id, "unk_id": self.unk_id, "start_id": self.start_id,
+                "end_id": self.end_id, "vocab_size": self.vocab_size}
+
+    @classmethod
+    def _from_valid_spec(cls, spec: dict, model_bytes: bytes) -> "M2M100Tokenizer":
+        for key in ("side", "language", "language_codes"):
+            if not isinstance(spec[key], str):
+                raise TokenizerError(f"{key}: expected a string, got {type(spec[key]).__name__}")
+        names = ("pad_id", "unk_id", "start_id", "end_id")
+        check_spec_ids(spec, names)
+        spm_bytes, vocab_json_bytes = _unpack(model_bytes)
+        tok = cls(spm_bytes, parse_vocab_json(vocab_json_bytes, f"model_bytes' {VOCAB_MEMBER}"),
+                  spec["side"], spec["language"], language_codes=spec["language_codes"],
+                  num_madeup_words=spec["num_madeup_words"],
+                  spm_name=f"model_bytes' {MODEL_MEMBER}",
+                  vocab_name=f"model_bytes' {VOCAB_MEMBER}")
+        check_matches(spec, tok.spec(), ("vocab_size",) + names, "vocabulary")
+        return tok
