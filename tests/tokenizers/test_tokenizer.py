@@ -300,7 +300,8 @@ def test_bpemb_kinds_are_tokenizers(trained, standard):
         assert isinstance(tok, BPEmbTokenizer) and isinstance(tok, Tokenizer)
         again = tokenizer_from_spec(tok.spec(), tok.model_bytes)
         assert type(again) is BPEmbTokenizer
-    assert set(KIND_CLASSES) == {"bpemb", "trained", "word", "wordpiece", "marian"}
+    assert set(KIND_CLASSES) == {"bpemb", "trained", "word", "wordpiece", "marian",
+                                 "huggingface", "m2m100"}
 
 
 def test_from_spec_dispatches_and_checks_the_kind_fields(trained):
