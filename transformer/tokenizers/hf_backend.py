@@ -217,10 +217,7 @@ def _add_tokens(tk: Backend, family: Family, listed: list[dict], name: str) -> N
         wanted += [t for t, _ in _vocab_items(tk) if t.startswith("<extra_id_")]
     elif family.name == "pegasus":
         wanted += [f"<unk_{i}>" for i in range(2, PEGASUS_OFFSET)]
-    if family.name == "nllb":  # only the codes its files hold
-        wanted += [c for c in family.language_codes if tk.token_to_id(c) is not None]
-    else:
-        wanted += list(family.language_codes)
+    wanted += list(family.language_codes)  # NLLB's too: NllbTokenizer adds every code
     added = 0
     for text in wanted:
         if text in present:

@@ -1,0 +1,188 @@
+"""transformer.tokenizers.huggingface (BART, mBART, mBART-50, T5, Pegasus, NLLB-200) and
+transformer.tokenizers.m2m100 on tiny files built here (hf_tiny): each family's special-token
+layout, language codes, the checkpoint round trip (spec + model_bytes), and that a tokenizer
+built from its tokenizer.json equals one built from the original files. No transformers needed
+(test_hf_live.py compares with transformers where it is installed)."""
+
+import pytest
+from hf_tiny import BUILDERS, LANGS, NLLB_LANGS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from transformer.tokenizers import tokenizer_from_spec
+from transformer.tokenizers.base import TokenizerError
+from transformer.tokenizers.huggingface import HFTokenizer
+from transformer.tokenizers.m2m100 import M2M100Tokenizer
+
+FAMILIES = ("bart", "mbart", "mbart50", "t5", "pegasus", "nllb", "m2m100")
+TEXT = "Hello, world! Привет 東京 😀"
+
+
+@pytest.fixture(scope="module")
+def files():
+    return {family: BUILDERS[family]() for family in FAMILIES}
+
+
+def build(files, family, side, language=None, **options):
+    if family == "m2m100":
+        return M2M100Tokenizer.from_files(files[family], side, language, **options)
+    return HFTokenizer.from_files(family, dict(files[family]), side, language, **options)
+
+
+def both(files, family, **options):
+    src, tgt = LANGS.get(family, (None, None))
+    return build(files, family, "source", src, **options), build(files, family, "target", tgt,
+                                                                 **options)
+
+
+def layout(tok, ids):
+    return [tok.id_to_piece(i) for i in ids]
+
+
+EXPECTED = {  # (source prefix, source suffix, target prefix, target suffix) as pieces
+    "bart": (["<s>"], ["</s>"], ["<s>"], ["</s>"]),
+    "mbart": ([], ["</s>", "en_XX"], [], ["</s>", "ro_RO"]),
+    "mbart50": (["en_XX"], ["</s>"], ["ro_RO"], ["</s>"]),
+    "t5": ([], ["</s>"], [], ["</s>"]),
+    "pegasus": ([], ["</s>"], [], ["</s>"]),
+    "nllb": (["eng_Latn"], ["</s>"], ["fra_Latn"], ["</s>"]),
+    "m2m100": (["__en__"], ["</s>"], ["__fr__"], ["</s>"]),
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_special_token_layout(files, family):
+    src, tgt = both(files, family)
+    ids = src.encode(TEXT, add_start=True, add_end=True)
+    pre, suf = len(src.prefix_ids), len(src.suffix_ids)
+    assert layout(src, ids[:pre]) == EXPECTED[family][0]
+    assert layout(src, ids[len(ids) - suf:]) == EXPECTED[family][1]
+    assert ids[pre:len(ids) - suf] == src.encode(TEXT)
+    tids = tgt.encode(TEXT, add_start=True, add_end=True)
+    assert layout(tgt, tids[:len(tgt.prefix_ids)]) == EXPECTED[family][2]
+    assert layout(tgt, tids[len(tids) - len(tgt.suffix_ids):]) == EXPECTED[family][3]
+    # start_id is the prefix's id, end_id </s>; pad/unk/eos are the named pieces
+    assert src.start_id == (src.prefix_ids[0] if src.prefix_ids else None)
+    assert src.id_to_piece(src.end_id) == "</s>" == src.id_to_piece(src.eos_id)
+    assert src.id_to_piece(src.pad_id) == "<pad>" and src.id_to_piece(src.unk_id) == "<unk>"
+    assert (src.bos_id is None) == (family in ("t5", "pegasus"))
+    # max_len keeps the specials
+    cut = src.encode(TEXT, add_start=True, add_end=True, max_len=pre + suf + 2)
+    assert len(cut) == pre + suf + 2 and cut[:pre] == ids[:pre] and cut[-suf:] == ids[-suf:]
+    # pieces, spans and ids line up
+    assert len(src.pieces(TEXT)) == len(src.piece_spans(TEXT)) == len(src.encode(TEXT))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_decode_round_trip(files, family):
+    src, tgt = both(files, family)
+    for tok in (src, tgt):
+        ids = tok.encode("the black cat sleeps", add_start=True, add_end=True)
+        assert tok.decode(ids) == "the black cat sleeps"
+
+
+def test_language_codes(files):
+    m50 = build(files, "mbart50", "target", "de_DE")
+    assert m50.prefix_ids == [m50.language_ids["de_DE"]]
+    assert len(m50.language_ids) == 52  # built from the SentencePiece model: every code
+    nllb = build(files, "nllb", "source", "rus_Cyrl")
+    # the codes its tokenizer.json holds at their ids, then every other code (as NllbTokenizer
+    # adds them) after <mask>
+    assert len(nllb.language_ids) == 202 and nllb.id_to_piece(nllb.language_ids["rus_Cyrl"]) == "rus_Cyrl"
+    listed = [nllb.language_ids[c] for c in NLLB_LANGS]
+    assert max(listed) < nllb.vocab_size - 198 == min(i for c, i in nllb.language_ids.items()
+                                                      if c not in NLLB_LANGS)
+    m2m = build(files, "m2m100", "source", "de")
+    n = len(m2m.vocab)
+    assert m2m.language_ids["af"] == n and m2m.prefix_ids == [m2m.language_ids["de"]]
+    wmt = build(files, "m2m100", "source", "ja", language_codes="wmt21")
+    assert list(wmt.language_ids) == ["en", "ha", "is", "ja", "cs", "ru", "zh", "de"]
+    with pytest.raises(TokenizerError, match="not a language code"):
+        build(files, "nllb", "source", "xx_YY")
+    with pytest.raises(TokenizerError, match="has no language codes"):
+        build(files, "t5", "source", "en")
+    with pytest.raises(TokenizerError, match="not one of the m2m100 language codes"):
+        build(files, "m2m100", "source", "xx")
+
+
+def test_nllb_legacy_layout(files):
+    tok = build(files, "nllb", "source", "eng_Latn", legacy_behaviour=True)
+    assert tok.prefix_ids == [] and layout(tok, tok.suffix_ids) == ["</s>", "eng_Latn"]
+    assert tok.start_id is None
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_checkpoint_round_trip(files, family):
+    src, tgt = both(files, family)
+    for tok in (src, tgt):
+        again = tokenizer_from_spec(tok.spec(), tok.model_bytes)
+        assert type(again) is type(tok) and again.spec() == tok.spec()
+        assert again.model_bytes == tok.model_bytes
+        for text in ("", TEXT, "  a\tb\n c  ", "x</s>y <pad>"):
+            assert (again.encode(text, add_start=True, add_end=True)
+                    == tok.encode(text, add_start=True, add_end=True))
+
+
+@pytest.mark.parametrize("family", ["bart", "mbart", "mbart50", "t5", "pegasus"])
+def test_tokenizer_json_equals_the_original_files(files, family):
+    """The built pipeline saved as tokenizer.json (model_bytes) and read back as a shipped
+    tokenizer.json gives the same tokenizer as the original files."""
+    src = build(files, family, "source", LANGS.get(family, (None,))[0])
+    again = HFTokenizer.from_files(family, {"tokenizer.json": src.model_bytes}, "source",
+                                   src.language)
+    assert again.spec() == src.spec()
+    for text in ("", TEXT, "ß İ ﬁ Ａ ½ Å", "  two  spaces\tand a tab\n"):
+        assert again.encode(text, add_start=True, add_end=True) == src.encode(
+            text, add_start=True, add_end=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=40))
+def test_any_text_goes_through_every_family(files, text):
+    for family in FAMILIES:
+        tok = both(files, family)[0] if family not in _CACHE else _CACHE[family]
+        _CACHE[family] = tok
+        ids = tok.encode(text, add_start=True, add_end=True)
+        spans = tok.piece_spans(text)
+        assert len(spans) == len(tok.pieces(text)) == len(ids) - len(tok.prefix_ids) - len(
+            tok.suffix_ids)
+        assert all(0 <= b <= e <= len(text) for b, e in spans)
+        assert isinstance(tok.decode(ids), str)
+
+
+_CACHE: dict = {}
+
+
+def test_spec_is_checked(files):
+    tok = build(files, "t5", "source")
+    with pytest.raises(TokenizerError, match="unknown field"):
+        tokenizer_from_spec(dict(tok.spec(), extra=1), tok.model_bytes)
+    with pytest.raises(TokenizerError, match="family"):
+        tokenizer_from_spec(dict(tok.spec(), family="gpt2"), tok.model_bytes)
+    with pytest.raises(TokenizerError, match="vocab_size"):
+        tokenizer_from_spec(dict(tok.spec(), vocab_size=tok.vocab_size + 1), tok.model_bytes)
+    with pytest.raises(TokenizerError, match="unknown option"):
+        tokenizer_from_spec(dict(tok.spec(), options={"lowercase": True}), tok.model_bytes)
+    with pytest.raises(TokenizerError, match="not valid JSON|empty"):
+        tokenizer_from_spec(tok.spec(), b"{")
+    m2m = build(files, "m2m100", "source")
+    with pytest.raises(TokenizerError, match="ZIP"):
+        tokenizer_from_spec(m2m.spec(), b"not a zip")
+
+
+def test_missing_files_are_named(files):
+    with pytest.raises(TokenizerError, match="needs tokenizer.json"):
+        HFTokenizer.from_files("nllb", {"sentencepiece.bpe.model": b"x"}, "source")
+    with pytest.raises(TokenizerError, match="merges.txt"):
+        HFTokenizer.from_files("bart", {"vocab.json": files["bart"]["vocab.json"]}, "source")
+    with pytest.raises(TokenizerError, match="family"):
+        HFTokenizer.from_files("gpt2", {}, "source")
+    with pytest.raises(TokenizerError, match="vocab.json and sentencepiece.bpe.model"):
+        M2M100Tokenizer.from_files({"vocab.json": b"{}"}, "source")
+    with pytest.raises(TokenizerError, match="unigram SentencePiece model"):  # a BPE model for T5
+        HFTokenizer.from_files("t5", {"spiece.model": files["m2m100"]["sentencepiece.bpe.model"]},
+                               "source")
+    with pytest.raises(TokenizerError, match="BPE model, this file holds a Unigram"):
+        t5 = build(files, "t5", "source")
+        HFTokenizer.from_files("nllb", {"tokenizer.json": t5.model_bytes}, "source")
