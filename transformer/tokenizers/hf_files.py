@@ -128,23 +128,19 @@ def _as_text(data: bytes, name: str) -> str:
 
 def _json_depth_and_strings(text: str, name: str) -> None:
     """Count the strings and measure the nesting on the text, before json.loads builds
-    anything (a deeply nested or a string-packed file is refused without parsing it)."""
-    strings = 0
-    pieces = []
-    last = 0
-    for strings, m in enumerate(_JSON_STRING.finditer(text), start=1):
-        if strings > MAX_JSON_STRINGS:
-            raise TokenizerError(f"{name}: holds more than {MAX_JSON_STRINGS:,} strings, more "
-                                 f"than a vocabulary of {limits.MAX_VOCAB:,} pieces with "
-                                 f"{MAX_MERGES:,} merges needs")
-        pieces.append(text[last:m.start()])
-        last = m.end()
-    pieces.append(text[last:])
-    outside = "".join(pieces).encode("utf-8", "replace")  # text outside strings: ASCII mostly
-    arr = np.frombuffer(outside, dtype=np.uint8)
-    steps = (np.isin(arr, (ord("{"), ord("["))).astype(np.int32)
-             - np.isin(arr, (ord("}"), ord("]"))).astype(np.int32))
-    if steps.size and int(np.cumsum(steps).max(initial=0)) > MAX_TOKENIZER_JSON_DEPTH:
+    anything (a deeply nested or a string-packed file is refused without parsing it): one
+    regular-expression pass blanks every string out (and counts them), NumPy measures the
+    nesting of the brackets left."""
+    outside, strings = _JSON_STRING.subn("", text)
+    if strings > MAX_JSON_STRINGS:
+        raise TokenizerError(f"{name}: holds {strings:,} strings, more than the "
+                             f"{MAX_JSON_STRINGS:,} a vocabulary of {limits.MAX_VOCAB:,} pieces "
+                             f"with {MAX_MERGES:,} merges needs")
+    arr = np.frombuffer(outside.encode("utf-8", "replace"), dtype=np.uint8)
+    del outside
+    steps = ((arr == ord("{")) | (arr == ord("["))).astype(np.int8)
+    steps -= ((arr == ord("}")) | (arr == ord("]"))).astype(np.int8)
+    if steps.size and int(np.cumsum(steps, dtype=np.int32).max()) > MAX_TOKENIZER_JSON_DEPTH:
         raise TokenizerError(f"{name}: JSON nested more than {MAX_TOKENIZER_JSON_DEPTH} levels "
                              f"deep")
 
