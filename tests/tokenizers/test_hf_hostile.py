@@ -191,6 +191,8 @@ def test_family_mismatch_and_missing_specials(nllb_json, t5_json):
     doc = json.loads(json.dumps(t5_json))
     doc["model"]["vocab"] = [["a", 0.0], ["b", 0.0]]  # T5's unknown piece is id 2
     doc["added_tokens"] = []
+    refused("t5", doc, "unk_id 2 is not an id of the vocabulary")
+    doc["model"]["unk_id"] = None
     refused("t5", doc, "too few for the unknown piece's id 2")
 
 
