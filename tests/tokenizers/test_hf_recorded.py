@@ -1,0 +1,111 @@
+"""Our Hugging Face tokenizers against the ids transformers recorded for each family's fixture
+(tests/fixtures/<family>/recorded.npz, written by tests/fixtures/make_<family>_fixture.py; the
+layout is hf_fixture_common.RECORDED_LAYOUT): ``s{i}_source_ids`` of ``sentences[i]``,
+``s{i}_forced_output_ids`` (the labels) of ``targets[i]``, and ``tok{j}_source_ids`` /
+``tok{j}_target_ids`` of ``tokenizer_texts[j]``. Each fixture is read from its tokenizer.json and,
+where the folder has them, from the family's original files alone (vocab.json + merges.txt,
+spiece.model, sentencepiece.bpe.model). A fixture not yet built is skipped, saying so. No
+transformers needed."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from transformer.tokenizers.huggingface import FAMILY_FILES, HFTokenizer
+from transformer.tokenizers.m2m100 import M2M100Tokenizer
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FOLDERS = ("bart", "mbart", "mbart50", "t5", "t5_v11", "m2m100", "nllb", "pegasus")
+# tokenizer_config.json's tokenizer_class -> our family
+CLASS_FAMILY = {"RobertaTokenizer": "bart", "BartTokenizer": "bart", "BartTokenizerFast": "bart",
+                "MBartTokenizer": "mbart", "MBartTokenizerFast": "mbart",
+                "MBart50Tokenizer": "mbart50", "MBart50TokenizerFast": "mbart50",
+                "T5Tokenizer": "t5", "T5TokenizerFast": "t5", "PegasusTokenizer": "pegasus",
+                "PegasusTokenizerFast": "pegasus", "NllbTokenizer": "nllb",
+                "NllbTokenizerFast": "nllb", "M2M100Tokenizer": "m2m100"}
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "spiece.model",
+                   "sentencepiece.bpe.model")
+
+
+def fixture(folder):
+    path = FIXTURES / folder
+    if not (path / "recorded.npz").is_file():
+        pytest.skip(f"tests/fixtures/{folder}/recorded.npz is not built yet "
+                    f"(tests/fixtures/make_{folder.split('_')[0]}_fixture.py builds it)")
+    config = json.loads((path / "tokenizer_config.json").read_text(encoding="utf-8"))
+    family = CLASS_FAMILY.get(config.get("tokenizer_class"), folder.split("_")[0])
+    files = {f: (path / f).read_bytes() for f in TOKENIZER_FILES if (path / f).is_file()}
+    with np.load(path / "recorded.npz", allow_pickle=False) as npz:
+        recorded = {k: npz[k] for k in npz.files}
+    return family, config, files, recorded
+
+
+def tokenizers(family, config, files):
+    """[(what, source tokenizer, target tokenizer)]: from tokenizer.json, and from the original
+    files alone where the folder has them."""
+    src = config.get("src_lang")
+    tgt = config.get("tgt_lang") or src
+    if family == "m2m100":
+        options = {k: config[k] for k in ("language_codes", "num_madeup_words") if k in config}
+        return [("vocab.json + sentencepiece.bpe.model",
+                 M2M100Tokenizer.from_files(files, "source", src, **options),
+                 M2M100Tokenizer.from_files(files, "target", tgt, **options))]
+    options = {k: config[k] for k in ("legacy_behaviour", "add_prefix_space",
+                                      "clean_up_tokenization_spaces")
+               if isinstance(config.get(k), bool)}
+    variants = []
+    if "tokenizer.json" in files:
+        variants.append(("tokenizer.json", {"tokenizer.json": files["tokenizer.json"]}))
+    originals = FAMILY_FILES[family]
+    if originals and all(f in files for f in originals):
+        variants.append((" + ".join(originals), {f: files[f] for f in originals}))
+    extra = {"extra_ids": config["extra_ids"]} if isinstance(config.get("extra_ids"), int) else {}
+    return [(what, HFTokenizer.from_files(family, dict(given), "source", src, **options, **extra),
+             HFTokenizer.from_files(family, dict(given), "target", tgt, **options, **extra))
+            for what, given in variants]
+
+
+def cases(recorded):
+    """(key, text, side) of every recorded id list."""
+    out = []
+    for i, text in enumerate(recorded.get("sentences", [])):
+        out.append((f"s{i}_source_ids", str(text), "source"))
+    for i, text in enumerate(recorded.get("targets", [])):
+        out.append((f"s{i}_forced_output_ids", str(text), "target"))
+    for j, text in enumerate(recorded.get("tokenizer_texts", [])):
+        out.append((f"tok{j}_source_ids", str(text), "source"))
+        out.append((f"tok{j}_target_ids", str(text), "target"))
+    return [c for c in out if c[0] in recorded]
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_ids_equal_transformers_recorded_ids(folder):
+    family, config, files, recorded = fixture(folder)
+    checked = cases(recorded)
+    if not checked:
+        pytest.skip(f"tests/fixtures/{folder}/recorded.npz holds no tokenizer ids")
+    variants = tokenizers(family, config, files)
+    assert variants, f"tests/fixtures/{folder} has none of {TOKENIZER_FILES}"
+    for what, src, tgt in variants:
+        for key, text, side in checked:
+            tok = src if side == "source" else tgt
+            got = tok.encode(text, add_start=True, add_end=True)
+            assert got == recorded[key].tolist(), (folder, what, key, text)
+
+
+@pytest.mark.parametrize("folder", FOLDERS)
+def test_language_ids_and_specials(folder):
+    family, config, files, recorded = fixture(folder)
+    for _, src, tgt in tokenizers(family, config, files):
+        for key in ("s0_source_ids", "tok0_source_ids"):
+            if key in recorded and len(recorded[key]):
+                ids = recorded[key].tolist()
+                assert ids[:len(src.prefix_ids)] == src.prefix_ids
+                assert ids[len(ids) - len(src.suffix_ids):] == src.suffix_ids
+        if "decoder_start_token_id" in recorded:
+            start = int(recorded["decoder_start_token_id"])
+            assert 0 <= start < tgt.vocab_size
+        if family in ("mbart", "mbart50", "nllb", "m2m100"):
+            assert tgt.language_ids[tgt.language] in (tgt.prefix_ids + tgt.suffix_ids)
