@@ -31,7 +31,8 @@ FRAGMENTS = ["Hello", "world", "the", "cat", "café", "déjà", "naïve", "Züri
              "мир", "Москва", "東京", "日本語", "我喜欢", "مرحبا", "العالم", "שלום", "😀", "👍🏽",
              "❤️", "👩\u200d💻", "e\u0301", "o\u0308\u0301", "\u0300", " ", "  ", "\t", "\n",
              "\r\n", "\u00a0", "\u3000", "\u200b", ",", ".", "!", "?", "¿", "1", "2021", "ﬁ",
-             "Ａ", "½", "ß", "İ", "Å", "ǅ", "</s>", "<pad>", "__de__", "▁", "Ġ"]
+             "Ａ", "½", "ß", "İ", "Å", "ǅ", "</s>", "<pad>", "__de__", "▁", "Ġ", "<s>", "<unk>", "<mask>",
+             "<mask_1>", "<unk_7>", "<extra_id_0>", "en_XX", "ro_RO", "eng_Latn", "ary_Arab"]
 MIXED = st.lists(st.sampled_from(FRAGMENTS) | st.characters(codec="utf-8"),
                  max_size=16).map("".join)
 ANY = st.text(st.characters(codec="utf-8"), max_size=40)

@@ -55,7 +55,8 @@ __all__ = ["read_tokenizer_json", "read_merges_txt", "read_sentencepiece", "Toke
 
 MAX_TOKENIZER_JSON_BYTES = limits.MAX_TOKENIZER_BYTES  # NLLB-200's tokenizer.json is ~17 MB
 MAX_SPM_BYTES = limits.MAX_TOKENIZER_BYTES  # a 250k-piece SentencePiece model is ~5 MB
-MAX_MERGES = 2 * limits.MAX_VOCAB  # merges of one BPE model (BART: 50,000)
+MAX_MERGES = 4 * limits.MAX_VOCAB  # merges of one BPE model (BART: 50,000; a BPE made from a
+# SentencePiece vocabulary, as NLLB-200's, may list several per piece)
 MAX_MERGES_BYTES = 16 * 2**20  # merges.txt (BART's is 456 KB)
 MAX_ADDED_TOKENS = 4096  # tokenizer.json's added tokens (NLLB-200: 206, T5: 103, Pegasus: 106)
 MAX_TOKENIZER_JSON_DEPTH = limits.MAX_JSON_DEPTH  # these families' files nest at most 6 deep
