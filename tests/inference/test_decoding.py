@@ -56,7 +56,7 @@ def build(config, seed=0, end_bias=0.0):
     rng = np.random.default_rng(seed)
     for w in model.weights:
         name = w.path.rsplit("/", 1)[-1]
-        if name == "gamma":
+        if name in ("gamma", "scale"):
             value = 1.0 + rng.normal(0, 0.2, w.shape)
         elif name in ("beta", "bias"):
             value = np.zeros(w.shape)
@@ -78,6 +78,15 @@ CONFIGS = {
     "pre_ln_learned": dict(norm_first=True, positional="learned"),
     "tied_shared_pre_ln": dict(tie_output=True, share_embeddings=True, norm_first=True,
                                scale_embeddings=False),
+    # Issue 26: T5's relative position bias (each cached step's bias against every slot),
+    # RMSNorm, no biases or score scaling, a gated FFN; BART's embedding norm; M2M100's
+    # sinusoids from pad + 1.
+    "t5": dict(norm="rms", use_bias=False, attention_scale=False, positional="none",
+               relative_attention=True, relative_buckets=8, relative_max_distance=12,
+               norm_first=True, feedforward="gated", activation="gelu_tanh", output_bias=False,
+               tie_output=True, share_embeddings=True, output_scale=0.25),
+    "bart_m2m100": dict(embedding_norm=True, positional="sinusoidal_fairseq", position_offset=2,
+                        activation="gelu"),
 }
 _MODELS = {}
 

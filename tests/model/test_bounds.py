@@ -107,7 +107,18 @@ def test_a_freshly_initialised_opus_mt_shaped_model_passes():
     {"share_embeddings": True, "tgt_vocab_size": 23, "tie_output": True, "output_bias": True,
      "activation": "swish", "positional": "sinusoidal_concat", "scale_embeddings": False},
     {"head_dim": 5, "num_heads": 3, "norm_first": True, "layer_norm_epsilon": 1e-3},
-], ids=["post_ln_relu", "pre_ln_gelu_learned", "tied_shared_swish", "head_dim_5"])
+    {"embedding_norm": True, "positional": "learned", "activation": "gelu"},  # BART
+    {"norm_first": True, "positional": "sinusoidal_fairseq", "position_offset": 2},  # M2M100
+    {"norm": "rms", "use_bias": False, "attention_scale": False, "positional": "none",
+     "relative_attention": True, "relative_buckets": 8, "relative_max_distance": 10,
+     "norm_first": True, "feedforward": "gated", "activation": "gelu_tanh",
+     "output_bias": False},  # T5 v1.1
+    {"norm": "rms", "use_bias": False, "attention_scale": False, "positional": "none",
+     "relative_attention": True, "norm_first": True, "share_embeddings": True,
+     "tgt_vocab_size": 23, "tie_output": True, "output_bias": False, "output_scale": 0.25,
+     "scale_embeddings": False},  # T5 v1.0
+], ids=["post_ln_relu", "pre_ln_gelu_learned", "tied_shared_swish", "head_dim_5", "bart",
+        "m2m100", "t5_v1_1", "t5_v1_0"])
 def test_no_input_exceeds_the_bound(overrides):
     """The encoder's output, the decoder's and the logits never exceed their bounds, over
     random ids of every length, the largest ids and padding included."""

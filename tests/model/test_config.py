@@ -17,7 +17,7 @@ NON_DEFAULT = dict(
     num_decoder_layers=3,
     dropout_rate=0.25,
     max_len=64,
-    positional="learned",
+    positional="sinusoidal_fairseq",
     scale_embeddings=False,
     share_embeddings=False,
     tie_output=True,
@@ -33,6 +33,16 @@ NON_DEFAULT = dict(
     pad_source_to=20,
     source_start=False,
     source_end=False,
+    embedding_norm=True,
+    norm="rms",
+    use_bias=False,
+    attention_scale=False,
+    feedforward="gated",
+    position_offset=2,
+    relative_attention=True,
+    relative_buckets=8,
+    relative_max_distance=20,
+    output_scale=0.25,
 )
 
 
@@ -86,6 +96,16 @@ def test_round_trip_detects_a_change():
 
 INVALID = [
     # (overrides, words the message must contain)
+    (dict(norm="batch"), ["norm", "batch"]),
+    (dict(feedforward="moe"), ["feedforward", "moe"]),
+    (dict(position_offset=-1), ["position_offset"]),
+    (dict(positional="learned", position_offset=2), ["position_offset", "learned"]),
+    (dict(relative_buckets=2), ["relative_buckets"]),
+    (dict(relative_buckets=10**6), ["relative_buckets"]),
+    (dict(relative_buckets=32, relative_max_distance=8), ["relative_max_distance"]),
+    (dict(output_scale=0.0), ["output_scale"]),
+    (dict(output_scale=float("nan")), ["output_scale"]),
+    (dict(activation="gelu_new"), ["activation", "gelu_new"]),
     (dict(d_model=10, num_heads=3), ["d_model", "num_heads"]),
     (dict(d_model=512, num_heads=7), ["d_model", "num_heads"]),
     (dict(src_vocab_size=0), ["src_vocab_size"]),

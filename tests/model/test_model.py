@@ -48,9 +48,42 @@ def np_positional_encoding_concat(length, d_model, base=10000.0):
     return pe
 
 
+def np_positional_encoding_fairseq(length, d_model, offset, base=10000.0):
+    """M2M100's layout (fairseq's), one by one: half = d // 2 frequencies base^(-i / (half - 1));
+    column i < half is sin((pos + offset) * freq_i), column half + i its cos."""
+    half = d_model // 2
+    pe = np.zeros((length, d_model))
+    for pos in range(length):
+        for j in range(2 * half):
+            i = j % half
+            angle = (pos + offset) * math.exp(-i * math.log(base) / (half - 1))
+            pe[pos, j] = math.sin(angle) if j < half else math.cos(angle)
+    return pe
+
+
+def np_t5_bucket(distance, bidirectional, num_buckets, max_distance):
+    """T5's relative position bucket of key - query (Raffel et al.; transformers'
+    T5Attention._relative_position_bucket), for one distance."""
+    bucket = 0
+    if bidirectional:
+        num_buckets //= 2
+        bucket += num_buckets if distance > 0 else 0
+        distance = abs(distance)
+    else:
+        distance = -min(distance, 0)
+    exact = num_buckets // 2
+    if distance < exact:
+        return bucket + distance
+    large = exact + int(math.log(distance / exact) / math.log(max_distance / exact)
+                        * (num_buckets - exact))
+    return bucket + min(large, num_buckets - 1)
+
+
 ACTIVATIONS = {
     "relu": lambda x: np.maximum(0.0, x),
     "gelu": lambda x: 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0))),
+    "gelu_tanh": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi)
+                                                    * (x + 0.044715 * x ** 3))),
     "swish": lambda x: x / (1.0 + np.exp(-x)),
     "silu": lambda x: x / (1.0 + np.exp(-x)),
 }
@@ -86,11 +119,23 @@ class NumpyTransformer:
 
     # ------------------------------------------------------------------ pieces
     def dense(self, x, prefix):
-        return x @ self.w(f"{prefix}/kernel") + self.w(f"{prefix}/bias")
+        y = x @ self.w(f"{prefix}/kernel")
+        return y + self.w(f"{prefix}/bias") if self.c.use_bias else y
 
     def ln(self, x, prefix):
+        if self.c.norm == "rms":  # T5's: no mean, no bias
+            rms = np.sqrt((x ** 2).mean(-1, keepdims=True) + self.c.layer_norm_epsilon)
+            return x / rms * self.w(f"{prefix}/scale")
         return np_layer_norm(x, self.w(f"{prefix}/gamma"), self.w(f"{prefix}/beta"),
                              self.c.layer_norm_epsilon)
+
+    def position_bias(self, stack, q_len, k_len):
+        """(1, H, q, k): T5's bias of each key - query distance, from its bucket's table row."""
+        table = self.w(f"{stack}_position_bias/relative_bias/embeddings")  # (buckets, H)
+        buckets = np.array([[np_t5_bucket(k - q, stack == "encoder", self.c.relative_buckets,
+                                          self.c.relative_max_distance)
+                             for k in range(k_len)] for q in range(q_len)])
+        return table[buckets].transpose(2, 0, 1)[None]
 
     def token_table(self, side):
         if side == "target" and not self.c.share_embeddings:
@@ -107,11 +152,16 @@ class NumpyTransformer:
             pos = np_positional_encoding(t, d)
         elif self.c.positional == "sinusoidal_concat":
             pos = np_positional_encoding_concat(t, d)
+        elif self.c.positional == "sinusoidal_fairseq":
+            pos = np_positional_encoding_fairseq(t, d, self.c.position_offset)
+        elif self.c.positional == "none":
+            pos = np.zeros((t, d))
         else:
             pos = self.w(f"{side}_embedding/position_embedding/embeddings")[:t]
-        return x + pos[None]
+        x = x + pos[None]
+        return self.ln(x, f"{side}_embedding/embedding_norm") if self.c.embedding_norm else x
 
-    def attention(self, prefix, xq, xkv, mask, head_mask=None):
+    def attention(self, prefix, xq, xkv, mask, head_mask=None, bias=None):
         h = self.c.num_heads
         d_k = self.c.head_dim  # d_model // h unless the config says otherwise
 
@@ -122,7 +172,9 @@ class NumpyTransformer:
         q = split(self.dense(xq, f"{prefix}/query"))
         k = split(self.dense(xkv, f"{prefix}/key"))
         v = split(self.dense(xkv, f"{prefix}/value"))
-        scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d_k)
+        scores = q @ k.transpose(0, 1, 3, 2) / (math.sqrt(d_k) if self.c.attention_scale else 1)
+        if bias is not None:
+            scores = scores + bias
         weights = np_masked_softmax(scores, mask)
         context = weights @ v
         if head_mask is not None:
@@ -133,7 +185,11 @@ class NumpyTransformer:
         return out, {"weights": weights, "q": q, "k": k, "v": v, "scores": scores}
 
     def ffn(self, x, prefix):
-        hidden = ACTIVATIONS[self.c.activation](self.dense(x, f"{prefix}/intermediate"))
+        act = ACTIVATIONS[self.c.activation]
+        if self.c.feedforward == "gated":  # T5 v1.1: act(x W_gate) * (x W_1)
+            hidden = act(self.dense(x, f"{prefix}/gate")) * self.dense(x, f"{prefix}/intermediate")
+        else:
+            hidden = act(self.dense(x, f"{prefix}/intermediate"))
         return self.dense(hidden, f"{prefix}/output")
 
     def sublayer(self, x, norm, fn):
@@ -163,13 +219,16 @@ class NumpyTransformer:
         def row(kind, i):
             return None if kind not in head_mask else np.asarray(head_mask[kind])[i]
 
+        relative = c.relative_attention
+        enc_bias = self.position_bias("encoder", *src.shape[1:] * 2) if relative else None
+        dec_bias = self.position_bias("decoder", t, t) if relative else None
         x = self.embed("source", src)
         enc_hidden, enc = [x], []
         for i in range(c.num_encoder_layers):
             p = f"encoder_layer_{i}"
             x, att = self.sublayer(x, f"{p}/self_attention_layer_norm",
                                    lambda h: self.attention(f"{p}/self_attention", h, h, src_keep,
-                                                            row("encoder", i)))
+                                                            row("encoder", i), enc_bias))
             x, _ = self.sublayer(x, f"{p}/feedforward_layer_norm",
                                  lambda h: (self.ffn(h, f"{p}/feedforward"), None))
             enc.append(att)
@@ -185,7 +244,7 @@ class NumpyTransformer:
             p = f"decoder_layer_{i}"
             y, s_att = self.sublayer(y, f"{p}/self_attention_layer_norm",
                                      lambda h: self.attention(f"{p}/self_attention", h, h, tgt_keep,
-                                                              row("decoder", i)))
+                                                              row("decoder", i), dec_bias))
             y, c_att = self.sublayer(y, f"{p}/cross_attention_layer_norm",
                                      lambda h: self.attention(f"{p}/cross_attention", h, memory,
                                                               src_keep, row("cross", i)))
@@ -198,14 +257,15 @@ class NumpyTransformer:
             y = self.ln(y, "decoder_norm")
             dec_hidden[-1] = y
 
+        y_out = y * c.output_scale  # T5 v1.0: d_model ** -0.5 before the tied output
         if c.tie_output:
-            logits = y @ self.token_table("target").T
+            logits = y_out @ self.token_table("target").T
             if c.output_bias:
                 logits = logits + self.w("output_bias")
         elif c.output_bias:
-            logits = self.dense(y, "output_projection")
+            logits = y_out @ self.w("output_projection/kernel") + self.w("output_projection/bias")
         else:
-            logits = y @ self.w("output_projection/kernel")
+            logits = y_out @ self.w("output_projection/kernel")
 
         out = {"logits": logits,
                "encoder_hidden_states": np.stack(enc_hidden),
@@ -235,7 +295,7 @@ def build(config, seed=0, randomize=True):
         rng = np.random.default_rng(seed)
         for w in model.weights:
             name = w.path.rsplit("/", 1)[-1]
-            if name == "gamma":
+            if name in ("gamma", "scale"):
                 value = 1.0 + rng.normal(0, 0.2, w.shape)
             elif name in ("beta", "bias"):
                 value = rng.normal(0, 0.2, w.shape)
@@ -303,6 +363,22 @@ EXTRA = [
          output_bias=False, positional="learned"),
     dict(pad_id=5, start_id=5, end_id=0, activation="silu", positional="sinusoidal_concat",
          d_model=7, num_heads=1, norm_first=True),
+    # The Hugging Face families' options (issue 26): BART (post-LN, learned positions, the
+    # embeddings normalised, gelu), M2M100/NLLB (pre-LN, fairseq's sinusoids from pad + 1),
+    # T5 v1.1 (RMSNorm, no biases, no score scaling, relative position bias, gated gelu_tanh)
+    # and T5 v1.0 (relu, tied output scaled by d_model ** -0.5).
+    dict(embedding_norm=True, positional="learned", activation="gelu", tie_output=True,
+         share_embeddings=True, output_bias=True, scale_embeddings=False),
+    dict(norm_first=True, positional="sinusoidal_fairseq", position_offset=2, pad_id=1,
+         start_id=2, end_id=2 + 1, d_model=9, num_heads=3),
+    dict(norm="rms", use_bias=False, attention_scale=False, positional="none",
+         relative_attention=True, relative_buckets=8, relative_max_distance=6, norm_first=True,
+         feedforward="gated", activation="gelu_tanh", output_bias=False, share_embeddings=True,
+         scale_embeddings=False),
+    dict(norm="rms", use_bias=False, attention_scale=False, positional="none",
+         relative_attention=True, relative_buckets=6, relative_max_distance=5, norm_first=True,
+         tie_output=True, share_embeddings=True, output_bias=False, output_scale=8 ** -0.5,
+         scale_embeddings=False, embedding_norm=True),
 ]
 CASES = PAIRWISE + EXTRA
 
@@ -582,14 +658,21 @@ def test_decoder_self_and_cross_attention_are_distinct():
 def test_parameter_count_matches_the_paper(case):
     config, model = cached_model(**case)
     d, f, inner = config.d_model, config.dff, config.num_heads * config.head_dim
-    mha = 3 * (d * inner + inner) + inner * d + d  # q, k, v: d -> inner; output: inner -> d
-    ffn = d * f + f + f * d + d
-    norm = 2 * d
+    b = 1 if config.use_bias else 0  # T5: no biases
+    mha = 3 * (d * inner + b * inner) + inner * d + b * d  # q, k, v: d -> inner; output
+    ffn = d * f + b * f + f * d + b * d
+    if config.feedforward == "gated":  # T5 v1.1: a second d -> dff projection, the gate
+        ffn += d * f + b * f
+    norm = 2 * d if config.norm == "layer" else d  # gamma, beta; RMSNorm: scale
     expected = config.src_vocab_size * d
     if not config.share_embeddings:
         expected += config.tgt_vocab_size * d
     if config.positional == "learned":
         expected += 2 * config.max_len * d
+    if config.embedding_norm:
+        expected += 2 * norm
+    if config.relative_attention:  # one (buckets, heads) table per stack
+        expected += 2 * config.relative_buckets * config.num_heads
     expected += config.num_encoder_layers * (mha + ffn + 2 * norm)
     expected += config.num_decoder_layers * (2 * mha + ffn + 3 * norm)
     if config.norm_first:

@@ -127,11 +127,12 @@ def pass_flops(config, length: int) -> float:
     """Multiply-adds x 2 of one teacher-forced pass whose source and target both have `length`
     ids (a translation of `length` steps with the cache costs about the same): per id and layer
     the projections (q, k, v, output), the scores and weighted sum over `length` keys and the
-    feed-forward; per target id the output projection. Arithmetic on config values only (no
-    array is formed), in floats: nothing overflows."""
+    feed-forward (three projections when gated, T5 v1.1's); per target id the output
+    projection. Arithmetic on config values only (no array is formed), in floats: nothing
+    overflows."""
     d, inner, n = float(config.d_model), float(config.num_heads * config.head_dim), float(length)
     attention = 2 * (3 * d * inner + inner * d) + 2 * 2 * n * inner  # (per query id)
-    ffn = 2 * 2 * d * config.dff
+    ffn = (3 if getattr(config, "feedforward", "dense") == "gated" else 2) * 2 * d * config.dff
     per_id = (config.num_encoder_layers * (attention + ffn)
               + config.num_decoder_layers * (2 * attention + ffn)
               + 2 * d * config.tgt_vocab_size)

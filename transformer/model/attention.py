@@ -14,17 +14,24 @@ import tensorflow as tf
 from transformer.core.masking import BLOCKED_SCORE
 
 
-def scaled_dot_product_attention(q, k, v, mask=None):
-    """softmax(Q K^T / sqrt(d_k)) V.
+def scaled_dot_product_attention(q, k, v, mask=None, position_bias=None, scale=True):
+    """softmax(Q K^T / sqrt(d_k) + position_bias) V.
 
     q: (..., q_len, d_k), k: (..., k_len, d_k), v: (..., k_len, d_v);
-    mask broadcastable to (..., q_len, k_len), 1 = may attend, 0 = blocked.
-    Returns (output (..., q_len, d_v), weights (..., q_len, k_len), scores (..., q_len, k_len)).
+    mask broadcastable to (..., q_len, k_len), 1 = may attend, 0 = blocked; position_bias (T5's
+    relative position bias) broadcastable to (..., q_len, k_len), added to the scores;
+    scale=False leaves out the 1/sqrt(d_k) (T5).
+    Returns (output (..., q_len, d_v), weights (..., q_len, k_len), scores (..., q_len, k_len):
+    scaled, the bias added, before masking).
     Blocked keys get exactly 0 weight; a query whose keys are all blocked gets an all-zero row.
     """
-    d_k = k.shape[-1]  # static (head_dim) in the model; dynamic only for a caller's own tensors
-    scale = math.sqrt(d_k) if d_k is not None else tf.sqrt(tf.cast(tf.shape(k)[-1], q.dtype))
-    scores = tf.matmul(q, k, transpose_b=True) / scale  # (..., q_len, k_len)
+    scores = tf.matmul(q, k, transpose_b=True)  # (..., q_len, k_len)
+    if scale:
+        d_k = k.shape[-1]  # static (head_dim) in the model; dynamic for a caller's own tensors
+        scores = scores / (math.sqrt(d_k) if d_k is not None else
+                           tf.sqrt(tf.cast(tf.shape(k)[-1], q.dtype)))
+    if position_bias is not None:
+        scores = scores + position_bias
     if mask is None:
         weights = tf.nn.softmax(scores, axis=-1)
     else:
@@ -79,7 +86,8 @@ class MultiHeadAttention(keras.layers.Layer):
       for decoder self-attention while decoding. The new cache is returned in the result.
     """
 
-    def __init__(self, d_model: int, num_heads: int, head_dim: int | None = None, **kwargs):
+    def __init__(self, d_model: int, num_heads: int, head_dim: int | None = None, *,
+                 use_bias: bool = True, scale: bool = True, **kwargs):
         super().__init__(**kwargs)
         if head_dim is None:
             if d_model % num_heads:
@@ -89,11 +97,12 @@ class MultiHeadAttention(keras.layers.Layer):
         self.num_heads = num_heads
         self.head_dim = head_dim
         self.d_k = head_dim  # the paper's name
+        self.use_bias, self.scale = use_bias, scale
         inner = num_heads * head_dim
-        self.query = keras.layers.Dense(inner, name="query")
-        self.key = keras.layers.Dense(inner, name="key")
-        self.value = keras.layers.Dense(inner, name="value")
-        self.output_dense = keras.layers.Dense(d_model, name="output")
+        self.query = keras.layers.Dense(inner, use_bias=use_bias, name="query")
+        self.key = keras.layers.Dense(inner, use_bias=use_bias, name="key")
+        self.value = keras.layers.Dense(inner, use_bias=use_bias, name="value")
+        self.output_dense = keras.layers.Dense(d_model, use_bias=use_bias, name="output")
 
     def build(self, query_shape=None, value_shape=None):
         """The four projections' weights from d_model alone (no forward pass)."""
@@ -119,13 +128,14 @@ class MultiHeadAttention(keras.layers.Layer):
                 self.split_heads(dense(self.value, value)))
 
     def call(self, query, value=None, attention_mask=None, head_mask=None, return_qkv=False,
-             cache=None, cache_update_index=None):
+             cache=None, cache_update_index=None, position_bias=None):
         """query (B, Tq, d_model) attends over value (B, Tk, d_model) (keys come from value too),
         or over a cache (see the class docstring for the three modes).
 
         attention_mask: broadcastable to (B, heads, Tq, Tk), 1 = may attend. (Not called `mask`:
         Keras treats a `mask` argument as its own implicit sequence mask.)
         head_mask: (heads,), 0 silences that head's output before the output projection.
+        position_bias: broadcastable to (B, heads, Tq, Tk), added to the scores (T5).
         cache: (k, v), each (B, heads, S, head_dim); cache_update_index: scalar int, the slot of
         the first new position.
 
@@ -140,7 +150,8 @@ class MultiHeadAttention(keras.layers.Layer):
             k, v = cache
         else:
             k, v = _write(cache, self.project_key_value(value), cache_update_index)
-        context, weights, scores = scaled_dot_product_attention(q, k, v, attention_mask)
+        context, weights, scores = scaled_dot_product_attention(
+            q, k, v, attention_mask, position_bias=position_bias, scale=self.scale)
         if head_mask is not None:
             head_mask = tf.cast(head_mask, context.dtype)
             context = context * head_mask[tf.newaxis, :, tf.newaxis, tf.newaxis]
@@ -154,7 +165,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(d_model=self.d_model, num_heads=self.num_heads, head_dim=self.head_dim)
+        config.update(d_model=self.d_model, num_heads=self.num_heads, head_dim=self.head_dim,
+                      use_bias=self.use_bias, scale=self.scale)
         return config
 
 

@@ -23,7 +23,12 @@ padding and any head mask of zeros and ones (a silenced head only removes a term
   subtracts the row's maximum, so 2 * max|score| + |BLOCKED_SCORE| must stay finite; the weights
   are a convex combination, so the context is bounded by the values' u; then the output
   projection as a dense;
-- relu, gelu, swish: |f(x)| <= |x| (gelu's negative lobe included: |x Phi(x)| <= |x|);
+- RMSNorm (T5's): |x_j| / rms(x) <= sqrt(d_model), so |scale| * sqrt(d_model); the sum of
+  squares and x * rsqrt(mean(x^2) + eps) (at most max(u) / sqrt(eps)) are checked too;
+- T5's relative position bias adds at most its table's largest |entry| to every score (and its
+  scores are not divided by sqrt(head_dim));
+- relu, gelu (exact or tanh), swish: |f(x)| <= |x| (gelu's negative lobe included:
+  |x Phi(x)| <= |x|); a gated FFN's product: the product of the two bounds;
 - residual adds: the sum of the two bounds (pre-LN: the stream grows layer by layer and the
   stack ends in a LayerNorm; post-LN: every sublayer ends in one);
 - logits: the output projection (tied: |E| u) plus |bias|; the log-softmax runs in float64 after
@@ -129,9 +134,12 @@ class _Walk:
             positions = names.position_embedding(side)
             u = u + self._column_max(positions, where)
             sources += (positions,)
-        else:
+        elif c.positional != "none":
             u = u + 1.0  # |sin|, |cos| <= 1
-        return self._checked(_Bound(u, sources), where, "its values")
+        x = self._checked(_Bound(u, sources), where, "its values")
+        if c.embedding_norm:
+            x = self.layer_norm(x, names.embedding_norm(side), f"{where}'s norm")
+        return x
 
     def block(self, stack: str, i: int, x: _Bound, memory: _Bound | None) -> _Bound:
         """EncoderLayer / DecoderLayer: each sublayer with its residual and LayerNorm."""
@@ -154,7 +162,8 @@ class _Walk:
         return x
 
     def attention(self, h: _Bound, kv: _Bound, prefix: str, what: str) -> _Bound:
-        """MultiHeadAttention.call: softmax(Q K^T / sqrt(head_dim) + mask) V, then `output`."""
+        """MultiHeadAttention.call: softmax(Q K^T / sqrt(head_dim) + position bias + mask) V,
+        then `output` (T5: no 1/sqrt(head_dim); its relative position bias on self-attention)."""
         c = self.c
         q = self.dense(h, f"{prefix}/query", what)  # (heads * head_dim,)
         k = self.dense(kv, f"{prefix}/key", what)
@@ -166,7 +175,11 @@ class _Walk:
         if not largest < SAFE_LIMIT:
             head = int(products.argmax())
             self._fail(what, f"the scores q·k of head {head}", largest, q.sources + k.sources)
-        scores = largest / math.sqrt(c.head_dim)
+        scores = largest / math.sqrt(c.head_dim) if c.attention_scale else largest
+        stack = prefix.split("_layer_")[0]  # "encoder" or "decoder"
+        if c.relative_attention and prefix.endswith("self_attention"):
+            table = names.relative_bias(stack)
+            scores = (scores + float(self._entries(table, what).max())) * (1 + _U)
         shifted = 2 * scores + abs(BLOCKED_SCORE)  # the softmax's x - max(x), blocked keys too
         if not shifted < SAFE_LIMIT:
             self._fail(what, "the softmax's shifted scores", shifted, q.sources + k.sources)
@@ -175,15 +188,25 @@ class _Walk:
         return self.dense(context, f"{prefix}/output", what)
 
     def feedforward(self, h: _Bound, prefix: str, what: str) -> _Bound:
-        """FeedForward.call: activation(x W1 + b1) W2 + b2, |activation(x)| <= |x|."""
-        inner = self.dense(h, f"{prefix}/intermediate", what)
+        """FeedForward.call: activation(x W1 + b1) W2 + b2, |activation(x)| <= |x|; gated (T5
+        v1.1): (activation(x Wg + bg) * (x W1 + b1)) W2 + b2, bounded by the product."""
+        activated = f"{prefix}/gate" if self.c.feedforward == "gated" else f"{prefix}/intermediate"
+        inner = self.dense(h, activated, what)
         inner = self._checked(_Bound(2 * inner.u, inner.sources), what,
                               "its activation's intermediate (x (1 + erf) in gelu)")
         inner = _Bound(inner.u / 2, inner.sources)
+        if self.c.feedforward == "gated":
+            linear = self.dense(h, f"{prefix}/intermediate", what)
+            inner = self._checked(_Bound(inner.u * linear.u * (1 + _U),
+                                         inner.sources + linear.sources),
+                                  what, "the product of its gate and its intermediate")
         return self.dense(inner, f"{prefix}/output", what)
 
     def layer_norm(self, x: _Bound, prefix: str, what: str) -> _Bound:
-        """keras LayerNormalization (see the module docstring for its arithmetic)."""
+        """keras LayerNormalization (see the module docstring for its arithmetic), or the
+        model's RMSNormalization."""
+        if self.c.norm == "rms":
+            return self.rms_norm(x, prefix, what)
         d, eps = self.c.d_model, self.c.layer_norm_epsilon
         gamma, beta = f"{prefix}/gamma", f"{prefix}/beta"
         g = self._entries(gamma, what)  # (d,) |gamma|
@@ -203,10 +226,30 @@ class _Walk:
         return self._checked(_Bound(g * (normalised + cancellation) + b, sources), what,
                              "its output")
 
+    def rms_norm(self, x: _Bound, prefix: str, what: str) -> _Bound:
+        """keras RMSNormalization: x * rsqrt(mean(x^2) + epsilon) * scale. |x_j| <= sqrt(d) *
+        rms(x), so the output is at most sqrt(d_model) * |scale|; the mean of squares and
+        x * rsqrt (at most max(u) / sqrt(epsilon)) must stay below the limit too."""
+        d, eps = self.c.d_model, self.c.layer_norm_epsilon
+        scale = f"{prefix}/scale"
+        g = self._entries(scale, what)
+        squares = float((x.u ** 2).sum()) * (1 + (d + 4) * _U)
+        if not squares < SAFE_LIMIT:
+            self._fail(what, "the mean of the squares of its input", squares, x.sources)
+        scaled = x.max / math.sqrt(eps) * float(max(g.max(), 1.0)) * (1 + 4 * _U)
+        if not scaled < SAFE_LIMIT:
+            self._fail(what, "its input times rsqrt(mean(x^2) + epsilon)", scaled,
+                       x.sources + (scale,))
+        return self._checked(_Bound(g * math.sqrt(d) * (1 + (d + 4) * _U), (scale,)), what,
+                             "its output")
+
     def logits(self, y: _Bound) -> _Bound:
         """Transformer.project: y E^T (tied) or the output projection, plus the bias."""
         c = self.c
         what = "the output projection (the logits)"
+        if c.output_scale != 1.0:  # T5 v1.0: the decoder's output scaled first
+            y = self._checked(_Bound(y.u * c.output_scale * (1 + _U), y.sources), what,
+                              "its input times output_scale")
         if not c.tie_output:
             return self.dense(y, names.OUTPUT_PROJECTION, what, bias=c.output_bias)
         table = self._output_table
@@ -218,8 +261,10 @@ class _Walk:
         return self._checked(_Bound(u, sources), what, "the logits")
 
     # ------------------------------------------------------------------ the operations
-    def dense(self, x: _Bound, prefix: str, what: str, bias: bool = True) -> _Bound:
-        """x W + b: u @ |W| + |b| (attention.dense's one 2-D matmul and bias_add)."""
+    def dense(self, x: _Bound, prefix: str, what: str, bias: bool | None = None) -> _Bound:
+        """x W + b: u @ |W| + |b| (attention.dense's one 2-D matmul and bias_add); bias None:
+        the config's use_bias."""
+        bias = self.c.use_bias if bias is None else bias
         kernel = f"{prefix}/kernel"
         u = _product(self._array(kernel), x.u)  # (n_out,): u @ |W|
         sources = x.sources + (kernel,)

@@ -8,8 +8,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-POSITIONAL_KINDS = ("sinusoidal", "sinusoidal_concat", "learned")
-ACTIVATIONS = ("relu", "gelu", "swish", "silu")  # as transformer.model.layers.ACTIVATIONS
+POSITIONAL_KINDS = ("sinusoidal", "sinusoidal_concat", "sinusoidal_fairseq", "learned", "none")
+SINUSOIDAL_KINDS = ("sinusoidal", "sinusoidal_concat", "sinusoidal_fairseq")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish", "silu")  # as transformer.model.layers'
+NORMS = ("layer", "rms")
+FEEDFORWARDS = ("dense", "gated")
+MAX_RELATIVE_BUCKETS = 1024  # T5's relative position buckets (it uses 32)
 
 
 @dataclass
@@ -41,6 +45,18 @@ class TransformerConfig:
     pad_source_to: int = 0  # > 0: every source is padded to this many ids before the encoder
     source_start: bool = True  # the source is framed as <s> pieces </s>; each end optional
     source_end: bool = True
+    # The Hugging Face families' options (BART, mBART, T5, M2M100/NLLB, Pegasus); the defaults
+    # are the model above, so every older checkpoint means what it meant.
+    embedding_norm: bool = False  # a norm on each stack's embedded input (layernorm_embedding)
+    norm: str = "layer"  # every norm: "layer" (LayerNorm) or "rms" (T5's: x / rms(x) * scale)
+    use_bias: bool = True  # biases on the attention and feed-forward projections (T5: none)
+    attention_scale: bool = True  # scores divided by sqrt(head_dim) (T5: not)
+    feedforward: str = "dense"  # "dense": f(x W1 + b1) W2 + b2; "gated": (f(x Wg) * x W1) W2
+    position_offset: int = 0  # sinusoids start at this position (M2M100, NLLB: pad_id + 1)
+    relative_attention: bool = False  # T5's relative position bias on self-attention scores
+    relative_buckets: int = 32  # its buckets (half per direction in the encoder)
+    relative_max_distance: int = 128  # distances beyond share the last bucket
+    output_scale: float = 1.0  # the decoder's output times this before the logits (T5 v1.0)
 
     def __post_init__(self) -> None:
         if self.head_dim is None and _divides(self.num_heads, self.d_model):
@@ -97,6 +113,21 @@ class TransformerConfig:
             raise ValueError(f"dropout_rate must be in [0, 1), got {self.dropout_rate}")
         if self.positional not in POSITIONAL_KINDS:
             raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {self.positional!r}")
+        for name, kinds in (("norm", NORMS), ("feedforward", FEEDFORWARDS)):
+            if getattr(self, name) not in kinds:
+                raise ValueError(f"{name} must be one of {kinds}, got {getattr(self, name)!r}")
+        if self.position_offset < 0 or (self.position_offset and
+                                        self.positional not in SINUSOIDAL_KINDS):
+            raise ValueError(f"position_offset must be >= 0, and 0 unless the positions are "
+                             f"sinusoids, got {self.position_offset} with {self.positional!r}")
+        if not 4 <= self.relative_buckets <= MAX_RELATIVE_BUCKETS:
+            raise ValueError(f"relative_buckets must be in [4, {MAX_RELATIVE_BUCKETS}], "
+                             f"got {self.relative_buckets}")
+        if self.relative_max_distance <= self.relative_buckets // 4:
+            raise ValueError(f"relative_max_distance must exceed relative_buckets // 4 (the "
+                             f"exact distances), got {self.relative_max_distance}")
+        if not (math.isfinite(self.output_scale) and self.output_scale > 0):
+            raise ValueError(f"output_scale must be a positive number, got {self.output_scale}")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 "share_embeddings requires src_vocab_size == tgt_vocab_size, "
@@ -118,12 +149,17 @@ class TransformerConfig:
     def parameter_count(self) -> int:
         """The number of weights a model of this config has (what a checkpoint must hold)."""
         d, dff, inner = self.d_model, self.dff, self.num_heads * self.head_dim
-        attention = 3 * (d * inner + inner) + inner * d + d  # q, k, v (d -> inner), output (inner -> d)
-        norm = 2 * d  # gamma, beta
-        ffn = d * dff + dff + dff * d + d
+        bias = int(self.use_bias)
+        # q, k, v (d -> inner), output (inner -> d)
+        attention = 3 * (d * inner + bias * inner) + inner * d + bias * d
+        norm = 2 * d if self.norm == "layer" else d  # gamma, beta; or scale
+        ffn = d * dff + bias * dff + dff * d + bias * d
+        ffn += (d * dff + bias * dff) if self.feedforward == "gated" else 0
         count = self.src_vocab_size * d
         count += 0 if self.share_embeddings else self.tgt_vocab_size * d
         count += 2 * self.max_len * d if self.positional == "learned" else 0
+        count += 2 * norm if self.embedding_norm else 0
+        count += 2 * self.relative_buckets * self.num_heads if self.relative_attention else 0
         count += self.num_encoder_layers * (attention + ffn + 2 * norm)
         count += self.num_decoder_layers * (2 * attention + ffn + 3 * norm)
         count += 2 * norm if self.norm_first else 0  # final encoder and decoder norms

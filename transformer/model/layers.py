@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import keras
 import numpy as np
 import tensorflow as tf
 
 from transformer.model.attention import MultiHeadAttention, dense
 
-SINUSOID_LAYOUTS = ("interleaved", "concat")
-ACTIVATIONS = ("relu", "gelu", "swish", "silu")  # swish = silu = x * sigmoid(x)
+SINUSOID_LAYOUTS = ("interleaved", "concat", "fairseq")
+# swish = silu = x * sigmoid(x); gelu is exact (erf), gelu_tanh its tanh approximation
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish", "silu")
 
 
 def positional_encoding(length: int, d_model: int, base: float = 10000.0,
@@ -20,12 +23,17 @@ def positional_encoding(length: int, d_model: int, base: float = 10000.0,
     - "interleaved" (the paper): PE(pos, 2i) = sin(angle), PE(pos, 2i + 1) = cos(angle);
     - "concat" (the TensorFlow tutorial's and Marian's layout): the sines of every frequency
       first, then the cosines: PE(pos, i) = sin(angle(pos, i)) for i < ceil(d_model / 2), then
-      cos(angle(pos, i)) for the remaining floor(d_model / 2) columns.
+      cos(angle(pos, i)) for the remaining floor(d_model / 2) columns;
+    - "fairseq" (M2M100's and NLLB's, computed in float32 as they compute it): half = d_model
+      // 2 frequencies base^(-i / (half - 1)), the sines then the cosines, a zero column last
+      when d_model is odd.
     """
     if length < 0 or d_model <= 0 or base <= 0:
         raise ValueError(f"need length >= 0, d_model > 0, base > 0; got {length}, {d_model}, {base}")
     if layout not in SINUSOID_LAYOUTS:
         raise ValueError(f"layout must be one of {SINUSOID_LAYOUTS}, got {layout!r}")
+    if layout == "fairseq":
+        return _fairseq_sinusoids(length, d_model, base)
     pos = np.arange(length, dtype=np.float64)[:, None]  # (length, 1)
     two_i = np.arange(0, d_model, 2, dtype=np.float64)[None, :]  # (1, ceil(d_model / 2))
     angles = pos / np.power(base, two_i / d_model)  # (length, ceil(d_model / 2))
@@ -38,42 +46,74 @@ def positional_encoding(length: int, d_model: int, base: float = 10000.0,
     return pe.astype(np.float32)
 
 
+def _fairseq_sinusoids(length: int, d_model: int, base: float) -> np.ndarray:
+    """M2M100SinusoidalPositionalEmbedding.get_embedding's table, in float32 as it computes it
+    (positions 0 .. length - 1; the model offsets them by pad_id + 1, so row pad_id, which it
+    zeroes, is never one of them)."""
+    half = d_model // 2
+    step = np.float32(math.log(base) / max(half - 1, 1))
+    frequencies = np.exp(np.arange(half, dtype=np.float32) * -step)  # (half,)
+    angles = np.arange(length, dtype=np.float32)[:, None] * frequencies[None, :]  # (length, half)
+    table = np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+    if d_model % 2:
+        table = np.concatenate([table, np.zeros((length, 1), np.float32)], axis=1)
+    return table.astype(np.float32)
+
+
+def make_norm(kind: str, epsilon: float, name: str):
+    """The model's normalisation layer: "layer" (keras LayerNormalization: gamma, beta) or
+    "rms" (keras RMSNormalization: x / sqrt(mean(x^2) + epsilon) * scale, T5's LayerNorm)."""
+    if kind == "rms":
+        return keras.layers.RMSNormalization(epsilon=epsilon, name=name)
+    return keras.layers.LayerNormalization(epsilon=epsilon, name=name)
+
+
 class PositionalEmbedding(keras.layers.Layer):
-    """Token embedding (optionally times sqrt(d_model)) plus a position code: positional is
-    "sinusoidal" (the paper's interleaved sinusoids), "sinusoidal_concat" ([sin | cos]) or
-    "learned".
+    """Token embedding (optionally times sqrt(d_model)) plus a position code, optionally
+    normalised (BART's layernorm_embedding): positional is "sinusoidal" (the paper's interleaved
+    sinusoids), "sinusoidal_concat" ([sin | cos]), "sinusoidal_fairseq" (M2M100's), "learned"
+    or "none" (T5: positions enter as a bias on the attention scores instead). Sinusoids start
+    at position_offset (M2M100 counts from pad_id + 1).
 
     The token embedding layer is passed in so source and target can share one matrix.
     """
 
     def __init__(self, token_embedding, d_model, max_len, positional="sinusoidal",
-                 scale_embeddings=True, **kwargs):
+                 scale_embeddings=True, *, position_offset=0, norm=None, **kwargs):
         super().__init__(**kwargs)
         self.token_embedding = token_embedding
         self.d_model = d_model
         self.max_len = max_len
         self.positional = positional
         self.scale_embeddings = scale_embeddings
+        self.position_embedding = self.sinusoids = None
+        self.embedding_norm = norm  # a norm layer named "embedding_norm", or None
         if positional == "learned":
             self.position_embedding = keras.layers.Embedding(max_len, d_model, name="position_embedding")
-        else:
-            self.position_embedding = None
-            layout = "concat" if positional == "sinusoidal_concat" else "interleaved"
-            self.sinusoids = tf.constant(positional_encoding(max_len, d_model, layout=layout))
+        elif positional != "none":
+            layout = {"sinusoidal_concat": "concat", "sinusoidal_fairseq": "fairseq"}.get(
+                positional, "interleaved")
+            table = positional_encoding(position_offset + max_len, d_model, layout=layout)
+            self.sinusoids = tf.constant(table[position_offset:])  # (max_len, d_model)
 
     def build(self, ids_shape=None):
-        """The token table (unless a shared one is built already) and the learned positions."""
+        """The token table (unless a shared one is built already), the learned positions and
+        the embedding norm."""
         if not self.token_embedding.built:
             self.token_embedding.build()
         if self.position_embedding is not None:
             self.position_embedding.build()
+        if self.embedding_norm is not None:
+            self.embedding_norm.build((None, None, self.d_model))
 
     def position_codes(self, length, offset=0):
         """(length, d_model) codes for positions offset .. offset + length - 1 (of static length
-        when length is an int, as in a decode step)."""
-        if self.position_embedding is None:
+        when length is an int, as in a decode step); None when positional is "none"."""
+        if self.sinusoids is not None:
             return tf.slice(self.sinusoids, [offset, 0], [length, self.d_model])
-        return self.position_embedding(offset + tf.range(length))
+        if self.position_embedding is not None:
+            return self.position_embedding(offset + tf.range(length))
+        return None
 
     def call(self, ids, offset=0):
         """(B, T) ids -> (B, T, d_model). offset: position of the first id (for cached decoding)."""
@@ -85,32 +125,49 @@ class PositionalEmbedding(keras.layers.Layer):
         if self.scale_embeddings:
             x = x * tf.sqrt(tf.cast(self.d_model, x.dtype))
         with tf.control_dependencies([fits]):  # this sentence, not the slice's own error
-            return x + self.position_codes(length, offset)[tf.newaxis]
+            codes = self.position_codes(length, offset)
+            x = x + codes[tf.newaxis] if codes is not None else tf.identity(x)
+        return x if self.embedding_norm is None else self.embedding_norm(x)
 
 
 class FeedForward(keras.layers.Layer):
     """Position-wise FFN: activation(x W1 + b1) W2 + b2; the paper's activation is relu
-    (max(0, x)); imported models may use gelu (exact, erf) or swish/silu (x * sigmoid(x))."""
+    (max(0, x)); imported models may use gelu (exact, erf), gelu_tanh (its tanh approximation)
+    or swish/silu (x * sigmoid(x)). gated=True is T5 v1.1's gated FFN: (activation(x W_gate)
+    * (x W1)) W2. use_bias=False: no biases (T5)."""
 
-    def __init__(self, d_model, dff, activation="relu", **kwargs):
+    def __init__(self, d_model, dff, activation="relu", *, gated=False, use_bias=True, **kwargs):
         super().__init__(**kwargs)
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-        function = {"relu": "relu", "gelu": _gelu, "swish": "silu", "silu": "silu"}[activation]
-        self.intermediate = keras.layers.Dense(dff, activation=function, name="intermediate")
-        self.output_dense = keras.layers.Dense(d_model, name="output")
+        function = {"relu": "relu", "gelu": _gelu, "gelu_tanh": _gelu_tanh, "swish": "silu",
+                    "silu": "silu"}[activation]
+        self.gate = (keras.layers.Dense(dff, activation=function, use_bias=use_bias, name="gate")
+                     if gated else None)
+        self.intermediate = keras.layers.Dense(dff, activation=None if gated else function,
+                                               use_bias=use_bias, name="intermediate")
+        self.output_dense = keras.layers.Dense(d_model, use_bias=use_bias, name="output")
         self.d_model, self.dff = d_model, dff
 
     def build(self, x_shape=None):
-        self.intermediate.build((None, None, self.d_model))
+        for layer in (self.gate, self.intermediate):
+            if layer is not None:
+                layer.build((None, None, self.d_model))
         self.output_dense.build((None, None, self.dff))
 
     def call(self, x):
-        return dense(self.output_dense, dense(self.intermediate, x))
+        inner = dense(self.intermediate, x)  # (..., dff)
+        if self.gate is not None:
+            inner = dense(self.gate, x) * inner
+        return dense(self.output_dense, inner)
 
 
 def _gelu(x):
     return keras.activations.gelu(x, approximate=False)
+
+
+def _gelu_tanh(x):
+    return keras.activations.gelu(x, approximate=True)
 
 
 class _Block(keras.layers.Layer):
@@ -149,24 +206,28 @@ class EncoderLayer(_Block):
     """Self-attention then FFN, each with its own residual connection, dropout and LayerNorm."""
 
     def __init__(self, d_model, num_heads, dff, dropout_rate=0.1, norm_first=False, *,
-                 head_dim=None, activation="relu", layer_norm_epsilon=1e-6, **kwargs):
+                 head_dim=None, activation="relu", layer_norm_epsilon=1e-6, norm="layer",
+                 use_bias=True, attention_scale=True, feedforward="dense", **kwargs):
         super().__init__(norm_first, **kwargs)
+        attention = dict(use_bias=use_bias, scale=attention_scale)
         self.self_attention = MultiHeadAttention(d_model, num_heads, head_dim,
-                                                 name="self_attention")
-        self.self_attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, name="self_attention_layer_norm")
+                                                 name="self_attention", **attention)
+        self.self_attention_layer_norm = make_norm(norm, layer_norm_epsilon,
+                                                   "self_attention_layer_norm")
         self.self_attention_dropout = keras.layers.Dropout(dropout_rate)
-        self.feedforward = FeedForward(d_model, dff, activation, name="feedforward")
-        self.feedforward_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, name="feedforward_layer_norm")
+        self.feedforward = FeedForward(d_model, dff, activation, gated=feedforward == "gated",
+                                       use_bias=use_bias, name="feedforward")
+        self.feedforward_layer_norm = make_norm(norm, layer_norm_epsilon, "feedforward_layer_norm")
         self.feedforward_dropout = keras.layers.Dropout(dropout_rate)
 
-    def call(self, x, attention_mask=None, head_mask=None, training=False, return_qkv=False):
-        """x (B, N, d_model), attention_mask (B, 1, 1, N). Returns the attention dict with "output"
-        replaced by the block's output (B, N, d_model)."""
+    def call(self, x, attention_mask=None, head_mask=None, training=False, return_qkv=False,
+             position_bias=None):
+        """x (B, N, d_model), attention_mask (B, 1, 1, N), position_bias (1, H, N, N) or None.
+        Returns the attention dict with "output" replaced by the block's output (B, N, d_model)."""
         h = self._sublayer_input(x, self.self_attention_layer_norm)
         attention = self.self_attention(
-            h, h, attention_mask=attention_mask, head_mask=head_mask, return_qkv=return_qkv)
+            h, h, attention_mask=attention_mask, head_mask=head_mask, return_qkv=return_qkv,
+            position_bias=position_bias)
         x = self._residual(x, attention["output"], self.self_attention_layer_norm,
                            self.self_attention_dropout, training)
         return {**attention, "output": self.feed_forward(x, training)}
@@ -180,28 +241,31 @@ class DecoderLayer(_Block):
     """
 
     def __init__(self, d_model, num_heads, dff, dropout_rate=0.1, norm_first=False, *,
-                 head_dim=None, activation="relu", layer_norm_epsilon=1e-6, **kwargs):
+                 head_dim=None, activation="relu", layer_norm_epsilon=1e-6, norm="layer",
+                 use_bias=True, attention_scale=True, feedforward="dense", **kwargs):
         super().__init__(norm_first, **kwargs)
+        attention = dict(use_bias=use_bias, scale=attention_scale)
         self.self_attention = MultiHeadAttention(d_model, num_heads, head_dim,
-                                                 name="self_attention")
-        self.self_attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, name="self_attention_layer_norm")
+                                                 name="self_attention", **attention)
+        self.self_attention_layer_norm = make_norm(norm, layer_norm_epsilon,
+                                                   "self_attention_layer_norm")
         self.self_attention_dropout = keras.layers.Dropout(dropout_rate)
         self.cross_attention = MultiHeadAttention(d_model, num_heads, head_dim,
-                                                  name="cross_attention")
-        self.cross_attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, name="cross_attention_layer_norm")
+                                                  name="cross_attention", **attention)
+        self.cross_attention_layer_norm = make_norm(norm, layer_norm_epsilon,
+                                                    "cross_attention_layer_norm")
         self.cross_attention_dropout = keras.layers.Dropout(dropout_rate)
-        self.feedforward = FeedForward(d_model, dff, activation, name="feedforward")
-        self.feedforward_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, name="feedforward_layer_norm")
+        self.feedforward = FeedForward(d_model, dff, activation, gated=feedforward == "gated",
+                                       use_bias=use_bias, name="feedforward")
+        self.feedforward_layer_norm = make_norm(norm, layer_norm_epsilon, "feedforward_layer_norm")
         self.feedforward_dropout = keras.layers.Dropout(dropout_rate)
 
     def call(self, x, memory=None, self_mask=None, cross_mask=None, self_head_mask=None,
              cross_head_mask=None, training=False, return_qkv=False, self_cache=None,
-             cross_cache=None, cache_update_index=None):
+             cross_cache=None, cache_update_index=None, position_bias=None):
         """x (B, T, d_model), memory (B, N, d_model), self_mask (B, 1, T, T), cross_mask
-        (B, 1, 1, N).
+        (B, 1, 1, N), position_bias (1, H, T, T or the cache's length) on the self-attention
+        scores, or None (cross-attention never has one).
 
         While decoding, the caches go through to the attention layers: self_cache (k, v) is
         updated at cache_update_index (x holds the new positions only, self_mask covers the
@@ -214,7 +278,7 @@ class DecoderLayer(_Block):
         h = self._sublayer_input(x, self.self_attention_layer_norm)
         self_attention = self.self_attention(
             h, h, attention_mask=self_mask, head_mask=self_head_mask, return_qkv=return_qkv,
-            cache=self_cache, cache_update_index=cache_update_index)
+            cache=self_cache, cache_update_index=cache_update_index, position_bias=position_bias)
         x = self._residual(x, self_attention["output"], self.self_attention_layer_norm,
                            self.self_attention_dropout, training)
         h = self._sublayer_input(x, self.cross_attention_layer_norm)

@@ -8,8 +8,9 @@ import tensorflow as tf
 from transformer.core.kinds import KIND_NAMES, layer_counts
 from transformer.model.attention import dense, leading_dims
 from transformer.model.config import TransformerConfig
-from transformer.model.layers import DecoderLayer, EncoderLayer, PositionalEmbedding
+from transformer.model.layers import DecoderLayer, EncoderLayer, PositionalEmbedding, make_norm
 from transformer.model.masks import look_ahead_mask, padding_mask
+from transformer.model.relative import RelativePositionBias
 
 ATTENTION_KINDS = KIND_NAMES  # ("encoder", "decoder", "cross")
 
@@ -34,16 +35,29 @@ class Transformer(keras.Model):
         else:
             self.target_token_embedding = keras.layers.Embedding(
                 c.tgt_vocab_size, c.d_model, name="target_token_embedding")
+        embedding = dict(position_offset=c.position_offset)
         self.source_embedding = PositionalEmbedding(
             self.source_token_embedding, c.d_model, c.max_len, c.positional, c.scale_embeddings,
-            name="source_embedding")
+            norm=self._norm("embedding_norm") if c.embedding_norm else None,
+            name="source_embedding", **embedding)
         self.target_embedding = PositionalEmbedding(
             self.target_token_embedding, c.d_model, c.max_len, c.positional, c.scale_embeddings,
-            name="target_embedding")
+            norm=self._norm("embedding_norm") if c.embedding_norm else None,
+            name="target_embedding", **embedding)
         self.source_dropout = keras.layers.Dropout(c.dropout_rate)
         self.target_dropout = keras.layers.Dropout(c.dropout_rate)
+        # T5: one relative position bias per stack, shared by its self-attention layers.
+        self.encoder_position_bias = self.decoder_position_bias = None
+        if c.relative_attention:
+            bias = dict(num_heads=c.num_heads, num_buckets=c.relative_buckets,
+                        max_distance=c.relative_max_distance, max_len=c.max_len)
+            self.encoder_position_bias = RelativePositionBias(
+                bidirectional=True, name="encoder_position_bias", **bias)
+            self.decoder_position_bias = RelativePositionBias(
+                bidirectional=False, name="decoder_position_bias", **bias)
         block = dict(head_dim=c.head_dim, activation=c.activation,
-                     layer_norm_epsilon=c.layer_norm_epsilon)
+                     layer_norm_epsilon=c.layer_norm_epsilon, norm=c.norm, use_bias=c.use_bias,
+                     attention_scale=c.attention_scale, feedforward=c.feedforward)
         self.encoder_layers = [
             EncoderLayer(c.d_model, c.num_heads, c.dff, c.dropout_rate, c.norm_first,
                          name=f"encoder_layer_{i}", **block)
@@ -56,10 +70,8 @@ class Transformer(keras.Model):
         ]
         # Pre-LN stacks end with a LayerNorm: their residual stream is never normalised otherwise.
         if c.norm_first:
-            self.encoder_norm = keras.layers.LayerNormalization(
-                epsilon=c.layer_norm_epsilon, name="encoder_norm")
-            self.decoder_norm = keras.layers.LayerNormalization(
-                epsilon=c.layer_norm_epsilon, name="decoder_norm")
+            self.encoder_norm = self._norm("encoder_norm")
+            self.decoder_norm = self._norm("decoder_norm")
         if not c.tie_output:
             self.output_projection = keras.layers.Dense(
                 c.tgt_vocab_size, use_bias=c.output_bias, name="output_projection")
@@ -67,13 +79,17 @@ class Transformer(keras.Model):
             self.output_bias = self.add_weight(shape=(c.tgt_vocab_size,), initializer="zeros",
                                                name="output_bias")
 
+    def _norm(self, name: str):
+        return make_norm(self.config.norm, self.config.layer_norm_epsilon, name)
+
     def build(self, input_shape=None):
         """Every variable, from the config alone: each layer builds its own weights from
         d_model (no forward pass, which would trace the whole model symbolically). A layer that
         a call already built (model.encode on a fresh model builds the encoder's) is kept."""
         shape = (None, None, self.config.d_model)
+        biases = (self.encoder_position_bias, self.decoder_position_bias)
         for layer in (self.source_embedding, self.target_embedding, *self.encoder_layers,
-                      *self.decoder_layers):
+                      *self.decoder_layers, *(b for b in biases if b is not None)):
             if not layer.built:
                 layer.build()
         for layer in ((self.encoder_norm, self.decoder_norm) if self.config.norm_first else ()) \
@@ -122,10 +138,14 @@ class Transformer(keras.Model):
         source_ids = tf.convert_to_tensor(source_ids)
         mask = self.source_mask(source_ids)  # (B, 1, 1, N)
         x = self.source_dropout(self.source_embedding(source_ids), training=training)
+        bias = None
+        if self.encoder_position_bias is not None:
+            positions = tf.range(tf.shape(source_ids)[1])
+            bias = self.encoder_position_bias(positions, positions)  # (1, H, N, N)
         hidden, layer_results = [x], []
         for i, layer in enumerate(self.encoder_layers):
             result = layer(x, attention_mask=mask, head_mask=_row(head_mask, i), training=training,
-                           return_qkv=return_qkv)
+                           return_qkv=return_qkv, position_bias=bias)
             x = result["output"]
             hidden.append(x)
             layer_results.append(result)
@@ -152,12 +172,16 @@ class Transformer(keras.Model):
         target_ids = tf.convert_to_tensor(target_ids)
         self_mask = self.target_mask(target_ids)  # (B, 1, T, T)
         x = self.target_dropout(self.target_embedding(target_ids), training=training)
+        bias = None
+        if self.decoder_position_bias is not None:
+            positions = tf.range(tf.shape(target_ids)[1])
+            bias = self.decoder_position_bias(positions, positions)  # (1, H, T, T)
         hidden, self_results, cross_results = [x], [], []
         for i, layer in enumerate(self.decoder_layers):
             result = layer(x, memory, self_mask=self_mask, cross_mask=memory_mask,
                            self_head_mask=_row(self_head_mask, i),
                            cross_head_mask=_row(cross_head_mask, i), training=training,
-                           return_qkv=return_qkv)
+                           return_qkv=return_qkv, position_bias=bias)
             x = result["output"]
             hidden.append(x)
             self_results.append(result["self"])
@@ -179,8 +203,11 @@ class Transformer(keras.Model):
         return self.decoder_norm(x) if self.config.norm_first else x
 
     def project(self, x):
-        """(B, T, d_model) -> logits (B, T, tgt_vocab)."""
+        """(B, T, d_model) -> logits (B, T, tgt_vocab) (x times output_scale first: T5 v1.0's
+        tied output)."""
         x = tf.convert_to_tensor(x)
+        if self.config.output_scale != 1.0:
+            x = x * self.config.output_scale
         if not self.config.tie_output:
             return dense(self.output_projection, x)
         # Tied: x E^T computed as (E x^T)^T. TensorFlow's CPU matmul with the big (V, d_model)
@@ -219,13 +246,16 @@ class Transformer(keras.Model):
         positions = index + tf.range(tf.shape(token_ids)[1])  # (n,)
         visible = tf.cast(tf.range(size)[tf.newaxis, :] <= positions[:, tf.newaxis], x.dtype)
         visible = visible[tf.newaxis, tf.newaxis]  # (1, 1, n, max_len)
+        bias = None
+        if self.decoder_position_bias is not None:  # the new positions against every slot
+            bias = self.decoder_position_bias(positions, tf.range(size))  # (1, H, n, max_len)
         self_cache, self_weights, cross_weights = [], [], []
         for i, layer in enumerate(self.decoder_layers):
             result = layer(x, self_mask=visible, cross_mask=memory_mask,
                            self_head_mask=_row(self_head_mask, i),
                            cross_head_mask=_row(cross_head_mask, i),
                            self_cache=cache["self"][i], cross_cache=cache["cross"][i],
-                           cache_update_index=index)
+                           cache_update_index=index, position_bias=bias)
             x = result["output"]
             self_cache.append(result["self"]["cache"])
             self_weights.append(result["self"]["weights"])

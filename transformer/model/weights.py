@@ -31,6 +31,21 @@ def position_embedding(side: str) -> str:
     return f"{side}_embedding/position_embedding/embeddings"
 
 
+def embedding_norm(side: str) -> str:
+    """The norm on a stack's embedded input (BART's layernorm_embedding)."""
+    return f"{side}_embedding/embedding_norm"
+
+
+def relative_bias(stack: str) -> str:
+    """T5's relative position bias of a stack: (buckets, heads)."""
+    return f"{stack}_position_bias/relative_bias/embeddings"
+
+
+def norm_parts(config) -> tuple[str, ...]:
+    """The weights of one norm: LayerNorm's gamma and beta, or RMSNorm's scale."""
+    return ("gamma", "beta") if config.norm == "layer" else ("scale",)
+
+
 def layer(stack: str, i: int) -> str:
     """"encoder_layer_0": the prefix of one layer of a stack ("encoder" or "decoder")."""
     return f"{stack}_layer_{i}"
@@ -69,32 +84,38 @@ def weight_shapes(config: TransformerConfig) -> dict[str, tuple[int, ...]]:
     d, inner = c.d_model, c.num_heads * c.head_dim
     shapes: dict[str, tuple[int, ...]] = {}
 
-    def dense_shape(prefix, n_in, n_out, bias=True):
+    def dense_shape(prefix, n_in, n_out, bias=c.use_bias):
         shapes[f"{prefix}/kernel"] = (n_in, n_out)
         if bias:
             shapes[f"{prefix}/bias"] = (n_out,)
 
     def norm(prefix):
-        shapes[f"{prefix}/gamma"] = (d,)
-        shapes[f"{prefix}/beta"] = (d,)
+        for part in norm_parts(c):
+            shapes[f"{prefix}/{part}"] = (d,)
 
     def attention_shapes(prefix):
         for part in ATTENTION_DENSES:
             dense_shape(f"{prefix}/{part}", *((inner, d) if part == "output" else (d, inner)))
 
-    shapes[token_embedding("source")] = (c.src_vocab_size, d)
-    if c.positional == "learned":
-        shapes[position_embedding("source")] = (c.max_len, d)
-    if not c.share_embeddings:
-        shapes[token_embedding("target")] = (c.tgt_vocab_size, d)
-    if c.positional == "learned":
-        shapes[position_embedding("target")] = (c.max_len, d)
+    for side in SIDES:
+        if side == "source" or not c.share_embeddings:
+            shapes[token_embedding(side)] = (c.src_vocab_size if side == "source"
+                                             else c.tgt_vocab_size, d)
+        if c.positional == "learned":
+            shapes[position_embedding(side)] = (c.max_len, d)
+        if c.embedding_norm:
+            norm(embedding_norm(side))
+    if c.relative_attention:
+        for stack in STACKS:
+            shapes[relative_bias(stack)] = (c.relative_buckets, c.num_heads)
     for stack, sublayers in STACKS.items():
         for i in range(c.num_encoder_layers if stack == "encoder" else c.num_decoder_layers):
             p = layer(stack, i)
             for sublayer in sublayers:
                 attention_shapes(f"{p}/{sublayer}")
                 norm(f"{p}/{sublayer}_layer_norm")
+            if c.feedforward == "gated":
+                dense_shape(f"{p}/feedforward/gate", d, c.dff)
             dense_shape(f"{p}/feedforward/intermediate", d, c.dff)
             dense_shape(f"{p}/feedforward/output", c.dff, d)
             norm(f"{p}/feedforward_layer_norm")
