@@ -17,6 +17,7 @@ from transformer.tokenizers.hf_files import (
     MAX_TOKENIZER_JSON_BYTES,
     read_merges_txt,
     read_sentencepiece,
+    read_tokenizer_config,
     read_tokenizer_json,
 )
 from transformer.tokenizers.huggingface import HFTokenizer
@@ -235,3 +236,20 @@ def test_reading_is_bounded_on_a_real_sized_file(nllb_json):
     start = time.perf_counter()
     data = read_tokenizer_json(json.dumps(doc).encode(), "tokenizer.json")
     assert len(data.vocab) == len(vocab) and time.perf_counter() - start < 5
+
+
+def test_tokenizer_config_is_checked():
+    good = {"tokenizer_class": "NllbTokenizer", "src_lang": "eng_Latn", "tgt_lang": "fra_Latn",
+            "legacy_behaviour": True, "model_max_length": 1024, "anything": {"else": [1]}}
+    got = read_tokenizer_config(json.dumps(good).encode())
+    assert got["family"] == "nllb" and got["src_lang"] == "eng_Latn"
+    assert got["options"] == {"legacy_behaviour": True}
+    assert read_tokenizer_config(b'{"tokenizer_class": "GPT2Tokenizer"}')["family"] is None
+    for doc, match in ((b"[]", "expected a JSON object"), (b"{", "not valid JSON"),
+                       (b'{"src_lang": 5}', "src_lang must be a short string"),
+                       (b'{"legacy_behaviour": "yes"}', "legacy_behaviour must be true or false"),
+                       (b'{"extra_ids": 1000000}', "extra_ids must be an int"),
+                       (b"[" * 100 + b"]" * 100, "nested more than"),
+                       (b" " * (limits.MAX_JSON_BYTES + 1), "more than the")):
+        with pytest.raises(TokenizerError, match=match):
+            read_tokenizer_config(doc)

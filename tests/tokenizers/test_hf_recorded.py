@@ -7,24 +7,17 @@ where the folder has them, from the family's original files alone (vocab.json + 
 spiece.model, sentencepiece.bpe.model). A fixture not yet built is skipped, saying so. No
 transformers needed."""
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from transformer.tokenizers.hf_files import read_tokenizer_config
 from transformer.tokenizers.huggingface import FAMILY_FILES, HFTokenizer
 from transformer.tokenizers.m2m100 import M2M100Tokenizer
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 FOLDERS = ("bart", "mbart", "mbart50", "t5", "t5_v11", "m2m100", "nllb", "pegasus")
-# tokenizer_config.json's tokenizer_class -> our family
-CLASS_FAMILY = {"RobertaTokenizer": "bart", "BartTokenizer": "bart", "BartTokenizerFast": "bart",
-                "MBartTokenizer": "mbart", "MBartTokenizerFast": "mbart",
-                "MBart50Tokenizer": "mbart50", "MBart50TokenizerFast": "mbart50",
-                "T5Tokenizer": "t5", "T5TokenizerFast": "t5", "PegasusTokenizer": "pegasus",
-                "PegasusTokenizerFast": "pegasus", "NllbTokenizer": "nllb",
-                "NllbTokenizerFast": "nllb", "M2M100Tokenizer": "m2m100"}
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "spiece.model",
                    "sentencepiece.bpe.model")
 
@@ -34,8 +27,8 @@ def fixture(folder):
     if not (path / "recorded.npz").is_file():
         pytest.skip(f"tests/fixtures/{folder}/recorded.npz is not built yet "
                     f"(tests/fixtures/make_{folder.split('_')[0]}_fixture.py builds it)")
-    config = json.loads((path / "tokenizer_config.json").read_text(encoding="utf-8"))
-    family = CLASS_FAMILY.get(config.get("tokenizer_class"), folder.split("_")[0])
+    config = read_tokenizer_config((path / "tokenizer_config.json").read_bytes())
+    family = config["family"] or folder.split("_")[0]
     files = {f: (path / f).read_bytes() for f in TOKENIZER_FILES if (path / f).is_file()}
     with np.load(path / "recorded.npz", allow_pickle=False) as npz:
         recorded = {k: npz[k] for k in npz.files}
@@ -45,23 +38,22 @@ def fixture(folder):
 def tokenizers(family, config, files):
     """[(what, source tokenizer, target tokenizer)]: from tokenizer.json, and from the original
     files alone where the folder has them."""
-    src = config.get("src_lang")
-    tgt = config.get("tgt_lang") or src
+    src = config["src_lang"]
+    tgt = config["tgt_lang"] or src
     if family == "m2m100":
-        options = {k: config[k] for k in ("language_codes", "num_madeup_words") if k in config}
+        options = {k: config[k] for k in ("language_codes", "num_madeup_words")
+                   if config[k] is not None}
         return [("vocab.json + sentencepiece.bpe.model",
                  M2M100Tokenizer.from_files(files, "source", src, **options),
                  M2M100Tokenizer.from_files(files, "target", tgt, **options))]
-    options = {k: config[k] for k in ("legacy_behaviour", "add_prefix_space",
-                                      "clean_up_tokenization_spaces")
-               if isinstance(config.get(k), bool)}
+    options = config["options"]
     variants = []
     if "tokenizer.json" in files:
         variants.append(("tokenizer.json", {"tokenizer.json": files["tokenizer.json"]}))
     originals = FAMILY_FILES[family]
     if originals and all(f in files for f in originals):
         variants.append((" + ".join(originals), {f: files[f] for f in originals}))
-    extra = {"extra_ids": config["extra_ids"]} if isinstance(config.get("extra_ids"), int) else {}
+    extra = {"extra_ids": config["extra_ids"]} if config["extra_ids"] is not None else {}
     return [(what, HFTokenizer.from_files(family, dict(given), "source", src, **options, **extra),
              HFTokenizer.from_files(family, dict(given), "target", tgt, **options, **extra))
             for what, given in variants]

@@ -14,6 +14,8 @@ hands to the ``tokenizers`` library (the library never parses a stranger's file 
   rules go through SentencePiece's own check (sentencepiece_model.check_charsmap).
 * ``merges.txt`` (:func:`read_merges_txt`): "a b" lines after an optional "#version" line, the
   same bounds on size and count, every piece in vocab.json.
+* tokenizer_config.json (:func:`read_tokenizer_config`): the family its ``tokenizer_class``
+  names, the languages and the few options these tokenizers take, each type-checked;
 * SentencePiece models (:func:`read_sentencepiece`): at most MAX_SPM_BYTES and MAX_VOCAB pieces,
   checked by sentencepiece_model.check_sentencepiece_model (pieces and normalization rules
   valid UTF-8, rule tables SentencePiece can read safely) before anything runs them; what is
@@ -49,6 +51,7 @@ from transformer.tokenizers.sentencepiece_model import (
 )
 
 __all__ = ["read_tokenizer_json", "read_merges_txt", "read_sentencepiece", "TokenizerJson",
+           "read_tokenizer_config", "CLASS_FAMILY",
            "SentencePieceData", "ALLOWED_KINDS", "MAX_TOKENIZER_JSON_BYTES", "MAX_MERGES",
            "MAX_MERGES_BYTES", "MAX_SPM_BYTES", "MAX_ADDED_TOKENS", "MAX_TOKENIZER_JSON_DEPTH",
            "MAX_JSON_STRINGS", "MAX_PIECE_CHARS"]
@@ -412,3 +415,57 @@ def read_sentencepiece(data, name: str) -> SentencePieceData:
     if charsmap and len(charsmap) > MAX_CHARSMAP_BYTES:  # check_sentencepiece_model refused it
         raise TokenizerError(f"{name}: its normalization rules are too large")
     return SentencePieceData(data, pieces, kind, unk, charsmap)
+
+
+# ---------------------------------------------------------------------- tokenizer_config.json
+
+# tokenizer_config.json's tokenizer_class -> the family (huggingface.HFTokenizer's, or "m2m100")
+CLASS_FAMILY = {
+    "BartTokenizer": "bart", "BartTokenizerFast": "bart", "RobertaTokenizer": "bart",
+    "RobertaTokenizerFast": "bart", "MBartTokenizer": "mbart", "MBartTokenizerFast": "mbart",
+    "MBart50Tokenizer": "mbart50", "MBart50TokenizerFast": "mbart50", "T5Tokenizer": "t5",
+    "T5TokenizerFast": "t5", "MT5Tokenizer": "t5", "MT5TokenizerFast": "t5",
+    "PegasusTokenizer": "pegasus", "PegasusTokenizerFast": "pegasus", "NllbTokenizer": "nllb",
+    "NllbTokenizerFast": "nllb", "M2M100Tokenizer": "m2m100",
+}
+_CONFIG_BOOLS = ("legacy_behaviour", "add_prefix_space", "clean_up_tokenization_spaces")
+
+
+def read_tokenizer_config(data, name: str = "tokenizer_config.json") -> dict:
+    """What the tokenizers here take from tokenizer_config.json, checked: ``family`` (from
+    ``tokenizer_class``, None when it names no family here), ``src_lang`` and ``tgt_lang``
+    (str or None), ``options`` (huggingface.OPTIONS given as booleans), ``extra_ids`` (T5, an
+    int in [0, 1000] or None), ``language_codes`` and ``num_madeup_words`` (M2M100, or None).
+    Other fields are ignored. At most limits.MAX_JSON_BYTES and MAX_JSON_DEPTH deep."""
+    data = _as_bytes(data, name, limits.MAX_JSON_BYTES)
+    text = _as_text(data, name)
+    _json_depth_and_strings(text, name)
+    doc = _loads(text, name)
+    if not isinstance(doc, dict):
+        raise TokenizerError(f"{name}: expected a JSON object, got {type(doc).__name__}")
+
+    def string(key):
+        value = doc.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > 64):
+            raise TokenizerError(f"{name}: {key} must be a short string, got {str(value)[:40]!r}")
+        return value
+
+    def integer(key, high):
+        value = doc.get(key)
+        if value is not None and (not is_int(value) or not 0 <= value <= high):
+            raise TokenizerError(f"{name}: {key} must be an int in [0, {high}], got "
+                                 f"{str(value)[:40]}")
+        return value
+
+    options = {}
+    for key in _CONFIG_BOOLS:
+        if key in doc and doc[key] is not None:
+            if not isinstance(doc[key], bool):
+                raise TokenizerError(f"{name}: {key} must be true or false, got "
+                                     f"{str(doc[key])[:40]}")
+            options[key] = doc[key]
+    return {"family": CLASS_FAMILY.get(string("tokenizer_class")),
+            "src_lang": string("src_lang"), "tgt_lang": string("tgt_lang"), "options": options,
+            "extra_ids": integer("extra_ids", 1000),
+            "language_codes": string("language_codes"),
+            "num_madeup_words": integer("num_madeup_words", 1024)}

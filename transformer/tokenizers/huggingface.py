@@ -203,8 +203,9 @@ class HFTokenizer(Tokenizer):
 
     def _encoding(self, text: str):
         text = check_text(text)
-        if self._cache is not None and self._cache[0] == text:
-            return self._cache[1]
+        cached = self._cache  # read once: another thread may replace it (the tuple is whole)
+        if cached is not None and cached[0] == text:
+            return cached[1]
         enc = self.backend.encode(text, add_special_tokens=False)
         self._cache = (text, enc)
         return enc
