@@ -131,6 +131,10 @@ class M2M100Tokenizer(Tokenizer):
             given = sorted(map(str, files))[:6] if isinstance(files, dict) else files
             raise TokenizerError(f"an M2M100 tokenizer needs vocab.json and {SPM_FILE}; given "
                                  f"{given!r}"[:300])
+        unknown = sorted(set(map(str, options)) - {"language_codes", "num_madeup_words"})
+        if unknown:
+            raise TokenizerError(f"options: unknown option(s) {', '.join(map(repr, unknown[:5]))} "
+                                 f"(known: language_codes, num_madeup_words)")
         vocab = parse_vocab_json(files["vocab.json"], "vocab.json")
         return cls(files[SPM_FILE], vocab, side, language, **options)
 
