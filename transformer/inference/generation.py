@@ -36,6 +36,7 @@ the step under way is the last and its best candidates are finished as at max_le
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import tensorflow as tf
@@ -117,6 +118,15 @@ def generate_text(checkpoint, source: str, settings: GenerationSettings, *, seco
 
 
 # ================================================================================ results
+@dataclass
+class GeneratedBeam(BeamDecoding):
+    """A beam search's BeamDecoding (score: the best's sequence score) with every finished
+    hypothesis's sequence score, as transformers' sequences_scores (best first, as
+    hypotheses)."""
+
+    sequence_scores: list[float] = field(default_factory=list)
+
+
 def _greedy_result(out, settings, tokenizer, source_len) -> Decoding:
     tokens = out["tokens"][:, 0]
     names = _Names(tokenizer, tokens, out["top_ids"])
@@ -157,9 +167,9 @@ def _beam_result(out, final, settings, tokenizer, source_len) -> BeamDecoding:
     for hypothesis in hypotheses:
         hypothesis.stopped_by = ("end" if hypothesis.token_ids and
                                  hypothesis.token_ids[-1] in settings.eos_token_id else stopped_by)
-    return BeamDecoding(best.token_ids, best.tokens, best.text, best.steps, stopped_by,
-                        score=scores[0], beam_width=settings.num_beams, hypotheses=hypotheses,
-                        beam_steps=_beam_steps(out, names))
+    return GeneratedBeam(best.token_ids, best.tokens, best.text, best.steps, stopped_by,
+                         score=scores[0], beam_width=settings.num_beams, hypotheses=hypotheses,
+                         beam_steps=_beam_steps(out, names), sequence_scores=scores)
 
 
 def _beam_steps(out, names):
@@ -451,5 +461,5 @@ def _beam_loop(model, xla):
     return loop
 
 
-__all__ = ["GenerationSettings", "generate", "generate_text", "generation_settings",
+__all__ = ["GeneratedBeam", "GenerationSettings", "generate", "generate_text", "generation_settings",
            "read_generation_config"]

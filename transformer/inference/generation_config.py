@@ -223,7 +223,7 @@ def generation_settings(values, config, *, label: str = "'generation_config.json
         notes.append(f"pad_token_id {_shown(pad)} is not an id of the target vocabulary; it is not used.")
         pad = None
     if pad is None:
-        pad = eos[0] if eos else config.pad_id
+        pad = config.pad_id
 
     bad_words = reader.bad_words("bad_words_ids", vocab)
     forced_bos = reader.id("forced_bos_token_id", vocab)
@@ -357,7 +357,7 @@ def _shown(value) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, int):
-        if abs(value) < 10**15:
+        if abs(value) < 10**24:
             return f"{value:,}"
         return f"a number of about {int(value.bit_length() * 0.30103) + 1} digits"
     return _kind(value)
