@@ -101,3 +101,6 @@ def test_language_ids_and_specials(folder):
             assert 0 <= start < tgt.vocab_size
         if family in ("mbart", "mbart50", "nllb", "m2m100"):
             assert tgt.language_ids[tgt.language] in (tgt.prefix_ids + tgt.suffix_ids)
+            for key, tok in (("src_lang_id", src), ("tgt_lang_id", tgt)):
+                if key in recorded:  # the forced first token of a translation, and the source's
+                    assert tok.language_ids[tok.language] == int(recorded[key]), (folder, key)
