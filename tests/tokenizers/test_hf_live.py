@@ -147,3 +147,24 @@ def test_any_unicode_text(pairs, family, text):
 @given(text=MIXED)
 def test_mixed_script_text(pairs, family, text):
     check(family, pairs, text)
+
+
+@pytest.mark.parametrize("family", ["t5", "pegasus", "mbart50", "bart"])
+def test_clean_up_tokenization_spaces(tmp_path, family):
+    """tokenizer_config.json's clean_up_tokenization_spaces (true in many hub configs written by
+    transformers 4) applies to decoding as transformers applies it: never to a BPE model."""
+    files = BUILDERS[family]()
+    src, tgt = LANGS.get(family, (None, None))
+    cls = getattr(transformers, CLASSES[family])
+    kwargs = {"src_lang": src, "tgt_lang": tgt} if src else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = cls.from_pretrained(str(write(tmp_path, files)), clean_up_tokenization_spaces=True,
+                                  **kwargs)
+    mine = HFTokenizer.from_files(family, files, "source", src, clean_up_tokenization_spaces=True)
+    for text in ("a , b . c ? d ! it 's they 're I 'm we 've don 't", "Hello , world !"):
+        ids = mine.encode(text, add_start=True, add_end=True)
+        assert ids == ref(text)["input_ids"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert mine.decode(ids) == ref.decode(ids, skip_special_tokens=True)
