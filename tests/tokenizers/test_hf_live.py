@@ -168,3 +168,22 @@ def test_clean_up_tokenization_spaces(tmp_path, family):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             assert mine.decode(ids) == ref.decode(ids, skip_special_tokens=True)
+
+
+@pytest.mark.parametrize("family", ["bart", "mbart50", "t5", "pegasus", "nllb"])
+def test_older_tokenizer_json_layouts(tmp_path, family):
+    """tokenizer.json as older hub files write it (Metaspace with add_prefix_space, a
+    RobertaProcessing post-processor) gives transformers' ids too: the pipeline is the class's,
+    only the vocabulary and rules come from the file."""
+    src, tgt = LANGS.get(family, (None, None))
+    doc = json.loads(ours(family, BUILDERS[family]())[0].model_bytes)
+    if family != "bart":
+        doc["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "add_prefix_space": True}
+        doc["decoder"] = {"type": "Metaspace", "replacement": "▁", "add_prefix_space": True}
+    doc["post_processor"] = {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0],
+                             "trim_offsets": True, "add_prefix_space": family != "bart"}
+    files = {"tokenizer.json": json.dumps(doc).encode()}
+    ref = reference(family, write(tmp_path, files))
+    mine = HFTokenizer.from_files(family, files, "source", src)
+    for text in ("Hello,  world! Привет 東京 ﬁ", "", " x ", "a\tb\nc"):
+        assert mine.encode(text, add_start=True, add_end=True) == ref(text)["input_ids"]
