@@ -33,6 +33,7 @@ NON_DEFAULT = dict(
     pad_source_to=20,
     source_start=False,
     source_end=False,
+    target_start=True,
     embedding_norm=True,
     norm="rms",
     use_bias=False,
@@ -140,7 +141,7 @@ INVALID = [
     (dict(src_vocab_size=50, tgt_vocab_size=100, pad_id=60), ["pad_id"]),
     (dict(src_vocab_size=100, tgt_vocab_size=50, start_id=50), ["start_id"]),
     (dict(end_id=8000), ["end_id"]),
-    (dict(pad_id=1, start_id=2, end_id=1), ["pad_id", "start_id", "end_id"]),
+    (dict(pad_id=1, start_id=2, end_id=1), ["pad_id", "end_id"]),
     (dict(head_dim=0), ["head_dim"]),
     (dict(activation="tanh"), ["activation"]),
     (dict(layer_norm_epsilon=0.0), ["layer_norm_epsilon"]),
@@ -149,7 +150,6 @@ INVALID = [
     (dict(pad_source_to=-1), ["pad_source_to"]),
     (dict(max_len=10, pad_source_to=11), ["pad_source_to"]),
     (dict(positional="rotary"), ["positional"]),
-    (dict(pad_id=0, start_id=1, end_id=1), ["start_id", "end_id"]),
     (dict(pad_id=2, start_id=1, end_id=2), ["pad_id", "end_id"]),
 ]
 
@@ -227,6 +227,12 @@ def test_start_id_may_equal_pad_id():
     # Marian starts decoding with its pad id; the decoder never treats position 0 as padding.
     c = TransformerConfig(pad_id=5, start_id=5, end_id=0)
     assert c.start_id == c.pad_id == 5
+
+
+def test_start_id_may_equal_end_id():
+    # BART, mBART-50, M2M100 and NLLB start decoding with </s>: fed, never generated.
+    c = TransformerConfig(pad_id=1, start_id=2, end_id=2)
+    assert c.start_id == c.end_id == 2
 
 
 def test_head_dim_defaults_to_d_model_over_heads_and_may_differ():

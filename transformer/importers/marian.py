@@ -38,20 +38,26 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import numpy as np
 
-from transformer.checkpoint import archive, safetensors
 from transformer.checkpoint.format import (
     CheckpointData,
     CheckpointError,
     check_consistent,
     data_bytes,
-    read_input,
 )
 from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
+from transformer.importers.bart_layout import take_layers, take_output, take_shared_embedding
+from transformer.importers.hf_folder import (
+    FolderSpec,
+    gather,
+    is_folder,
+    parse_json,
+    read_safetensors,
+)
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
@@ -74,8 +80,6 @@ MAX_FILE_BYTES = {
     "target.spm": limits.MAX_TOKENIZER_BYTES,
     "vocab.json": limits.MAX_TOKENIZER_BYTES,
 }
-MAX_ZIP_BYTES = limits.MAX_TOTAL_BYTES  # a zipped model folder (only the files above are unpacked)
-MAX_ZIP_MEMBERS = 256
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; MarianConfig has no field for it
 POSITION_TOLERANCE = 1e-4  # saved embed_positions must be Marian's sinusoids to this
 
@@ -171,131 +175,22 @@ def read_marian(source) -> MarianFiles:
             f"The Marian model in {label} has a target_vocab.json: it has separate source and "
             "target vocabularies, which this converter does not read (opus-mt models share one "
             "vocab.json).")
-    hf_config = _parse_json(raw["config.json"], "config.json", label)
+    hf_config = parse_json(raw["config.json"], "config.json", label)
     config = marian_config(hf_config, label)
-    weights = _read_safetensors(raw["model.safetensors"], label)
+    weights = read_safetensors(raw["model.safetensors"], label)
     files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
              for name, data in sorted(raw.items()) if name in REQUIRED_FILES + OPTIONAL_FILES]
     return MarianFiles(label, hf_config, config, weights, raw["source.spm"], raw["target.spm"],
                        raw["vocab.json"], files, _languages(raw.get("tokenizer_config.json")))
 
 
+HINTED_FILES = ("pytorch_model.bin", "tf_model.h5", "target_vocab.json")  # named, never read
+FOLDER = FolderSpec(MAX_FILE_BYTES, HINTED_FILES, "the Marian model")
+
+
 def _gather(source) -> tuple[dict[str, bytes], str]:
     """({file name: bytes} of the files we read, a label), from any accepted form."""
-    if isinstance(source, (list, tuple)):  # uploaded file objects with .name
-        source = {getattr(f, "name", str(i)): f for i, f in enumerate(source)}
-    if isinstance(source, dict):
-        named = {}
-        for key, value in source.items():
-            name = PurePosixPath(str(key).replace("\\", "/")).name
-            if name in named:
-                raise CheckpointError(f"Two of the given files are named {name!r}; give each "
-                                      "file of the Marian model once.")
-            named[name] = value
-        zips = [n for n in named if n.lower().endswith(".zip")]
-        if len(named) == 1 and zips:
-            return _from_zip(read_input(named[zips[0]], zips[0], MAX_ZIP_BYTES),
-                             f"the archive {zips[0]!r}")
-        if zips:
-            raise CheckpointError(f"Give either a .zip of the Marian model or its files, not "
-                                  f"both ({zips[0]!r} came with other files).")
-        wanted = {n: v for n, v in named.items() if n in MAX_FILE_BYTES}
-        present = {n: b"" for n in named if n not in MAX_FILE_BYTES}  # named in hints only
-        files = {n: read_input(v, n, MAX_FILE_BYTES[n]) for n, v in wanted.items()}
-        return {**present, **files}, "the given files"
-    if isinstance(source, (str, Path)):
-        path = Path(source)
-        if is_folder(path):
-            return _from_folder(path)
-        if not path.exists():
-            raise CheckpointError(f"No Marian model at {path}: give its folder or a .zip of it.")
-        if path.suffix.lower() != ".zip":
-            raise CheckpointError(f"{path.name!r} is neither a folder nor a .zip: give the "
-                                  "Marian model's folder, a .zip of it, or its files.")
-        return _from_zip(read_input(path, path.name, MAX_ZIP_BYTES), f"the archive {path.name!r}")
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return _from_zip(bytes(source), "the given .zip archive")
-    raise CheckpointError(f"Cannot read a Marian model from a {type(source).__name__}: give a "
-                          "folder, a .zip or {file name: bytes}.")
-
-
-def is_folder(path: Path) -> bool:
-    """Path.is_dir, with an OSError it lets through (a folder on the way that cannot be
-    entered) as a sentence."""
-    try:
-        return path.is_dir()
-    except OSError as err:
-        raise CheckpointError(f"{str(path)!r} could not be read "
-                              f"({err.strerror or type(err).__name__}).") from None
-
-
-HINTED_FILES = ("pytorch_model.bin", "tf_model.h5", "target_vocab.json")  # named, never read
-
-
-def _from_folder(path: Path) -> tuple[dict[str, bytes], str]:
-    """The files we read, looked up by name (the folder is not listed: one holding a million
-    entries, a FIFO or a link into /proc costs nothing unless it bears one of these names).
-    Each is read through read_input, which follows links (Hugging Face's cache links every file
-    into its blobs) and reads only regular files; an OSError is a sentence."""
-    label = f"the folder {path.name or str(path)!r}"
-    raw = {}
-    for name in (*MAX_FILE_BYTES, *HINTED_FILES):
-        child = path / name
-        try:
-            present = child.exists() or child.is_symlink()  # a dangling link: read_input names it
-        except OSError as err:
-            raise CheckpointError(f"{name} in {label} could not be read "
-                                  f"({err.strerror or type(err).__name__}).") from None
-        if not present:
-            continue
-        if name in MAX_FILE_BYTES:
-            raw[name] = read_input(child, name, MAX_FILE_BYTES[name])
-        else:
-            raw[name] = b""  # present: named in a hint, never read
-    return raw, label
-
-
-def _from_zip(data: bytes, label: str) -> tuple[dict[str, bytes], str]:
-    try:
-        entries = archive.read_directory(data, label, MAX_ZIP_MEMBERS, limits.MAX_DIRECTORY_BYTES)
-    except archive.ArchiveError as err:
-        raise CheckpointError(str(err)) from None
-    raw, where = {}, {}
-    for entry in entries:
-        if entry.name.endswith("/"):
-            continue  # a folder
-        name = PurePosixPath(entry.name).name
-        if name.startswith("._") or "__MACOSX/" in entry.name:
-            continue  # macOS's resource forks next to the real files
-        if name in where and (name in MAX_FILE_BYTES or name == "target_vocab.json"):
-            raise CheckpointError(f"{label[0].upper() + label[1:]} holds {name} twice "
-                                  f"({where[name]!r} and {entry.name!r}); give one model.")
-        where[name] = entry.name
-        if name not in MAX_FILE_BYTES:
-            raw[name] = b""  # present: named in a hint, never read
-            continue
-        limit = MAX_FILE_BYTES[name]
-        if archive.unpacks_too_far(entry.size, entry.compressed_size, limit):
-            raise CheckpointError(
-                f"{name} in {label} unpacks to {entry.size / 2**20:.1f} MB from "
-                f"{entry.compressed_size / 2**20:.1f} MB (at most {limit / 2**20:.0f} MB, packed "
-                f"at most {limits.MAX_COMPRESSION_RATIO} to 1): refused.")
-        try:
-            raw[name] = bytes(archive.read_member(data, entry, label))
-        except archive.ArchiveError as err:
-            raise CheckpointError(str(err)) from None
-    return raw, label
-
-
-def _parse_json(data: bytes, name: str, label: str):
-    try:
-        value = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError, RecursionError):  # ValueError: JSONDecodeError
-        raise CheckpointError(f"{name} in {label} is not valid JSON.") from None
-    if not isinstance(value, dict):
-        raise CheckpointError(f"{name} in {label} must hold a JSON object, not "
-                              f"{type(value).__name__}.")
-    return value
+    return gather(source, FOLDER)
 
 
 def _languages(data: bytes | None) -> dict:
@@ -438,105 +333,21 @@ _MEANING_OF_PAIR = {
 
 
 # ============================================================================ model.safetensors
-def _read_safetensors(data: bytes, label: str) -> dict[str, np.ndarray]:
-    """Every tensor as float32 NumPy: the header checked whole first (transformer.checkpoint.
-    safetensors), then float32 tensors as views of the file's bytes (no copy), float16 and
-    float64 ones converted; every value finite. No torch, no pickle."""
-    where = f"model.safetensors in {label}"
-    source = safetensors.Source(where, "model.safetensors", f"In {where}, the weight")
-    try:
-        tensors = safetensors.header(data, source, dtypes=tuple(safetensors.DTYPES))
-    except CheckpointError as err:
-        raise CheckpointError(f"{where} is not a valid safetensors file ({err})") from None
-    return {name: array if array.dtype == np.float32 else array.astype(np.float32)
-            for name, array in safetensors.arrays(data, tensors, source).items()}
-
-
 # ============================================================================ weight mapping
-_LINEAR = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj": "output"}
-_LAYER_NORM = {"weight": "gamma", "bias": "beta"}
-
-
-def _layer_names(side: str, i: int, d_model: int, dff: int) -> dict[str, tuple[str, tuple, bool]]:
-    """{Hugging Face name: (our name, Hugging Face shape, transpose)} for one layer."""
-    ours_side = "encoder" if side == "encoder" else "decoder"
-    hf, ours = f"model.{side}.layers.{i}.", names.layer(ours_side, i) + "/"
-    table = {}
-    attentions = [("self_attn", "self_attention")]
-    norms = [("self_attn_layer_norm", "self_attention_layer_norm"),
-             ("final_layer_norm", "feedforward_layer_norm")]
-    if side == "decoder":
-        attentions.append(("encoder_attn", "cross_attention"))
-        norms.append(("encoder_attn_layer_norm", "cross_attention_layer_norm"))
-    for hf_attention, our_attention in attentions:
-        for proj, dense in _LINEAR.items():
-            base = f"{hf}{hf_attention}.{proj}"
-            table[f"{base}.weight"] = (f"{ours}{our_attention}/{dense}/kernel", (d_model, d_model),
-                                       True)
-            table[f"{base}.bias"] = (f"{ours}{our_attention}/{dense}/bias", (d_model,), False)
-    for hf_norm, our_norm in norms:
-        for part, ours_part in _LAYER_NORM.items():
-            table[f"{hf}{hf_norm}.{part}"] = (f"{ours}{our_norm}/{ours_part}", (d_model,), False)
-    for fc, dense, shape in (("fc1", "intermediate", (dff, d_model)),
-                             ("fc2", "output", (d_model, dff))):
-        table[f"{hf}{fc}.weight"] = (f"{ours}feedforward/{dense}/kernel", shape, True)
-        table[f"{hf}{fc}.bias"] = (f"{ours}feedforward/{dense}/bias", (shape[0],), False)
-    return table
-
-
 def marian_weights(hf_weights: dict[str, np.ndarray], config: dict,
                    label: str = "the Marian model") -> dict[str, np.ndarray]:
     """Our weights (names as in a checkpoint's weights.npz) from MarianMTModel's safetensors
     weights. config: marian_config's fields. Every weight must be there with its shape; a weight
     we would not use is refused by name (it would mean the model is not what config.json says)."""
     where = f"model.safetensors in {label}"
-    d, dff, vocab = config["d_model"], config["dff"], config["src_vocab_size"]
-    table = {}
-    for i in range(config["num_encoder_layers"]):
-        table.update(_layer_names("encoder", i, d, dff))
-    for i in range(config["num_decoder_layers"]):
-        table.update(_layer_names("decoder", i, d, dff))
-    embedding_names = ("model.shared.weight", "model.encoder.embed_tokens.weight",
-                       "model.decoder.embed_tokens.weight")
+    d, vocab = config["d_model"], config["src_vocab_size"]
     position_names = ("model.encoder.embed_positions.weight",
                       "model.decoder.embed_positions.weight")
     weights = WeightMap(hf_weights, where, "config.json describes")
-    get = weights.take
-
-    ours = {}
-    for hf_name, (our_name, shape, transpose) in table.items():
-        value = get(hf_name, shape)
-        ours[our_name] = value.T if transpose else value  # a view: copied once, into the model
-
-    # One token embedding for source, target and (tied) output; saved under any of its names.
-    present = [n for n in embedding_names if n in weights]
-    if not present:
-        raise CheckpointError(f"{where} has no weight 'model.shared.weight' (the token "
-                              "embedding that source and target share).")
-    embedding = get(present[0], (vocab, d), "the shared token embedding")
-    for other in present[1:]:
-        if not np.array_equal(get(other, (vocab, d)), embedding):
-            raise CheckpointError(
-                f"The weight {other!r} in {where} differs from {present[0]!r}; config.json says "
-                "source and target share one embedding.")
+    ours = take_layers(weights, config)
+    embedding = take_shared_embedding(weights, vocab, d)
     ours[names.token_embedding("source")] = embedding
-
-    if "final_logits_bias" in weights:
-        bias = get("final_logits_bias", (1, vocab), "the logits' bias").reshape(vocab)
-    else:
-        bias = np.zeros(vocab, np.float32)  # transformers starts it at zero when absent, too
-    if config["tie_output"]:
-        if "lm_head.weight" in weights and \
-                not np.array_equal(get("lm_head.weight", (vocab, d)), embedding):
-            raise CheckpointError(
-                f"The weight 'lm_head.weight' in {where} differs from the token embedding, but "
-                "config.json ties them (tie_word_embeddings).")
-        ours["output_bias"] = bias
-    else:
-        ours[f"{names.OUTPUT_PROJECTION}/kernel"] = get("lm_head.weight", (vocab, d),
-                                                         "the output projection").T
-        ours[f"{names.OUTPUT_PROJECTION}/bias"] = bias
-
+    ours.update(take_output(weights, config["tie_output"], embedding))
     _check_positions(weights, position_names, config, where)
     weights.check_all_used(
         f"a MarianMTModel with this config.json ({config['num_encoder_layers']} + "

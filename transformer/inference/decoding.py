@@ -475,10 +475,15 @@ def _in_time(t, started, seconds, xla):
 
 
 def _banned(config):
-    """(V,) True for the ids never emitted: pad and start (which may be one id)."""
+    """(V,) True for the ids never emitted: pad and start (which may be one id), unless the
+    start is the end token (BART and the families after it start decoding with </s>)."""
     banned = np.zeros(config.tgt_vocab_size, bool)
-    banned[[config.pad_id, config.start_id]] = True
+    banned[_banned_ids(config)] = True
     return tf.constant(banned)
+
+
+def _banned_ids(config) -> list[int]:
+    return [config.pad_id] + ([config.start_id] if config.start_id != config.end_id else [])
 
 
 def _arrays(size, specs):
@@ -651,7 +656,7 @@ def _naive_greedy(model, source_ids, head_mask, max_len, stop_at_end, on_step, s
 
 def _choosable(log_probs, config):
     choosable = log_probs.copy()
-    choosable[:, [config.pad_id, config.start_id]] = -np.inf  # never emit padding or <start>
+    choosable[:, _banned_ids(config)] = -np.inf  # never emit padding or <start>
     return choosable
 
 

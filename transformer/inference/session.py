@@ -98,7 +98,8 @@ class Checkpoint:
     def encode_target(self, text: str) -> list[int]:
         """A typed target's output ids as teacher forcing scores them: pieces </s>, cut to fit
         target_len (keeping </s>). The decoder is fed <s> and all but the last."""
-        return self.target_tokenizer.encode(text, add_end=True, max_len=self.target_len)
+        return self.target_tokenizer.encode(text, add_start=self.config.target_start,
+                                            add_end=True, max_len=self.target_len)
 
     def step_budget(self, beam_width: int = 1) -> int:
         """The most tokens one translation may emit (limits.step_budget)."""

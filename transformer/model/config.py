@@ -45,6 +45,7 @@ class TransformerConfig:
     pad_source_to: int = 0  # > 0: every source is padded to this many ids before the encoder
     source_start: bool = True  # the source is framed as <s> pieces </s>; each end optional
     source_end: bool = True
+    target_start: bool = False  # a typed target starts with its tokenizer's prefix (BART: <s>)
     # The Hugging Face families' options (BART, mBART, T5, M2M100/NLLB, Pegasus); the defaults
     # are the model above, so every older checkpoint means what it meant.
     embedding_norm: bool = False  # a norm on each stack's embedded input (layernorm_embedding)
@@ -139,10 +140,12 @@ class TransformerConfig:
             if not 0 <= value < smallest_vocab:
                 raise ValueError(f"{name} must be in [0, {smallest_vocab}), got {value}")
         # start_id may equal pad_id (Marian starts decoding with its pad id): the decoder's first
-        # position is never treated as padding.
-        if self.end_id in (self.pad_id, self.start_id):
+        # position is never treated as padding. It may equal end_id (BART, mBART-50, M2M100 and
+        # NLLB start decoding with </s>): the start token is fed, never generated, so an end is
+        # still told apart.
+        if self.end_id == self.pad_id:
             raise ValueError(
-                f"end_id must differ from pad_id and start_id, got {self.pad_id}, {self.start_id}, "
+                f"end_id must differ from pad_id, got {self.pad_id}, {self.start_id}, "
                 f"{self.end_id} (pad, start, end)"
             )
 

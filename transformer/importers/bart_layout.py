@@ -1,0 +1,113 @@
+"""The weight names of transformers' BART-style encoder-decoders (BART, mBART, Marian, M2M100,
+NLLB, Pegasus all keep modeling_bart's layout) and ours: one layer's table, the shared token
+embedding, the embedding and final norms, and the logits (tied embedding, final_logits_bias).
+
+PyTorch's Linear stores (out, in); a Keras Dense kernel is (in, out): every projection is
+transposed (a view; copied once, into the model)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from transformer.checkpoint.format import CheckpointError
+from transformer.importers.mapping import WeightMap
+from transformer.model import weights as names
+
+__all__ = ["layer_names", "take_layers", "take_norm", "take_output", "take_shared_embedding"]
+
+_LINEAR = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj": "output"}
+_LAYER_NORM = {"weight": "gamma", "bias": "beta"}
+EMBEDDING_NAMES = ("model.shared.weight", "model.encoder.embed_tokens.weight",
+                   "model.decoder.embed_tokens.weight")
+
+
+def layer_names(side: str, i: int, d_model: int, dff: int) -> dict[str, tuple[str, tuple, bool]]:
+    """{Hugging Face name: (our name, Hugging Face shape, transpose)} for one layer."""
+    ours_side = "encoder" if side == "encoder" else "decoder"
+    hf, ours = f"model.{side}.layers.{i}.", names.layer(ours_side, i) + "/"
+    table = {}
+    attentions = [("self_attn", "self_attention")]
+    norms = [("self_attn_layer_norm", "self_attention_layer_norm"),
+             ("final_layer_norm", "feedforward_layer_norm")]
+    if side == "decoder":
+        attentions.append(("encoder_attn", "cross_attention"))
+        norms.append(("encoder_attn_layer_norm", "cross_attention_layer_norm"))
+    for hf_attention, our_attention in attentions:
+        for proj, dense in _LINEAR.items():
+            base = f"{hf}{hf_attention}.{proj}"
+            table[f"{base}.weight"] = (f"{ours}{our_attention}/{dense}/kernel", (d_model, d_model),
+                                       True)
+            table[f"{base}.bias"] = (f"{ours}{our_attention}/{dense}/bias", (d_model,), False)
+    for hf_norm, our_norm in norms:
+        for part, ours_part in _LAYER_NORM.items():
+            table[f"{hf}{hf_norm}.{part}"] = (f"{ours}{our_norm}/{ours_part}", (d_model,), False)
+    for fc, dense, shape in (("fc1", "intermediate", (dff, d_model)),
+                             ("fc2", "output", (d_model, dff))):
+        table[f"{hf}{fc}.weight"] = (f"{ours}feedforward/{dense}/kernel", shape, True)
+        table[f"{hf}{fc}.bias"] = (f"{ours}feedforward/{dense}/bias", (shape[0],), False)
+    return table
+
+
+def take_layers(weights: WeightMap, config: dict) -> dict[str, np.ndarray]:
+    """Every encoder and decoder layer's weights, by our names."""
+    d, dff = config["d_model"], config["dff"]
+    table = {}
+    for i in range(config["num_encoder_layers"]):
+        table.update(layer_names("encoder", i, d, dff))
+    for i in range(config["num_decoder_layers"]):
+        table.update(layer_names("decoder", i, d, dff))
+    ours = {}
+    for hf_name, (our_name, shape, transpose) in table.items():
+        value = weights.take(hf_name, shape)
+        ours[our_name] = value.T if transpose else value
+    return ours
+
+
+def take_norm(weights: WeightMap, hf_prefix: str, our_prefix: str, d_model: int,
+              what: str) -> dict[str, np.ndarray]:
+    """A torch LayerNorm (weight, bias) as ours (gamma, beta)."""
+    return {f"{our_prefix}/{ours}": weights.take(f"{hf_prefix}.{part}", (d_model,), what)
+            for part, ours in _LAYER_NORM.items()}
+
+
+def take_shared_embedding(weights: WeightMap, vocab: int, d_model: int) -> np.ndarray:
+    """The one token embedding of source, target and (tied) output, saved under any of its
+    names: every copy must be equal."""
+    present = [n for n in EMBEDDING_NAMES if n in weights]
+    if not present:
+        raise CheckpointError(f"{weights.where} has no weight 'model.shared.weight' (the token "
+                              "embedding that source and target share).")
+    embedding = weights.take(present[0], (vocab, d_model), "the shared token embedding")
+    for other in present[1:]:
+        if not np.array_equal(weights.take(other, (vocab, d_model)), embedding):
+            raise CheckpointError(
+                f"The weight {other!r} in {weights.where} differs from {present[0]!r}; "
+                "config.json says source and target share one embedding.")
+    return embedding
+
+
+def take_output(weights: WeightMap, tie_output: bool, embedding: np.ndarray,
+                final_logits_bias: bool = True) -> dict[str, np.ndarray]:
+    """The logits: the tied embedding or lm_head.weight, plus final_logits_bias (zero when a
+    family that has one does not save it, as transformers starts it; final_logits_bias=False:
+    the family has none, M2M100's)."""
+    vocab, d = embedding.shape
+    ours = {}
+    bias = None
+    if final_logits_bias:
+        bias = (weights.take("final_logits_bias", (1, vocab), "the logits' bias").reshape(vocab)
+                if "final_logits_bias" in weights else np.zeros(vocab, np.float32))
+    if tie_output:
+        if "lm_head.weight" in weights and \
+                not np.array_equal(weights.take("lm_head.weight", (vocab, d)), embedding):
+            raise CheckpointError(
+                f"The weight 'lm_head.weight' in {weights.where} differs from the token "
+                "embedding, but config.json ties them (tie_word_embeddings).")
+        if bias is not None:
+            ours["output_bias"] = bias
+    else:
+        ours[f"{names.OUTPUT_PROJECTION}/kernel"] = weights.take(
+            "lm_head.weight", (vocab, d), "the output projection").T
+        if bias is not None:
+            ours[f"{names.OUTPUT_PROJECTION}/bias"] = bias
+    return ours
