@@ -187,3 +187,33 @@ def test_older_tokenizer_json_layouts(tmp_path, family):
     mine = HFTokenizer.from_files(family, files, "source", src)
     for text in ("Hello,  world! Привет 東京 ﬁ", "", " x ", "a\tb\nc"):
         assert mine.encode(text, add_start=True, add_end=True) == ref(text)["input_ids"]
+
+
+SPM_SYMBOLS = {"user_defined_symbols": ["<sep>", "@@", "Hello"], "control_symbols": ["<ctl>"]}
+SPM_FAMILIES = {"t5": ("spiece.model", {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}),
+                "pegasus": ("spiece.model", {"pad_id": 0, "eos_id": 1, "unk_id": 2, "bos_id": -1}),
+                "mbart": ("sentencepiece.bpe.model", {}),
+                "mbart50": ("sentencepiece.bpe.model", {})}
+
+
+@pytest.fixture(scope="module")
+def symbol_pairs(tmp_path_factory):
+    """SentencePiece models with user-defined and control pieces: transformers makes them added
+    tokens (not special / special) for T5 and mBART(-50), and drops them for Pegasus."""
+    from hf_tiny import train_spm
+
+    out = {}
+    for family, (name, ids) in SPM_FAMILIES.items():
+        files = {name: train_spm(**SPM_SYMBOLS, **ids)}
+        ref = reference(family, write(tmp_path_factory.mktemp(family), files))
+        out[family] = [(ref, ours(family, files), "SentencePiece model with symbols")]
+    return out
+
+
+@pytest.mark.parametrize("family", tuple(SPM_FAMILIES))
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(text=st.lists(st.sampled_from(["<sep>", "@@", "Hello", "<ctl>", "there", " ", "x"])
+                     | st.sampled_from(FRAGMENTS), max_size=10).map("".join))
+def test_sentencepiece_symbols(symbol_pairs, family, text):
+    check(family, symbol_pairs, text)

@@ -194,9 +194,10 @@ class HFTokenizer(Tokenizer):
             else:
                 name = needed[0]
                 spm = read_sentencepiece(files[name], name)
-                data = TokenizerJson("Unigram", vocab_from_sentencepiece(
-                    FAMILIES[family], spm, extra_ids=extra_ids, name=name),
-                    charsmap=spm.charsmap or None)
+                vocab = vocab_from_sentencepiece(FAMILIES[family], spm, extra_ids=extra_ids,
+                                                 name=name)
+                data = TokenizerJson("Unigram", vocab, charsmap=spm.charsmap or None,
+                                     added_tokens=_spm_added_tokens(family, spm, vocab))
         return cls(family, data, side, language, name=name, options=options)
 
     # ----------------------------------------------------------------- text -> ids
@@ -280,6 +281,18 @@ class HFTokenizer(Tokenizer):
                   name="model_bytes (tokenizer.json)", options=spec["options"])
         check_matches(spec, tok.spec(), ("vocab_size",) + names, "tokenizer.json")
         return tok
+
+
+def _spm_added_tokens(family: str, spm, vocab: list) -> list[dict]:
+    """The SentencePiece model's control (type 3: special) and user-defined (type 4: not special)
+    pieces as added tokens, at their ids in the laid-out vocabulary, as transformers' extractor
+    passes them on (PegasusTokenizer drops them; a piece the layout dropped is left out)."""
+    if family == "pegasus":
+        return []
+    index = {piece: i for i, (piece, _) in enumerate(vocab)}
+    return [{"id": index[p], "content": p, "single_word": False, "lstrip": False,
+             "rstrip": False, "normalized": False, "special": t == 3}
+            for p, _, t in spm.pieces if t in (3, 4) and p in index and p]
 
 
 def _check_options(options) -> dict:
