@@ -31,8 +31,9 @@ The vocabulary from a SentencePiece model is laid out as transformers' converter
   fairseq offset of 1), the family's language codes, ``<mask>``.
 
 Then the special tokens are added as transformers adds them (AddedToken, special): those a
-tokenizer.json lists (their ids as it gives them), then the family's named specials and
-language codes it lacks. Text that holds one of them (a typed "</s>") is cut there as the
+tokenizer.json lists (their ids as it gives them; from a SentencePiece model, its control pieces
+as special and its user-defined pieces as not, except for Pegasus), then the family's named
+specials and language codes it lacks. Text that holds one of them (a typed "</s>") is cut there as the
 library does; decoding skips them.
 """
 

@@ -45,7 +45,20 @@ decoder starts from is the model config's business (BART, mBART-50, NLLB: ``</s>
 ``decode`` gives ``tok.decode(ids, skip_special_tokens=True)`` (it stops at the first
 ``</s>``, drops every special token; ``clean_up_tokenization_spaces`` as transformers applies it,
 never to a BPE model). ``model_bytes`` is the built pipeline's tokenizer.json; loading it checks
-it as any other tokenizer.json.
+it as any other tokenizer.json. The importers read tokenizer_config.json with
+hf_files.read_tokenizer_config (family, languages, OPTIONS, T5's extra_ids).
+
+Where this differs from transformers 5.23 (tests/tokenizers/test_hf_live.py checks the rest):
+
+* ``decode`` stops at the first ``</s>`` (as every tokenizer here does); transformers decodes on;
+* NLLB is built from its tokenizer.json only (NllbTokenizer can also make a BPE of
+  sentencepiece.bpe.model, with merges of its own generation; hub models ship tokenizer.json);
+  it gets every NLLB-200 language code it lacks as a special token, as NllbTokenizer does without
+  a tokenizer_config.json (with one that lists other extra tokens, transformers adds fewer: the
+  ids of the codes the file holds are the same, the vocabulary size may differ);
+* a tokenizer.json whose ``truncation`` or ``padding`` is set is refused (transformers would
+  truncate or pad with it); a ``Precompiled`` normalizer with null rules is read as no rules
+  (transformers fails on it).
 """
 
 from __future__ import annotations
