@@ -13,13 +13,11 @@ import numpy as np
 import pytest
 
 from transformer.tokenizers.hf_files import read_tokenizer_config
-from transformer.tokenizers.huggingface import FAMILY_FILES, HFTokenizer
-from transformer.tokenizers.m2m100 import M2M100Tokenizer
+from transformer.tokenizers.hf_pair import TOKENIZER_FILES, tokenizer_pair
+from transformer.tokenizers.huggingface import FAMILY_FILES
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-FOLDERS = ("bart", "mbart", "mbart50", "t5", "t5_v11", "m2m100", "nllb", "pegasus")
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "spiece.model",
-                   "sentencepiece.bpe.model")
+FOLDERS = ("bart", "mbart", "t5", "t5_v11", "m2m100", "nllb", "pegasus")
 
 
 def fixture(folder):
@@ -27,36 +25,22 @@ def fixture(folder):
     if not (path / "recorded.npz").is_file():
         pytest.skip(f"tests/fixtures/{folder}/recorded.npz is not built yet "
                     f"(tests/fixtures/make_{folder.split('_')[0]}_fixture.py builds it)")
-    config = read_tokenizer_config((path / "tokenizer_config.json").read_bytes())
-    family = config["family"] or folder.split("_")[0]
     files = {f: (path / f).read_bytes() for f in TOKENIZER_FILES if (path / f).is_file()}
     with np.load(path / "recorded.npz", allow_pickle=False) as npz:
         recorded = {k: npz[k] for k in npz.files}
-    return family, config, files, recorded
+    return files, recorded
 
 
-def tokenizers(family, config, files):
-    """[(what, source tokenizer, target tokenizer)]: from tokenizer.json, and from the original
-    files alone where the folder has them."""
-    src = config["src_lang"]
-    tgt = config["tgt_lang"] or src
-    if family == "m2m100":
-        options = {k: config[k] for k in ("language_codes", "num_madeup_words")
-                   if config[k] is not None}
-        return [("vocab.json + sentencepiece.bpe.model",
-                 M2M100Tokenizer.from_files(files, "source", src, **options),
-                 M2M100Tokenizer.from_files(files, "target", tgt, **options))]
-    options = config["options"]
-    variants = []
-    if "tokenizer.json" in files:
-        variants.append(("tokenizer.json", {"tokenizer.json": files["tokenizer.json"]}))
-    originals = FAMILY_FILES[family]
-    if originals and all(f in files for f in originals):
-        variants.append((" + ".join(originals), {f: files[f] for f in originals}))
-    extra = {"extra_ids": config["extra_ids"]} if config["extra_ids"] is not None else {}
-    return [(what, HFTokenizer.from_files(family, dict(given), "source", src, **options, **extra),
-             HFTokenizer.from_files(family, dict(given), "target", tgt, **options, **extra))
-            for what, given in variants]
+def tokenizers(files):
+    """[(what, source tokenizer, target tokenizer)]: from the folder's files (tokenizer.json
+    wins where there is one), and from the family's original files alone where it has them."""
+    family = read_tokenizer_config(files["tokenizer_config.json"])["family"]
+    out = [("the folder's files", *tokenizer_pair(files))]
+    originals = FAMILY_FILES.get(family, ())
+    if "tokenizer.json" in files and originals and all(f in files for f in originals):
+        alone = {k: v for k, v in files.items() if k != "tokenizer.json"}
+        out.append((" + ".join(originals), *tokenizer_pair(alone)))
+    return family, out
 
 
 def cases(recorded):
@@ -74,12 +58,11 @@ def cases(recorded):
 
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_ids_equal_transformers_recorded_ids(folder):
-    family, config, files, recorded = fixture(folder)
+    files, recorded = fixture(folder)
     checked = cases(recorded)
     if not checked:
         pytest.skip(f"tests/fixtures/{folder}/recorded.npz holds no tokenizer ids")
-    variants = tokenizers(family, config, files)
-    assert variants, f"tests/fixtures/{folder} has none of {TOKENIZER_FILES}"
+    _, variants = tokenizers(files)
     for what, src, tgt in variants:
         for key, text, side in checked:
             tok = src if side == "source" else tgt
@@ -89,8 +72,9 @@ def test_ids_equal_transformers_recorded_ids(folder):
 
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_language_ids_and_specials(folder):
-    family, config, files, recorded = fixture(folder)
-    for _, src, tgt in tokenizers(family, config, files):
+    files, recorded = fixture(folder)
+    family, variants = tokenizers(files)
+    for _, src, tgt in variants:
         for key in ("s0_source_ids", "tok0_source_ids"):
             if key in recorded and len(recorded[key]):
                 ids = recorded[key].tolist()

@@ -4,6 +4,8 @@ layout, language codes, the checkpoint round trip (spec + model_bytes), and that
 built from its tokenizer.json equals one built from the original files. No transformers needed
 (test_hf_live.py compares with transformers where it is installed)."""
 
+import json
+
 import pytest
 from hf_tiny import BUILDERS, LANGS, NLLB_LANGS
 from hypothesis import HealthCheck, given, settings
@@ -186,3 +188,26 @@ def test_missing_files_are_named(files):
     with pytest.raises(TokenizerError, match="BPE model, this file holds a Unigram"):
         t5 = build(files, "t5", "source")
         HFTokenizer.from_files("nllb", {"tokenizer.json": t5.model_bytes}, "source")
+
+
+def test_tokenizer_pair_reads_tokenizer_config(files):
+    from transformer.tokenizers.hf_pair import tokenizer_pair
+
+    config = {"tokenizer_class": "MBart50Tokenizer", "src_lang": "de_DE", "tgt_lang": "ro_RO"}
+    src, tgt = tokenizer_pair(dict(files["mbart50"],
+                                   **{"tokenizer_config.json": json.dumps(config).encode()}))
+    assert (src.family, src.language, tgt.language) == ("mbart50", "de_DE", "ro_RO")
+    config = {"tokenizer_class": "NllbTokenizer", "src_lang": "rus_Cyrl",
+              "legacy_behaviour": True}
+    src, tgt = tokenizer_pair(dict(files["nllb"],
+                                   **{"tokenizer_config.json": json.dumps(config).encode()}))
+    assert src.options["legacy_behaviour"] and tgt.language == "rus_Cyrl" and src.prefix_ids == []
+    config = {"tokenizer_class": "M2M100Tokenizer", "src_lang": "en", "tgt_lang": "de",
+              "language_codes": "wmt21"}
+    src, tgt = tokenizer_pair(dict(files["m2m100"],
+                                   **{"tokenizer_config.json": json.dumps(config).encode()}))
+    assert type(src) is M2M100Tokenizer and len(tgt.language_ids) == 8
+    src, _ = tokenizer_pair(files["t5"], family="t5")  # no tokenizer_config.json: say the family
+    assert src.family == "t5"
+    with pytest.raises(TokenizerError, match="names no tokenizer that opens here"):
+        tokenizer_pair(dict(files["t5"], **{"tokenizer_config.json": b'{"tokenizer_class": "X"}'}))

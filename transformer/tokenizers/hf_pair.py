@@ -1,0 +1,54 @@
+"""The source and target tokenizers of a Hugging Face model folder, from its files.
+
+:func:`tokenizer_pair` is what an importer calls with the folder's files (name -> bytes): it
+reads tokenizer_config.json (hf_files.read_tokenizer_config) for the family, the languages and
+the options, and builds one tokenizer per side: huggingface.HFTokenizer for BART, mBART,
+mBART-50, T5, Pegasus and NLLB-200, m2m100.M2M100Tokenizer for M2M100. Arguments given override
+what tokenizer_config.json says; the target language defaults to the source's (as transformers'
+tokenizers do when no tgt_lang is set).
+"""
+
+from __future__ import annotations
+
+from transformer.tokenizers.base import Tokenizer, TokenizerError
+from transformer.tokenizers.hf_backend import FAMILIES
+from transformer.tokenizers.hf_files import read_tokenizer_config
+from transformer.tokenizers.huggingface import HFTokenizer
+from transformer.tokenizers.m2m100 import M2M100Tokenizer
+
+__all__ = ["tokenizer_pair", "TOKENIZER_FILES"]
+
+# the files of a folder the tokenizers read (the others are the importer's)
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "spiece.model",
+                   "sentencepiece.bpe.model", "tokenizer_config.json")
+
+
+def tokenizer_pair(files: dict, family: str | None = None, src_lang: str | None = None,
+                   tgt_lang: str | None = None) -> tuple[Tokenizer, Tokenizer]:
+    """(source tokenizer, target tokenizer) of the folder's ``files`` (see the module)."""
+    if not isinstance(files, dict):
+        raise TokenizerError(f"files: expected a dict of file name -> bytes, got "
+                             f"{type(files).__name__}")
+    config = (read_tokenizer_config(files["tokenizer_config.json"])
+              if "tokenizer_config.json" in files else
+              read_tokenizer_config(b"{}"))
+    family = family or config["family"]
+    if family is None:
+        raise TokenizerError("tokenizer_config.json: its tokenizer_class names no tokenizer that "
+                             "opens here (BART, mBART, mBART-50, T5, Pegasus, NLLB, M2M100)")
+    src = src_lang or config["src_lang"]
+    tgt = tgt_lang or config["tgt_lang"] or src
+    given = {k: v for k, v in files.items() if k in TOKENIZER_FILES[:-1]}
+    if family == "m2m100":
+        options = {k: config[k] for k in ("language_codes", "num_madeup_words")
+                   if config[k] is not None}
+        return (M2M100Tokenizer.from_files(given, "source", src, **options),
+                M2M100Tokenizer.from_files(given, "target", tgt, **options))
+    if family not in FAMILIES:
+        raise TokenizerError(f"family: must be one of {tuple(FAMILIES) + ('m2m100',)}, got "
+                             f"{str(family)[:40]!r}")
+    options = dict(config["options"])
+    if config["extra_ids"] is not None:
+        options["extra_ids"] = config["extra_ids"]
+    return (HFTokenizer.from_files(family, given, "source", src, **options),
+            HFTokenizer.from_files(family, given, "target", tgt, **options))
