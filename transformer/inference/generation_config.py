@@ -212,7 +212,7 @@ def generation_settings(values, config, *, label: str = "'generation_config.json
         ngram = 0
 
     eos = reader.ids("eos_token_id", vocab)
-    if eos is None:
+    if not eos:  # absent, null or []: the model's own end id
         eos = (config.end_id,)
     bos = reader.id("bos_token_id", vocab)
     start = reader.id("decoder_start_token_id", vocab)
