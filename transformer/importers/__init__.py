@@ -1,6 +1,10 @@
 """Importers of other programs' models: one module per family or recipe (keras_seq2seq: the Keras
-example and the seed notebook; tf_tutorial; marian), and the registry here that tells which one
-a set of files is.
+example and the seed notebook; tf_tutorial; the Hugging Face families marian and bart), and the
+registry here that tells which one a set of files is.
+
+A Hugging Face family is one module with RECIPE, MODEL_TYPES (config.json's model_type values it
+reads), FOLDER_FILES (the names it reads) and convert(source); HF_FAMILIES maps model_type to
+it, and a folder, .zip or set of files opens through the module its config.json names.
 
 Everything is read as data (transformer.checkpoint.readers) and mapped onto our names; the result
 is an opened Checkpoint, checked as a file of ours is (transformer.checkpoint.format)."""
@@ -11,18 +15,40 @@ from pathlib import Path
 
 from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
-from transformer.importers import keras_seq2seq, marian, tf_tutorial
+from transformer.core import limits
+from transformer.importers import bart, keras_seq2seq, marian, tf_tutorial
+from transformer.importers.hf_folder import FolderSpec, gather, parse_json
 from transformer.importers.keras_seq2seq import recipe_of_weights
-from transformer.importers.marian import convert_marian
 from transformer.importers.recipe import Recipe
 from transformer.inference import session
 from transformer.inference.session import Checkpoint
 
 # ------------------------------------------------------------------ which recipe
+HF_MODULES = (marian, bart)  # the Hugging Face families, each one module
+HF_FAMILIES = {model_type: module for module in HF_MODULES for model_type in module.MODEL_TYPES}
 RECIPES: dict[str, Recipe] = {module.RECIPE.name: module.RECIPE
-                              for module in (keras_seq2seq, tf_tutorial, marian)}
+                              for module in (keras_seq2seq, tf_tutorial, *HF_MODULES)}
 WEIGHT_SUFFIXES = (".h5", ".hdf5", ".keras", ".index")  # a Keras weights file, a TF checkpoint
 MARIAN_FILES = marian.REQUIRED_FILES  # config.json, model.safetensors, source/target.spm, vocab.json
+HF_FILES = tuple(dict.fromkeys(name for module in HF_MODULES for name in module.FOLDER_FILES))
+_CONFIG_ONLY = FolderSpec({"config.json": limits.MAX_JSON_BYTES},
+                          what="the Hugging Face model")
+
+
+def hf_family(source):
+    """The importer module of a Hugging Face model (folder, .zip or {file name: bytes}) by its
+    config.json's model_type; Marian when there is no config.json (its own sentence then names
+    what is missing). CheckpointError when config.json names a family not read here."""
+    raw, label = gather(source, _CONFIG_ONLY)
+    if not raw.get("config.json"):
+        return marian
+    model_type = parse_json(raw["config.json"], "config.json", label).get("model_type")
+    if model_type in HF_FAMILIES:
+        return HF_FAMILIES[model_type]
+    known = ", ".join(sorted(HF_FAMILIES))
+    raise CheckpointError(
+        f"config.json in {label} describes model_type {str(model_type)[:40]!r}; the Hugging "
+        f"Face families read here are {known}.")
 
 
 def is_weights_file(name: str) -> bool:
@@ -39,7 +65,10 @@ def detect_recipe(files) -> str | None:
     cannot be read: converting them says why)."""
     names = {Path(str(n)).name for n in files}
     if names & set(MARIAN_FILES):
-        return "marian"
+        try:
+            return hf_family(files).RECIPE.name
+        except CheckpointError:
+            return "marian"  # its own sentence says what the files lack
     weights = {n: v for n, v in files.items() if is_weights_file(n)}
     if not weights:
         return None
@@ -58,15 +87,18 @@ def load_checkpoint(source) -> Checkpoint:
     form). Raises CheckpointError."""
     if isinstance(source, (dict, list, tuple)):
         names = source if isinstance(source, dict) else {getattr(f, "name", ""): f for f in source}
-        if not set(map(_base_name, names)) & set(MARIAN_FILES):
-            raise CheckpointError("These files are no model that opens as it is: give a Marian "
-                                  f"model's files ({', '.join(MARIAN_FILES)}), or convert Keras "
-                                  "files with python -m transformer.convert.")
-        return convert_marian(source)
+        given = set(map(_base_name, names))
+        one_zip = len(given) == 1 and next(iter(given)).lower().endswith(".zip")
+        if not (given & set(MARIAN_FILES) or one_zip):
+            raise CheckpointError("These files are no model that opens as it is: give a Hugging "
+                                  "Face model's files (config.json, model.safetensors and its "
+                                  "tokenizer's), or convert Keras files with python -m "
+                                  "transformer.convert.")
+        return hf_family(source).convert(source)
     if isinstance(source, (str, Path)) and marian.is_folder(Path(source)):
-        return convert_marian(source)  # its sentence names the files a Marian folder lacks
+        return hf_family(source).convert(source)  # its sentence names the files it lacks
     if isinstance(source, (str, Path)) and Path(source).suffix.lower() == ".zip":
-        return convert_marian(source)
+        return hf_family(source).convert(source)
     return session.load_checkpoint(source)
 
 

@@ -68,6 +68,7 @@ __all__ = ["MarianFiles", "read_marian", "marian_config", "marian_weights", "mar
            "marian_checkpoint_bytes", "marian_data", "convert_marian", "is_folder", "REQUIRED_FILES",
            "ALLOWED_FIELDS"]
 
+MODEL_TYPES = ("marian",)  # config.json's model_type
 RECIPE = Recipe("marian", "Marian (opus-mt)", "Marian (opus-mt)",
                 "Hugging Face's MarianMT (an opus-mt model)", asks=False)
 REQUIRED_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
@@ -186,6 +187,7 @@ def read_marian(source) -> MarianFiles:
 
 HINTED_FILES = ("pytorch_model.bin", "tf_model.h5", "target_vocab.json")  # named, never read
 FOLDER = FolderSpec(MAX_FILE_BYTES, HINTED_FILES, "the Marian model")
+FOLDER_FILES = tuple(MAX_FILE_BYTES)  # the names read of a folder
 
 
 def _gather(source) -> tuple[dict[str, bytes], str]:
@@ -473,3 +475,6 @@ def _short_name(text: str | None) -> str | None:
 def _join(names) -> str:
     names = list(names)
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+convert = convert_marian  # the registry's name for it (transformer.importers.HF_FAMILIES)

@@ -1,0 +1,236 @@
+"""BART (Hugging Face's BartForConditionalGeneration: facebook/bart-base, bart-large, the
+summarisers fine-tuned from them) read as data and mapped onto our Transformer.
+
+A BART model is a folder (or a .zip of one, or its files uploaded together) holding
+
+    config.json              BartConfig, read against an allow-list (ALLOWED_FIELDS)
+    model.safetensors        the weights (no torch, no pickle)
+    tokenizer.json, or       the byte-level BPE (transformer.tokenizers.huggingface, family
+      vocab.json + merges.txt  "bart")
+    generation_config.json   how transformers decodes it (optional; read by the generation
+                             settings, transformer.inference.generation)
+
+What makes BART differ from the paper's model, and the config field that carries it:
+
+    learned positions, row = position + 2          positional="learned" (rows 2.. taken)
+    a LayerNorm on the embedded input of each stack embedding_norm=True (layernorm_embedding)
+    post-LayerNorm, no final LayerNorm             norm_first=False
+    gelu (exact), LayerNorm epsilon 1e-5           activation="gelu", layer_norm_epsilon=1e-5
+    one embedding for source, target and output    share_embeddings, tie_output
+    final_logits_bias added to the logits          output_bias
+    sources and targets are <s> pieces </s>        source_start, source_end, target_start
+    the decoder starts with </s> (id 2)            start_id = end_id = 2, pad_id = 1
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from transformer.checkpoint.format import CheckpointData, CheckpointError, check_consistent
+from transformer.checkpoint.metadata import clean_metadata
+from transformer.core import limits
+from transformer.importers.bart_layout import (
+    take_layers,
+    take_norm,
+    take_output,
+    take_shared_embedding,
+)
+from transformer.importers.hf_config import ConfigReader
+from transformer.importers.hf_folder import FolderSpec, gather, parse_json, read_safetensors
+from transformer.importers.mapping import WeightMap
+from transformer.importers.recipe import Recipe
+from transformer.inference.session import Checkpoint
+from transformer.model import weights as names
+from transformer.model.config import TransformerConfig
+
+__all__ = ["RECIPE", "REQUIRED_FILES", "bart_config", "bart_data", "bart_weights", "convert_bart",
+           "read_bart"]
+
+MODEL_TYPES = ("bart",)  # config.json's model_type
+RECIPE = Recipe("bart", "BART", "BART", "Hugging Face's BartForConditionalGeneration (a "
+                "facebook/bart-* model)", asks=False)
+REQUIRED_FILES = ("config.json", "model.safetensors")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt")  # tokenizer.json, or the pair
+FOLDER = FolderSpec({
+    "config.json": limits.MAX_JSON_BYTES,
+    "generation_config.json": limits.MAX_JSON_BYTES,
+    "model.safetensors": limits.MAX_MEMBER_BYTES,
+    "tokenizer.json": limits.MAX_TOKENIZER_BYTES,
+    "vocab.json": limits.MAX_TOKENIZER_BYTES,
+    "merges.txt": limits.MAX_TOKENIZER_BYTES,
+}, ("pytorch_model.bin", "tf_model.h5"), "the BART model")
+FOLDER_FILES = tuple(FOLDER.file_bytes)  # the names read of a folder
+LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; BartConfig has no field for it
+POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: row = position + 2
+ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "swish",
+               "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+ALLOWED_FIELDS = {
+    "vocab_size": None, "d_model": None, "hidden_size": None, "encoder_layers": None,
+    "decoder_layers": None, "num_hidden_layers": None, "encoder_attention_heads": None,
+    "decoder_attention_heads": None, "num_attention_heads": None, "encoder_ffn_dim": None,
+    "decoder_ffn_dim": None, "activation_function": None, "max_position_embeddings": None,
+    "scale_embedding": None, "pad_token_id": None, "eos_token_id": None,
+    "decoder_start_token_id": None, "tie_word_embeddings": None,
+    "is_encoder_decoder": (True,), "is_decoder": (False,),
+    # Fields of the older configs (facebook/bart-large's has them): only BART's values.
+    "normalize_before": (False,), "normalize_embedding": (True,),
+    "add_final_layer_norm": (False,), "add_bias_logits": (False,),
+    "static_position_embeddings": (False,),
+}
+_FIELD_MEANINGS = {
+    "normalize_before": "pre-LayerNorm blocks (mBART's); BART normalizes after each block",
+    "normalize_embedding": "no LayerNorm on the embeddings, which BART has",
+    "add_final_layer_norm": "a LayerNorm after the last layer (mBART's), which BART does not have",
+    "add_bias_logits": "a bias inside the output projection",
+    "static_position_embeddings": "sinusoidal positions; BART's are learned",
+    "is_encoder_decoder": "a model that is not an encoder-decoder",
+    "is_decoder": "a decoder-only model",
+}
+
+
+@dataclass
+class BartFiles:
+    """A BART model's files, read and checked."""
+    label: str
+    hf_config: dict
+    config: dict  # TransformerConfig fields (bart_config)
+    weights: dict[str, np.ndarray]  # model.safetensors, float32, by Hugging Face's names
+    tokenizer_files: dict[str, bytes]
+    generation_config: dict | None  # generation_config.json as parsed, when given
+    files: list[dict]
+
+
+def read_bart(source) -> BartFiles:
+    """A BART model from a folder path, a .zip (path or bytes) or {file name: bytes}; sentences
+    name every missing or malformed file."""
+    raw, label = gather(source, FOLDER)
+    missing = [n for n in REQUIRED_FILES if n not in raw]
+    if "tokenizer.json" not in raw and not {"vocab.json", "merges.txt"} <= set(raw):
+        missing.append("tokenizer.json (or vocab.json and merges.txt)")
+    if missing:
+        raise CheckpointError(f"The BART model in {label} is missing {', '.join(missing)}; "
+                              "download them from the model's page.")
+    hf_config = parse_json(raw["config.json"], "config.json", label)
+    config = bart_config(hf_config, label)
+    generation = (parse_json(raw["generation_config.json"], "generation_config.json", label)
+                  if raw.get("generation_config.json") else None)
+    weights = read_safetensors(raw["model.safetensors"], label)
+    files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+             for name, data in sorted(raw.items()) if name in FOLDER.file_bytes]
+    tokenizer_files = {n: raw[n] for n in TOKENIZER_FILES if raw.get(n)}
+    return BartFiles(label, hf_config, config, weights, tokenizer_files, generation, files)
+
+
+def bart_config(hf_config: dict, label: str = "the BART model") -> dict:
+    """TransformerConfig fields for a BartConfig (config.json as parsed)."""
+    read = ConfigReader(hf_config, f"config.json in {label}", "BART", ("bart",),
+                        ("BartForConditionalGeneration",), ALLOWED_FIELDS, _FIELD_MEANINGS)
+    vocab = read.integer("vocab_size", high=limits.MAX_VOCAB)
+    max_len = read.integer("max_position_embeddings", 1024, high=limits.MAX_POSITIONS)
+    pad_id = read.token_id("pad_token_id", 1, vocab)
+    end_id = read.token_id("eos_token_id", 2, vocab)
+    start_id = read.token_id("decoder_start_token_id", 2, vocab)
+    if end_id == pad_id:
+        raise CheckpointError(f"config.json in {label} gives the same id {end_id} for "
+                              "eos_token_id and pad_token_id; the end of an output could not be "
+                              "told apart.")
+    return dict(
+        src_vocab_size=vocab, tgt_vocab_size=vocab, **read.sizes(), dropout_rate=0.1,
+        max_len=max_len, positional="learned", embedding_norm=True,
+        scale_embeddings=read.boolean("scale_embedding", False), share_embeddings=True,
+        tie_output=read.boolean("tie_word_embeddings", True), output_bias=True, norm_first=False,
+        pad_id=pad_id, start_id=start_id, end_id=end_id,
+        activation=read.choice("activation_function", "gelu", ACTIVATIONS),
+        layer_norm_epsilon=LAYER_NORM_EPSILON, mask_padding=True, source_start=True,
+        source_end=True, target_start=True)
+
+
+def bart_weights(hf_weights: dict[str, np.ndarray], config: dict,
+                 label: str = "the BART model") -> dict[str, np.ndarray]:
+    """Our weights from BartForConditionalGeneration's: every weight there with its shape, and
+    none left over."""
+    weights = WeightMap(hf_weights, f"model.safetensors in {label}", "config.json describes")
+    d, vocab, max_len = config["d_model"], config["src_vocab_size"], config["max_len"]
+    ours = take_layers(weights, config)
+    embedding = take_shared_embedding(weights, vocab, d)
+    ours[names.token_embedding("source")] = embedding
+    for side, stack in (("source", "encoder"), ("target", "decoder")):
+        table = weights.take(f"model.{stack}.embed_positions.weight",
+                             (max_len + POSITION_OFFSET, d), f"the {stack}'s learned positions")
+        ours[names.position_embedding(side)] = table[POSITION_OFFSET:]  # rows 0, 1 never used
+        ours.update(take_norm(weights, f"model.{stack}.layernorm_embedding",
+                              names.embedding_norm(side), d, f"the {stack}'s embedding norm"))
+    ours.update(take_output(weights, config["tie_output"], embedding))
+    weights.check_all_used(f"a BartForConditionalGeneration with this config.json "
+                           f"({config['num_encoder_layers']} + {config['num_decoder_layers']} "
+                           "layers)")
+    return ours
+
+
+def bart_tokenizers(files: dict[str, bytes], label: str):
+    """(source, target): the byte-level BPE of tokenizer.json, or of vocab.json + merges.txt."""
+    from transformer.tokenizers.base import TokenizerError
+    from transformer.tokenizers.huggingface import HFTokenizer
+
+    try:
+        return (HFTokenizer.from_files("bart", files, "source"),
+                HFTokenizer.from_files("bart", files, "target"))
+    except TokenizerError as err:
+        raise CheckpointError(f"A tokenizer file in {label} is invalid: {err}.") from None
+
+
+def bart_data(source, *, name: str | None = None, command: str | None = None) -> CheckpointData:
+    """A BART model's files mapped onto our config, weights and tokenizers (nothing built)."""
+    files = read_bart(source)
+    source_tok, target_tok = bart_tokenizers(files.tokenizer_files, files.label)
+    c = files.config
+    if source_tok.vocab_size != c["src_vocab_size"]:
+        raise CheckpointError(
+            f"The tokenizer in {files.label} has {source_tok.vocab_size} pieces, but config.json "
+            f"gives vocab_size {c['src_vocab_size']}; they must be the same model's.")
+    for what, tok_id, config_name, config_id in (
+            ("<pad>", source_tok.pad_id, "pad_token_id", c["pad_id"]),
+            ("</s>", source_tok.end_id, "eos_token_id", c["end_id"])):
+        if tok_id != config_id:
+            raise CheckpointError(
+                f"The tokenizer in {files.label} gives {what} the id {tok_id}, but config.json "
+                f"gives {config_name} {config_id}; they must be the same model's.")
+    try:
+        config = TransformerConfig(**c)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"The model that config.json in {files.label} describes cannot "
+                              f"be built here: {err}.") from None
+    weights = bart_weights(files.weights, c, files.label)
+    files.weights = {}
+    check_consistent(config, source_tok, target_tok)
+    hf_name = files.hf_config.get("_name_or_path")
+    hf_name = hf_name.strip()[:80] if isinstance(hf_name, str) and hf_name.strip() else ""
+    metadata = {
+        "name": name or hf_name.rsplit("/", 1)[-1] or "BART model",
+        "recipe": "bart",
+        "source": {
+            "recipe": "bart", "format": "Hugging Face BartForConditionalGeneration (config.json, "
+                                        "model.safetensors, tokenizer files)",
+            "model": hf_name, "from": files.label,
+            "transformers_version": str(files.hf_config.get("transformers_version", ""))[:40],
+            "files": files.files, "command": command or "",
+        },
+    }
+    metadata, warnings = clean_metadata(metadata)
+    digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
+                            .encode()).hexdigest()
+    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings)
+
+
+def convert_bart(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:
+    """A BART model (folder path, .zip path or bytes, or {file name: bytes}) -> an opened
+    Checkpoint, checked as any checkpoint is."""
+    data = bart_data(source, name=name, command=command)
+    return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
+
+
+convert = convert_bart  # the registry's name for it (transformer.importers.HF_FAMILIES)
