@@ -293,8 +293,10 @@ def test_notes_and_ignored_keys(marian):
     assert "num_return_sequences 9 is capped to num_beams (3)" in notes
     assert "Unknown keys are ignored: 'my_key', 'other'." in notes
     assert settings.num_return_sequences == 3
-    assert generation_settings({"early_stopping": None, "pad_token_id": 10**6},
-                               marian.config).early_stopping is False
+    odd = generation_settings({"early_stopping": None, "pad_token_id": 10**6,
+                               "eos_token_id": []}, marian.config)
+    assert odd.early_stopping is False and odd.eos_token_id == (0,) and odd.pad_token_id == 188
+    assert "pad_token_id 1,000,000 is not an id of the target vocabulary" in odd.notes[0]
 
 
 HOSTILE = {
