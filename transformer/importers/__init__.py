@@ -1,5 +1,5 @@
 """Importers of other programs' models: one module per family or recipe (keras_seq2seq: the Keras
-example and the seed notebook; tf_tutorial; the Hugging Face families marian and bart), and the
+example and the seed notebook; tf_tutorial; the Hugging Face families marian, bart and t5), and the
 registry here that tells which one a set of files is.
 
 A Hugging Face family is one module with RECIPE, MODEL_TYPES (config.json's model_type values it
@@ -16,7 +16,7 @@ from pathlib import Path
 from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
 from transformer.core import limits
-from transformer.importers import bart, keras_seq2seq, marian, tf_tutorial
+from transformer.importers import bart, keras_seq2seq, marian, t5, tf_tutorial
 from transformer.importers.hf_folder import FolderSpec, gather, parse_json
 from transformer.importers.keras_seq2seq import recipe_of_weights
 from transformer.importers.recipe import Recipe
@@ -24,7 +24,7 @@ from transformer.inference import session
 from transformer.inference.session import Checkpoint
 
 # ------------------------------------------------------------------ which recipe
-HF_MODULES = (marian, bart)  # the Hugging Face families, each one module
+HF_MODULES = (marian, bart, t5)  # the Hugging Face families, each one module
 HF_FAMILIES = {model_type: module for module in HF_MODULES for model_type in module.MODEL_TYPES}
 RECIPES: dict[str, Recipe] = {module.RECIPE.name: module.RECIPE
                               for module in (keras_seq2seq, tf_tutorial, *HF_MODULES)}

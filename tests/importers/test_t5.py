@@ -1,0 +1,193 @@
+"""T5 v1.0 (relu, tied output scaled by d_model^-0.5) and v1.1 / flan-T5 (gated gelu_new, untied)
+against Hugging Face's own T5ForConditionalGeneration, issue 26.
+
+tests/fixtures/t5/ and t5_v11/ are tiny random T5s saved by transformers with their SentencePiece
+tokenizer and a beam-search generation_config.json; recorded.npz holds what transformers computed
+(tests/fixtures/make_t5_fixture.py). Ours must give the same ids, the same numbers (1e-4): logits,
+every map (the relative position bias included) and the same generated tokens.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from transformer.checkpoint.format import CheckpointError
+from transformer.core.kinds import KIND_NAMES as KINDS
+from transformer.importers import detect_recipe, load_checkpoint
+from transformer.importers.t5 import FOLDER_FILES, convert_t5
+from transformer.inference.forward import forward
+from transformer.inference.generation import generate
+from transformer.inference.generation_config import read_generation_config
+from transformer.model.relative import relative_position_buckets
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+VERSIONS = ("t5", "t5_v11")
+TOL = 1e-4
+OUR_KEYS = {"encoder": "encoder_attention", "decoder": "decoder_attention",
+            "cross": "cross_attention"}
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def version(request):
+    folder = FIXTURES / request.param
+    with np.load(folder / "recorded.npz", allow_pickle=False) as npz:
+        recorded = {name: npz[name] for name in npz.files}
+    return folder, convert_t5(folder), recorded
+
+
+def fixture_files(folder) -> dict[str, bytes]:
+    return {name: (folder / name).read_bytes() for name in FOLDER_FILES
+            if (folder / name).exists()}
+
+
+def test_config_says_what_makes_t5_t5(version):
+    folder, checkpoint, _ = version
+    c, hf = checkpoint.config, json.loads((folder / "config.json").read_text())
+    assert (c.d_model, c.num_heads, c.head_dim, c.dff) == (hf["d_model"], hf["num_heads"],
+                                                          hf["d_kv"], hf["d_ff"])
+    assert c.positional == "none" and c.relative_attention
+    assert (c.relative_buckets, c.relative_max_distance) == (
+        hf["relative_attention_num_buckets"], hf["relative_attention_max_distance"])
+    assert c.norm == "rms" and c.norm_first and not c.use_bias and not c.attention_scale
+    assert (c.pad_id, c.start_id, c.end_id) == (0, 0, 1)
+    assert (c.source_start, c.source_end, c.target_start) == (False, True, False)
+    if hf["tie_word_embeddings"]:  # v1.0
+        assert c.tie_output and c.output_scale == hf["d_model"] ** -0.5
+        assert c.feedforward == "dense" and c.activation == "relu"
+    else:  # v1.1, flan-T5
+        assert not c.tie_output and c.output_scale == 1.0
+        assert c.feedforward == "gated" and c.activation == "gelu_tanh"
+
+
+def test_tokenization_equals_transformers(version):
+    _, checkpoint, recorded = version
+    for i, text in enumerate(recorded["sentences"]):
+        assert checkpoint.encode_source(str(text)) == recorded[f"s{i}_source_ids"].tolist()
+    for j, text in enumerate(recorded["tokenizer_texts"]):
+        assert checkpoint.encode_source(str(text)) == recorded[f"tok{j}_source_ids"].tolist(), j
+        assert checkpoint.encode_target(str(text)) == recorded[f"tok{j}_target_ids"].tolist(), j
+
+
+@pytest.mark.parametrize("mode", ["forced", "greedy"])
+def test_logits_and_every_map_equal_recorded(version, mode):
+    _, checkpoint, recorded = version
+    for i in range(len(recorded["sentences"])):
+        source = recorded[f"s{i}_source_ids"][None]
+        target = recorded[f"s{i}_{mode}_target_ids"][None]
+        eager = checkpoint.model((source, target), return_attention=True)
+        compiled = forward(checkpoint.model, source, target)
+        np.testing.assert_allclose(eager["logits"].numpy()[0], recorded[f"s{i}_{mode}_logits"],
+                                   atol=TOL, err_msg=f"sentence {i} logits")
+        for kind in KINDS:
+            expected = recorded.get(f"s{i}_{mode}_{kind}")
+            if expected is None:
+                continue
+            for ours in (eager[OUR_KEYS[kind]].numpy()[:, 0], compiled[OUR_KEYS[kind]][:, 0]):
+                np.testing.assert_allclose(ours, expected, atol=TOL,
+                                           err_msg=f"sentence {i} {mode} {kind}")
+
+
+def test_generate_equals_transformers_greedy_and_beam(version):
+    folder, checkpoint, recorded = version
+    beam = read_generation_config((folder / "generation_config.json").read_bytes(),
+                                  checkpoint.config)
+    assert beam.num_beams > 1
+    for i in range(len(recorded["sentences"])):
+        source = recorded[f"s{i}_source_ids"]
+        assert generate(checkpoint.model, source, beam.greedy()).token_ids == \
+            recorded[f"s{i}_greedy_ids"].tolist(), i
+        searched = generate(checkpoint.model, source, beam)
+        assert searched.token_ids == recorded[f"s{i}_beam_ids"].tolist(), i
+        assert searched.score == pytest.approx(float(recorded[f"s{i}_beam_score"]), abs=TOL)
+
+
+def test_it_opens_through_the_registry(version):
+    folder, checkpoint, recorded = version
+    files = fixture_files(folder)
+    assert detect_recipe(files) == "t5"
+    source = recorded["s0_source_ids"][None]
+    target = recorded["s0_forced_target_ids"][None]
+    opened = load_checkpoint(files)
+    np.testing.assert_array_equal(opened.model((source, target)).numpy(),
+                                  checkpoint.model((source, target)).numpy())
+    del files["tokenizer.json"]  # spiece.model alone, as older T5 folders ship
+    assert convert_t5(files).encode_source(str(recorded["sentences"][2])) == \
+        recorded["s2_source_ids"].tolist()
+
+
+def with_config(folder, **changes) -> dict[str, bytes]:
+    files = fixture_files(folder)
+    config = json.loads(files["config.json"])
+    config.update(changes)
+    files["config.json"] = json.dumps(config).encode()
+    return files
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"feed_forward_proj": "gated-tanh"}, r"feed_forward_proj \"gated-tanh\"; only relu"),
+    ({"is_gated_act": True}, r"is_gated_act True but feed_forward_proj 'relu'"),
+    ({"architectures": ["T5EncoderModel"]}, r"only T5ForConditionalGeneration"),
+    ({"num_heads": 2}, r"shape \(16, 16\), but config.json describes \(8, 16\)"),
+    ({"use_moe": True}, r"field 'use_moe', which this converter does not know"),
+    ({"vocab_size": 384}, r"320 pieces, but config.json gives vocab_size 384"),
+])
+def test_refuses_what_it_does_not_implement(changes, message):
+    with pytest.raises(CheckpointError, match=message):
+        convert_t5(with_config(FIXTURES / "t5", **changes))
+
+
+def test_refuses_a_weight_left_over():
+    from safetensors.numpy import load, save
+
+    weights = load((FIXTURES / "t5_v11" / "model.safetensors").read_bytes())
+    weights["encoder.block.1.layer.0.SelfAttention.relative_attention_bias.weight"] = \
+        np.ones((8, 4), np.float32)  # a second bias table: not T5's
+    with pytest.raises(CheckpointError, match=r"block.1.layer.0.SelfAttention.relative_attention"
+                                              r"_bias.weight' that a T5ForConditional"):
+        convert_t5({**fixture_files(FIXTURES / "t5_v11"), "model.safetensors": save(weights)})
+
+
+def test_live_against_transformers(version):
+    torch = pytest.importorskip("torch", reason="the live comparison needs torch")
+    transformers = pytest.importorskip("transformers", reason="needs transformers too")
+    folder, checkpoint, _ = version
+    model = transformers.T5ForConditionalGeneration.from_pretrained(
+        folder, attn_implementation="eager").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    beam = read_generation_config((folder / "generation_config.json").read_bytes(),
+                                  checkpoint.config)
+    for text in ["translate English to German: the house is small", "a", "Zoë 東京 🙂 ok",
+                 "summarize: " + "the black cat sleeps " * 12]:
+        source_ids = tokenizer(text)["input_ids"]
+        assert checkpoint.encode_source(text) == source_ids, text
+        with torch.no_grad():
+            generated = model.generate(torch.tensor([source_ids]))[0].tolist()
+            out = model(input_ids=torch.tensor([source_ids]),
+                        decoder_input_ids=torch.tensor([generated]), output_attentions=True)
+        assert generate(checkpoint.model, source_ids, beam).token_ids == generated[1:], text
+        ours = checkpoint.model((np.array([source_ids]), np.array([generated])),
+                                return_attention=True)
+        np.testing.assert_allclose(ours["logits"].numpy()[0], out.logits[0].numpy(), atol=TOL)
+        for kind, theirs in (("encoder", out.encoder_attentions),
+                             ("decoder", out.decoder_attentions),
+                             ("cross", out.cross_attentions)):
+            expected = torch.stack([a[0] for a in theirs]).numpy()
+            np.testing.assert_allclose(ours[OUR_KEYS[kind]].numpy()[:, 0], expected, atol=TOL)
+
+
+def test_relative_buckets_equal_transformers_for_t5s_own_settings():
+    """t5-small's 32 buckets and distance 128 over every distance of 512 positions, both
+    directions, against transformers' own function (float32 truncation decides the edges)."""
+    pytest.importorskip("torch", reason="needs torch")
+    transformers = pytest.importorskip("transformers", reason="needs transformers")
+    import torch
+
+    bucket = transformers.models.t5.modeling_t5.T5Attention._relative_position_bucket
+    distances = np.arange(-511, 512)
+    for bidirectional in (True, False):
+        for buckets, max_distance in ((32, 128), (8, 16), (64, 256)):
+            theirs = bucket(torch.tensor(distances), bidirectional, buckets, max_distance).numpy()
+            ours = relative_position_buckets(distances, bidirectional, buckets, max_distance)
+            np.testing.assert_array_equal(ours, theirs)

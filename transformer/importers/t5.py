@@ -1,0 +1,273 @@
+"""T5 (Hugging Face's T5ForConditionalGeneration: t5-small/base/large, T5 v1.1, flan-T5, mT5)
+read as data and mapped onto our Transformer.
+
+A T5 model is a folder (or a .zip of one, or its files uploaded together) holding config.json
+(T5Config, read against an allow-list), model.safetensors, its tokenizer (tokenizer.json, or
+spiece.model: transformer.tokenizers.huggingface, family "t5") and optionally
+generation_config.json.
+
+What makes T5 differ from the paper's model, and the config field that carries it:
+
+    no absolute positions; a learned bias per head on   positional="none",
+      the self-attention scores for each bucket of the    relative_attention, relative_buckets,
+      distance key - query, held by each stack's first    relative_max_distance
+      layer and shared by all its layers (bidirectional
+      in the encoder, causal in the decoder; none in
+      cross-attention)
+    RMSNorm (scale only), pre-LN with a final norm      norm="rms", norm_first=True
+    no biases anywhere, no 1/sqrt(d_kv) on the scores   use_bias=False, attention_scale=False
+    per-head size d_kv (d_model need not be heads x it) head_dim
+    relu (v1.0) or gated gelu_new (v1.1, flan-T5, mT5)  feedforward="gated", "gelu_tanh"
+    one embedding for both sides; v1.0's output is it,  share_embeddings, tie_output,
+      the decoder's output scaled by d_model^-0.5 first   output_scale
+    sources and targets are pieces then </s>; decoding  source_start=False, source_end=True;
+      starts with <pad>                                   start_id = pad_id = 0
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from transformer.checkpoint.format import CheckpointData, CheckpointError, check_consistent
+from transformer.checkpoint.metadata import clean_metadata
+from transformer.core import limits
+from transformer.importers.hf_config import ConfigReader
+from transformer.importers.hf_folder import FolderSpec, gather, parse_json, read_safetensors
+from transformer.importers.mapping import WeightMap
+from transformer.importers.recipe import Recipe
+from transformer.inference.session import Checkpoint
+from transformer.model import weights as names
+from transformer.model.config import TransformerConfig
+
+__all__ = ["RECIPE", "convert_t5", "read_t5", "t5_config", "t5_data", "t5_weights"]
+
+MODEL_TYPES = ("t5", "mt5")  # config.json's model_type
+RECIPE = Recipe("t5", "T5", "T5", "Hugging Face's T5ForConditionalGeneration (t5, T5 v1.1, "
+                "flan-T5, mT5)", asks=False)
+REQUIRED_FILES = ("config.json", "model.safetensors")
+TOKENIZER_FILES = ("tokenizer.json", "spiece.model")
+FOLDER = FolderSpec({
+    "config.json": limits.MAX_JSON_BYTES,
+    "generation_config.json": limits.MAX_JSON_BYTES,
+    "model.safetensors": limits.MAX_MEMBER_BYTES,
+    "tokenizer.json": limits.MAX_TOKENIZER_BYTES,
+    "spiece.model": limits.MAX_TOKENIZER_BYTES,
+}, ("pytorch_model.bin", "tf_model.h5"), "the T5 model")
+FOLDER_FILES = tuple(FOLDER.file_bytes)  # the names read of a folder
+DEFAULT_MAX_LEN = 512  # T5 has no absolute positions: the longest sequence read (its n_positions)
+FEED_FORWARD = {"relu": ("dense", "relu"), "gated-gelu": ("gated", "gelu_tanh"),
+                "gated-relu": ("gated", "relu"), "gelu": ("dense", "gelu"),
+                "gated-silu": ("gated", "silu")}
+_DENSE_ACT = {"dense": {"relu": "relu", "gelu": "gelu"},
+              "gated": {"gelu_new": "gelu_tanh", "relu": "relu", "silu": "silu"}}
+ALLOWED_FIELDS = {
+    "vocab_size": None, "d_model": None, "d_kv": None, "d_ff": None, "num_layers": None,
+    "num_decoder_layers": None, "num_heads": None, "relative_attention_num_buckets": None,
+    "relative_attention_max_distance": None, "layer_norm_epsilon": None,
+    "feed_forward_proj": None, "dense_act_fn": None, "is_gated_act": None,
+    "tie_word_embeddings": None, "pad_token_id": None, "eos_token_id": None,
+    "decoder_start_token_id": None, "n_positions": None, "initializer_factor": None,
+    "is_encoder_decoder": (True,), "is_decoder": (False,),
+}
+
+
+@dataclass
+class T5Files:
+    label: str
+    hf_config: dict
+    config: dict  # TransformerConfig fields (t5_config)
+    weights: dict[str, np.ndarray]
+    tokenizer_files: dict[str, bytes]
+    files: list[dict]
+
+
+def read_t5(source) -> T5Files:
+    raw, label = gather(source, FOLDER)
+    missing = [n for n in REQUIRED_FILES if n not in raw]
+    if not any(raw.get(n) for n in TOKENIZER_FILES):
+        missing.append("tokenizer.json (or spiece.model)")
+    if missing:
+        raise CheckpointError(f"The T5 model in {label} is missing {', '.join(missing)}; "
+                              "download them from the model's page.")
+    hf_config = parse_json(raw["config.json"], "config.json", label)
+    config = t5_config(hf_config, label)
+    weights = read_safetensors(raw["model.safetensors"], label)
+    files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+             for name, data in sorted(raw.items()) if name in FOLDER.file_bytes]
+    return T5Files(label, hf_config, config, weights,
+                   {n: raw[n] for n in TOKENIZER_FILES if raw.get(n)}, files)
+
+
+def t5_config(hf_config: dict, label: str = "the T5 model") -> dict:
+    """TransformerConfig fields for a T5Config (config.json as parsed)."""
+    where = f"config.json in {label}"
+    read = ConfigReader(hf_config, where, "T5", MODEL_TYPES,
+                        ("T5ForConditionalGeneration", "MT5ForConditionalGeneration"),
+                        ALLOWED_FIELDS)
+    vocab = read.integer("vocab_size", high=limits.MAX_VOCAB)
+    heads = read.integer("num_heads", 8, high=limits.MAX_HEADS)
+    encoder_layers = read.integer("num_layers", 6, high=limits.MAX_LAYERS)
+    proj = hf_config.get("feed_forward_proj", "relu")
+    if not isinstance(proj, str) or proj not in FEED_FORWARD:
+        raise CheckpointError(f"{where} gives feed_forward_proj {json.dumps(proj)[:80]}; only "
+                              f"{', '.join(FEED_FORWARD)} are implemented here.")
+    feedforward, activation = FEED_FORWARD[proj]
+    if "dense_act_fn" in hf_config:  # saved by newer configs: must agree with feed_forward_proj
+        activation = read.choice("dense_act_fn", "relu", _DENSE_ACT[feedforward])
+    if read.boolean("is_gated_act", feedforward == "gated") != (feedforward == "gated"):
+        raise CheckpointError(f"{where} gives is_gated_act {hf_config['is_gated_act']} but "
+                              f"feed_forward_proj {proj!r}.")
+    epsilon = hf_config.get("layer_norm_epsilon", 1e-6)
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or \
+            not 0 < epsilon < 1:
+        raise CheckpointError(f"{where} gives layer_norm_epsilon {json.dumps(epsilon)[:80]}; "
+                              "it must be a number in (0, 1).")
+    pad_id = read.token_id("pad_token_id", 0, vocab)
+    end_id = read.token_id("eos_token_id", 1, vocab)
+    start_id = read.token_id("decoder_start_token_id", pad_id, vocab)
+    if end_id == pad_id:
+        raise CheckpointError(f"{where} gives the same id {end_id} for eos_token_id and "
+                              "pad_token_id; the end of an output could not be told apart.")
+    tied = read.boolean("tie_word_embeddings", True)
+    d_model = read.integer("d_model", 512)
+    return dict(
+        src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, num_heads=heads,
+        head_dim=read.integer("d_kv", 64), dff=read.integer("d_ff", 2048),
+        num_encoder_layers=encoder_layers,
+        num_decoder_layers=read.integer("num_decoder_layers", encoder_layers,
+                                        high=limits.MAX_LAYERS),
+        dropout_rate=0.1,
+        max_len=read.integer("n_positions", DEFAULT_MAX_LEN, high=limits.MAX_POSITIONS),
+        positional="none", scale_embeddings=False, share_embeddings=True, tie_output=tied,
+        output_bias=False, output_scale=d_model ** -0.5 if tied else 1.0, norm_first=True,
+        norm="rms", use_bias=False, attention_scale=False, feedforward=feedforward,
+        activation=activation, layer_norm_epsilon=float(epsilon),
+        relative_attention=True,
+        relative_buckets=read.integer("relative_attention_num_buckets", 32, low=4,
+                                      high=1024),
+        relative_max_distance=read.integer("relative_attention_max_distance", 128),
+        pad_id=pad_id, start_id=start_id, end_id=end_id, mask_padding=True,
+        source_start=False, source_end=True, target_start=False)
+
+
+def _block_names(stack: str, i: int, c: dict) -> dict[str, tuple[str, tuple, bool]]:
+    """{T5 name: (our name, T5 shape, transpose)} for one block of a stack."""
+    d, inner, dff = c["d_model"], c["num_heads"] * c["head_dim"], c["dff"]
+    t5, ours = f"{stack}.block.{i}.layer.", names.layer(stack, i) + "/"
+    sublayers = [("0", "SelfAttention", "self_attention")]
+    if stack == "decoder":
+        sublayers.append(("1", "EncDecAttention", "cross_attention"))
+    table = {}
+    for index, t5_name, our_name in sublayers:
+        for proj, dense in (("q", "query"), ("k", "key"), ("v", "value"), ("o", "output")):
+            shape = (d, inner) if proj == "o" else (inner, d)
+            table[f"{t5}{index}.{t5_name}.{proj}.weight"] = (
+                f"{ours}{our_name}/{dense}/kernel", shape, True)
+        table[f"{t5}{index}.layer_norm.weight"] = (f"{ours}{our_name}_layer_norm/scale", (d,),
+                                                  False)
+    ffn = "2" if stack == "decoder" else "1"
+    dense = ({"wi_0": "gate", "wi_1": "intermediate"} if c["feedforward"] == "gated"
+             else {"wi": "intermediate"})
+    for t5_name, our_name in dense.items():
+        table[f"{t5}{ffn}.DenseReluDense.{t5_name}.weight"] = (
+            f"{ours}feedforward/{our_name}/kernel", (dff, d), True)
+    table[f"{t5}{ffn}.DenseReluDense.wo.weight"] = (f"{ours}feedforward/output/kernel",
+                                                    (d, dff), True)
+    table[f"{t5}{ffn}.layer_norm.weight"] = (f"{ours}feedforward_layer_norm/scale", (d,), False)
+    return table
+
+
+def t5_weights(hf_weights: dict[str, np.ndarray], config: dict,
+               label: str = "the T5 model") -> dict[str, np.ndarray]:
+    """Our weights from T5ForConditionalGeneration's: every weight there with its shape, and
+    none left over."""
+    weights = WeightMap(hf_weights, f"model.safetensors in {label}", "config.json describes")
+    c, vocab, d = config, config["src_vocab_size"], config["d_model"]
+    table = {}
+    for stack, count in (("encoder", c["num_encoder_layers"]),
+                         ("decoder", c["num_decoder_layers"])):
+        for i in range(count):
+            table.update(_block_names(stack, i, c))
+        table[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = (
+            names.relative_bias(stack), (c["relative_buckets"], c["num_heads"]), False)
+        table[f"{stack}.final_layer_norm.weight"] = (f"{stack}_norm/scale", (d,), False)
+    ours = {}
+    for t5_name, (our_name, shape, transpose) in table.items():
+        value = weights.take(t5_name, shape)
+        ours[our_name] = value.T if transpose else value
+    embedding = weights.take("shared.weight", (vocab, d), "the shared token embedding")
+    for copy in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
+        if copy in weights and not np.array_equal(weights.take(copy, (vocab, d)), embedding):
+            raise CheckpointError(f"The weight {copy!r} in {weights.where} differs from "
+                                  "'shared.weight'; T5 shares one embedding.")
+    ours[names.token_embedding("source")] = embedding
+    if c["tie_output"]:
+        if "lm_head.weight" in weights and \
+                not np.array_equal(weights.take("lm_head.weight", (vocab, d)), embedding):
+            raise CheckpointError(f"The weight 'lm_head.weight' in {weights.where} differs from "
+                                  "the embedding, but config.json ties them.")
+    else:
+        ours[f"{names.OUTPUT_PROJECTION}/kernel"] = weights.take(
+            "lm_head.weight", (vocab, d), "the output projection").T
+    weights.check_all_used(f"a T5ForConditionalGeneration with this config.json "
+                           f"({c['num_encoder_layers']} + {c['num_decoder_layers']} layers)")
+    return ours
+
+
+def t5_data(source, *, name: str | None = None, command: str | None = None) -> CheckpointData:
+    """A T5 model's files mapped onto our config, weights and tokenizers (nothing built)."""
+    from transformer.tokenizers.base import TokenizerError
+    from transformer.tokenizers.huggingface import HFTokenizer
+
+    files = read_t5(source)
+    try:
+        source_tok, target_tok = (HFTokenizer.from_files("t5", files.tokenizer_files, side)
+                                  for side in ("source", "target"))
+    except TokenizerError as err:
+        raise CheckpointError(f"A tokenizer file in {files.label} is invalid: {err}.") from None
+    c = files.config
+    if source_tok.vocab_size != c["src_vocab_size"]:
+        # Google's T5 checkpoints pad the embedding to a multiple of 128 rows (32,128 for
+        # 32,100 pieces): ids no piece names, which this converter does not read yet.
+        raise CheckpointError(
+            f"The tokenizer in {files.label} has {source_tok.vocab_size} pieces, but config.json "
+            f"gives vocab_size {c['src_vocab_size']}; a vocabulary padded beyond its pieces is "
+            "not read here yet.")
+    try:
+        config = TransformerConfig(**c)
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"The model that config.json in {files.label} describes cannot "
+                              f"be built here: {err}.") from None
+    weights = t5_weights(files.weights, c, files.label)
+    files.weights = {}
+    check_consistent(config, source_tok, target_tok)
+    hf_name = files.hf_config.get("_name_or_path")
+    hf_name = hf_name.strip()[:80] if isinstance(hf_name, str) and hf_name.strip() else ""
+    metadata = {
+        "name": name or hf_name.rsplit("/", 1)[-1] or "T5 model", "recipe": "t5",
+        "source": {
+            "recipe": "t5", "format": "Hugging Face T5ForConditionalGeneration (config.json, "
+                                      "model.safetensors, tokenizer files)",
+            "model": hf_name, "from": files.label,
+            "transformers_version": str(files.hf_config.get("transformers_version", ""))[:40],
+            "files": files.files, "command": command or "",
+        },
+    }
+    metadata, warnings = clean_metadata(metadata)
+    digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
+                            .encode()).hexdigest()
+    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings)
+
+
+def convert_t5(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:
+    """A T5 model (folder path, .zip path or bytes, or {file name: bytes}) -> an opened
+    Checkpoint, checked as any checkpoint is."""
+    data = t5_data(source, name=name, command=command)
+    return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
+
+
+convert = convert_t5  # the registry's name for it (transformer.importers.HF_FAMILIES)
