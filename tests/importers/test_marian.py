@@ -9,6 +9,7 @@ test_live_against_transformers re-runs the comparison against transformers itsel
 torch and transformers (pip install torch==2.13.0 transformers), which the app does not.
 """
 
+import dataclasses
 import io
 import json
 import re
@@ -472,3 +473,26 @@ def test_a_vocabulary_with_a_5000_digit_id_is_a_sentence():
     files["vocab.json"] = (text[:text.rindex("}")] + ', "zz": ' + "9" * 5000 + "}").encode()
     with pytest.raises(CheckpointError, match=r"vocab\.json: holds a number too long to be an id"):
         marian_checkpoint_bytes(files)
+
+
+def test_the_generation_config_is_read_when_the_model_opens(checkpoint):
+    """Checkpoint.generation: the folder's generation_config.json (transformers' defaults with
+    the model's ids here); Checkpoint.generate decodes with it, or with other settings."""
+    from transformer import DEFAULT_CHECKPOINT
+    from transformer.inference.generation import generate
+    from transformer.inference.generation_config import read_generation_config
+
+    expected = read_generation_config((FIXTURE / "generation_config.json").read_bytes(),
+                                      checkpoint.config)
+    assert checkpoint.generation == expected
+    assert (expected.num_beams, expected.decoder_start_token_id) == (1, checkpoint.config.start_id)
+    text = "the black cat sleeps"
+    ids = checkpoint.encode_source(text)
+    assert checkpoint.generate(text).token_ids == generate(checkpoint.model, ids,
+                                                           expected).token_ids
+    beam = dataclasses.replace(expected, num_beams=3)
+    searched = checkpoint.generate(text, beam)
+    assert searched.beam_width == 3 and searched.steps[0].cross.shape[-1] == len(ids)
+    without = {n: (FIXTURE / n).read_bytes() for n in REQUIRED_FILES}
+    assert convert_marian(without).generation is None
+    assert load_checkpoint(DEFAULT_CHECKPOINT).generation is None  # ours: greedy translate

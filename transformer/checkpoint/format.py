@@ -173,6 +173,9 @@ class CheckpointData:
     content_hash: str = ""  # sha256 of the file's bytes: the cache key for everything derived
     metadata_warnings: list[str] = field(default_factory=list)  # what the metadata schema dropped
     format_version: int = 0  # the checkpoint file's version (0: not read from a checkpoint)
+    # A Hugging Face model's generation_config.json, as given (read, bounded and checked when the
+    # model opens: transformer.inference.generation_config); None for models without one.
+    generation_config: bytes | None = None
 
 
 def read_checkpoint(source) -> CheckpointData:

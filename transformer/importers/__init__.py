@@ -31,7 +31,7 @@ RECIPES: dict[str, Recipe] = {module.RECIPE.name: module.RECIPE
 WEIGHT_SUFFIXES = (".h5", ".hdf5", ".keras", ".index")  # a Keras weights file, a TF checkpoint
 MARIAN_FILES = marian.REQUIRED_FILES  # config.json, model.safetensors, source/target.spm, vocab.json
 HF_FILES = tuple(dict.fromkeys(name for module in HF_MODULES for name in module.FOLDER_FILES))
-_CONFIG_ONLY = FolderSpec({"config.json": limits.MAX_JSON_BYTES},
+_CONFIG_ONLY = FolderSpec({"config.json": limits.MAX_JSON_BYTES}, ("source.spm", "target.spm"),
                           what="the Hugging Face model")
 
 
@@ -41,7 +41,11 @@ def hf_family(source):
     what is missing). CheckpointError when config.json names a family not read here."""
     raw, label = gather(source, _CONFIG_ONLY)
     if not raw.get("config.json"):
-        return marian
+        if {"source.spm", "target.spm"} & set(raw):
+            return marian  # its sentence names what a Marian model lacks
+        raise CheckpointError(f"{label[0].upper() + label[1:]} holds no config.json; a Hugging "
+                              "Face model holds config.json, model.safetensors and its "
+                              "tokenizer's files (download them from the model's page).")
     model_type = parse_json(raw["config.json"], "config.json", label).get("model_type")
     if model_type in HF_FAMILIES:
         return HF_FAMILIES[model_type]

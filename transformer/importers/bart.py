@@ -100,7 +100,7 @@ class BartFiles:
     config: dict  # TransformerConfig fields (bart_config)
     weights: dict[str, np.ndarray]  # model.safetensors, float32, by Hugging Face's names
     tokenizer_files: dict[str, bytes]
-    generation_config: dict | None  # generation_config.json as parsed, when given
+    generation_config: bytes | None  # generation_config.json, when given
     files: list[dict]
 
 
@@ -116,8 +116,7 @@ def read_bart(source) -> BartFiles:
                               "download them from the model's page.")
     hf_config = parse_json(raw["config.json"], "config.json", label)
     config = bart_config(hf_config, label)
-    generation = (parse_json(raw["generation_config.json"], "generation_config.json", label)
-                  if raw.get("generation_config.json") else None)
+    generation = raw.get("generation_config.json") or None  # read when the model opens
     weights = read_safetensors(raw["model.safetensors"], label)
     files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
              for name, data in sorted(raw.items()) if name in FOLDER.file_bytes]
@@ -223,7 +222,8 @@ def bart_data(source, *, name: str | None = None, command: str | None = None) ->
     metadata, warnings = clean_metadata(metadata)
     digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
                             .encode()).hexdigest()
-    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings)
+    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
+                          generation_config=files.generation_config)
 
 
 def convert_bart(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:

@@ -9,9 +9,9 @@ A Marian model is a folder (or a .zip of one, or the same files uploaded togethe
     target.spm          SentencePiece model that splits the target text
     vocab.json          piece -> id for both sides ("</s>" 0, "<unk>" 1, ..., "<pad>" last)
 
-Everything else in the folder (tokenizer_config.json, generation_config.json, README.md,
-pytorch_model.bin, tf_model.h5, ...) is never read, except tokenizer_config.json's language
-names for the metadata.
+plus, when given, generation_config.json (how transformers decodes it: Checkpoint.generation)
+and tokenizer_config.json (its language names, for the metadata). Everything else in the folder
+(README.md, pytorch_model.bin, tf_model.h5, ...) is never read.
 
 What makes Marian differ from the paper's model, and the config field that carries it:
 
@@ -72,10 +72,13 @@ MODEL_TYPES = ("marian",)  # config.json's model_type
 RECIPE = Recipe("marian", "Marian (opus-mt)", "Marian (opus-mt)",
                 "Hugging Face's MarianMT (an opus-mt model)", asks=False)
 REQUIRED_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
-OPTIONAL_FILES = ("tokenizer_config.json",)  # read for the language names only
+# tokenizer_config.json: read for the language names only; generation_config.json: how
+# transformers decodes the model (Checkpoint.generation)
+OPTIONAL_FILES = ("tokenizer_config.json", "generation_config.json")
 MAX_FILE_BYTES = {
     "config.json": limits.MAX_JSON_BYTES,
     "tokenizer_config.json": limits.MAX_JSON_BYTES,
+    "generation_config.json": limits.MAX_JSON_BYTES,
     "model.safetensors": limits.MAX_MEMBER_BYTES,
     "source.spm": limits.MAX_TOKENIZER_BYTES,
     "target.spm": limits.MAX_TOKENIZER_BYTES,
@@ -153,6 +156,7 @@ class MarianFiles:
     vocab_json: bytes
     files: list[dict] = field(default_factory=list)  # [{"name", "bytes", "sha256"}] read
     languages: dict = field(default_factory=dict)  # {"source_lang", "target_lang"} when given
+    generation_config: bytes | None = None  # generation_config.json, when given
 
 
 # ============================================================================ reading the files
@@ -182,7 +186,8 @@ def read_marian(source) -> MarianFiles:
     files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
              for name, data in sorted(raw.items()) if name in REQUIRED_FILES + OPTIONAL_FILES]
     return MarianFiles(label, hf_config, config, weights, raw["source.spm"], raw["target.spm"],
-                       raw["vocab.json"], files, _languages(raw.get("tokenizer_config.json")))
+                       raw["vocab.json"], files, _languages(raw.get("tokenizer_config.json")),
+                       raw.get("generation_config.json") or None)
 
 
 HINTED_FILES = ("pytorch_model.bin", "tf_model.h5", "target_vocab.json")  # named, never read
@@ -441,7 +446,8 @@ def marian_data(source, *, name: str | None = None, command: str | None = None) 
     metadata, warnings = clean_metadata(metadata)
     digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
                             .encode()).hexdigest()
-    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings)
+    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
+                          generation_config=files.generation_config)
 
 
 def convert_marian(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:

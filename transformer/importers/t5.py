@@ -83,6 +83,7 @@ class T5Files:
     weights: dict[str, np.ndarray]
     tokenizer_files: dict[str, bytes]
     files: list[dict]
+    generation_config: bytes | None = None  # generation_config.json, when given
 
 
 def read_t5(source) -> T5Files:
@@ -99,7 +100,8 @@ def read_t5(source) -> T5Files:
     files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
              for name, data in sorted(raw.items()) if name in FOLDER.file_bytes]
     return T5Files(label, hf_config, config, weights,
-                   {n: raw[n] for n in TOKENIZER_FILES if raw.get(n)}, files)
+                   {n: raw[n] for n in TOKENIZER_FILES if raw.get(n)}, files,
+                   raw.get("generation_config.json") or None)
 
 
 def t5_config(hf_config: dict, label: str = "the T5 model") -> dict:
@@ -260,7 +262,8 @@ def t5_data(source, *, name: str | None = None, command: str | None = None) -> C
     metadata, warnings = clean_metadata(metadata)
     digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
                             .encode()).hexdigest()
-    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings)
+    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
+                          generation_config=files.generation_config)
 
 
 def convert_t5(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:

@@ -38,6 +38,9 @@ class Checkpoint:
     metadata: dict[str, Any] = field(default_factory=dict)
     content_hash: str = ""  # sha256 of the file's bytes: the cache key for everything derived
     metadata_warnings: list[str] = field(default_factory=list)  # what the metadata schema dropped
+    # How the original decodes it: its generation_config.json read (GenerationSettings), or None
+    # for a model without one (ours: greedy, translate's default).
+    generation: Any = None
 
     @property
     def name(self) -> str:
@@ -183,10 +186,30 @@ class Checkpoint:
     def open(cls, data: CheckpointData, where: str = "the checkpoint") -> "Checkpoint":
         """The model `data` describes, built with its weights (CheckpointError if they do not
         fit or do not compute finite numbers). `data.weights` is emptied: the model holds them."""
+        from transformer.inference.generation_config import read_generation_config
+
+        generation = (None if data.generation_config is None else
+                      read_generation_config(data.generation_config, data.config))
         model = build_model(data.config, data.weights, where)
         data.weights = {}
         return cls(data.config, model, data.source_tokenizer, data.target_tokenizer,
-                   data.metadata, data.content_hash, data.metadata_warnings)
+                   data.metadata, data.content_hash, data.metadata_warnings, generation)
+
+    def generate(self, source: str, settings=None, head_mask=None,
+                 seconds: float | None = None) -> Decoding:
+        """The translation as the original program decodes it: transformers' greedy or beam
+        search with `settings` (a GenerationSettings; by default the model's generation config,
+        else greedy with transformers' defaults), every step's attention kept (a BeamDecoding
+        with its hypotheses for a beam). seconds: the time budget, limits.MAX_DECODE_SECONDS by
+        default."""
+        from transformer.inference.generation import generate
+        from transformer.inference.generation_config import read_generation_config
+
+        if settings is None:
+            settings = self.generation or read_generation_config(None, self.config)
+        return generate(self.model, self.encode_source(source), settings,
+                        tokenizer=self.target_tokenizer, head_mask=head_mask,
+                        seconds=limits.MAX_DECODE_SECONDS if seconds is None else seconds)
 
 
 def load_checkpoint(source) -> Checkpoint:
