@@ -258,3 +258,26 @@ def test_with_xla_each_bucket_compiles_and_the_numbers_stay(bundled, monkeypatch
         compiled, eager = both(ckpt, [random_ids(c, n, n)], [outputs(c, t, t)], details=True)
         assert_same_maps(compiled[0], eager[0])
     assert forward.forward_function(ckpt.model, details=True).tracing_count() == 1
+
+
+def test_t5s_position_bias_is_in_the_maps_and_in_the_scores(bundled):
+    """Issue 26: a model with T5's relative position bias hands out the bias each stack adds
+    (the pages show it as a term of the scores): scores = q k^T + bias, unscaled, for every
+    layer and head, compiled and eager alike."""
+    ckpt = variant(bundled, seed=5, norm="rms", use_bias=False, attention_scale=False,
+                   positional="none", relative_attention=True, relative_buckets=8,
+                   relative_max_distance=10, norm_first=True)
+    c = ckpt.config
+    source, out = [random_ids(c, 7, 1)], [outputs(c, 5, 2)]
+    compiled, eager = both(ckpt, source, out, details=True)
+    for maps in (compiled[0], eager[0]):
+        for stack, kind, length in (("encoder", "encoder", 7), ("decoder", "decoder", 5)):
+            bias = maps[f"{stack}_position_bias"]  # (H, len, len)
+            assert bias.shape == (c.num_heads, length, length)
+            assert np.ptp(bias) > 0  # distances differ, so do their buckets' values
+            q, k = maps[f"{kind}_q"], maps[f"{kind}_k"]  # (L, H, len, head_dim)
+            np.testing.assert_allclose(maps[f"{kind}_scores"],
+                                       q @ np.swapaxes(k, -1, -2) + bias[None], atol=1e-4)
+        assert "cross_position_bias" not in maps
+    np.testing.assert_allclose(compiled[0]["encoder_position_bias"],
+                               eager[0]["encoder_position_bias"], atol=1e-6)

@@ -141,6 +141,9 @@ def _cut(out: dict, n: int, t: int) -> dict:
         kind, _, what = name.partition("_")
         if name == "source_mask":
             cut[name] = value[..., :n]  # (B, 1, 1, N)
+        elif name in ("encoder_position_bias", "decoder_position_bias"):  # (1, H, len, len)
+            length = n if kind == "encoder" else t
+            cut[name] = value[..., :length, :length]
         elif name == "target_mask":
             cut[name] = value[:, :, :t, :t]  # (B, 1, T, T)
         elif name in ("log_probs", "top_ids", "top_log_probs"):

@@ -13,7 +13,10 @@ padded keys are masked and padded rows are cut). `Checkpoint.attention` (one sen
     "source_ids", "target_ids", "output_ids"  int32
     "log_probs" (T): the log-probability the model gives each output token
     with details, per kind: "<kind>_q", "<kind>_k", "<kind>_v" (L, H, len, head_dim) and
-    "<kind>_scores" (L, H, q_len, k_len): QK^T / sqrt(head_dim) before masking.
+    "<kind>_scores" (L, H, q_len, k_len): QK^T / sqrt(head_dim) (T5: unscaled, its position
+    bias added) before masking; for T5 also "encoder_position_bias" (H, N, N) and
+    "decoder_position_bias" (H, T, T), the relative position bias every layer of the stack
+    adds to its self-attention scores.
 
 A sentence whose pass computed NaN or infinity gets no maps: a NumericalError
 (transformer.inference.numerics) names the layer and position where it first appears.
@@ -76,5 +79,9 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
                 maps[f"{name}_k"] = out[f"{name}_k"][:, b, :, :k].copy()
                 maps[f"{name}_v"] = out[f"{name}_v"][:, b, :, :k].copy()
                 maps[f"{name}_scores"] = out[f"{name}_scores"][:, b, :, :q, :k].copy()
+            for stack, length in (("encoder", n), ("decoder", t)):
+                if f"{stack}_position_bias" in out:  # (1, H, len, len): one for the batch
+                    maps[f"{stack}_position_bias"] = \
+                        out[f"{stack}_position_bias"][0, :, :length, :length].copy()
         results.append(maps)
     return results

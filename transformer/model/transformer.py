@@ -158,6 +158,8 @@ class Transformer(keras.Model):
             out["hidden_states"] = tf.stack(hidden)
         if return_qkv:
             out.update(_stack_qkv(layer_results))
+            if bias is not None:
+                out["position_bias"] = bias  # (1, H, N, N): every layer adds this one
         return out
 
     # ---------------------------------------------------------------- decoder
@@ -196,6 +198,8 @@ class Transformer(keras.Model):
         if return_qkv:
             out.update({f"self_{k}": v for k, v in _stack_qkv(self_results).items()})
             out.update({f"cross_{k}": v for k, v in _stack_qkv(cross_results).items()})
+            if bias is not None:
+                out["position_bias"] = bias  # (1, H, T, T): every self-attention adds it
         return out
 
     def final_norm(self, x):
@@ -274,7 +278,9 @@ class Transformer(keras.Model):
         "cross_attention" (L_dec, B, H, T, N), the masks they used, "source_mask" (B, 1, 1, N)
         (encoder and cross keys) and "target_mask" (B, 1, T, T), and the requested extras, prefixed
         "encoder_",
-        "decoder_" (self-attention) and "cross_".
+        "decoder_" (self-attention) and "cross_"; with return_qkv and T5's relative attention also
+        "encoder_position_bias" (1, H, N, N) and "decoder_position_bias" (1, H, T, T), the bias
+        every layer's scores include.
         head_mask: {"encoder": (L_enc, H), "decoder": (L_dec, H), "cross": (L_dec, H)}, any subset;
         0 silences a head's output.
         """
@@ -308,6 +314,9 @@ class Transformer(keras.Model):
                 out[f"encoder_{name}"] = enc[name]
                 out[f"decoder_{name}"] = dec[f"self_{name}"]
                 out[f"cross_{name}"] = dec[f"cross_{name}"]
+            if self.config.relative_attention:  # T5: the bias each stack's scores include
+                out["encoder_position_bias"] = enc["position_bias"]  # (1, H, N, N)
+                out["decoder_position_bias"] = dec["position_bias"]  # (1, H, T, T)
         return out
 
     def get_config(self):
