@@ -5,6 +5,7 @@ show what these return."""
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 
 from transformer.importers import RECIPES
@@ -69,8 +70,12 @@ def describe(metadata: dict, source_spec: dict | None = None, target_spec: dict 
                                               else (RECIPES[recipe].title,
                                                     RECIPES[recipe].languages))
         pair = f"{source_lang} → {target_lang}" if source_lang and target_lang else None
+        as_is = not RECIPES[recipe].asks  # a Hugging Face model, opened from its own files
         does = (f"It translates {source_lang} into {target_lang}." if pair else
-                "It is a translator converted from a model trained with " + what + ".")
+                (f"It is {what}, opened from its own files: a sequence-to-sequence model that "
+                 "writes an output text for an input text (a translation, a summary, ...: the "
+                 "files do not say which)." if as_is else
+                 "It is a translator converted from a model trained with " + what + "."))
         if not pair and usual_source:
             does += (f" That recipe translates {usual_source} into {usual_target}; yours may have "
                      "been trained on anything: the checkpoint does not record it.")
@@ -165,11 +170,18 @@ def origin(metadata: dict) -> Origin:
                 files.append({"file": item["name"], "role": str(item.get("role") or ""),
                               "sha256": digest[:16] if isinstance(digest, str) else ""})
         model = source.get("model")
-        how = (f"Converted from a model trained with {name}{form}"
-               + (f" ({model})" if isinstance(model, str) and model else "")
-               + ": its weights and vocabularies were read as data and mapped onto this "
-                 "project's Transformer.")
+        named = f" ({model})" if isinstance(model, str) and model else ""
         command = source.get("command") if isinstance(source.get("command"), str) else ""
+        if recipe and not recipe.asks:  # a Hugging Face family: opened as it is, no conversion
+            how = (f"Opened from a {name} model's own files{named}: read as data, its weights "
+                   "mapped onto this project's Transformer on load, with no conversion step.")
+            if not command:  # what writes the same folder as a checkpoint (the CLI's own line)
+                from transformer.importers.cli import hf_argv
+
+                command = shlex.join(hf_argv(recipe.name, "MODEL_DIR", "model.ckpt"))
+            return Origin(how, command, files)
+        how = (f"Converted from a model trained with {name}{form}{named}: its weights and "
+               "vocabularies were read as data and mapped onto this project's Transformer.")
         return Origin(how, command, files)
     command = metadata.get("command")
     if isinstance(command, str) and command:

@@ -1,10 +1,12 @@
 """What the Masks page says of the rows of its batch, from the model's own config and
 tokenizers (issue 24, item 5): which special tokens frame a source, which token starts the
 decoder's input (Marian has no <s>: it starts with its pad token, and ends sources with </s>
-only), and what pads each side. No special token is named that the model does not have."""
+only; BART frames a source with <s> and </s> and starts the decoder with </s>), and what pads
+each side. No special token is named that the model does not have."""
 
 from __future__ import annotations
 
+from .tokens import frame_ids
 from .widgets import quoted
 
 
@@ -17,8 +19,9 @@ def sides_caption(ckpt, source_len: int, target_len: int, typed: bool = False) -
     decoder is fed (the start token + the translation without its end token; row 0's typed
     target instead, when `typed`), what pads them."""
     cfg, src, tgt = ckpt.config, ckpt.source_tokenizer, ckpt.target_tokenizer
-    frame = [f"{_piece(src, cfg.start_id)} first" if cfg.source_start else "",
-             f"{_piece(src, cfg.end_id)} last" if cfg.source_end else ""]
+    before, after = frame_ids(src, cfg.source_start, cfg.source_end)  # the tokenizer's own
+    frame = [" + ".join(_piece(src, i) for i in before) + " first" if before else "",
+             " + ".join(_piece(src, i) for i in after) + " last" if after else ""]
     frame = " and ".join(f for f in frame if f) or "no special token"
     fixed = " (the model's fixed source length)" if cfg.pad_source_to else ""
     start = _piece(tgt, cfg.start_id)

@@ -3,11 +3,12 @@
 Models are cached with st.cache_resource keyed by the file's sha256 (bounded) and shared by every
 session, so they are never mutated. What they compute is cached in explorer.results.
 
-Uploads: a .ckpt is loaded as it is; other files (a weights file and two vocabularies, a Marian
-model's files, or one .zip of either) are read by explorer.uploads, completed by a short form and
-converted in memory, then cached and kept like a .ckpt upload (their checkpoint bytes, keyed by
-the files' digest plus the form's choices). Every failure is a sentence, and the session keeps
-its model, sentence and uploads.
+Uploads: a .ckpt is loaded as it is; other files (a weights file and two vocabularies, a Hugging
+Face model's files of any family the registry reads, or one .zip of either) are read by
+explorer.uploads. A Hugging Face model opens as it is (its files kept, mapped on load); the
+others are completed by a short form and converted in memory; both are cached and kept like a
+.ckpt upload (keyed by the files' digest plus the form's choices). Every failure is a sentence,
+and the session keeps its model, sentence and uploads.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def model_choices() -> dict[str, str]:
 
 @st.cache_resource(max_entries=MAX_MODELS, show_spinner="Loading the model…")
 def _load(content_hash: str, _data: bytes | dict[str, bytes]) -> Checkpoint:
-    """A checkpoint file's bytes, or a Marian model's files ({name: bytes}), opened."""
+    """A checkpoint file's bytes, or a Hugging Face model's files ({name: bytes}), opened."""
     return load_checkpoint(_data)
 
 
@@ -149,7 +150,7 @@ def _keep(key: str, name: str, data: bytes | dict[str, bytes]) -> None:
 def accept_upload() -> None:
     """file_uploader callback: a .ckpt is loaded now (on success it becomes active, else the
     model stays); other files are read (unzipped, recipe detected) and wait for the import form
-    (Marian's files, which tell everything, are converted in this run). The uploader is then
+    (a Hugging Face model's files, which tell everything, are opened in this run). The uploader is then
     cleared, except when the files it holds were refused: more may be dropped beside them (a
     model's weights and vocabularies may come in several drops)."""
     files = st.session_state.get(state.uploader_key()) or []
@@ -218,8 +219,8 @@ def _accept_checkpoint(uploaded) -> None:
 def import_choices(upload: uploads.Upload) -> uploads.Choices:
     """The import form's answers (its defaults where it was not shown)."""
     recipe = upload.recipe or st.session_state.get(state.IMPORT_RECIPE) or uploads.WEIGHT_RECIPES[0]
-    if recipe == "marian":
-        return uploads.Choices("marian")
+    if uploads.opens_as_is(recipe):
+        return uploads.Choices(recipe)
     source, target = upload.vocabularies
     if st.session_state.get(state.IMPORT_VOCABS, 0) == 1:
         source, target = target, source
@@ -266,7 +267,7 @@ def _request_import() -> None:
 
 
 def run_requested_import() -> None:
-    """Convert the pending import if the form (or a Marian upload) asked for it, with a progress
+    """Convert the pending import if the form (or a Hugging Face upload) asked for it, with a progress
     indicator: on success the model is cached like any upload, kept in the session's list as
     checkpoint bytes and made active; on failure a sentence, and nothing else changes. Call
     before the model picker is drawn (it sets the model choice)."""
@@ -284,7 +285,7 @@ def run_requested_import() -> None:
                          f"({sum(map(len, upload.files.values())) / 2**20:.1f} MB).")
             uploads.check_choices(upload, choices)
             kept = st.session_state[state.UPLOADS].get(key)  # the same files and answers
-            if choices.recipe == "marian":  # opens as it is: mapped on load, no conversion
+            if uploads.opens_as_is(choices.recipe):  # mapped on load, no conversion
                 status.write("Mapping model.safetensors onto the model and checking it…")
                 data = kept[1] if kept else dict(upload.files)
             else:
@@ -304,7 +305,7 @@ def run_requested_import() -> None:
         status.update(label=f"Opened {ckpt.name} ({recipe}).", state="complete", expanded=False)
     _keep(key, f"{ckpt.name} ({recipe})", data)
     st.session_state.pop(state.IMPORT, None)
-    if choices.recipe == "marian":
+    if uploads.opens_as_is(choices.recipe):
         _message("success", f"Opened {upload.label} as it is ({recipe}: its weights mapped on "
                             f"load, no conversion): {ckpt.name}.")
     else:

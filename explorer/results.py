@@ -149,7 +149,10 @@ def _position_codes(content_hash: str, _ckpt: Checkpoint) -> np.ndarray:
 
 def encoder_input(ckpt: Checkpoint, source: str) -> dict:
     """The source embedding layer on the sentence's ids, and the two parts it adds:
-    "tokens", "token_part", "position_part", "total" (each (N, d_model))."""
+    "tokens", "token_part", "position_part", "total" (each (N, d_model)): total is the layer's
+    output, LayerNorm(token part + position part) in a model with an embedding norm (BART's
+    layernorm_embedding), whose own layer on their sum is "normed" (None without one). A
+    model without absolute positions (T5) has a zero position part."""
     return _encoder_input(ckpt.content_hash, source, ckpt)
 
 
@@ -159,9 +162,12 @@ def _encoder_input(content_hash: str, source: str, _ckpt: Checkpoint) -> dict:
     token_part = layer.token_embedding(ids)[0].numpy()
     if layer.scale_embeddings:
         token_part = token_part * np.sqrt(np.float32(layer.d_model))
+    codes = layer.position_codes(ids.shape[1])
+    position_part = np.zeros_like(token_part) if codes is None else codes.numpy()
+    norm = layer.embedding_norm
     return {"tokens": _ckpt.source_tokenizer.ids_to_pieces(ids[0]), "token_part": token_part,
-            "position_part": layer.position_codes(ids.shape[1]).numpy(),
-            "total": layer(ids)[0].numpy()}
+            "position_part": position_part, "total": layer(ids)[0].numpy(),
+            "normed": None if norm is None else norm(token_part + position_part).numpy()}
 
 
 # ------------------------------------------------------------------ batches

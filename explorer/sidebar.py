@@ -5,6 +5,7 @@ import numpy as np
 import streamlit as st
 
 from transformer.core.text import text_notes
+from transformer.importers import HF_MODULES
 
 from . import models, player, results, state, stepping
 
@@ -13,9 +14,10 @@ UPLOAD_HELP = (
     "model trained elsewhere, converted here in memory: the Keras seq2seq example's, the "
     "'Transformer from scratch' notebook's or the TF tutorial's weights file (.weights.h5, "
     ".keras, or a TF checkpoint's .index and .data-00000-of-00001, with the 'checkpoint' file "
-    "of ModelCheckpoint's folder or without) with its two vocabulary files, or a Marian (opus-mt) model's "
-    "config.json, model.safetensors, source.spm, target.spm and vocab.json. Several files at "
-    "once, or one .zip of them. Everything is read as data.")
+    "of ModelCheckpoint's folder or without) with its two vocabulary files; or a Hugging Face "
+    "model's folder, opened as it is (config.json, model.safetensors and its tokenizer's files) "
+    "of a family read here: " + ", ".join(m.RECIPE.label for m in HF_MODULES) + ". Several "
+    "files at once, or one .zip of them. Everything is read as data.")
 EMPTY_TARGET = ("The target is empty: every page shows the decoder with its start token <s> "
                 "alone (one row), and ablation scores only the end token </s>. Type a target, or "
                 "pick \"{model}\".")

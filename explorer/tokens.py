@@ -8,11 +8,28 @@ from transformer.analysis.flow import SPECIAL_TOKENS, has_word_boundaries, simpl
 from transformer.tokenizers.word import STANDARDIZATIONS
 
 
+def special_ids(tok) -> tuple[int, ...]:
+    """The ids a tokenizer adds around text or pads with, never cut from it: its start, end and
+    pad ids, and a Hugging Face tokenizer's prefix_ids and suffix_ids (a language code, <s>)."""
+    found = [tok.start_id, tok.end_id, tok.pad_id,
+             *getattr(tok, "prefix_ids", ()), *getattr(tok, "suffix_ids", ())]
+    return tuple(dict.fromkeys(i for i in found if i is not None))
+
+
+def frame_ids(tok, start: bool, end: bool) -> tuple[list[int], list[int]]:
+    """(before, after): the ids the tokenizer puts before and after a side's pieces when that
+    side has a start and an end (a Hugging Face tokenizer's own prefix_ids and suffix_ids:
+    BART's <s> and </s>, mBART's </s> + language code; else its start_id and end_id)."""
+    before = list(getattr(tok, "prefix_ids", [tok.start_id])) if start else []
+    after = list(getattr(tok, "suffix_ids", [tok.end_id])) if end else []
+    return [i for i in before if i is not None], [i for i in after if i is not None]
+
+
 def text_pieces(tok, ids, text: str | None) -> list[str]:
     """The piece of each id: cut from `text` where the ids encode it (so preprocessing such as
     lowercasing shows), else the vocabulary's piece (special ids, or `text` None: model output)."""
     cut = iter(tok.pieces(text)) if text is not None else iter(())
-    specials = (tok.start_id, tok.end_id, tok.pad_id)
+    specials = special_ids(tok)
     return [tok.id_to_piece(i) if i in specials or text is None else next(cut) for i in ids]
 
 
@@ -58,8 +75,9 @@ def preprocessing_note(tok, side: str) -> tuple[str, bool]:
 def framing(tok, start: bool, end: bool) -> str:
     """The ids a side's text becomes, from the tokenizer's own specials: "`<s>` + pieces +
     `</s>`" (start, end: whether that side is framed by the tokenizer's start and end ids)."""
-    parts = [f"`{tok.id_to_piece(tok.start_id)}`"] if start else []
-    return " + ".join(parts + ["pieces"] + ([f"`{tok.id_to_piece(tok.end_id)}`"] if end else []))
+    before, after = frame_ids(tok, start, end)
+    return " + ".join([f"`{tok.id_to_piece(i)}`" for i in before] + ["pieces"]
+                      + [f"`{tok.id_to_piece(i)}`" for i in after])
 
 
 def source_framing(tok, config) -> str:
@@ -90,7 +108,7 @@ def special_pieces(*tokenizers) -> tuple[str, ...]:
     pad, unk, start and end pieces (a word-level vocabulary names them "[START]", ...)."""
     found = list(SPECIAL_TOKENS)
     for tok in tokenizers:
-        for i in (tok.pad_id, tok.unk_id, tok.start_id, tok.end_id):
+        for i in (tok.unk_id, *special_ids(tok)):
             if i is not None and tok.id_to_piece(i) not in found:
                 found.append(tok.id_to_piece(i))
     return tuple(found)

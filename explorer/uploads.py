@@ -7,10 +7,16 @@ The sidebar's uploader takes a .ckpt (explorer.models loads it), or these:
     (or the from-scratch    .data-00000-of-00001: ModelCheckpoint's folder may come whole) and two
     notebook)               vocabulary files (.txt)
     TF tutorial             the same files
-    Marian (opus-mt)        config.json, model.safetensors, source.spm, target.spm, vocab.json
+    a Hugging Face model    the files its family reads (transformer.importers.HF_MODULES, by
+                            config.json's model_type): Marian (opus-mt) config.json,
+                            model.safetensors, source.spm, target.spm, vocab.json; BART
+                            config.json, model.safetensors, tokenizer.json or vocab.json and
+                            merges.txt; ...
 
 either as several files at once or as one .zip holding them. The recipe is read from the files
 (transformer.importers.detect_recipe); what they cannot tell is asked in a short form (Choices).
+A Hugging Face family's recipe asks nothing (asks=False): its FOLDER_FILES are read, and the
+model opens as it is, mapped on load.
 No Streamlit here: explorer.models runs this in the sidebar.
 """
 
@@ -26,7 +32,7 @@ from transformer.checkpoint import archive
 from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
 from transformer.core import limits
-from transformer.importers import MARIAN_FILES, RECIPES, is_weights_file
+from transformer.importers import HF_FILES, HF_MODULES, RECIPES, hf_family, is_weights_file
 from transformer.importers.keras_seq2seq import FORM_LABELS, KERAS_FORMS, recipe_of_weights
 
 RECIPE_LABELS = {name: recipe.label for name, recipe in RECIPES.items()}
@@ -35,7 +41,13 @@ VOCABULARY_SUFFIXES = ("", ".txt", ".vocab")  # a vocabulary file: one token per
 # Stems of other files: documents, and the text file "checkpoint" that TensorFlow writes beside a
 # checkpoint (ModelCheckpoint's folder holds it with .index and .data-00000-of-00001).
 NOT_VOCABULARIES = {"readme", "license", "licence", "notice", "copying", "checkpoint"}
-MARIAN_READ = MARIAN_FILES + ("tokenizer_config.json",)  # what read_marian reads of a folder
+# A Hugging Face model's files: any of these names among the uploaded files makes them one (the
+# names each family requires; the registry's load_checkpoint opens them), and the family its
+# config.json names reads its FOLDER_FILES of them (HF_FILES: every family's).
+HF_MARKERS = frozenset(name for module in HF_MODULES
+                       for name in getattr(module, "REQUIRED_FILES", ("config.json",)))
+HF_RECIPES = {module.RECIPE.name: module for module in HF_MODULES}  # recipe name -> module
+MARIAN_READ = HF_RECIPES["marian"].FOLDER_FILES  # what read_marian reads of a folder
 MAX_ZIP_MEMBERS = 256
 # Words in a vocabulary file's name that tell its side (the Keras example's eng/spa, the
 # tutorial's pt/en); anything else keeps the order of the names, and the user may swap.
@@ -69,8 +81,14 @@ class Upload:
 
     @property
     def asks(self) -> bool:
-        """Whether the form has anything to ask (Marian's files tell everything)."""
-        return self.recipe != "marian"
+        """Whether the form has anything to ask (a Hugging Face model's files tell everything)."""
+        return not opens_as_is(self.recipe)
+
+
+def opens_as_is(recipe: str | None) -> bool:
+    """Whether a recipe's files tell everything (a Hugging Face family, asks=False): no form,
+    no conversion, the model opens from its own files, mapped on load."""
+    return recipe in RECIPES and not RECIPES[recipe].asks
 
 
 @dataclass(frozen=True)
@@ -98,9 +116,10 @@ def read_upload(named: dict[str, bytes]) -> Upload:
         named = unzip(named[archive_name], f"the archive {archive_name!r}")
     label = f"the archive {archive_name!r}" if archive_name else f"the files {_join(sorted(named))}"
     names = {PurePosixPath(n).name for n in named}
-    if names & set(MARIAN_FILES):
-        files = {n: v for n, v in named.items() if PurePosixPath(n).name in MARIAN_READ}
-        return _finish(Upload(files, label, "marian", archive_name=archive_name,
+    if names & HF_MARKERS:
+        family = hf_family(named)  # config.json's model_type; CheckpointError names an unknown one
+        files = {n: v for n, v in named.items() if PurePosixPath(n).name in family.FOLDER_FILES}
+        return _finish(Upload(files, label, family.RECIPE.name, archive_name=archive_name,
                               ignored=sorted(set(named) - set(files))))
     weights = sorted(n for n in named if is_weights_file(n))
     vocabularies = [n for n in sorted(named) if n not in weights and _is_vocabulary(n)]
@@ -109,8 +128,8 @@ def read_upload(named: dict[str, bytes]) -> Upload:
         raise CheckpointError(
             f"None of {label} is a model: give a .ckpt; or a weights file (.weights.h5, .keras, "
             "or a TF checkpoint's .index and .data-00000-of-00001) with its two vocabulary "
-            "files; or a Marian model's config.json, model.safetensors, source.spm, target.spm "
-            "and vocab.json (or one .zip of them).")
+            "files; or a Hugging Face model's files (config.json, model.safetensors and its "
+            "tokenizer's, as a Marian or BART model's folder holds them; or one .zip of them).")
     if len(vocabularies) != 2:
         found = f": {_join(vocabularies)}" if vocabularies else ""
         raise CheckpointError(
@@ -169,10 +188,10 @@ def unzip(data: bytes, where: str) -> dict[str, bytes]:
         name = PurePosixPath(entry.name).name
         if entry.name.endswith("/") or name.startswith(".") or "__MACOSX/" in entry.name:
             continue
-        if name in MARIAN_READ or is_weights_file(name) or _is_vocabulary(name):
+        if name in HF_FILES or is_weights_file(name) or _is_vocabulary(name):
             wanted.append((name, entry))
-    if any(name in MARIAN_FILES for name, _ in wanted):  # a Marian folder: only its files
-        wanted = [(name, entry) for name, entry in wanted if name in MARIAN_READ]
+    if any(name in HF_MARKERS for name, _ in wanted):  # a Hugging Face folder: only its files
+        wanted = [(name, entry) for name, entry in wanted if name in HF_FILES]
     files, total = {}, 0
     for name, entry in wanted:
         if name in files:
@@ -192,7 +211,7 @@ def unzip(data: bytes, where: str) -> dict[str, bytes]:
             raise CheckpointError(str(err)) from None
     if not files:
         raise CheckpointError(f"{where[0].upper() + where[1:]} holds no model file (a weights "
-                              "file and vocabularies, or a Marian model's files).")
+                              "file and vocabularies, or a Hugging Face model's files).")
     return files
 
 
@@ -204,11 +223,13 @@ def import_key(upload: Upload, choices: Choices) -> str:
 
 
 def command(upload: Upload, choices: Choices) -> str:
-    """The command line that converts the same files the same way."""
-    if choices.recipe == "marian":
+    """The command line that converts the same files the same way (a Hugging Face model's:
+    the CLI's line for its folder, transformer.importers.cli.hf_argv)."""
+    if opens_as_is(choices.recipe):
+        from transformer.importers.cli import hf_argv
+
         folder = Path(upload.archive_name).stem if upload.archive_name else "MODEL_DIR"
-        return shlex.join(["python", "-m", "transformer.convert", "marian", "--model-dir",
-                           folder, "--out", f"{folder.lower()}.ckpt"])
+        return shlex.join(hf_argv(choices.recipe, folder, f"{folder.lower()}.ckpt"))
     weights = next((n for n in upload.weights if n.endswith(".index")), upload.weights[0])
     out = Path(weights).name.split(".")[0] or "model"
     argv = ["python", "-m", "transformer.convert", choices.recipe, "--weights", weights,
@@ -223,11 +244,12 @@ def check_choices(upload: Upload, choices: Choices) -> None:
     if choices.recipe not in RECIPE_LABELS:
         raise CheckpointError(f"Unknown recipe {choices.recipe!r}; pick one of "
                               f"{_join(RECIPE_LABELS.values())}.")
-    if (choices.recipe == "marian") != (upload.recipe == "marian"):
-        raise CheckpointError(
-            f"{upload.label[0].upper() + upload.label[1:]} "
-            + ("is a Marian model." if upload.recipe == "marian" else "is no Marian model."))
-    if choices.recipe == "marian":
+    if (opens_as_is(choices.recipe) or opens_as_is(upload.recipe)) \
+            and choices.recipe != upload.recipe:
+        said = (f"is a {RECIPE_LABELS[upload.recipe]} model." if opens_as_is(upload.recipe)
+                else f"is no {RECIPE_LABELS[choices.recipe]} model.")
+        raise CheckpointError(f"{upload.label[0].upper() + upload.label[1:]} {said}")
+    if opens_as_is(choices.recipe):
         return
     if {choices.source_vocab, choices.target_vocab} != set(upload.vocabularies):
         raise CheckpointError(f"Pick which of {_join(upload.vocabularies)} is the source "
@@ -242,17 +264,18 @@ def check_choices(upload: Upload, choices: Choices) -> None:
 
 def convert(upload: Upload, choices: Choices) -> bytes:
     """The checkpoint file (bytes) of the uploaded model, built in memory; loads exactly as an
-    uploaded .ckpt does. Raises CheckpointError sentences that name the file and the weight."""
+    uploaded .ckpt does (a Hugging Face model: the export of what its family maps, through the
+    registry). Raises CheckpointError sentences that name the file and the weight."""
     from transformer.checkpoint.format import checkpoint_bytes
     from transformer.importers.keras_seq2seq import convert_keras_seq2seq
     from transformer.importers.tf_tutorial import convert_tf_tutorial
 
     check_choices(upload, choices)
     line = command(upload, choices)
-    if choices.recipe == "marian":
-        from transformer.importers.marian import marian_checkpoint_bytes
-
-        return marian_checkpoint_bytes(upload.files, command=line)
+    if opens_as_is(choices.recipe):
+        ckpt = hf_family(upload.files).convert(upload.files, command=line)
+        return checkpoint_bytes(ckpt.model, ckpt.source_tokenizer, ckpt.target_tokenizer,
+                                ckpt.metadata)
     convert_with = convert_keras_seq2seq if choices.recipe == "keras-seq2seq" \
         else convert_tf_tutorial
     ckpt = convert_with({n: upload.files[n] for n in upload.weights},

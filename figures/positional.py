@@ -146,15 +146,17 @@ def offset_fig(matrix, title: str | None = None) -> go.Figure:
 
 
 def encoder_input_fig(token_part, position_part, total, tokens: list[str],
-                      shared_scale: bool = True) -> go.Figure:
+                      shared_scale: bool = True,
+                      total_name: str = "sum = encoder input") -> go.Figure:
     """Three (tokens × d_model) heatmaps side by side: token embedding, position code and their
-    sum, the encoder's input. shared_scale: one colour scale for all three. Built as dicts
+    sum, the encoder's input (total_name: what the third is, where a norm follows the sum).
+    shared_scale: one colour scale for all three. Built as dicts
     (figures.common.unvalidated_figure), as similarity_fig: both are large."""
     token_part = check_matrix(token_part, rows=len(tokens), name="token_part")
     d_model = token_part.shape[1]
     position_part = check_matrix(position_part, len(tokens), d_model, name="position_part")
     total = check_matrix(total, len(tokens), d_model, name="total")
-    names = ("token embedding", "position code", "sum = encoder input")
+    names = ("token embedding", "position code", total_name)
     rows = np.broadcast_to(np.array(tick_text(tokens), dtype=object)[:, None],
                            (len(tokens), d_model))  # each cell's token, for the hover
     data = []

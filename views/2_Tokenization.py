@@ -23,7 +23,7 @@ KIND_NOTES = {PIECE: "", SPECIAL: "special", UNKNOWN: "unknown"}
 def show_ids(name, tok, ids, text, key):
     """Figure and table of one side's ids; `text` is what they encode (None: model output)."""
     pieces = tokens.text_pieces(tok, ids, text)
-    specials = (tok.start_id, tok.end_id, tok.pad_id)
+    specials = tokens.special_ids(tok)
     st.plotly_chart(pieces_fig(pieces, ids, specials, tok.unk_id, title=f"{name}: pieces and ids"),
                     key=f"tok_{key}_pieces")
     kinds = piece_kinds(ids, specials, tok.unk_id)

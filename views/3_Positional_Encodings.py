@@ -78,8 +78,11 @@ def encoder_input(parts: dict) -> None:
     """The three parts of the encoder input: the colour-scale box reruns them alone (a
     fragment)."""
     shared = st.checkbox("One colour scale for all three", value=True, key="pe_shared_scale")
+    third = "LayerNorm(sum) = encoder input" if parts["normed"] is not None else None
     st.plotly_chart(encoder_input_fig(parts["token_part"], parts["position_part"], parts["total"],
-                                      parts["tokens"], shared_scale=shared), key="pe_encoder_input")
+                                      parts["tokens"], shared_scale=shared,
+                                      **({"total_name": third} if third else {})),
+                    key="pe_encoder_input")
 
 
 ckpt = models.active_checkpoint()
@@ -117,9 +120,12 @@ else:
 st.header("Encoder input for the sentence")
 parts = results.encoder_input(ckpt, state.current_source())
 scale = f"× √{config.d_model} " if config.scale_embeddings else ""
-st.markdown(f"Token embedding {scale}+ position code = what the first encoder layer reads, from "
-            "the model's own `source_embedding` layer.")
-gap = np.abs(parts["token_part"] + parts["position_part"] - parts["total"]).max()
+normed = parts["normed"] is not None  # BART's layernorm_embedding: the sum is normalised
+st.markdown(f"Token embedding {scale}+ position code{', then the embedding LayerNorm,' * normed} "
+            "= what the first encoder layer reads, from the model's own `source_embedding` layer.")
+expected = parts["normed"] if normed else parts["token_part"] + parts["position_part"]
+gap = np.abs(expected - parts["total"]).max()
+said = "LayerNorm(token part + position part)" if normed else "token part + position part"
 (st.success if gap < 1e-4 else st.error)(
-    f"The layer's output equals token part + position part (max |difference| {gap:.2g}).")
+    f"The layer's output equals {said} (max |difference| {gap:.2g}).")
 encoder_input(parts)

@@ -164,6 +164,19 @@ def test_word_groups_sentencepiece_convention():
     assert word_groups(date)[1] == ["<s>", "friday,", "march", "5,", "2021", "</s>"]
 
 
+def test_word_groups_of_the_hugging_face_families():
+    """BART's byte-level BPE starts a word with Ġ (a space before it); the SentencePiece
+    families (T5, mBART, ...) with ▁, as Marian's does."""
+    from types import SimpleNamespace
+
+    bart = SimpleNamespace(kind="huggingface", family="bart")
+    pieces = ["<s>", "Fri", "day", ",", "\u0120March", "\u0120", "5", "</s>"]
+    assert word_groups(pieces, tokenizer=bart) == (
+        [[0], [1, 2, 3], [4], [5, 6], [7]], ["<s>", "Friday,", "March", "5", "</s>"])
+    t5 = SimpleNamespace(kind="huggingface", family="t5")
+    assert word_groups(["\u2581a", "b", "\u2581c", "</s>"], tokenizer=t5)[1] == ["ab", "c", "</s>"]
+
+
 def test_word_groups_edge_cases():
     assert word_groups([]) == ([], [])
     assert word_groups(["a", "b"]) == ([[0, 1]], ["ab"])  # no ▁ first: still one word

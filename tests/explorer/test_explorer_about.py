@@ -87,6 +87,24 @@ def test_origin_of_our_own_and_of_converted_checkpoints(dates):
     assert about.origin({}).how == "The checkpoint does not record how it was made."
 
 
+def test_a_hugging_face_model_is_said_opened_as_it_is_with_the_clis_line():
+    """A family of the registry (asks nothing): not "converted", not "a translator" unless its
+    files give a language pair, and the CLI's own line for its folder (the generic hf where the
+    family has no subcommand of its own)."""
+    bart = {"recipe": "bart", "source": {"recipe": "bart", "model": "facebook/bart-base",
+                                         "files": [{"name": "config.json", "sha256": "cd" * 32}]}}
+    came = about.origin(bart)
+    assert came.how.startswith("Opened from a BART model's own files (facebook/bart-base)")
+    assert "no conversion" in came.how and "Converted" not in came.how
+    assert came.command == "python -m transformer.convert hf --model-dir MODEL_DIR --out model.ckpt"
+    told = about.describe(bart)
+    assert "translator" not in told.does and "sequence-to-sequence" in told.does
+    marian = about.origin({"source": {"recipe": "marian", "command": "python -m y"}})
+    assert marian.command == "python -m y"  # a recorded command is kept
+    assert about.origin({"source": {"recipe": "marian"}}).command.startswith(
+        "python -m transformer.convert marian --model-dir")
+
+
 def test_the_from_scratch_notebooks_model_is_named_as_such():
     metadata = {"source": {"recipe": "keras-seq2seq", "form": "from-scratch-notebook"}}
     told = about.describe(metadata)

@@ -112,5 +112,58 @@ def test_answers_that_cannot_work_get_a_sentence():
     upload = uploads.read_upload(TUTORIAL)
     with pytest.raises(CheckpointError, match="Pick which of source_vocab.txt and "):
         uploads.check_choices(upload, uploads.Choices("tf-tutorial", None, "a.txt", "b.txt"))
-    with pytest.raises(CheckpointError, match="is no Marian model"):
+    with pytest.raises(CheckpointError, match=r"is no Marian \(opus-mt\) model"):
         uploads.check_choices(upload, uploads.Choices("marian"))
+
+
+# ------------------------------------------------------------------ any Hugging Face family
+BART = {path.name: path.read_bytes() for path in sorted((FIXTURES / "bart").iterdir())}
+
+
+def test_a_bart_folder_is_read_by_its_family_and_asks_nothing():
+    from transformer.importers import bart
+
+    upload = uploads.read_upload(BART)
+    assert upload.recipe == "bart" and not upload.asks
+    assert sorted(upload.files) == sorted(n for n in BART if n in bart.FOLDER_FILES)
+    assert upload.ignored == ["recorded.npz", "tokenizer_config.json"]  # not read by BART's importer
+    archive = uploads.read_upload({"bart-tiny.zip": zipped(BART, "bart-tiny/")})
+    assert archive.files == upload.files and archive.digest == upload.digest
+    assert detect_recipe(BART) == "bart"
+
+
+def test_a_bart_upload_opens_exports_and_names_the_cli_line_through_the_registry():
+    from transformer.importers.bart import convert_bart
+
+    upload = uploads.read_upload({"bart-tiny.zip": zipped(BART, "bart-tiny/")})
+    choices = uploads.Choices("bart")
+    uploads.check_choices(upload, choices)
+    line = uploads.command(upload, choices)
+    assert line == "python -m transformer.convert hf --model-dir bart-tiny --out bart-tiny.ckpt"
+    exported = load_checkpoint(uploads.convert(upload, choices))  # the export: our checkpoint
+    expected = convert_bart(FIXTURES / "bart")
+    assert exported.config == expected.config
+    assert exported.metadata["source"]["command"] == line
+    assert exported.translate("Hello world.").text == expected.translate("Hello world.").text
+    # Marian keeps its own subcommand.
+    marian = uploads.read_upload({"opus-mt-tiny.zip": zipped(MARIAN, "opus-mt-tiny/")})
+    assert uploads.command(marian, uploads.Choices("marian")) == (
+        "python -m transformer.convert marian --model-dir opus-mt-tiny --out opus-mt-tiny.ckpt")
+
+
+def test_answers_of_another_family_get_a_sentence():
+    upload = uploads.read_upload(BART)
+    with pytest.raises(CheckpointError, match="is a BART model"):
+        uploads.check_choices(upload, uploads.Choices("marian"))
+    with pytest.raises(CheckpointError, match="is a BART model"):
+        uploads.check_choices(upload, uploads.Choices("tf-tutorial", None, "a.txt", "b.txt"))
+    with pytest.raises(CheckpointError, match=r"is a Marian \(opus-mt\) model"):
+        uploads.check_choices(uploads.read_upload(MARIAN), uploads.Choices("bart"))
+    with pytest.raises(CheckpointError, match="is no BART model"):
+        uploads.check_choices(uploads.read_upload(TUTORIAL), uploads.Choices("bart"))
+
+
+def test_a_config_of_a_family_not_read_here_is_named():
+    config = b'{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}'
+    with pytest.raises(CheckpointError, match="model_type 'gpt2'"):
+        uploads.read_upload({"config.json": config, "model.safetensors": b""})

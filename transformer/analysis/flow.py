@@ -191,12 +191,18 @@ def merge_subwords(weights, query_groups, key_groups) -> np.ndarray:
 # "continue": a piece beginning with the mark continues the word before (WordPiece's "##");
 # None: every piece is a word of its own (word-level vocabularies).
 WORD_CONVENTIONS = {"bpemb": (WORD_START, "start"), "trained": (WORD_START, "start"),
-                    "marian": (WORD_START, "start"), "wordpiece": ("##", "continue"),
-                    "word": (None, None)}
+                    "marian": (WORD_START, "start"), "m2m100": (WORD_START, "start"),
+                    "wordpiece": ("##", "continue"), "word": (None, None)}
+# The Hugging Face families (kind "huggingface", by tokenizer.family): BART's byte-level BPE marks
+# a space before a piece with "Ġ"; the SentencePiece families (mBART, T5, Pegasus, NLLB) with "▁".
+BYTE_LEVEL_START = "\u0120"  # Ġ: the byte-level alphabet's space
+HF_WORD_CONVENTIONS = {"bart": (BYTE_LEVEL_START, "start")}
 
 
 def _convention(tokenizer) -> tuple[str | None, str | None]:
     kind = getattr(tokenizer, "kind", None)
+    if kind == "huggingface":
+        return HF_WORD_CONVENTIONS.get(getattr(tokenizer, "family", None), (WORD_START, "start"))
     if kind not in WORD_CONVENTIONS:
         raise ValueError(f"no word convention for tokenizer kind {kind!r}: known kinds are "
                          f"{sorted(WORD_CONVENTIONS)}")

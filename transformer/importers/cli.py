@@ -5,6 +5,8 @@
     python -m transformer.convert tf-tutorial --weights W --source-vocab S --target-vocab T \
         [--num-heads H] --out OUT.ckpt
     python -m transformer.convert marian --model-dir D --out OUT.ckpt   (or --hub NAME)
+    python -m transformer.convert hf --model-dir D --out OUT.ckpt   (any Hugging Face family
+        the registry reads, by config.json's model_type: transformer.importers.HF_FAMILIES)
     python -m transformer.convert upgrade IN.ckpt --out OUT.ckpt   (version 1 -> 2; no model built)
 """
 
@@ -16,13 +18,23 @@ import sys
 from pathlib import Path
 
 from transformer.checkpoint.format import CheckpointError, write_checkpoint
-from transformer.importers import MARIAN_FILES
+from transformer.importers import MARIAN_FILES, hf_family
 from transformer.importers.keras_seq2seq import convert_keras_seq2seq
 from transformer.importers.tf_tutorial import TUTORIAL_POSITIONS, convert_tf_tutorial
 from transformer.inference.session import Checkpoint
 
-
 # ------------------------------------------------------------------ CLI
+HF_COMMANDS = ("marian",)  # the Hugging Face families with a subcommand of their own; "hf" reads any
+
+
+def hf_argv(recipe: str, model_dir: str, out: str) -> list[str]:
+    """The command line that writes a Hugging Face model's folder as our checkpoint: its
+    family's own subcommand where it has one (marian), else the generic hf."""
+    command = recipe if recipe in HF_COMMANDS else "hf"
+    return ["python", "-m", "transformer.convert", command, "--model-dir", model_dir,
+            "--out", out]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m transformer.convert",
@@ -50,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--model-dir", help="a folder with config.json, the weights and vocabularies")
     where.add_argument("--hub", help="a model name on the Hugging Face Hub (downloads it)")
+    p.add_argument("--out", required=True, help="the checkpoint to write (.ckpt)")
+    p = sub.add_parser("hf", help="a Hugging Face model of any family read here (its "
+                                  "config.json's model_type tells which)")
+    p.add_argument("--model-dir", required=True,
+                   help="the model's folder (or a .zip of it) with config.json, "
+                        "model.safetensors and its tokenizer's files")
     p.add_argument("--out", required=True, help="the checkpoint to write (.ckpt)")
     p = sub.add_parser("upgrade", help="rewrite a checkpoint of version 1 (weights.npz) as "
                                        "version 2 (weights.safetensors), everything else kept")
@@ -122,6 +140,9 @@ def _run(args, command: str) -> None:
     if args.recipe == "keras-seq2seq":
         checkpoint = convert_keras_seq2seq(args.weights, args.source_vocab, args.target_vocab,
                                            args.num_heads, command=command)
+    elif args.recipe == "hf":
+        # The family's own mapping (the registry's convert, checked as any checkpoint is).
+        checkpoint = hf_family(args.model_dir).convert(args.model_dir, command=command)
     elif args.recipe == "tf-tutorial":
         mask = None if args.mask_padding is None else args.mask_padding == "yes"
         checkpoint = convert_tf_tutorial(args.weights, args.source_vocab, args.target_vocab,

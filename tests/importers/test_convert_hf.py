@@ -1,0 +1,52 @@
+"""python -m transformer.convert hf: any Hugging Face family the registry reads (by config.json's
+model_type) written as our checkpoint, and the command line the app shows for one
+(transformer.importers.cli.hf_argv)."""
+
+from pathlib import Path
+
+import numpy as np
+
+from transformer.importers import HF_MODULES
+from transformer.importers.bart import convert_bart
+from transformer.importers.cli import HF_COMMANDS, hf_argv, main
+from transformer.inference.session import load_checkpoint
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_hf_writes_a_bart_folder_as_a_checkpoint_that_opens_as_the_folder(tmp_path, capsys):
+    out = tmp_path / "bart.ckpt"
+    assert main(["hf", "--model-dir", str(FIXTURES / "bart"), "--out", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    written, opened = load_checkpoint(out), convert_bart(FIXTURES / "bart")
+    assert written.config == opened.config
+    assert written.metadata["source"]["command"] == (
+        f"python -m transformer.convert hf --model-dir {FIXTURES / 'bart'} --out {out}")
+    sentence = "Hello world."
+    assert written.encode_source(sentence) == opened.encode_source(sentence)
+    ours, theirs = written.attention(sentence), opened.attention(sentence)
+    for kind in ("encoder", "decoder", "cross"):
+        np.testing.assert_allclose(ours[kind], theirs[kind], atol=1e-6)
+
+
+def test_hf_reads_a_marian_folder_too(tmp_path):
+    out = tmp_path / "opus.ckpt"
+    assert main(["hf", "--model-dir", str(FIXTURES / "marian"), "--out", str(out)]) == 0
+    assert load_checkpoint(out).metadata["recipe"] == "marian"
+
+
+def test_a_folder_of_no_family_read_here_is_a_sentence(tmp_path, capsys):
+    (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
+    assert main(["hf", "--model-dir", str(tmp_path), "--out", str(tmp_path / "x.ckpt")]) == 2
+    err = capsys.readouterr().err
+    assert "model_type 'gpt2'" in err and "Traceback" not in err
+    assert not (tmp_path / "x.ckpt").exists()
+
+
+def test_the_command_line_of_each_family_is_one_the_cli_takes():
+    for module in HF_MODULES:
+        argv = hf_argv(module.RECIPE.name, "MODEL_DIR", "m.ckpt")
+        assert argv[3] == (module.RECIPE.name if module.RECIPE.name in HF_COMMANDS else "hf")
+        assert argv[4:] == ["--model-dir", "MODEL_DIR", "--out", "m.ckpt"]
+    assert hf_argv("marian", "D", "o.ckpt")[3] == "marian"  # Marian keeps its own subcommand
+    assert hf_argv("bart", "D", "o.ckpt")[3] == "hf"
