@@ -306,8 +306,9 @@ def run_requested_import() -> None:
     _keep(key, f"{ckpt.name} ({recipe})", data)
     st.session_state.pop(state.IMPORT, None)
     if uploads.opens_as_is(choices.recipe):
+        unread = f" Not read: {', '.join(upload.ignored)}." if upload.ignored else ""
         _message("success", f"Opened {upload.label} as it is ({recipe}: its weights mapped on "
-                            f"load, no conversion): {ckpt.name}.")
+                            f"load, no conversion): {ckpt.name}.{unread}")
     else:
         _message("success", f"Converted {upload.label} with the {recipe} recipe and opened it "
                             f"({ckpt.name}).")

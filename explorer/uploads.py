@@ -119,6 +119,8 @@ def read_upload(named: dict[str, bytes]) -> Upload:
     if names & HF_MARKERS:
         family = hf_family(named)  # config.json's model_type; CheckpointError names an unknown one
         files = {n: v for n, v in named.items() if PurePosixPath(n).name in family.FOLDER_FILES}
+        if archive_name is None and files:  # name what is read, not what came beside it
+            label = f"the files {_join(sorted(files))}"
         return _finish(Upload(files, label, family.RECIPE.name, archive_name=archive_name,
                               ignored=sorted(set(named) - set(files))))
     weights = sorted(n for n in named if is_weights_file(n))
