@@ -18,9 +18,8 @@ UPLOAD_HELP = (
     "model's folder, opened as it is (config.json, model.safetensors and its tokenizer's files) "
     "of a family read here: " + ", ".join(m.RECIPE.label for m in HF_MODULES) + ". Several "
     "files at once, or one .zip of them. Everything is read as data.")
-EMPTY_TARGET = ("The target is empty: every page shows the decoder with its start token <s> "
-                "alone (one row), and ablation scores only the end token </s>. Type a target, or "
-                "pick \"{model}\".")
+EMPTY_TARGET = ("The target is empty: every page shows the decoder with {fed} alone ({rows}), "
+                "and ablation scores only {scored}. Type a target, or pick \"{model}\".")
 ASK_FOR_SENTENCE = ("Type a sentence in the sidebar's **Source sentence** box (or pick an "
                     "example): this page shows what the model does with it.")
 UNSURE_BELOW = 0.5  # a chosen token less probable than this makes the translation "unsure"
@@ -56,6 +55,21 @@ def render():
         return st.expander("Link to this view", icon=":material/link:")
 
 
+def empty_target_note(ckpt) -> str:
+    """What an empty typed target leaves, from the model's own ids: the decoder fed its start
+    token (BART: </s>, then the <s> its targets begin with) and the ids scored (</s>)."""
+    scored = ckpt.encode_target("")
+    fed = [ckpt.config.start_id] + scored[:-1]
+    pieces = ckpt.target_tokenizer.ids_to_pieces
+    if len(fed) == 1:
+        fed_text, rows = f"its start token {pieces(fed)[0]}", "one row"
+    else:
+        fed_text, rows = " ".join(pieces(fed)), f"{len(fed)} rows"
+    ends = " ".join(pieces(scored))
+    return EMPTY_TARGET.format(fed=fed_text, rows=rows, model=state.TARGET_MODEL,
+                               scored=f"the end token {ends}" if len(scored) == 1 else ends)
+
+
 def has_sentence() -> bool:
     """Whether the sidebar holds a sentence to show (pages ask for one when it is empty)."""
     return bool(state.current_source().strip())
@@ -85,7 +99,7 @@ def _sentence(ckpt) -> None:
         _say_what_cleaning_changed(st.session_state[state.TARGET])
         target = state.current_target()
         if not ckpt.target_tokenizer.pieces(target):
-            st.info(EMPTY_TARGET.format(model=state.TARGET_MODEL))
+            st.info(empty_target_note(ckpt))
         _warn_if_cut(ckpt, target, "target")
     else:
         st.session_state[state.TARGET_STARTED] = False

@@ -43,8 +43,21 @@ def tokenizer_name(tok) -> tuple[str, str]:
             "marian": ("SentencePiece", "Marian's tokenizer: a SentencePiece model per side "
                                         "(source.spm, target.spm), pieces numbered by vocab.json."),
             "word": ("Word-level", "One id per word, as Keras TextVectorization gives them."),
-            "wordpiece": ("WordPiece", "WordPiece, as tensorflow_text's BertTokenizer splits.")
+            "wordpiece": ("WordPiece", "WordPiece, as tensorflow_text's BertTokenizer splits."),
+            "huggingface": _hf_tokenizer_name(getattr(tok, "family", None)),
+            "m2m100": ("SentencePiece", "M2M100's tokenizer: a SentencePiece model "
+                                        "(sentencepiece.bpe.model), pieces numbered by vocab.json.")
             }.get(tok.kind, (tok.kind, f"A {tok.kind} tokenizer."))
+
+
+def _hf_tokenizer_name(family) -> tuple[str, str]:
+    """A Hugging Face family's tokenizer (transformer.tokenizers.huggingface), in words."""
+    if family == "bart":
+        return ("Byte-level BPE", "BART's tokenizer: byte-level BPE (tokenizer.json, or "
+                                  "vocab.json + merges.txt) as transformers runs it; a piece "
+                                  "starting with Ġ has a space before it.")
+    return ("SentencePiece", f"The {family} tokenizer of transformers: a SentencePiece "
+                             "vocabulary, run by the tokenizers library.")
 
 
 def preprocessing_note(tok, side: str) -> tuple[str, bool]:

@@ -119,6 +119,7 @@ def test_tokenization_shows_the_tokenizers_own_specials(bart_app, bart):
     assert source["kind"].iloc[0] == source["kind"].iloc[-1] == "special"
     assert (source["kind"].iloc[1:-1] == "").all()
     assert "The encoder reads `<s>` + pieces + `</s>`." in [c.value for c in at.caption]
+    assert {m.label: m.value for m in at.metric}["Tokenizer"] == "Byte-level BPE"
     # The decoder starts from </s> (decoder_start_token_id), as BART's does.
     assert target["id"].iloc[0] == config.start_id == tok.end_id
     assert target["piece"].iloc[0] == "</s>"
@@ -215,6 +216,20 @@ def test_ablation_scores_the_models_translation(bart_app, bart):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Original translation"] == plain(bart.translate(SOURCE).text)
     assert metrics["Change in log-probability"] == "+0.0000"
+
+
+def test_an_empty_typed_target_is_said_with_barts_own_tokens(bart_app):
+    at = _page(bart_app, "views/0_Home.py")
+    at.radio(key=state.TARGET_MODE).set_value(state.TARGET_TYPED).run()
+    at.text_input(key=state.TARGET).set_value("").run()
+    assert not at.exception, at.exception
+    notes = [i.value for i in at.sidebar.info if "target is empty" in i.value]
+    # BART's decoder reads </s> then the <s> its targets begin with, and scores <s> </s>.
+    assert notes == ["The target is empty: every page shows the decoder with </s> <s> alone "
+                     "(2 rows), and ablation scores only <s> </s>. Type a target, or pick "
+                     f"\"{state.TARGET_MODEL}\"."]
+    at.radio(key=state.TARGET_MODE).set_value(state.TARGET_MODEL).run()
+    assert not at.exception, at.exception
 
 
 def test_the_pages_are_every_page_of_the_app():
