@@ -178,9 +178,12 @@ def tokenizer_family(files: dict[str, bytes], allowed: tuple[str, ...], default:
 def check_tokenizer(source_tok, config: dict, label: str) -> None:
     """The tokenizer and config.json agree on the vocabulary and the special ids."""
     if source_tok.vocab_size != config["src_vocab_size"]:
+        why = ("an embedding with rows beyond the tokenizer's pieces (NLLB-200's 256,206 for "
+               "256,204) is not read here yet" if config["src_vocab_size"] > source_tok.vocab_size
+               else "they must be the same model's")
         raise CheckpointError(
             f"The tokenizer in {label} has {source_tok.vocab_size} pieces, but config.json "
-            f"gives vocab_size {config['src_vocab_size']}; they must be the same model's.")
+            f"gives vocab_size {config['src_vocab_size']}; {why}.")
     for what, tok_id, config_name, config_id in (
             ("<pad>", source_tok.pad_id, "pad_token_id", config["pad_id"]),
             ("</s>", source_tok.end_id, "eos_token_id", config["end_id"])):
