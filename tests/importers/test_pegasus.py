@@ -180,11 +180,16 @@ def test_the_sentencepiece_model_gives_the_same_ids(recorded):
         assert opened.encode_source(str(text)) == recorded[f"tok{j}_source_ids"].tolist(), j
 
 
-def test_a_save_without_the_sinusoids_opens_the_same(checkpoint, recorded):
-    arrays = {k: v for k, v in weights().items() if "embed_positions" not in k}
-    opened = convert_pegasus(with_weights(arrays))
+def test_a_save_without_the_sinusoids_or_with_more_opens_the_same(checkpoint, recorded):
     source = recorded["s0_source_ids"][None]
     target = recorded["s0_forced_target_ids"][None]
+    arrays = {k: v for k, v in weights().items() if "embed_positions" not in k}
+    opened = convert_pegasus(with_weights(arrays))
+    np.testing.assert_array_equal(opened.model((source, target)).numpy(),
+                                  checkpoint.model((source, target)).numpy())
+    longer = positional_encoding(80, 16, layout="concat")  # a longer table, cut to max_len
+    arrays.update({f"model.{s}.embed_positions.weight": longer for s in ("encoder", "decoder")})
+    opened = convert_pegasus(with_weights(arrays))
     np.testing.assert_array_equal(opened.model((source, target)).numpy(),
                                   checkpoint.model((source, target)).numpy())
 
@@ -215,8 +220,9 @@ def with_config(**changes) -> dict[str, bytes]:
     ({"pad_token_id": 2, "decoder_start_token_id": 2},
      r"gives <pad> the id 0, but config.json gives pad_token_id 2"),
     ({"vocab_size": 400}, r"tokenizer .* 303 pieces, but config.json gives vocab_size 400"),
-    ({"max_position_embeddings": 63}, r"embed_positions.weight' \(the encoder's sinusoids\)"
-                                      r".*\(64, 16\).*\(63, 16\)"),
+    ({"max_position_embeddings": 65}, r"'model.encoder.embed_positions.weight' in .* holds 64 "
+                                      r"positions, but config.json gives "
+                                      r"max_position_embeddings 65"),
     ({"model_type": "bart"}, r"model_type 'bart', not a Pegasus model"),
 ])
 def test_refuses_configs_it_does_not_implement(changes, message):
@@ -262,6 +268,12 @@ def test_refuses_a_weight_left_over_missing_misshaped_or_trained_positions():
     trained[name] = arrays[name] + 0.01
     with pytest.raises(CheckpointError, match=rf"'{name}' in .* is not Pegasus's sinusoids"):
         convert_pegasus(with_weights(trained))
+    wide = dict(arrays)
+    name = "model.encoder.embed_positions.weight"
+    wide[name] = np.ones((64, 17), np.float32)
+    with pytest.raises(CheckpointError, match=rf"'{name}' \(the encoder's sinusoids\) in .* "
+                                              r"has shape \(64, 17\)"):
+        convert_pegasus(with_weights(wide))
     short = dict(arrays)
     name = "model.decoder.layers.0.encoder_attn.v_proj.bias"
     short[name] = arrays[name][:-1]

@@ -120,8 +120,9 @@ def pegasus_config(hf_config: dict, label: str = "the Pegasus model") -> dict:
 def pegasus_weights(hf_weights: dict[str, np.ndarray], config: dict,
                     label: str = "the Pegasus model") -> dict[str, np.ndarray]:
     """Our weights from PegasusForConditionalGeneration's: every weight there with its shape,
-    and none left over. The sinusoid tables transformers saves (embed_positions.weight) are
-    checked to be Pegasus's sinusoids, which the model computes."""
+    and none left over. The sinusoid tables transformers saves (embed_positions.weight, at least
+    max_position_embeddings rows) are checked to be Pegasus's sinusoids, which the model
+    computes."""
     weights = WeightMap(hf_weights, f"model.safetensors in {label}", "config.json describes")
     d, max_len = config["d_model"], config["max_len"]
     ours, embedding = mapped_layers(weights, config)
@@ -130,9 +131,13 @@ def pegasus_weights(hf_weights: dict[str, np.ndarray], config: dict,
         name = f"model.{stack}.embed_positions.weight"
         if name not in weights:
             continue  # computed by transformers too; older saves leave it out
-        table = weights.take(name, (max_len, d), f"the {stack}'s sinusoids")
-        if expected is None:
-            expected = positional_encoding(max_len, d, layout="concat")
+        table = weights.take(name, (None, d), f"the {stack}'s sinusoids")
+        if len(table) < max_len:
+            raise CheckpointError(
+                f"The weight {name!r} in {weights.where} holds {len(table)} positions, but "
+                f"config.json gives max_position_embeddings {max_len}.")
+        if expected is None or len(expected) != len(table):
+            expected = positional_encoding(len(table), d, layout="concat")
         worst = float(np.max(np.abs(table - expected))) if table.size else 0.0
         if not worst <= SINUSOID_TOLERANCE:
             raise CheckpointError(
