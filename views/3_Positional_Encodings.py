@@ -16,6 +16,8 @@ from transformer.core import limits
 BASE = 10000.0  # the paper's base, the one the model's layers use
 MAX_SHOWN = 1024  # positions drawn at most: the similarity maps are positions x positions
 DEFAULT_SHOWN = limits.MAX_INPUT_TOKENS  # a model's first positions, as many as text may fill
+NO_POSITIONS = ("This model adds **no** position codes (positional = 'none', as T5): positions enter "
+                "as a relative bias on the attention scores. The sinusoids are for comparison.")
 FORMULAS = {  # each layout of the sinusoids (transformer.positional_encoding), as the page says it
     "interleaved": "PE(pos, 2i) = sin(pos / base^(2i/d_model)), PE(pos, 2i+1) = cos(pos / "
                    "base^(2i/d_model)): each pair of dimensions turns at its own rate, fast on "
@@ -32,9 +34,9 @@ def use_model_settings():
 
 
 @st.fragment
-def sinusoids(ckpt, learned: bool, layout: str) -> None:
+def sinusoids(ckpt, own: bool, layout: str) -> None:
     """The sinusoid matrix (in the model's layout), its waves and similarities: its settings
-    rerun them alone (a fragment)."""
+    rerun them alone (a fragment). own: the model's codes are these sinusoids (compared)."""
     config = ckpt.config
     if st.session_state.get("pe_model") != ckpt.content_hash or "pe_d_model" not in st.session_state:
         st.session_state.pe_model = ckpt.content_hash
@@ -47,7 +49,7 @@ def sinusoids(ckpt, learned: bool, layout: str) -> None:
     pe = positional_encoding(length, d_model, base, layout=layout)
     st.plotly_chart(positional_heatmap_fig(pe), key="pe_heatmap")
     st.caption(FORMULAS[layout])
-    if not learned and d_model == config.d_model and length <= config.max_len and base == BASE:
+    if own and d_model == config.d_model and length <= config.max_len and base == BASE:
         gap = np.abs(pe - results.position_codes(ckpt)[:length]).max(initial=0.0)
         if gap < 1e-4:
             st.caption(f"These are the model's own codes (max |difference| from its layer: "
@@ -88,17 +90,17 @@ def encoder_input(parts: dict) -> None:
 ckpt = models.active_checkpoint()
 config = ckpt.config
 st.title("Positional encodings")
-learned = config.positional == "learned"
+learned, absolute = config.positional == "learned", config.positional != "none"
 layout = "concat" if config.positional == "sinusoidal_concat" else "interleaved"
 st.markdown(f"This model adds **{config.positional}** position codes to its token embeddings "
-            f"(d_model = {config.d_model}, max_len = {config.max_len}).")
+            f"(d_model = {config.d_model}, max_len = {config.max_len})." if absolute else
+            NO_POSITIONS)
 
 st.header("The sinusoidal encoding")
-sinusoids(ckpt, learned, layout)
+sinusoids(ckpt, absolute and not learned, layout)
 
 st.header("Learned position embeddings")
 shown = min(config.max_len, DEFAULT_SHOWN)
-sinusoidal = positional_encoding(shown, config.d_model)
 if learned:
     codes = results.position_codes(ckpt)[:shown]
     if shown < config.max_len:
@@ -110,12 +112,14 @@ if learned:
     labels = [str(p) for p in range(shown)]
     left.plotly_chart(similarity_fig(dot_similarity(codes), labels, "Learned: dot products"),
                       key="pe_learned_similarity")
-    right.plotly_chart(similarity_fig(dot_similarity(sinusoidal), labels,
-                                      "Sinusoidal: dot products"), key="pe_sinusoidal_similarity")
+    right.plotly_chart(similarity_fig(dot_similarity(positional_encoding(shown, config.d_model)),
+                                      labels, "Sinusoidal: dot products"),
+                       key="pe_sinusoidal_similarity")
 else:
     st.info(f"This model uses fixed sinusoids (config.positional = {config.positional!r}): it "
             "has no learned position matrix. A model trained with `--positional learned` shows "
-            "its matrix and its similarities here, beside the sinusoidal ones.")
+            "its matrix and its similarities here, beside the sinusoidal ones." if absolute else
+            "This model has no position matrix, learned or fixed.")
 
 st.header("Encoder input for the sentence")
 parts = results.encoder_input(ckpt, state.current_source())
@@ -126,6 +130,5 @@ st.markdown(f"Token embedding {scale}+ position code{', then the embedding Layer
 expected = parts["normed"] if normed else parts["token_part"] + parts["position_part"]
 gap = np.abs(expected - parts["total"]).max()
 said = "LayerNorm(token part + position part)" if normed else "token part + position part"
-(st.success if gap < 1e-4 else st.error)(
-    f"The layer's output equals {said} (max |difference| {gap:.2g}).")
+(st.success if gap < 1e-4 else st.error)(f"The layer's output equals {said} (max |difference| {gap:.2g}).")
 encoder_input(parts)

@@ -14,6 +14,7 @@ from conftest import open_page as _page
 
 from explorer import state
 from explorer.widgets import plain
+from transformer.importers import HF_MODULES
 
 BART = ROOT / "tests" / "fixtures" / "bart"
 PAGES = [f"views/{p.name}" for p in sorted((ROOT / "views").glob("*.py"),
@@ -29,21 +30,36 @@ def bart():
     return load_checkpoint(BART)
 
 
-@pytest.fixture(scope="module")
-def bart_app():
-    """app.py with every file of the BART folder uploaded at once (the extras are not read),
-    checked: no exception, the model active, the sentence and the session kept."""
+def _uploaded(folder: Path):
+    """app.py with every file of a model folder uploaded at once (the extras are not read),
+    checked: no exception, no error, the upload the active model."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.run()
     assert not at.exception, at.exception
-    files = {path.name: path.read_bytes() for path in sorted(BART.iterdir())}
+    files = {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
     uploader(at).set_value(
         [(name, data, "application/octet-stream") for name, data in files.items()]).run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
+    assert at.session_state[state.MODEL].startswith(f"{state.UPLOADED}:")
     return at
+
+
+@pytest.fixture(scope="module")
+def bart_app():
+    return _uploaded(BART)
+
+
+# Every family the registry reads whose tiny transformers-built folder is in tests/fixtures.
+FAMILIES = [m.RECIPE.name for m in HF_MODULES if (ROOT / "tests" / "fixtures" / m.RECIPE.name)
+            .joinpath("config.json").is_file()]
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family_app(request):
+    return request.param, _uploaded(ROOT / "tests" / "fixtures" / request.param)
 
 
 def figure(at, key=None, index=0) -> dict:
@@ -230,6 +246,29 @@ def test_an_empty_typed_target_is_said_with_barts_own_tokens(bart_app):
                      f"\"{state.TARGET_MODEL}\"."]
     at.radio(key=state.TARGET_MODE).set_value(state.TARGET_MODEL).run()
     assert not at.exception, at.exception
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_runs_on_every_family_read_here(family_app, path):
+    family, at = family_app
+    at = _page(at, path)
+    assert not at.error, (family, [e.value for e in at.error])
+    assert at.session_state[state.MODEL].startswith(f"{state.UPLOADED}:")
+
+
+def test_a_model_without_absolute_positions_says_so():
+    """T5 adds no position codes (a relative bias on the scores instead): the positional page
+    says so and checks the encoder input as the token embedding alone."""
+    folder = ROOT / "tests" / "fixtures" / "t5"
+    if "t5" not in FAMILIES:
+        pytest.skip("no T5 importer or fixture here")
+    at = _page(_uploaded(folder), "views/3_Positional_Encodings.py")
+    assert any("adds **no** position codes" in m.value for m in at.markdown)
+    assert any(s.value.startswith("The layer's output equals token part + position part")
+               for s in at.success)
+    assert "This model has no position matrix, learned or fixed." in [i.value for i in at.info]
+    assert not at.get("plotly_chart") or not [c for c in at.get("plotly_chart")
+                                              if c.proto.id.endswith("-pe_learned")]
 
 
 def test_the_pages_are_every_page_of_the_app():
