@@ -44,18 +44,26 @@ STEPS = (  # (result key, row title; {blocked} is the blocked score as written b
 )
 
 
-def step_titles(blocked_score: float) -> list[str]:
-    """The rows' titles of score_steps_fig, the blocked score written in ("masked (+ −1e9)")."""
-    return [label.format(blocked=number_text(blocked_score)) for _, label in STEPS]
+def step_titles(blocked_score: float, scale: bool = True, position_bias: bool = False
+                ) -> list[str]:
+    """The rows' titles of score_steps_fig, the blocked score written in ("masked (+ −1e9)");
+    the scores' row says what made them from the dot products: "÷ √d_k", and T5's "+ position
+    bias" (it does not scale)."""
+    scores = ("÷ √d_k" if scale else "not scaled") + (" + position bias" if position_bias else "")
+    return [scores if key == "scaled" else label.format(blocked=number_text(blocked_score))
+            for key, label in STEPS]
 
 
-def head_arithmetic(q_row, K, V, mask_row=None, *, blocked_score: float) -> dict:
+def head_arithmetic(q_row, K, V, mask_row=None, *, blocked_score: float, scale: bool = True,
+                    position_bias=None) -> dict:
     """Every intermediate of one head's attention for one query, in float64.
 
     q_row: (d_k,); K: (k_len, d_k); V: (k_len, d_v); mask_row: (k_len,), nonzero = may attend
     (None: every key allowed); blocked_score: what the model adds to blocked scores
     (transformer.core.masking.BLOCKED_SCORE). Returns "q", "K", "V", "d_k", "dots" (k_len,) = K q,
-    "scaled" = dots / √d_k, "mask" (0/1 floats), "masked" = scaled + (1 − mask)·blocked_score,
+    "scaled" = dots / √d_k (dots when scale is False, T5's), plus position_bias (k_len,) when
+    given (T5's relative position bias of this query: "position_bias" in the result too),
+    "mask" (0/1 floats), "masked" = scaled + (1 − mask)·blocked_score,
     "weights" (the softmax times the mask), "weighted_values" (k_len, d_v) = w_j V_j,
     "context" (d_v,) = their sum, and "blocked_score" (for the figures' labels).
     """
@@ -72,7 +80,13 @@ def head_arithmetic(q_row, K, V, mask_row=None, *, blocked_score: float) -> dict
         raise ValueError(f"mask_row has shape {mask.shape} but K has {k_len} keys")
     d_k = q.shape[0]
     dots = K @ q  # (k_len,)
-    scaled = dots / np.sqrt(d_k)
+    scaled = dots / np.sqrt(d_k) if scale else dots.copy()
+    bias = None
+    if position_bias is not None:
+        bias = np.asarray(position_bias, dtype=np.float64)
+        if bias.shape != (k_len,):
+            raise ValueError(f"position_bias has shape {bias.shape} but K has {k_len} keys")
+        scaled = scaled + bias
     masked = scaled + (1.0 - mask) * float(blocked_score)
     if k_len:
         exp = np.exp(masked - masked.max())  # finite even when every key is blocked
@@ -82,7 +96,22 @@ def head_arithmetic(q_row, K, V, mask_row=None, *, blocked_score: float) -> dict
     weighted_values = weights[:, None] * V  # (k_len, d_v)
     return {"q": q, "K": K, "V": V, "d_k": d_k, "dots": dots, "scaled": scaled, "mask": mask,
             "masked": masked, "weights": weights, "weighted_values": weighted_values,
-            "context": weighted_values.sum(axis=0), "blocked_score": float(blocked_score)}
+            "context": weighted_values.sum(axis=0), "blocked_score": float(blocked_score),
+            "scale": bool(scale), "position_bias": bias}
+
+
+def arithmetic_words(d_k: int, scale: bool, position_bias: bool) -> str:
+    """What the page says of the scores: the √d_k they are divided by, or T5's unscaled scores
+    and the relative position bias it adds as a term (the same one for every layer of a stack,
+    one value per head for each bucket of the distance key − query)."""
+    text = (f"d_k = {d_k}, so the dot products are divided by √{d_k} = {d_k ** 0.5:.4f}. "
+            if scale else "This model does not scale its dot products (T5's rule: no ÷ √d_k). ")
+    if position_bias:
+        text += ("Its position bias is added as a term: a learned number per head for the "
+                 "bucket of each key's distance from the query (T5 has no other position "
+                 "information). ")
+    return text + ("Blocked keys (mask 0) get −10⁹ added before the softmax and end with weight "
+                   "exactly 0.")
 
 
 def max_abs_difference(ours, theirs) -> float:
@@ -180,7 +209,8 @@ def score_steps_fig(result: dict, key_tokens, title: str | None = None) -> go.Fi
                          f"{len(keys)} key tokens")
     allowed = result["mask"] != 0
     blocked_text = number_text(result["blocked_score"])
-    titles = step_titles(result["blocked_score"])
+    titles = step_titles(result["blocked_score"], result.get("scale", True),
+                         result.get("position_bias") is not None)
     scale = float(np.abs(result["scaled"]).max()) if len(keys) else 1.0
     axes = dict(x_title="key", y_title=None)  # rows named by their step, keys by position
     data = []

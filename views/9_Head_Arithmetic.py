@@ -2,10 +2,11 @@
 
 import streamlit as st
 
-from explorer import links, results
+from explorer import links, models, results
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
 from figures.arithmetic import (
+    arithmetic_words,
     contributions_fig,
     dimension_labels,
     head_arithmetic,
@@ -44,8 +45,11 @@ def views(maps: dict) -> None:
                          format_func=lambda q: f"{q}: {query_tokens[q]}")
 
     K, V = maps[f"{name}_k"][layer, head], maps[f"{name}_v"][layer, head]  # (k_len, d_k) each
+    bias = maps.get(f"{name}_position_bias")  # T5's, (H, q_len, k_len): self-attention only
+    scale = models.active_checkpoint().config.attention_scale
     r = head_arithmetic(maps[f"{name}_q"][layer, head, query], K, V, maps[kind.mask][query],
-                        blocked_score=BLOCKED_SCORE)
+                        blocked_score=BLOCKED_SCORE, scale=scale,
+                        position_bias=None if bias is None else bias[head, query])
     dims, d_k = dimension_labels(r["d_k"]), r["d_k"]
     where = (f"{kind.label}, layer {layer}, head {head}, query {query} "
              f"({plotly_text(query_tokens[query])})")
@@ -57,14 +61,12 @@ def views(maps: dict) -> None:
                                name="k"), key="arith_k_fig")
 
     st.subheader("2. Scores, mask and softmax")
-    st.markdown(f"d_k = {d_k}, so the dot products are divided by √{d_k} = {d_k ** 0.5:.4f}. "
-                "Blocked keys (mask 0) get −10⁹ added before the softmax and end with weight "
-                "exactly 0.")
+    st.markdown(arithmetic_words(d_k, scale, bias is not None))
     st.plotly_chart(score_steps_fig(r, key_tokens, where), key="arith_steps_fig")
     score_diff = max_abs_difference(r["scaled"], maps[f"{name}_scores"][layer, head, query])
     weight_diff = max_abs_difference(r["weights"], maps[name][layer, head, query])
     m1, m2 = st.columns(2)
-    m1.metric("max |q·Kᵀ/√d_k − model's scores|", f"{score_diff:.2e}")
+    m1.metric("max |scores here − model's scores|", f"{score_diff:.2e}")
     m2.metric("max |softmax here − model's attention row|", f"{weight_diff:.2e}")
     if weight_diff < TOLERANCE:
         st.success(f"The softmax computed here from the model's q and K equals the model's attention "

@@ -2,6 +2,7 @@
 (key axes at positions ticked with the tokens; the blocked score received, never hard-coded)."""
 
 import functools
+import json
 
 import numpy as np
 import plotly.graph_objects as go
@@ -197,3 +198,20 @@ def test_matches_the_bundled_model(bundled_maps, kind):
         np.testing.assert_allclose(r["scaled"], maps[f"{kind}_scores"][layer, 0, query],
                                    atol=1e-4)
         assert r["weights"][~maps[f"{kind}_mask"][query]].sum() == 0.0
+
+
+def test_t5s_scores_are_unscaled_with_the_position_bias_added():
+    """T5: no ÷ √d_k, its relative position bias a term of the scores, said in the row titles."""
+    bias = np.array([0.5, -1.0, 2.0])
+    r = head_arithmetic(Q, K, V, scale=False, position_bias=bias)
+    dots = np.asarray(K) @ np.asarray(Q)
+    np.testing.assert_allclose(r["scaled"], dots + bias)
+    plain = head_arithmetic(Q, K, V)
+    np.testing.assert_allclose(plain["scaled"], dots / np.sqrt(len(Q)))
+    assert plain["position_bias"] is None
+    np.testing.assert_array_equal(r["position_bias"], bias)
+    drawn = json.dumps(score_steps_fig(r, KEYS).to_plotly_json(), default=str)
+    assert "not scaled + position bias" in drawn
+    assert arithmetic.step_titles(-1e9)[1] == "÷ √d_k"
+    with pytest.raises(ValueError, match="position_bias has shape"):
+        head_arithmetic(Q, K, V, position_bias=[1.0])
