@@ -1494,6 +1494,7 @@ def exercise(ckpt, timing: dict | None = None) -> str:
             maps = ckpt.attention(sentence, target=target, details=True)
             bad = [k for k, v in maps.items() if not _finite(v)]
             assert not bad, f"not finite: {bad}"
+    generated = exercise_generate(ckpt)
     maps = ckpt.attention(LONG_PASTE, target=LONG_PASTE, details=True)
     kept = maps["decoder"].shape[-1]
     assert kept == len(ckpt.encode_target(LONG_PASTE)) <= limits.token_budget(ckpt.config)
@@ -1501,7 +1502,37 @@ def exercise(ckpt, timing: dict | None = None) -> str:
     bad = [k for k, v in maps.items() if not _finite(v)]
     assert not bad, f"not finite: {bad}"
     return " | ".join([f"long paste: {kept} ids", f"hot ids: {met}/{len(hot['source'])}"]
-                      + texts[:len(SENTENCES)])
+                      + ([generated] if generated else []) + texts[:len(SENTENCES)])
+
+
+def exercise_generate(ckpt) -> str:
+    """A model that came with a generation_config.json (issue 26: Checkpoint.generation, read
+    when it opened) generates as its original program would (Checkpoint.generate: its beams and
+    lengths, capped), on the first sentence and on the long paste: ids in the target vocabulary,
+    finite scores and attention, within limits.MAX_DECODE_SECONDS plus
+    FIRST_TRANSLATION_SECONDS (its loop's trace and compile). Returns "generate: ..." or "" for
+    a model without one."""
+    from transformer.core import limits
+
+    if getattr(ckpt, "generation", None) is None:
+        return ""
+    budget = limits.MAX_DECODE_SECONDS + FIRST_TRANSLATION_SECONDS
+    seconds = []
+    for sentence in (SENTENCES[0], LONG_PASTE):
+        started = time.perf_counter()
+        decoding = ckpt.generate(sentence)
+        seconds.append(time.perf_counter() - started)
+        assert seconds[-1] <= budget, (f"generate took {seconds[-1]:.1f} s (budget {budget:g} s) "
+                                       f"with {ckpt.generation}")
+        assert isinstance(decoding.text, str)
+        assert all(0 <= i < ckpt.config.tgt_vocab_size for i in decoding.token_ids), \
+            "generate: ids out of range"
+        assert all(np.isfinite(step.cross).all() and np.isfinite(step.self).all()
+                   for step in decoding.steps), "generate: attention not finite"
+        assert all(np.isfinite(step.log_prob) for step in decoding.steps), \
+            f"generate: a step's log-probability is not finite with {ckpt.generation}"
+    return (f"generate: {getattr(ckpt.generation, 'num_beams', '?')} beams, "
+            f"{len(decoding.token_ids)} ids, {max(seconds):.1f} s")
 
 
 def child_main() -> None:

@@ -2159,10 +2159,673 @@ SPECIAL_CASES = {  # name -> (entry, recipe, target, kind)
 SPECIAL_CRAFTED = [(name, lambda s=spec: special_case(*s)) for name, spec in SPECIAL_CASES.items()]
 
 
+# ---------------------------------------------------------------- Hugging Face families (issue 26)
+# The Hugging Face folders that open as they are, by config.json's model_type (transformer.
+# importers.hf_family): BART, T5 (v1.0 and v1.1), mBART, Pegasus, M2M100 and NLLB. Each family's
+# cases are mutations of its fixture's files (tests/fixtures/<folder>), read afresh for every case
+# (the fixtures may be rewritten while cases are made), uploaded as the files (or one .zip) and
+# opened the way the app opens them (load_hf_upload). A family whose fixture or importer is not
+# there is skipped, with its reason printed once (HF_SKIPPED).
+FIXTURES = ROOT / "tests" / "fixtures"
+HF_FORMATS = {  # format (a case's name prefix: no "_" or "-") -> (fixture folder, importer module)
+    "bart": ("bart", "bart"), "t5": ("t5", "t5"), "t5v11": ("t5_v11", "t5"),
+    "mbart": ("mbart", "mbart"), "pegasus": ("pegasus", "pegasus"),
+    "m2m100": ("m2m100", "m2m100"), "nllb": ("nllb", "m2m100"),
+}
+HF_LOADER = "fuzz_formats:load_hf_upload"
+HF_NOT_UPLOADED = {"recorded.npz", "generation.npz"}  # the fixtures' recordings: no model's files
+SPM_NAMES = ("spiece.model", "sentencepiece.bpe.model", "source.spm", "target.spm")
+# config.json's names for the same sizes in the BART-style families and in T5
+LAYER_KEYS = ("encoder_layers", "num_layers")
+DECODER_LAYER_KEYS = ("decoder_layers", "num_decoder_layers")
+HEAD_KEYS = ("encoder_attention_heads", "num_heads")
+FFN_KEYS = ("encoder_ffn_dim", "d_ff")
+POSITION_KEYS = ("max_position_embeddings", "n_positions")
+
+
+def hf_skip_reason(fmt: str) -> str | None:
+    """Why a family's cases cannot be made or opened now (None: they can): its fixture lacks
+    config.json or model.safetensors, or its importer is not in the registry."""
+    folder, module = HF_FORMATS[fmt]
+    path = FIXTURES / folder
+    missing = [n for n in ("config.json", "model.safetensors") if not (path / n).is_file()]
+    if missing:
+        return f"tests/fixtures/{folder} has no {' and no '.join(missing)}"
+    if not (ROOT / "transformer" / "importers" / f"{module}.py").is_file():
+        return f"transformer/importers/{module}.py does not exist"
+    registry = (ROOT / "transformer" / "importers" / "__init__.py").read_text()
+    listed = re.search(r"HF_MODULES\s*=\s*\(([^)]*)\)", registry)
+    if not listed or module not in re.findall(r"\w+", listed[1]):
+        return f"transformer.importers.HF_MODULES does not name {module}"
+    return None
+
+
+HF_SKIPPED = {fmt: reason for fmt in HF_FORMATS if (reason := hf_skip_reason(fmt))}
+HF_AVAILABLE = tuple(fmt for fmt in HF_FORMATS if fmt not in HF_SKIPPED)
+for _fmt, _reason in HF_SKIPPED.items():
+    print(f"fuzz_formats: skipping the {_fmt} cases: {_reason}", file=__import__("sys").stderr)
+
+
+def hf_files(fmt: str, changes: dict | None = None) -> dict[str, bytes]:
+    """The family's fixture files, read now, some replaced ({file name: bytes, or None to leave
+    it out})."""
+    files = _fixture_snapshot(FIXTURES / HF_FORMATS[fmt][0])
+    for name, value in (changes or {}).items():
+        if value is None:
+            files.pop(name, None)
+        else:
+            files[name] = value
+    return files
+
+
+def _fixture_snapshot(folder, seconds: float = 120.0) -> dict[str, bytes]:
+    """{file name: bytes} of a fixture folder, read whole while no file of it changes, with its
+    config.json and model.safetensors (a fixture being regenerated is waited for, up to
+    `seconds`)."""
+    import time
+
+    def stamp():
+        return sorted((p.name, p.stat().st_mtime_ns, p.stat().st_size)
+                      for p in folder.iterdir() if p.is_file())
+
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            before = stamp()
+            files = {p.name: p.read_bytes() for p in sorted(folder.iterdir())
+                     if p.is_file() and p.name not in HF_NOT_UPLOADED and p.suffix != ".py"}
+            if stamp() == before and {"config.json", "model.safetensors"} <= set(files):
+                return files
+        except OSError:  # a file went away while it was read
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{folder} lacks config.json or model.safetensors, or kept "
+                               f"changing, for {seconds:g} s")
+        time.sleep(0.5)
+
+
+def hf_upload(files: dict[str, bytes], zipped: bool = False) -> bytes:
+    return upload_file({"model.zip": pack(files)} if zipped else files)
+
+
+def load_hf_upload(path):
+    """What the sidebar does with a Hugging Face model's files (explorer.models: accept_upload,
+    then run_requested_import): read_upload (unzip, the family from config.json), the import
+    form's answers (a family asks nothing: Choices(recipe)), check_choices, then the files opened
+    as they are (transformer.load_checkpoint of {file name: bytes}, mapped on load). Files the
+    uploader takes for another recipe go the Keras way (load_upload). Before the uploader knew
+    the families (no explorer.uploads.opens_as_is), the registry opens the files directly."""
+    from explorer import uploads
+    from transformer.importers import load_checkpoint
+
+    files = upload_files(path)
+    if not hasattr(uploads, "opens_as_is"):
+        return load_checkpoint(files)
+    upload = uploads.read_upload(files)
+    if not uploads.opens_as_is(upload.recipe):
+        return load_upload(path)
+    choices = uploads.Choices(upload.recipe)
+    uploads.check_choices(upload, choices)
+    return load_checkpoint(dict(upload.files))
+
+
+def _first_key(value: dict, keys: tuple) -> str:
+    return next((k for k in keys if k in value), keys[0])
+
+
+def hf_json(fmt: str, name: str, change: Callable, zipped: bool = False) -> bytes:
+    """The family's upload with one JSON file after change(value) (it may return a new value,
+    or bytes: the file's new text)."""
+    files = hf_files(fmt)
+    value = json.loads(files[name])
+    result = change(value)
+    files[name] = (result if isinstance(result, bytes) else
+                   json.dumps(value if result is None else result).encode())
+    return hf_upload(files, zipped)
+
+
+def hf_raw(fmt: str, name: str, make: Callable) -> bytes:
+    """The upload with one file replaced by make(its bytes, the files) (None: left out)."""
+    files = hf_files(fmt)
+    files[name] = make(files.get(name, b""), files)
+    return hf_upload({n: v for n, v in files.items() if v is not None})
+
+
+def hf_safetensors(fmt: str, change: Callable, **changes) -> bytes:
+    """The upload with model.safetensors after change(header, body) (it may return new ones)."""
+    files = hf_files(fmt, changes)
+    header, body = safetensors_split(files["model.safetensors"])
+    result = change(header, body)
+    if result is not None:
+        header, body = result
+    files["model.safetensors"] = safetensors_join(header, body)
+    return hf_upload(files)
+
+
+def _tensor_names(header: dict) -> list[str]:
+    return sorted(n for n in header if n != "__metadata__")
+
+
+def _embedding_name(header: dict) -> str:
+    """The shared embedding (model.shared.weight, shared.weight): the largest 2-D tensor."""
+    return max(_tensor_names(header), key=lambda n: (len(header[n]["shape"]) == 2,
+                                                     np.prod(header[n]["shape"]), n))
+
+
+def _named(header: dict, *patterns: str) -> str:
+    """The first tensor whose name matches one of the patterns (in order), else the first."""
+    names = _tensor_names(header)
+    for pattern in patterns:
+        found = [n for n in names if re.search(pattern, n)]
+        if found:
+            return found[0]
+    return names[0]
+
+
+def _layer_norm_name(header: dict) -> str:
+    return _named(header, r"encoder\.layers\.1\..*final_layer_norm\.weight",
+                  r"encoder\.block\.1\..*layer_norm\.weight", r"layer_?norm.*weight")
+
+
+def _query_name(header: dict) -> str:
+    return _named(header, r"encoder\.layers\.0\.self_attn\.q_proj\.weight",
+                  r"encoder\.block\.0\.layer\.0\.SelfAttention\.q\.weight", r"q_proj|\.q\.")
+
+
+def hf_tensor_value(value: float, pick: Callable, row=None) -> Callable:
+    """change(header, body): `value` in one row (an id; "unprobed") or the middle entry of the
+    tensor pick(header) names."""
+    def change(header, body):
+        name = pick(header)
+        start, stop = header[name]["data_offsets"]
+        array = np.frombuffer(body[start:stop], "<f4").reshape(header[name]["shape"])
+        if name.endswith("final_logits_bias"):  # (1, vocab): the id is its column
+            raw = _set_value(array[0], value, row)[None].tobytes()
+        else:
+            raw = _set_value(array, value, row).tobytes()
+        return header, body[:start] + raw + body[stop:]
+    return change
+
+
+def hf_drop(pick: Callable) -> Callable:
+    """change(header, body): the tensor pick(header) names left out, the rest packed again."""
+    def change(header, body):
+        return _marian_drop(pick(header))(header, body)
+    return change
+
+
+def hf_more_layers(fmt: str, encoder: int, decoder: int) -> bytes:
+    """A consistent model with more layers: each stack's last layer's tensors copied to the new
+    ones (BART-style "...layers.N." and T5's "...block.N."), config.json's counts to match."""
+    files = hf_files(fmt)
+    header, body = safetensors_split(files["model.safetensors"])
+    tensors = {}
+    for name in _tensor_names(header):
+        start, stop = header[name]["data_offsets"]
+        tensors[name] = (header[name], body[start:stop])
+    pattern = re.compile(r"^(.*(encoder|decoder)\.(?:layers|block))\.(\d+)\.(.*)$")
+    last = {}
+    for name in tensors:
+        match = pattern.match(name)
+        if match:
+            last[match[1]] = max(last.get(match[1], 0), int(match[3]))
+    out = dict(tensors)
+    for name, value in tensors.items():
+        match = pattern.match(name)
+        if not match or int(match[3]) != last[match[1]] or "relative_attention_bias" in name:
+            continue
+        for i in range(last[match[1]] + 1, encoder if match[2] == "encoder" else decoder):
+            out[f"{match[1]}.{i}.{match[4]}"] = value
+    new, data = {}, bytearray()
+    for name in sorted(out):
+        info, raw = out[name]
+        new[name] = {**info, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    files["model.safetensors"] = safetensors_join(new, bytes(data))
+    config = json.loads(files["config.json"])
+    config[_first_key(config, LAYER_KEYS)] = encoder
+    config[_first_key(config, DECODER_LAYER_KEYS)] = decoder
+    files["config.json"] = json.dumps(config).encode()
+    return hf_upload(files)
+
+
+def _hf_config_cases(fmt: str) -> dict[str, Callable]:
+    """label -> make(): config.json with huge, negative or wrong-typed sizes, unknown fields, a
+    wrong model_type, or not a JSON object at all."""
+    other = "t5" if HF_FORMATS[fmt][1] != "t5" else "bart"
+
+    def field(keys, value):
+        return lambda: hf_json(fmt, "config.json",
+                               lambda c: c.update({_first_key(c, keys): value}))
+
+    def with_text(text: bytes):
+        return lambda: hf_raw(fmt, "config.json", lambda old, files: text)
+
+    def digits():
+        text = hf_files(fmt)["config.json"].decode()
+        return hf_raw(fmt, "config.json", lambda old, files: (
+            text[:text.rindex("}")] + ', "vocab_size": ' + "9" * 5000 + "}").encode())
+
+    return {
+        "config_vocab_huge": field(("vocab_size",), 2**40),
+        "config_vocab_5000_digits": digits,
+        "config_vocab_zero": field(("vocab_size",), 0),
+        "config_d_model_negative": field(("d_model",), -16),
+        "config_d_model_huge": field(("d_model",), 10**12),
+        "config_d_model_float": field(("d_model",), 16.0),
+        "config_layers_string": field(LAYER_KEYS, "2"),
+        "config_layers_million": field(LAYER_KEYS, 10**6),
+        "config_layers_null": field(LAYER_KEYS, None),
+        "config_heads_zero": field(HEAD_KEYS, 0),
+        "config_heads_bool": field(HEAD_KEYS, True),
+        "config_heads_huge": field(HEAD_KEYS, 10**6),
+        "config_ffn_list": field(FFN_KEYS, [32]),
+        "config_ffn_huge": field(FFN_KEYS, 2**31),
+        "config_positions_huge": field(POSITION_KEYS, 10**9),
+        "config_positions_1": field(POSITION_KEYS, 1),
+        "config_pad_huge": field(("pad_token_id",), 10**20),
+        "config_eos_list_long": field(("eos_token_id",), list(range(100_000))),
+        "config_unknown_field": field(("rope_scaling",), {"type": "dynamic", "factor": 8.0}),
+        "config_auto_map": field(("auto_map",), {"AutoModel": "evil.Model"}),
+        "config_model_type_wrong": field(("model_type",), "gpt2"),
+        "config_model_type_other_family": field(("model_type",), other),
+        "config_model_type_list": field(("model_type",), [HF_FORMATS[fmt][1]]),
+        "config_model_type_missing": lambda: hf_json(fmt, "config.json",
+                                                     lambda c: c.pop("model_type", None) and None),
+        "config_architectures_other": field(("architectures",), ["GPT2LMHeadModel"]),
+        "config_not_object": with_text(b"[1, 2]"),
+        "config_deep_nesting": with_text(b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+        "config_not_utf8": with_text(b'{"model_type": "\xff\xfe"}'),
+        "config_missing": lambda: hf_upload(hf_files(fmt, {"config.json": None})),
+        "config_lone_surrogate_name_valid": field(("_name_or_path",), "\ud800 model"),
+    }
+
+
+def _hf_generation_cases(fmt: str) -> dict[str, Callable]:
+    """label -> make(): generation_config.json with absurd numbers, deep nesting, wrong types,
+    huge bad_words_ids."""
+    vocab = json.loads(hf_files(fmt)["config.json"]).get("vocab_size", 300)
+    vocab = vocab if isinstance(vocab, int) and 0 < vocab < 10**6 else 300
+
+    def field(**values):
+        def make():
+            files = hf_files(fmt)
+            value = json.loads(files.get("generation_config.json", b"{}"))
+            value.update(values)
+            files["generation_config.json"] = json.dumps(value).encode()
+            return hf_upload(files)
+        return make
+
+    def with_text(text: bytes):
+        return lambda: hf_upload(hf_files(fmt, {"generation_config.json": text}))
+
+    return {
+        "generation_num_beams_million_valid": field(num_beams=10**6),
+        "generation_max_length_billion_valid": field(max_length=10**9),
+        "generation_beams_and_lengths_huge": field(num_beams=10**6, max_length=10**9,
+                                                   max_new_tokens=10**9, min_length=10**9),
+        "generation_min_length_huge": field(min_length=10**9, num_beams=4),
+        "generation_num_beams_string": field(num_beams="4"),
+        "generation_num_beams_negative": field(num_beams=-1),
+        "generation_num_beams_float": field(num_beams=4.5),
+        "generation_max_length_bool": field(max_length=True),
+        "generation_max_length_zero": field(max_length=0),
+        "generation_eos_string": field(eos_token_id="</s>"),
+        "generation_eos_out_of_vocab": field(eos_token_id=10**9),
+        "generation_forced_bos_out_of_vocab": field(forced_bos_token_id=10**6),
+        "generation_length_penalty_huge": field(length_penalty=1e308, num_beams=4),
+        "generation_length_penalty_string": field(length_penalty="nan"),
+        "generation_bad_words_huge": field(bad_words_ids=[[i % vocab] for i in range(100_000)]),
+        "generation_bad_words_long": field(bad_words_ids=[list(range(100_000))]),
+        "generation_bad_words_out_of_vocab": field(bad_words_ids=[[10**9], [-1]]),
+        "generation_bad_words_not_lists": field(bad_words_ids=[1, "x", None]),
+        "generation_bad_words_every_id": field(bad_words_ids=[[i] for i in range(min(vocab,
+                                                                                       1024))]),
+        "generation_suppress_every_id": field(suppress_tokens=list(range(min(vocab, 4096)))),
+        "generation_no_repeat_1_beams": field(no_repeat_ngram_size=1, num_beams=8,
+                                              max_length=10**9),
+        "generation_sampling": field(do_sample=True, temperature=0.0, top_k=0),
+        "generation_unknown_keys": field(zz_new={"a": [1, 2]}, custom_generate="evil.py"),
+        "generation_deep_nesting_200k": with_text(b'{"a": ' + b"[" * 200_000 + b"]" * 200_000
+                                                  + b"}"),
+        "generation_deep_nesting_40": with_text(b'{"a": ' + b"[" * 40 + b"]" * 40 + b"}"),
+        "generation_5000_digits": with_text(b'{"num_beams": ' + b"9" * 5000 + b"}"),
+        "generation_not_object": with_text(b"[4]"),
+        "generation_not_utf8": with_text(b'{"num_beams": 4, "x": "\xff"}'),
+        "generation_empty_file": with_text(b""),
+        "generation_missing_valid": lambda: hf_upload(hf_files(
+            fmt, {"generation_config.json": None})),
+    }
+
+
+def _tokenizer_vocab_huge(entries: int) -> Callable:
+    def change(doc):
+        model = doc["model"]
+        if isinstance(model.get("vocab"), dict):  # BPE: piece -> id
+            base = len(model["vocab"])
+            model["vocab"].update({f"zz{i:x}": i for i in range(base, entries)})
+        else:  # Unigram: [piece, score]
+            model["vocab"] += [[f"zz{i:x}", -20.0] for i in range(len(model["vocab"]), entries)]
+    return change
+
+
+def _nested_normalizer(depth: int) -> Callable:
+    def change(doc):
+        inner = doc.get("normalizer") or {"type": "Replace", "pattern": {"String": "x"},
+                                          "content": "x"}
+        for _ in range(depth):
+            inner = {"type": "Sequence", "normalizers": [inner]}
+        doc["normalizer"] = inner
+    return change
+
+
+def _nested_text(data: bytes, depth: int) -> bytes:
+    """tokenizer.json with its normalizer inside `depth` Sequences (written as text: too deep
+    for json.dumps)."""
+    doc = json.loads(data)
+    inner = json.dumps(doc.get("normalizer") or {"type": "Replace", "pattern": {"String": "x"},
+                                                 "content": "x"})
+    doc["normalizer"] = "__NEST__"
+    nest = '{"type": "Sequence", "normalizers": [' * depth + inner + "]}" * depth
+    return json.dumps(doc).replace('"__NEST__"', nest, 1).encode()
+
+
+def _hf_tokenizer_cases(fmt: str) -> dict[str, Callable]:
+    """label -> make(): tokenizer.json damaged, nested, of unknown kinds, with a huge
+    vocabulary; merges.txt, vocab.json and SentencePiece models as garbage (each used alone:
+    the other tokenizer files left out)."""
+    files = hf_files(fmt)
+    out = {}
+    if "tokenizer.json" in files:
+        def tok(change):
+            return lambda: hf_json(fmt, "tokenizer.json", change)
+
+        def text(make):
+            return lambda: hf_raw(fmt, "tokenizer.json", lambda old, f: make(old))
+
+        out.update({
+            "tokenizer_truncated": text(lambda old: old[:len(old) // 2]),
+            "tokenizer_not_json": text(lambda old: b"{not json"),
+            "tokenizer_not_utf8": text(lambda old: old.replace(b'"model"', b'"\xff\xfe"', 1)),
+            "tokenizer_deep_nesting_200k": text(lambda old: b'{"normalizer": ' + b"[" * 200_000
+                                                + b"]" * 200_000 + b"}"),
+            "tokenizer_normalizer_nested_20": tok(_nested_normalizer(20)),
+            "tokenizer_normalizer_nested_5000": text(lambda old: _nested_text(old, 5000)),
+            "tokenizer_normalizer_unknown": tok(lambda d: d.update(normalizer={
+                "type": "PythonCallable", "module": "os", "function": "system"})),
+            "tokenizer_normalizer_replace_redos": tok(lambda d: d.update(normalizer={
+                "type": "Replace", "pattern": {"Regex": "(a|a?)+$"}, "content": ""})),
+            "tokenizer_normalizer_sequence_wide": tok(lambda d: d.update(normalizer={
+                "type": "Sequence", "normalizers": [{"type": "Replace", "pattern": {
+                    "String": "a"}, "content": "aa"}] * 10_000})),
+            "tokenizer_pre_tokenizer_unknown": tok(lambda d: d.update(pre_tokenizer={
+                "type": "Split", "pattern": {"Regex": "(x+x+)+y"}, "behavior": "Isolated"})),
+            "tokenizer_model_unknown": tok(lambda d: d["model"].update(type="WordLevel")),
+            "tokenizer_model_not_object": tok(lambda d: d.update(model=[1, 2])),
+            "tokenizer_vocab_huge_300k": tok(_tokenizer_vocab_huge(300_000)),
+            "tokenizer_vocab_huge_million": tok(_tokenizer_vocab_huge(1_000_000)),
+            "tokenizer_vocab_bad_entries": tok(lambda d: d["model"].update(vocab=(
+                {"a": -1, "b": 10**30, "c": "x", "d": None} if isinstance(d["model"]["vocab"],
+                                                                          dict)
+                else [["a", float("nan")], ["b"], [1, 2], "x"]))),
+            "tokenizer_vocab_empty": tok(lambda d: d["model"].update(
+                vocab={} if isinstance(d["model"]["vocab"], dict) else [])),
+            "tokenizer_added_token_huge_id": tok(lambda d: d.setdefault("added_tokens", []).append(
+                {"id": 10**12, "content": "zz", "special": True, "single_word": False,
+                 "lstrip": False, "rstrip": False, "normalized": False})),
+            "tokenizer_added_tokens_many": tok(lambda d: d.update(added_tokens=[
+                {"id": i % 50, "content": f"zz{i}", "special": True} for i in range(100_000)])),
+            "tokenizer_added_token_huge_content": tok(lambda d: d.setdefault(
+                "added_tokens", []).append({"id": 3, "content": "x" * 2**20, "special": True})),
+            "tokenizer_merges_garbage": tok(lambda d: d["model"].update(
+                merges=[1, [2], None, "no_space_here", ["a"], "a b c"] * 1000)),
+            "tokenizer_not_object": text(lambda old: b'"tokenizer"'),
+        })
+    if "merges.txt" in files and "vocab.json" in files:  # BART's pair, tokenizer.json left out
+        def pair(name, make):
+            def build():
+                f = hf_files(fmt, {"tokenizer.json": None})
+                f[name] = make(f[name])
+                return hf_upload(f)
+            return build
+
+        rng = np.random.default_rng(26)
+        out.update({
+            "pair_only_valid": pair("vocab.json", lambda old: old),
+            "merges_random_bytes": pair("merges.txt", lambda old: rng.bytes(4000)),
+            "merges_not_utf8": pair("merges.txt", lambda old: old + b"\xff\xfe \xfd\n"),
+            "merges_million_lines": pair("merges.txt", lambda old: old + b"".join(
+                b"q%x z%x\n" % (i, i) for i in range(1_000_000))),
+            "merges_one_huge_line": pair("merges.txt", lambda old: b"#version: 0.2\n" +
+                                         b"a" * 2**22 + b" b\n"),
+            "merges_unknown_pieces": pair("merges.txt", lambda old: old + b"\xc4\xa0zzz yyy\n"),
+            "vocab_json_not_object": pair("vocab.json", lambda old: b'["<s>", "</s>"]'),
+            "vocab_json_ids_odd": pair("vocab.json", lambda old: json.dumps(
+                {**json.loads(old), "zz": -1, "yy": 10**30, "xx": "3"}).encode()),
+            "vocab_json_million": pair("vocab.json", lambda old: json.dumps(
+                {**json.loads(old), **{f"q{i:x}": i + 400 for i in range(1_000_000)}},
+                separators=(",", ":")).encode()),
+        })
+    for spm in (n for n in SPM_NAMES if n in files):  # SentencePiece alone (no tokenizer.json)
+        label = "spiece" if spm == "spiece.model" else "spm"
+
+        def alone(make, spm=spm):
+            def build():
+                f = hf_files(fmt, {"tokenizer.json": None})
+                f[spm] = make(f[spm])
+                return hf_upload(f)
+            return build
+
+        rng = np.random.default_rng(27)
+        out.update({
+            f"{label}_only_valid": alone(lambda old: old),
+            f"{label}_random_bytes": alone(lambda old: rng.bytes(3000)),
+            f"{label}_truncated": alone(lambda old: old[:len(old) // 3]),
+            f"{label}_empty": alone(lambda old: b""),
+            f"{label}_length_2_62": alone(lambda old: b"\x0a" + varint(2**62) + old[2:]),
+            f"{label}_is_tokenizer_json": alone(lambda old: hf_files(fmt).get(
+                "tokenizer.json", b"{}")),
+        })
+        break  # one SentencePiece file per family
+    return out
+
+
+def _hf_safetensors_cases(fmt: str) -> dict[str, Callable]:
+    """label -> make(): model.safetensors with wrong shapes, missing or extra weights, NaN and
+    huge values, header bombs."""
+    def st(change):
+        return lambda: hf_safetensors(fmt, change)
+
+    def raw(make):
+        return lambda: hf_raw(fmt, "model.safetensors", lambda old, f: make(old))
+
+    def set_info(pick, **info):
+        return st(lambda h, b: h[pick(h)].update(info))
+
+    def many_entries(count: int):
+        def change(header, body):
+            header.update({f"zz.{i}": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+                           for i in range(count)})
+        return change
+
+    def transposed(pick):
+        def change(header, body):
+            name = pick(header)
+            start, stop = header[name]["data_offsets"]
+            value = np.frombuffer(body[start:stop], "<f4").reshape(header[name]["shape"])
+            header[name]["shape"] = list(value.T.shape)
+            return header, body[:start] + value.T.tobytes() + body[stop:]
+        return change
+
+    def fc1(h):
+        return _named(h, r"encoder\.layers\.0\.fc1\.weight", r"DenseReluDense\.wi(_0)?\.weight",
+                      r"fc1|wi")
+
+    return {
+        "st_header_length_huge": raw(lambda old: struct.pack("<Q", 2**63) + old[8:]),
+        "st_header_length_99mb": raw(lambda old: struct.pack("<Q", 99 * 2**20) + old[8:]),
+        "st_header_not_json": st(lambda h, b: (b"{not json" + b" " * 7, b)),
+        "st_header_deep_nesting": st(lambda h, b: (b'{"__metadata__": ' + b"[" * 100_000 +
+                                                   b"]" * 100_000 + b"}", b)),
+        "st_header_bomb_200k_entries": st(many_entries(200_000)),
+        "st_header_bomb_20k_entries": st(many_entries(20_000)),
+        "st_metadata_huge": st(lambda h, b: h.update(__metadata__={"x": "y" * 2**22})),
+        "st_is_pickle": raw(lambda old: b"\x80\x04\x95" + bytes(64) + b"."),
+        "st_empty": raw(lambda old: b""),
+        "st_body_truncated": st(lambda h, b: (h, b[:len(b) // 2])),
+        "st_offsets_out_of_range": set_info(_query_name, data_offsets=[0, 2**40]),
+        "st_shape_overflows": set_info(_query_name, shape=[2**32, 2**32, 2**32]),
+        "st_shape_negative": set_info(_query_name, shape=[-16, -16]),
+        "st_shape_product_wrong": st(lambda h, b: h[_embedding_name(h)].update(
+            shape=[h[_embedding_name(h)]["shape"][0] + 1, h[_embedding_name(h)]["shape"][1]])),
+        "st_shape_transposed_ffn": st(transposed(fc1)),
+        "st_dtype_f64_declared": set_info(_query_name, dtype="F64"),
+        "st_dtype_i64": set_info(_query_name, dtype="I64"),
+        "st_dtype_f16_consistent_valid": st(_halved("F16")),
+        "st_missing_layer_norm": st(hf_drop(_layer_norm_name)),
+        "st_missing_embedding": st(hf_drop(_embedding_name)),
+        "st_extra_weight": st(lambda h, b: (
+            {**h, "model.encoder.layers.9.backdoor.weight": {
+                "dtype": "F32", "shape": [1], "data_offsets": [len(b), len(b) + 4]}},
+            b + bytes(4))),
+        "st_nan": st(hf_tensor_value(np.nan, _query_name)),
+        "st_inf": st(hf_tensor_value(np.inf, _layer_norm_name)),
+        "st_huge_embedding_row_1e30": st(hf_tensor_value(1e30, _embedding_name, "unprobed")),
+        "st_huge_embedding_row_3e19": st(hf_tensor_value(3e19, _embedding_name, "unprobed")),
+        "st_huge_layer_norm_1e30": st(hf_tensor_value(1e30, _layer_norm_name)),
+        "st_huge_query_1e30": st(hf_tensor_value(1e30, _query_name)),
+        "layers_8_8_valid": lambda: hf_more_layers(fmt, 8, 8),
+        "layers_12_12": lambda: hf_more_layers(fmt, 12, 12),
+    }
+
+
+def _hf_crafted(fmt: str) -> list[tuple[str, Callable[[], bytes]]]:
+    cases = {"valid": lambda: hf_upload(hf_files(fmt)),
+             "zipped_valid": lambda: hf_upload(hf_files(fmt), zipped=True),
+             "zip_nested_folders_valid": lambda: upload_file({"model.zip": pack(
+                 {f"a/b/{n}": c for n, c in hf_files(fmt).items()})}),
+             "zip_lying_size_bomb": lambda: upload_file({"model.zip": write_zip(
+                 [Entry(b"model.safetensors", zeros_deflated(bomb_megabytes()), 8, 0,
+                        len(hf_files(fmt)["model.safetensors"]))]
+                 + [entry(n, c) for n, c in hf_files(fmt).items() if n != "model.safetensors"])}),
+             "with_pickle_weights": lambda: hf_upload(hf_files(fmt, {
+                 "model.safetensors": None, "pytorch_model.bin": b"\x80\x04\x95" + bytes(64) + b"."})),
+             "no_tokenizer": lambda: hf_upload({n: v for n, v in hf_files(fmt).items()
+                                                if n in ("config.json", "model.safetensors")})}
+    for group in (_hf_config_cases, _hf_generation_cases, _hf_tokenizer_cases,
+                  _hf_safetensors_cases):
+        cases.update(group(fmt))
+    return [(f"{fmt}_{label}", make) for label, make in cases.items()]
+
+
+HF_JSON_VALUES = fuzz_cases.JSON_VALUES + (10**6, 10**9, -10**9, 2**63, [[1, 2]], [[10**9]],
+                                           "gelu", "relu", "bart", "t5", [0] * 300)
+
+
+def _odd_json(rng, data: bytes) -> bytes:
+    """A JSON object's bytes with one field (or "zz_new") set to an odd value (HF_JSON_VALUES)."""
+    try:
+        value = json.loads(data or b"{}")
+    except ValueError:
+        return data
+    if not isinstance(value, dict):
+        return data
+    keys = sorted(value) + ["zz_new"]
+    value[keys[int(rng.integers(len(keys)))]] = HF_JSON_VALUES[int(rng.integers(
+        len(HF_JSON_VALUES)))]
+    return json.dumps(value).encode()
+
+
+def _odd_nested(rng, data: bytes) -> bytes:
+    """tokenizer.json with one node anywhere in it (a key of an object, an item of a short list)
+    set to an odd value, or a component's "type" to another kind."""
+    doc = json.loads(data)
+    nodes = []  # (container, key)
+
+    def walk(value, depth):
+        if depth > 6 or len(nodes) > 5000:
+            return
+        if isinstance(value, dict):
+            for key in value:
+                nodes.append((value, key))
+                walk(value[key], depth + 1)
+        elif isinstance(value, list) and len(value) <= 64:
+            for i in range(len(value)):
+                nodes.append((value, i))
+                walk(value[i], depth + 1)
+
+    walk(doc, 0)
+    container, key = nodes[int(rng.integers(len(nodes)))]
+    kinds = ["Sequence", "Precompiled", "Replace", "ByteLevel", "Metaspace", "BPE", "Unigram",
+             "WordPiece", "NFKC", "Strip", "Lowercase", "TemplateProcessing", "Evil"]
+    container[key] = (kinds[int(rng.integers(len(kinds)))] if key == "type" and rng.integers(2)
+                      else HF_JSON_VALUES[int(rng.integers(len(HF_JSON_VALUES)))])
+    return json.dumps(doc).encode()
+
+
+def random_hf(fmt: str) -> Callable[[np.random.Generator, int], bytes]:
+    """One family's random cases: a file's bytes, a JSON field of config.json,
+    generation_config.json or tokenizer_config.json, a node of tokenizer.json, a safetensors
+    header field, a finite but huge row or entry, a file left out, or the zipped upload's bytes."""
+    def make(rng: np.random.Generator, index: int) -> bytes:
+        files = hf_files(fmt)
+        how = int(rng.integers(8))
+        if how == 0:
+            name = sorted(files)[int(rng.integers(len(files)))]
+            files[name] = _byte_mutation(rng, files[name])
+        elif how == 1:
+            names = [n for n in ("config.json", "generation_config.json", "tokenizer_config.json")
+                     if n in files] or ["config.json"]
+            name = names[int(rng.integers(len(names)))]
+            files[name] = _odd_json(rng, files.get(name, b"{}"))
+        elif how == 2 and "tokenizer.json" in files:
+            files["tokenizer.json"] = _odd_nested(rng, files["tokenizer.json"])
+        elif how == 3:
+            header, body = safetensors_split(files["model.safetensors"])
+            names = _tensor_names(header) + ["__metadata__"]
+            name = names[int(rng.integers(len(names)))]
+            field = ["dtype", "shape", "data_offsets", "whole"][int(rng.integers(4))]
+            odd = {"dtype": ["F32", "F16", "BF16", "F64", "I32", "U8", "", None, 7],
+                   "shape": [[], [1], [0], [-1], [2**40], [16, 16], [301, 16], None, "x"],
+                   "data_offsets": [[0, 0], [0, 4], [4, 0], [-4, 4], [0, 2**40], None, [0],
+                                    [0, 4, 8]],
+                   "whole": [None, 1, [], {}, "x", {"dtype": "F32"}]}[field]
+            value = odd[int(rng.integers(len(odd)))]
+            if field == "whole" or not isinstance(header.get(name), dict):
+                header[name] = value
+            else:
+                header[name][field] = value
+            files["model.safetensors"] = safetensors_join(header, body)
+        elif how == 4:
+            header, body = safetensors_split(files["model.safetensors"])
+            name = _tensor_names(header)[int(rng.integers(len(_tensor_names(header))))]
+            start, stop = header[name]["data_offsets"]
+            array = np.frombuffer(body[start:stop], "<f4").reshape(header[name]["shape"])
+            files["model.safetensors"] = safetensors_join(
+                header, body[:start] + _random_huge(rng, array).tobytes() + body[stop:])
+        elif how == 5:
+            name = sorted(files)[int(rng.integers(len(files)))]
+            files.pop(name)
+        elif how == 6:
+            files["generation_config.json"] = _odd_json(rng, files.get("generation_config.json",
+                                                                       b"{}"))
+        else:
+            return upload_file({"model.zip": _byte_mutation(rng, pack(files))})
+        return hf_upload(files)
+    return make
+
+
+for _fmt in HF_AVAILABLE:
+    CRAFTED.extend(_hf_crafted(_fmt))
+HF_CRAFTED_NAMES = frozenset(name for name, _ in CRAFTED if name.split("_", 1)[0] in HF_FORMATS)
+
+
 GENERATORS = [("h5", random_h5), ("keras", random_keras), ("tf", random_tf),
               ("marian", random_marian)]
-fuzz_cases.OTHER_CRAFTED.extend((name, make, UPLOAD_LOADER) for name, make in CRAFTED)
+fuzz_cases.OTHER_CRAFTED.extend((name, make, HF_LOADER if name in HF_CRAFTED_NAMES
+                                  else UPLOAD_LOADER) for name, make in CRAFTED)
 fuzz_cases.OTHER_FORMAT_GENERATORS.extend((name, make, UPLOAD_LOADER) for name, make in GENERATORS)
+fuzz_cases.OTHER_FORMAT_GENERATORS.extend((fmt, random_hf(fmt), HF_LOADER) for fmt in HF_AVAILABLE)
 fuzz_cases.OTHER_CRAFTED.extend((name, make, SPECIAL_LOADER) for name, make in SPECIAL_CRAFTED)
 fuzz_cases.LOAD_SECONDS[UPLOAD_LOADER] = LOAD_SECONDS
 fuzz_cases.LOAD_SECONDS[SPECIAL_LOADER] = LOAD_SECONDS
@@ -2171,3 +2834,11 @@ fuzz_cases.LOADER_IMPORTS[SPECIAL_LOADER] = ("transformer.importers", "transform
 fuzz_cases.LOADER_IMPORTS[UPLOAD_LOADER] = ("explorer.uploads", "transformer.importers.keras_seq2seq",
                                             "transformer.importers.tf_tutorial",
                                             "transformer.importers.marian", "h5py", "safetensors.numpy")
+fuzz_cases.LOAD_SECONDS[HF_LOADER] = LOAD_SECONDS
+fuzz_cases.FORMAT_LABELS.update({"bart": "BART", "t5": "T5", "t5v11": "T5 v1.1", "mbart": "mBART",
+                                 "pegasus": "Pegasus", "m2m100": "M2M100", "nllb": "NLLB"})
+fuzz_cases.LOADER_IMPORTS[HF_LOADER] = tuple(
+    ["explorer.uploads", "transformer.importers", "transformer.inference.generation_config",
+     "safetensors.numpy"]
+    + [f"transformer.importers.{m}" for m in sorted({m for _, m in HF_FORMATS.values()})
+       if (ROOT / "transformer" / "importers" / f"{m}.py").is_file()])

@@ -6,7 +6,10 @@ This module runs the quick subset: every crafted case of the archive, NPZ and JS
 sample of the metadata, config, weights and tokenizer cases, FUZZ_TEST_RANDOM seeded random
 mutations (FUZZ_SEED), and for each other format the uploader accepts (tests/fuzz_formats.py:
 Keras .weights.h5 and .keras, TensorFlow checkpoints, Marian safetensors) its valid file, the
-crafted cases that broke the readers, and FUZZ_TEST_RANDOM_PER_FORMAT random ones. Every model
+crafted cases that broke the readers, and FUZZ_TEST_RANDOM_PER_FORMAT random ones; for each
+Hugging Face family of issue 26 whose fixture and importer are there (BART, T5, T5 v1.1, mBART,
+Pegasus, M2M100, NLLB: tests/fuzz_formats.py HF_FORMATS) a handful of its crafted cases
+(HF_QUICK) and FUZZ_TEST_RANDOM_PER_FAMILY random ones. Every model
 accepted is also fed a 10,000-character paste as source and typed target (issue 22: with max_len
 16,384 it exhausted memory). `make fuzz` runs many more (FUZZ_CASES).
 """
@@ -18,6 +21,7 @@ import json
 import os
 
 import fuzz_cases
+import fuzz_formats
 import pytest
 from fuzz_cases import crafted_names, format_of, generate, is_sentence, random_case, run_cases
 
@@ -53,6 +57,31 @@ ISSUE_25 = (  # one case of each class of issue 25 in each format (the fast ones
     "marian_name_5000_digits_layer", "marian_layers_2_2_d5_valid", "marian_api_weights_mem_link",
     "marian_cli_weights_directory")
 FORMATS = ("h5", "keras", "tf", "marian")
+# Issue 26: the Hugging Face families that open as they are (tests/fuzz_formats.py HF_FORMATS),
+# those whose fixture and importer are there now (the others are skipped, with the reason printed
+# when fuzz_formats is imported). Each family's valid folder (accepted, generating with its
+# generation_config.json) and refusals of config.json, generation_config.json, tokenizer.json
+# and model.safetensors (cheap: refused before a model is built); HF_RANDOM_PER_FAMILY random
+# cases each; the first family's generation_config.json asking for 10**6 beams (capped to 16).
+# About 3 s a family beside the rest of the subset.
+HF_FAMILIES = fuzz_formats.HF_AVAILABLE
+HF_QUICK_LABELS = {  # label -> words its refusal names (None: accepted)
+    "valid": None,
+    "config_heads_huge": ["heads", "256"],
+    "config_model_type_wrong": ["model_type", "gpt2"],
+    "generation_deep_nesting_40": ["generation_config.json", "32 levels"],
+    "generation_num_beams_string": ["num_beams"],
+    "tokenizer_normalizer_unknown": ["tokenizer.json", "PythonCallable"],
+    "st_header_length_99mb": ["model.safetensors"],
+    "st_missing_layer_norm": ["model.safetensors", "norm"],
+    "st_huge_embedding_row_1e30": ["overflow"],
+}
+HF_BEAMS_CAPPED = f"{HF_FAMILIES[0]}_generation_num_beams_million_valid" if HF_FAMILIES else None
+HF_QUICK = {f"{fmt}_{label}": words for fmt in HF_FAMILIES
+            for label, words in HF_QUICK_LABELS.items()
+            if f"{fmt}_{label}" in set(crafted_names())}
+HF_QUICK.update({HF_BEAMS_CAPPED: None} if HF_BEAMS_CAPPED else {})
+HF_RANDOM_PER_FAMILY = int(os.environ.get("FUZZ_TEST_RANDOM_PER_FAMILY", "1"))
 RANDOM_CASES = int(os.environ.get("FUZZ_TEST_RANDOM", "16"))
 RANDOM_PER_FORMAT = int(os.environ.get("FUZZ_TEST_RANDOM_PER_FORMAT", "2"))
 SEED = int(os.environ.get("FUZZ_SEED", "0"))
@@ -131,6 +160,7 @@ MUST_REFUSE = {  # crafted case -> words its refusal names (the escapes the issu
     "marian_api_weights_mem_link": ["model.safetensors"],
     "marian_cli_weights_directory": ["model.safetensors"],
 }
+MUST_REFUSE.update({name: words for name, words in HF_QUICK.items() if words is not None})
 MUST_ACCEPT = [name for name in crafted_names() if name.endswith("_valid")] + [
     "metadata_held_out_list", "metadata_name_lone_surrogate", "metadata_history_nan",
     "config_max_len_4", "config_max_len_16384", "config_max_len_16384_heads_128"]
@@ -139,7 +169,7 @@ LONG_PASTE_CASES = ("config_max_len_16384", "config_max_len_16384_heads_128")  #
 
 def quick(name: str) -> bool:
     return (name.startswith(QUICK_LEVELS) or name in QUICK_OTHERS or name in QUICK_FORMATS
-            or name in ISSUE_25)
+            or name in ISSUE_25 or name in HF_QUICK)
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +177,7 @@ def results(tmp_path_factory):
     cases = [case for name in crafted_names() if quick(name) for case in generate(0, only=name)]
     cases += generate(RANDOM_CASES, SEED, crafted=False, formats=["ckpt"])
     cases += [random_case(f, SEED, i) for f in FORMATS for i in range(RANDOM_PER_FORMAT)]
+    cases += [random_case(f, SEED, i) for f in HF_FAMILIES for i in range(HF_RANDOM_PER_FAMILY)]
     results = run_cases(cases, jobs=2, workdir=tmp_path_factory.mktemp("fuzz"))
     summary = fuzz_cases.summary(results)
     print("\nfuzz subset:", summary)
@@ -217,6 +248,26 @@ def test_every_format_the_uploader_accepts_is_fuzzed_through_the_uploader(result
 
 
 @pytest.mark.slow
+def test_every_hugging_face_family_is_fuzzed_as_the_app_opens_it(results):
+    """Issue 26: each family whose fixture and importer are there has its valid folder accepted
+    and working (generate with its generation_config.json, 10**6 beams capped, included), its
+    crafted refusals named, and its random cases; all through load_hf_upload (the uploader's
+    read_upload and check_choices, then the files opened as they are)."""
+    for fmt in HF_FAMILIES:
+        ours = [r for r in results.values() if format_of(r.name) == fmt]
+        assert all(r.loader == fuzz_formats.HF_LOADER for r in ours), fmt
+        valid = [r for r in ours if r.name.endswith("_valid")]
+        assert valid and all(r.outcome == "accepted" for r in valid), list(map(describe, valid))
+        assert "generate: " in results[f"{fmt}_valid"].detail, describe(results[f"{fmt}_valid"])
+        assert sum(r.name.startswith(f"{fmt}-s{SEED}-") for r in ours) == HF_RANDOM_PER_FAMILY
+        assert all(r.over_budget() is None for r in ours), [describe(r) for r in ours
+                                                            if r.over_budget()]
+    if HF_BEAMS_CAPPED:
+        assert "generate: 16 beams" in results[HF_BEAMS_CAPPED].detail, \
+            describe(results[HF_BEAMS_CAPPED])
+
+
+@pytest.mark.slow
 def test_no_load_grows_memory_past_three_times_the_file_plus_the_model(results):
     # The bundled model is 3.9 MB of weights; TensorFlow's graph building adds tens of MB the
     # first time a model is built in the child. The lying-size bomb grew the old loader by twice
@@ -262,11 +313,27 @@ def test_format_cases_are_the_uploaded_files():
 
 def test_other_formats_hook_is_a_list_of_generators():
     # tests/fuzz_formats.py appends (name, generator(rng, index) -> bytes, "module:loader") here.
-    assert [name for name, _, _ in fuzz_cases.OTHER_FORMAT_GENERATORS] == list(FORMATS)
+    assert [name for name, _, _ in fuzz_cases.OTHER_FORMAT_GENERATORS] == \
+        list(FORMATS) + list(HF_FAMILIES)
     for name, make, loader in fuzz_cases.OTHER_FORMAT_GENERATORS + fuzz_cases.OTHER_CRAFTED:
         assert callable(make) and ":" in loader, name
-    assert all(format_of(name) in FORMATS or loader == "fuzz_formats:load_special"
+    assert all(format_of(name) in FORMATS + HF_FAMILIES or loader == "fuzz_formats:load_special"
                for name, _, loader in fuzz_cases.OTHER_CRAFTED)
+    assert all((loader == fuzz_formats.HF_LOADER) == (format_of(name) in HF_FAMILIES)
+               for name, _, loader in fuzz_cases.OTHER_CRAFTED)
+
+
+def test_hugging_face_families_are_skipped_only_with_a_reason():
+    """A family is fuzzed, or skipped because its fixture or importer is not there (said)."""
+    assert set(fuzz_formats.HF_FORMATS) == set(HF_FAMILIES) | set(fuzz_formats.HF_SKIPPED)
+    for reason in fuzz_formats.HF_SKIPPED.values():
+        assert isinstance(reason, str) and ("tests/fixtures/" in reason
+                                            or "transformer" in reason), reason
+    for fmt in HF_FAMILIES:  # each family's cases are the files of its folder, uploaded
+        (_, data, loader), = generate(0, only=f"{fmt}_valid")
+        files = fuzz_formats.upload_files(io.BytesIO(data))
+        assert {"config.json", "model.safetensors"} <= set(files)
+        assert loader == fuzz_formats.HF_LOADER
 
 
 @pytest.mark.slow
