@@ -163,7 +163,7 @@ def test_refuses_configs_it_does_not_implement(changes, message):
 
 def test_refuses_a_family_it_does_not_read():
     with pytest.raises(CheckpointError, match=r"model_type 'reformer'.*families read here are "
-                                              r"bart, marian, mt5, t5"):
+                                              r"bart, m2m_100, marian, mbart, mt5, .*pegasus, t5"):
         load_checkpoint(with_config(model_type="reformer"))
 
 

@@ -1,5 +1,6 @@
 """Importers of other programs' models: one module per family or recipe (keras_seq2seq: the Keras
-example and the seed notebook; tf_tutorial; the Hugging Face families marian, bart and t5), and the
+example and the seed notebook; tf_tutorial; the Hugging Face families marian, bart, mbart, t5,
+pegasus and m2m100 (M2M100 and NLLB-200)), and the
 registry here that tells which one a set of files is.
 
 A Hugging Face family is one module with RECIPE, MODEL_TYPES (config.json's model_type values it
@@ -16,7 +17,16 @@ from pathlib import Path
 from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
 from transformer.core import limits
-from transformer.importers import bart, keras_seq2seq, marian, t5, tf_tutorial
+from transformer.importers import (
+    bart,
+    keras_seq2seq,
+    m2m100,
+    marian,
+    mbart,
+    pegasus,
+    t5,
+    tf_tutorial,
+)
 from transformer.importers.hf_folder import FolderSpec, gather, parse_json
 from transformer.importers.keras_seq2seq import recipe_of_weights
 from transformer.importers.recipe import Recipe
@@ -24,7 +34,7 @@ from transformer.inference import session
 from transformer.inference.session import Checkpoint
 
 # ------------------------------------------------------------------ which recipe
-HF_MODULES = (marian, bart, t5)  # the Hugging Face families, each one module
+HF_MODULES = (marian, bart, mbart, t5, pegasus, m2m100)  # the Hugging Face families, one module each
 HF_FAMILIES = {model_type: module for module in HF_MODULES for model_type in module.MODEL_TYPES}
 RECIPES: dict[str, Recipe] = {module.RECIPE.name: module.RECIPE
                               for module in (keras_seq2seq, tf_tutorial, *HF_MODULES)}
