@@ -1,7 +1,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import choices, models, results, state
+from explorer import choices, models, positions, results, state
 from figures.positional import (
     dot_similarity,
     encoder_input_fig,
@@ -16,16 +16,6 @@ from transformer.core import limits
 BASE = 10000.0  # the paper's base, the one the model's layers use
 MAX_SHOWN = 1024  # positions drawn at most: the similarity maps are positions x positions
 DEFAULT_SHOWN = limits.MAX_INPUT_TOKENS  # a model's first positions, as many as text may fill
-NO_POSITIONS = ("This model adds **no** position codes (positional = 'none', as T5): positions enter "
-                "as a relative bias on the attention scores. The sinusoids are for comparison.")
-FORMULAS = {  # each layout of the sinusoids (transformer.positional_encoding), as the page says it
-    "interleaved": "PE(pos, 2i) = sin(pos / base^(2i/d_model)), PE(pos, 2i+1) = cos(pos / "
-                   "base^(2i/d_model)): each pair of dimensions turns at its own rate, fast on "
-                   "the left, slow on the right.",
-    "concat": "PE(pos, i) = sin(pos / base^(2i/d_model)) in the first half, PE(pos, d_model/2 + "
-              "i) = cos(pos / base^(2i/d_model)) in the second (this model's layout: the sines "
-              "of every frequency, then the cosines): fast on the left of each half, slow on "
-              "its right."}
 
 
 def use_model_settings():
@@ -46,9 +36,10 @@ def sinusoids(ckpt, own: bool, layout: str) -> None:
     length = cols[1].number_input("Positions", 1, MAX_SHOWN, key="pe_length")
     base = cols[2].number_input("Base", 1.0, 1e7, step=1000.0, key="pe_base")
     cols[3].button("Use the model's settings", on_click=use_model_settings, key="pe_reset")
-    pe = positional_encoding(length, d_model, base, layout=layout)
+    offset = config.position_offset if own else 0  # M2M100's positions start at pad_id + 1
+    pe = positional_encoding(offset + length, d_model, base, layout=layout)[offset:]
     st.plotly_chart(positional_heatmap_fig(pe), key="pe_heatmap")
-    st.caption(FORMULAS[layout])
+    st.caption(positions.FORMULAS[layout] + (positions.offset_note(config) if own else ""))
     if own and d_model == config.d_model and length <= config.max_len and base == BASE:
         gap = np.abs(pe - results.position_codes(ckpt)[:length]).max(initial=0.0)
         if gap < 1e-4:
@@ -91,10 +82,10 @@ ckpt = models.active_checkpoint()
 config = ckpt.config
 st.title("Positional encodings")
 learned, absolute = config.positional == "learned", config.positional != "none"
-layout = "concat" if config.positional == "sinusoidal_concat" else "interleaved"
+layout = positions.layout(config)
 st.markdown(f"This model adds **{config.positional}** position codes to its token embeddings "
             f"(d_model = {config.d_model}, max_len = {config.max_len})." if absolute else
-            NO_POSITIONS)
+            positions.NO_POSITIONS)
 
 st.header("The sinusoidal encoding")
 sinusoids(ckpt, absolute and not learned, layout)

@@ -271,6 +271,25 @@ def test_a_model_without_absolute_positions_says_so():
                                               if c.proto.id.endswith("-pe_learned")]
 
 
+def test_fairseq_sinusoids_are_drawn_as_the_model_reads_them():
+    """M2M100 / NLLB: fairseq's [sin | cos] layout with ω_i = base^(−i/(d/2 − 1)), read from row
+    pad_id + 1 on: the page draws the model's own codes, and says where they start."""
+    folder = ROOT / "tests" / "fixtures" / "m2m100"
+    if "m2m100" not in FAMILIES:
+        pytest.skip("no M2M100 importer or fixture here")
+    from transformer import load_checkpoint
+
+    ckpt = load_checkpoint(folder)
+    at = _page(_uploaded(folder), "views/3_Positional_Encodings.py")
+    assert ckpt.config.positional == "sinusoidal_fairseq" and ckpt.config.position_offset == 2
+    shown = plotly_array(figure(at, "pe_heatmap")["data"][0]["z"])
+    own = ckpt.model.source_embedding.sinusoids.numpy()
+    np.testing.assert_allclose(shown, own[:len(shown)], atol=1e-6)
+    assert any(c.value.startswith("These are the model's own codes") for c in at.caption)
+    assert any("fairseq's layout" in c.value and "from row 2 on" in c.value for c in at.caption)
+    assert not at.warning or not any("differ" in w.value for w in at.warning)
+
+
 def test_the_pages_are_every_page_of_the_app():
     """PAGES (views/*.py) are the pages app.py's SECTIONS list, no more and no fewer."""
     import re
