@@ -57,7 +57,7 @@ def hf_family(source):
                               "Face model holds config.json, model.safetensors and its "
                               "tokenizer's files (download them from the model's page).")
     model_type = parse_json(raw["config.json"], "config.json", label).get("model_type")
-    if model_type in HF_FAMILIES:
+    if isinstance(model_type, str) and model_type in HF_FAMILIES:
         return HF_FAMILIES[model_type]
     known = ", ".join(sorted(HF_FAMILIES))
     raise CheckpointError(
