@@ -7,6 +7,11 @@ Each is a mutation of a valid file of its format:
            here field by field so that every field can lie
   marian_  a Marian model (tests/fixtures/marian): model.safetensors, config.json, vocab.json,
            source.spm and target.spm, as files or as one .zip
+  bart_, t5_, t5v11_, mbart_, pegasus_, m2m100_, nllb_  the Hugging Face families of issue 26
+           (HF_FORMATS: tests/fixtures/<family>): config.json, generation_config.json,
+           tokenizer.json / vocab.json + merges.txt / SentencePiece, model.safetensors, opened as
+           the app opens them (load_hf_upload); a family without its fixture or importer is
+           skipped, its reason printed (HF_SKIPPED)
 
 A case file holds the files of one upload as the browser sends them (in a stored ZIP that only
 load_upload reads); load_upload takes them through the uploader's own path (explorer.uploads).
