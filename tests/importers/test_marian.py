@@ -23,6 +23,7 @@ from transformer.checkpoint.format import CheckpointError
 from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.core.limits import MAX_LAYERS
 from transformer.importers.marian import (
+    OPTIONAL_FILES,
     REQUIRED_FILES,
     convert_marian,
     marian_checkpoint_bytes,
@@ -215,7 +216,7 @@ def test_load_checkpoint_opens_the_folder_as_it_is(checkpoint, recorded, tmp_pat
         np.testing.assert_array_equal(weight_arrays(opened.model)[name], value, err_msg=name)
     assert opened.metadata["source"]["from"] == "the folder 'marian'"
     assert len(opened.content_hash) == 64
-    read = [n for n in REQUIRED_FILES + ("tokenizer_config.json",) if (FIXTURE / n).exists()]
+    read = [n for n in REQUIRED_FILES + OPTIONAL_FILES if (FIXTURE / n).exists()]
     files = transformer.load_checkpoint({n: (FIXTURE / n).read_bytes() for n in read})
     assert files.content_hash == opened.content_hash  # the same files: the same cache key
     maps = opened.attention(recorded["sentence"].item() if "sentence" in recorded else "the cat")
@@ -225,8 +226,8 @@ def test_load_checkpoint_opens_the_folder_as_it_is(checkpoint, recorded, tmp_pat
         np.testing.assert_array_equal(weight_arrays(opened.model)[name], value, err_msg=name)
     with pytest.raises(CheckpointError, match="no model that opens as it is"):
         transformer.load_checkpoint({"notes.txt": b"hello"})
-    with pytest.raises(CheckpointError, match="missing"):
-        transformer.load_checkpoint(tmp_path)  # an empty folder: what a Marian folder lacks
+    with pytest.raises(CheckpointError, match="holds no config.json; a Hugging Face model"):
+        transformer.load_checkpoint(tmp_path)  # an empty folder: what any model's folder lacks
 
 
 def test_cli_converts_a_folder(tmp_path, checkpoint, capsys):
