@@ -366,10 +366,10 @@ def test_empty_file(tmp_path):
 
 def test_no_such_file_and_unreadable_sources(tmp_path):
     assert_refused(tmp_path / "missing.ckpt", "No file at", "missing.ckpt", "(the checkpoint)")
-    # a folder is not a checkpoint file; load_checkpoint opens a folder as a Marian model
+    # a folder is not a checkpoint file; load_checkpoint opens a folder as a Hugging Face model
     with pytest.raises(CheckpointError, match=r"\(the checkpoint\) is a folder; give a model's file"):
         checkpoint_module.read_checkpoint(tmp_path)
-    assert_refused(tmp_path, "folder", "missing")
+    assert_refused(tmp_path, "folder", "holds no config.json")
     assert_refused(12345, "Cannot read the checkpoint from a int")
     assert_refused(io.StringIO("text"), "binary mode")
 
