@@ -47,17 +47,31 @@ def positional_encoding(length: int, d_model: int, base: float = 10000.0,
 
 
 def _fairseq_sinusoids(length: int, d_model: int, base: float) -> np.ndarray:
-    """M2M100SinusoidalPositionalEmbedding.get_embedding's table, in float32 as it computes it
-    (positions 0 .. length - 1; the model offsets them by pad_id + 1, so row pad_id, which it
-    zeroes, is never one of them)."""
+    """M2M100SinusoidalPositionalEmbedding.get_embedding's table (positions 0 .. length - 1;
+    the model offsets them by pad_id + 1, so row pad_id, which it zeroes, is never one of them).
+
+    Every step is transformers' float32 step in its order: the float32 step
+    log(base) / (half - 1), the float32 exponents i * -step, their exp, the float32 angles
+    position * frequency, then sin and cos. exp, sin and cos are correctly rounded to float32
+    (computed in float64 from the float32 argument, then rounded): NumPy's float32 exp is off by
+    one unit in the last place for about half of the frequencies, and one unit of a frequency
+    grows to 6e-5 at position 1000. torch's own exp (MKL's on x86) is within 0.55 of a unit,
+    so a few frequencies in a thousand still round the other way there.
+    """
     half = d_model // 2
     step = np.float32(math.log(base) / max(half - 1, 1))
-    frequencies = np.exp(np.arange(half, dtype=np.float32) * -step)  # (half,)
+    exponents = np.arange(half, dtype=np.float32) * -step  # float32, as torch multiplies
+    frequencies = _rounded(np.exp, exponents)  # (half,)
     angles = np.arange(length, dtype=np.float32)[:, None] * frequencies[None, :]  # (length, half)
-    table = np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+    table = np.concatenate([_rounded(np.sin, angles), _rounded(np.cos, angles)], axis=1)
     if d_model % 2:
         table = np.concatenate([table, np.zeros((length, 1), np.float32)], axis=1)
-    return table.astype(np.float32)
+    return table
+
+
+def _rounded(function, values: np.ndarray) -> np.ndarray:
+    """function of float32 values, correctly rounded to float32 (evaluated in float64)."""
+    return function(values.astype(np.float64)).astype(np.float32)
 
 
 def make_norm(kind: str, epsilon: float, name: str):
