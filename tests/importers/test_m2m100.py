@@ -6,7 +6,9 @@ M2M100Tokenizer, en -> fr) and tests/fixtures/nllb/ a tiny random NLLB-200 (toke
 NllbTokenizer, eng_Latn -> fra_Latn), each saved by transformers with a beam-search
 generation_config.json that forces the target language token first; recorded.npz holds what
 transformers computed with them (tests/fixtures/make_m2m100_fixture.py). Ours must give the same
-ids, the same numbers (1e-4) and the same tokens.
+ids, the same numbers (1e-4) and the same tokens. As NLLB-200's (256,206 rows for 256,204
+entries), the NLLB fixture's embedding has rows beyond its tokenizer's entries: unused ids, named
+and decoded as transformers decodes them.
 
 test_live_against_transformers re-runs both against transformers itself (skipped without torch).
 """
@@ -19,12 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.checkpoint.format import CheckpointError
+from transformer.checkpoint.format import CheckpointError, save_checkpoint
 from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers.m2m100 import FOLDER_FILES, convert_m2m100, m2m100_config
 from transformer.inference.forward import forward
 from transformer.inference.generation import generate
 from transformer.inference.generation_config import read_generation_config
+from transformer.inference.session import load_checkpoint
 from transformer.model.layers import positional_encoding
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -242,8 +245,8 @@ def with_config(family, **changes) -> dict[str, bytes]:
     ({"num_experts": 4}, r"field 'num_experts', which this converter does not know"),
     ({"eos_token_id": 1}, r"same id 1 for eos_token_id and pad_token_id"),
     ({"pad_token_id": 0}, r"gives <pad> the id 1, but config.json gives pad_token_id 0"),
-    ({"vocab_size": 500}, r"tokenizer .* pieces, but config.json gives vocab_size 500; an "
-                          r"embedding with rows beyond the tokenizer's pieces"),
+    ({"vocab_size": 500}, r"'model.shared.weight' \(the shared token embedding\) in .* has "
+                          r"shape \(\d+, 16\), but config.json describes \(500, 16\)"),
     ({"vocab_size": 300}, r"tokenizer .* pieces, but config.json gives vocab_size 300; they "
                           r"must be the same model's"),
     ({"model_type": "m2m100"}, r"model_type 'm2m100', not a M2M100 model"),
@@ -316,6 +319,57 @@ def test_refuses_a_weight_left_over_missing_or_misshaped(family):
         convert_m2m100({**fixture_files(family), "model.safetensors": save(short)})
 
 
+# ------------------------------------------------------------------ padded vocabularies
+def test_nllb_rows_past_the_tokenizer_are_unused_ids_decoded_as_transformers_decodes_them():
+    ck, rec = checkpoint("nllb"), recorded("nllb")
+    vocab = json.loads((FIXTURES / "nllb" / "config.json").read_text())["vocab_size"]
+    own = ck.source_tokenizer.own_vocab_size
+    assert own < vocab == ck.config.src_vocab_size and vocab % 8 == 0
+    for tok in (ck.source_tokenizer, ck.target_tokenizer):
+        assert (tok.own_vocab_size, tok.vocab_size) == (own, vocab)
+        assert tok.id_to_piece(own - 1) == "<mask>" and tok.id_to_piece(own) == f"[unused {own}]"
+        assert tok.decode([int(i) for i in rec["unused_ids"]]) == str(rec["unused_decoded"])
+        assert [tok.decode([i]) for i in range(own, vocab)] == rec["unused_each"].tolist()
+    assert str(rec["unused_decoded"]) == "the black cat sleeps"  # transformers skips them
+
+
+def test_a_padded_nllb_round_trips_through_our_checkpoint(tmp_path):
+    ck = checkpoint("nllb")
+    path = save_checkpoint(tmp_path / "nllb.ckpt", ck.model, ck.source_tokenizer,
+                           ck.target_tokenizer, ck.metadata)
+    loaded = load_checkpoint(path)
+    assert loaded.config == ck.config
+    for side in ("source_tokenizer", "target_tokenizer"):
+        assert getattr(loaded, side).spec() == getattr(ck, side).spec()
+        assert getattr(loaded, side).spec()["padded_vocab_size"] == ck.config.src_vocab_size
+    text = str(recorded("nllb")["sentences"][0])
+    assert loaded.encode_source(text) == ck.encode_source(text)
+    np.testing.assert_array_equal(loaded.attention(text)["cross"], ck.attention(text)["cross"])
+
+
+def test_an_m2m100_tokenizer_padded_decodes_its_unused_ids_as_transformers_does():
+    """No M2M100 on the hub pads beyond its made-up words, but one that did would have ids
+    transformers' M2M100Tokenizer decodes as "<unk>" (its token for an id it has none for)."""
+    from transformer.tokenizers.m2m100 import M2M100Tokenizer
+
+    files = fixture_files("m2m100")
+    tok = M2M100Tokenizer.from_files(files, "target", "fr", padded_vocab_size=320)
+    own = tok.own_vocab_size
+    assert (own, tok.vocab_size) == (json.loads(files["config.json"])["vocab_size"], 320)
+    assert tok.id_to_piece(own) == f"[unused {own}]" and tok.id_to_piece(own - 1) == "<unk>"
+    ids = tok.encode("the black cat", add_start=True, add_end=True)
+    mixed = ids[:2] + [own - 1] + ids[2:-1] + [own, 319] + ids[-1:]
+    assert tok.decode(mixed) == "the<unk>black cat<unk><unk>"
+    assert tok.spec()["padded_vocab_size"] == 320
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return
+    theirs = AutoTokenizer.from_pretrained(FIXTURES / "m2m100", tgt_lang="fr")
+    # transformers keeps the language token (not special in 5.23); ours drops its start id
+    assert theirs.decode(mixed, skip_special_tokens=True) == "__fr__ " + tok.decode(mixed)
+
+
 # ------------------------------------------------------------------ live
 @FAMILY
 def test_live_against_transformers(family):
@@ -328,6 +382,10 @@ def test_live_against_transformers(family):
         folder, attn_implementation="eager").eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     beam = settings(family)
+    unused = list(range(ck.target_tokenizer.own_vocab_size, model.config.vocab_size))
+    assert bool(unused) == (family == "nllb")
+    for ids in ([unused[0]], unused[-2:], [37, unused[0], 69, unused[-1], 2]) if unused else ():
+        assert ck.target_tokenizer.decode(ids) == tokenizer.decode(ids, skip_special_tokens=True)
     for text in ["the cat and the dog are friends", "a", "Ünïcödé — ok? 12,5 %",
                  "where is the big red car? where is it?"]:
         inputs = tokenizer(text, text_target="le chat est là", return_tensors="pt")

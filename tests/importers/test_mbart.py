@@ -201,7 +201,10 @@ def with_config(**changes) -> dict[str, bytes]:
     ({"layer_norm_type": "rms"}, r"field 'layer_norm_type', which this converter does not know"),
     ({"eos_token_id": 1}, r"same id 1 for eos_token_id and pad_token_id"),
     ({"pad_token_id": 0}, r"gives <pad> the id 1, but config.json gives pad_token_id 0"),
-    ({"vocab_size": 300}, r"tokenizer .* 254 pieces, but config.json gives vocab_size 300"),
+    ({"vocab_size": 200}, r"tokenizer .* 254 pieces, but config.json gives vocab_size 200; "
+                          r"they must be the same model's"),
+    ({"vocab_size": 300}, r"'model.shared.weight' \(the shared token embedding\) in .* has "
+                          r"shape \(254, 16\), but config.json describes \(300, 16\)"),
     ({"max_position_embeddings": 63}, r"embed_positions.weight' \(the encoder's learned "
                                       r"positions\).*\(66, 16\).*\(65, 16\)"),
     ({"model_type": "bart"}, r"model_type 'bart', not a mBART model"),

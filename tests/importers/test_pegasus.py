@@ -219,7 +219,10 @@ def with_config(**changes) -> dict[str, bytes]:
     ({"eos_token_id": 0}, r"same id 0 for eos_token_id and pad_token_id"),
     ({"pad_token_id": 2, "decoder_start_token_id": 2},
      r"gives <pad> the id 0, but config.json gives pad_token_id 2"),
-    ({"vocab_size": 400}, r"tokenizer .* 303 pieces, but config.json gives vocab_size 400"),
+    ({"vocab_size": 200}, r"tokenizer .* 303 pieces, but config.json gives vocab_size 200; "
+                          r"they must be the same model's"),
+    ({"vocab_size": 400}, r"'model.shared.weight' \(the shared token embedding\) in .* has "
+                          r"shape \(303, 16\), but config.json describes \(400, 16\)"),
     ({"max_position_embeddings": 65}, r"'model.encoder.embed_positions.weight' in .* holds 64 "
                                       r"positions, but config.json gives "
                                       r"max_position_embeddings 65"),

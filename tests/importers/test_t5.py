@@ -5,6 +5,10 @@ tests/fixtures/t5/ and t5_v11/ are tiny random T5s saved by transformers with th
 tokenizer and a beam-search generation_config.json; recorded.npz holds what transformers computed
 (tests/fixtures/make_t5_fixture.py). Ours must give the same ids, the same numbers (1e-4): logits,
 every map (the relative position bias included) and the same generated tokens.
+
+As Google's checkpoints (32,128 rows for 32,100 pieces and extra ids), the fixtures' embedding is
+padded beyond the tokenizer's 320 entries to 384 rows: the logits cover every row, and the ids
+between are unused ids, named and decoded as transformers decodes them.
 """
 
 import json
@@ -13,14 +17,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.checkpoint.format import CheckpointError
+from transformer.checkpoint.format import CheckpointError, save_checkpoint
 from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers import detect_recipe, load_checkpoint
 from transformer.importers.t5 import FOLDER_FILES, convert_t5
 from transformer.inference.forward import forward
 from transformer.inference.generation import generate
 from transformer.inference.generation_config import read_generation_config
+from transformer.inference.session import load_checkpoint as load_ckpt
 from transformer.model.relative import relative_position_buckets
+from transformer.tokenizers import tokenizer_from_spec
+from transformer.tokenizers.base import TokenizerError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 VERSIONS = ("t5", "t5_v11")
@@ -131,11 +138,60 @@ def with_config(folder, **changes) -> dict[str, bytes]:
     ({"architectures": ["T5EncoderModel"]}, r"only T5ForConditionalGeneration"),
     ({"num_heads": 2}, r"shape \(16, 16\), but config.json describes \(8, 16\)"),
     ({"use_moe": True}, r"field 'use_moe', which this converter does not know"),
-    ({"vocab_size": 384}, r"320 pieces, but config.json gives vocab_size 384"),
+    ({"vocab_size": 300}, r"320 pieces, but config.json gives vocab_size 300; they must be "
+                          r"the same model's"),
 ])
 def test_refuses_what_it_does_not_implement(changes, message):
     with pytest.raises(CheckpointError, match=message):
         convert_t5(with_config(FIXTURES / "t5", **changes))
+
+
+def test_the_padded_rows_are_unused_ids_decoded_as_transformers_decodes_them(version):
+    folder, checkpoint, recorded = version
+    vocab = json.loads((folder / "config.json").read_text())["vocab_size"]
+    assert vocab == 384 and checkpoint.config.src_vocab_size == checkpoint.config.tgt_vocab_size
+    for tok in (checkpoint.source_tokenizer, checkpoint.target_tokenizer):
+        assert (tok.own_vocab_size, tok.vocab_size) == (320, vocab)
+        assert tok.id_to_piece(319) == "<extra_id_0>" and tok.id_to_piece(320) == "[unused 320]"
+        assert tok.ids_to_pieces([383]) == ["[unused 383]"]
+        with pytest.raises(ValueError, match="out of range"):
+            tok.id_to_piece(vocab)
+        assert tok.decode(recorded["unused_ids"]) == str(recorded["unused_decoded"])
+        assert [tok.decode([i]) for i in range(320, vocab)] == recorded["unused_each"].tolist()
+    assert str(recorded["unused_decoded"]) == "the black cat sleeps"  # transformers skips them
+    for j, text in enumerate(recorded["tokenizer_texts"]):  # no text gives an unused id
+        assert max(checkpoint.encode_source(str(text)), default=0) < 320, j
+
+
+def test_a_padded_model_round_trips_through_our_checkpoint(tmp_path):
+    checkpoint = convert_t5(FIXTURES / "t5_v11")
+    path = save_checkpoint(tmp_path / "t5.ckpt", checkpoint.model, checkpoint.source_tokenizer,
+                           checkpoint.target_tokenizer, checkpoint.metadata)
+    loaded = load_ckpt(path)
+    assert loaded.config == checkpoint.config
+    for side in ("source_tokenizer", "target_tokenizer"):
+        ours, theirs = getattr(loaded, side), getattr(checkpoint, side)
+        assert ours.spec() == theirs.spec() and ours.spec()["padded_vocab_size"] == 384
+        assert (ours.own_vocab_size, ours.vocab_size) == (320, 384)
+        assert ours.id_to_piece(350) == "[unused 350]"
+    source, target = np.array([[5, 6, 1]]), np.array([[0, 383, 320]])  # unused ids fed back
+    np.testing.assert_array_equal(loaded.model((source, target)).numpy(),
+                                  checkpoint.model((source, target)).numpy())
+
+
+def test_a_spec_without_padding_means_none_and_a_bad_padded_size_is_refused():
+    tok = convert_t5(FIXTURES / "t5").source_tokenizer
+    spec = dict(tok.spec())
+    del spec["padded_vocab_size"]
+    plain = tokenizer_from_spec(spec, tok.model_bytes)
+    assert plain.vocab_size == plain.own_vocab_size == 320 and "padded_vocab_size" not in \
+        plain.spec()
+    for bad, message in ((319, "fewer than the tokenizer's 320 entries"),
+                         (10**7, "more than the 262,144"), ("384", "expected an int")):
+        with pytest.raises(TokenizerError, match=message):
+            tokenizer_from_spec(dict(spec, padded_vocab_size=bad), tok.model_bytes)
+        with pytest.raises(TokenizerError, match=message):
+            plain.pad_vocabulary(bad)
 
 
 def test_refuses_a_weight_left_over():
@@ -158,6 +214,11 @@ def test_live_against_transformers(version):
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     beam = read_generation_config((folder / "generation_config.json").read_bytes(),
                                   checkpoint.config)
+    unused = list(range(len(tokenizer), model.config.vocab_size))
+    assert unused and checkpoint.source_tokenizer.vocab_size == model.config.vocab_size
+    for ids in ([unused[0]], unused[-3:], [12, unused[5], 30, unused[-1], 1]):
+        assert checkpoint.target_tokenizer.decode(ids) == tokenizer.decode(
+            ids, skip_special_tokens=True), ids
     for text in ["translate English to German: the house is small", "a", "Zoë 東京 🙂 ok",
                  "summarize: " + "the black cat sleeps " * 12]:
         source_ids = tokenizer(text)["input_ids"]

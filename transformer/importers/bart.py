@@ -24,14 +24,9 @@ What makes BART differ from the paper's model, and the config field that carries
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
-
 import numpy as np
 
-from transformer.checkpoint.format import CheckpointData, CheckpointError, check_consistent
-from transformer.checkpoint.metadata import clean_metadata
+from transformer.checkpoint.format import CheckpointData, CheckpointError
 from transformer.core import limits
 from transformer.importers.bart_layout import (
     take_layers,
@@ -39,13 +34,21 @@ from transformer.importers.bart_layout import (
     take_output,
     take_shared_embedding,
 )
+from transformer.importers.hf_common import (
+    REQUIRED_FILES,
+    ModelFiles,
+    build_config,
+    check_tokenizers,
+    checkpoint_data,
+    read_folder,
+    tokenizers,
+)
 from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec, gather, parse_json, read_safetensors
+from transformer.importers.hf_folder import FolderSpec, read_safetensors
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
 from transformer.model import weights as names
-from transformer.model.config import TransformerConfig
 
 __all__ = ["RECIPE", "REQUIRED_FILES", "bart_config", "bart_data", "bart_weights", "convert_bart",
            "read_bart"]
@@ -53,7 +56,6 @@ __all__ = ["RECIPE", "REQUIRED_FILES", "bart_config", "bart_data", "bart_weights
 MODEL_TYPES = ("bart",)  # config.json's model_type
 RECIPE = Recipe("bart", "BART", "BART", "Hugging Face's BartForConditionalGeneration (a "
                 "facebook/bart-* model)", asks=False)
-REQUIRED_FILES = ("config.json", "model.safetensors")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt")  # tokenizer.json, or the pair
 FOLDER = FolderSpec({
     "config.json": limits.MAX_JSON_BYTES,
@@ -92,36 +94,15 @@ _FIELD_MEANINGS = {
 }
 
 
-@dataclass
-class BartFiles:
-    """A BART model's files, read and checked."""
-    label: str
-    hf_config: dict
-    config: dict  # TransformerConfig fields (bart_config)
-    weights: dict[str, np.ndarray]  # model.safetensors, float32, by Hugging Face's names
-    tokenizer_files: dict[str, bytes]
-    generation_config: bytes | None  # generation_config.json, when given
-    files: list[dict]
-
-
-def read_bart(source) -> BartFiles:
-    """A BART model from a folder path, a .zip (path or bytes) or {file name: bytes}; sentences
+def read_bart(source) -> tuple[ModelFiles, dict]:
+    """A BART model's files, read and checked, and its config mapped (bart_config); sentences
     name every missing or malformed file."""
-    raw, label = gather(source, FOLDER)
-    missing = [n for n in REQUIRED_FILES if n not in raw]
-    if "tokenizer.json" not in raw and not {"vocab.json", "merges.txt"} <= set(raw):
-        missing.append("tokenizer.json (or vocab.json and merges.txt)")
-    if missing:
-        raise CheckpointError(f"The BART model in {label} is missing {', '.join(missing)}; "
-                              "download them from the model's page.")
-    hf_config = parse_json(raw["config.json"], "config.json", label)
-    config = bart_config(hf_config, label)
-    generation = raw.get("generation_config.json") or None  # read when the model opens
-    weights = read_safetensors(raw["model.safetensors"], label)
-    files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-             for name, data in sorted(raw.items()) if name in FOLDER.file_bytes]
-    tokenizer_files = {n: raw[n] for n in TOKENIZER_FILES if raw.get(n)}
-    return BartFiles(label, hf_config, config, weights, tokenizer_files, generation, files)
+    files, safetensors_bytes = read_folder(
+        source, FOLDER, TOKENIZER_FILES, (("tokenizer.json",), ("vocab.json", "merges.txt")),
+        "BART")
+    config = bart_config(files.hf_config, files.label)
+    files.weights = read_safetensors(safetensors_bytes, files.label)
+    return files, config
 
 
 def bart_config(hf_config: dict, label: str = "the BART model") -> dict:
@@ -170,60 +151,18 @@ def bart_weights(hf_weights: dict[str, np.ndarray], config: dict,
     return ours
 
 
-def bart_tokenizers(files: dict[str, bytes], label: str):
-    """(source, target): the byte-level BPE of tokenizer.json, or of vocab.json + merges.txt."""
-    from transformer.tokenizers.base import TokenizerError
-    from transformer.tokenizers.huggingface import HFTokenizer
-
-    try:
-        return (HFTokenizer.from_files("bart", files, "source"),
-                HFTokenizer.from_files("bart", files, "target"))
-    except TokenizerError as err:
-        raise CheckpointError(f"A tokenizer file in {label} is invalid: {err}.") from None
-
-
 def bart_data(source, *, name: str | None = None, command: str | None = None) -> CheckpointData:
-    """A BART model's files mapped onto our config, weights and tokenizers (nothing built)."""
-    files = read_bart(source)
-    source_tok, target_tok = bart_tokenizers(files.tokenizer_files, files.label)
-    c = files.config
-    if source_tok.vocab_size != c["src_vocab_size"]:
-        raise CheckpointError(
-            f"The tokenizer in {files.label} has {source_tok.vocab_size} pieces, but config.json "
-            f"gives vocab_size {c['src_vocab_size']}; they must be the same model's.")
-    for what, tok_id, config_name, config_id in (
-            ("<pad>", source_tok.pad_id, "pad_token_id", c["pad_id"]),
-            ("</s>", source_tok.end_id, "eos_token_id", c["end_id"])):
-        if tok_id != config_id:
-            raise CheckpointError(
-                f"The tokenizer in {files.label} gives {what} the id {tok_id}, but config.json "
-                f"gives {config_name} {config_id}; they must be the same model's.")
-    try:
-        config = TransformerConfig(**c)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"The model that config.json in {files.label} describes cannot "
-                              f"be built here: {err}.") from None
+    """A BART model's files mapped onto our config, weights and tokenizers (nothing built): the
+    byte-level BPE of tokenizer.json, or of vocab.json + merges.txt."""
+    files, c = read_bart(source)
+    source_tok, target_tok = tokenizers(files.tokenizer_files, "bart", files.label)
+    check_tokenizers(source_tok, target_tok, c, files.label)
+    config = build_config(c, files.label)
     weights = bart_weights(files.weights, c, files.label)
     files.weights = {}
-    check_consistent(config, source_tok, target_tok)
-    hf_name = files.hf_config.get("_name_or_path")
-    hf_name = hf_name.strip()[:80] if isinstance(hf_name, str) and hf_name.strip() else ""
-    metadata = {
-        "name": name or hf_name.rsplit("/", 1)[-1] or "BART model",
-        "recipe": "bart",
-        "source": {
-            "recipe": "bart", "format": "Hugging Face BartForConditionalGeneration (config.json, "
-                                        "model.safetensors, tokenizer files)",
-            "model": hf_name, "from": files.label,
-            "transformers_version": str(files.hf_config.get("transformers_version", ""))[:40],
-            "files": files.files, "command": command or "",
-        },
-    }
-    metadata, warnings = clean_metadata(metadata)
-    digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
-                            .encode()).hexdigest()
-    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
-                          generation_config=files.generation_config)
+    return checkpoint_data(files, config, weights, source_tok, target_tok, recipe="bart",
+                           architecture="BartForConditionalGeneration", default_name="BART model",
+                           name=name, command=command)
 
 
 def convert_bart(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:

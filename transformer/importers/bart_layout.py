@@ -13,7 +13,8 @@ from transformer.checkpoint.format import CheckpointError
 from transformer.importers.mapping import WeightMap
 from transformer.model import weights as names
 
-__all__ = ["layer_names", "take_layers", "take_norm", "take_output", "take_shared_embedding"]
+__all__ = ["layer_names", "mapped_layers", "take_final_norms", "take_layers", "take_norm",
+           "take_output", "take_shared_embedding"]
 
 _LINEAR = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj": "output"}
 _LAYER_NORM = {"weight": "gamma", "bias": "beta"}
@@ -111,3 +112,23 @@ def take_output(weights: WeightMap, tie_output: bool, embedding: np.ndarray,
         if bias is not None:
             ours[f"{names.OUTPUT_PROJECTION}/bias"] = bias
     return ours
+
+
+def take_final_norms(weights: WeightMap, d_model: int) -> dict[str, np.ndarray]:
+    """The LayerNorm after each stack's last layer (model.{encoder,decoder}.layer_norm: mBART's,
+    Pegasus's, M2M100's)."""
+    ours = {}
+    for stack in ("encoder", "decoder"):
+        ours.update(take_norm(weights, f"model.{stack}.layer_norm", f"{stack}_norm", d_model,
+                              f"the {stack}'s final LayerNorm"))
+    return ours
+
+
+def mapped_layers(weights: WeightMap, c: dict) -> tuple[dict, np.ndarray]:
+    """Every layer, the shared embedding (as the source's) and the final norms of a pre-LN
+    model (mBART, Pegasus, M2M100); (our weights, the embedding)."""
+    ours = take_layers(weights, c)
+    embedding = take_shared_embedding(weights, c["src_vocab_size"], c["d_model"])
+    ours[names.token_embedding("source")] = embedding
+    ours.update(take_final_norms(weights, c["d_model"]))
+    return ours, embedding

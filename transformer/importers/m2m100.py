@@ -41,20 +41,20 @@ import numpy as np
 
 from transformer.checkpoint.format import CheckpointData, CheckpointError
 from transformer.core import limits
-from transformer.importers.bart_layout import take_output
-from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec, read_safetensors
-from transformer.importers.mapping import WeightMap
-from transformer.importers.mbart import (
+from transformer.importers.bart_layout import mapped_layers, take_output
+from transformer.importers.hf_common import (
+    REQUIRED_FILES,
     ModelFiles,
     build_config,
-    check_tokenizer,
+    check_tokenizers,
     checkpoint_data,
-    mapped_layers,
     read_folder,
     tokenizer_family,
     tokenizers,
 )
+from transformer.importers.hf_config import ConfigReader
+from transformer.importers.hf_folder import FolderSpec, read_safetensors
+from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
 
@@ -65,7 +65,6 @@ MODEL_TYPES = ("m2m_100", "nllb-moe")  # config.json's model_type; nllb-moe only
 RECIPE = Recipe("m2m100", "M2M100 / NLLB", "M2M100 or NLLB-200", "Hugging Face's "
                 "M2M100ForConditionalGeneration (a facebook/m2m100 or dense nllb-200 model)",
                 asks=False)
-REQUIRED_FILES = ("config.json", "model.safetensors")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "sentencepiece.bpe.model",
                    "tokenizer_config.json")
 FOLDER = FolderSpec({
@@ -168,7 +167,7 @@ def m2m100_data(source, *, name: str | None = None,
         raise CheckpointError(f"The NLLB model in {files.label} is missing tokenizer.json (its "
                               "tokenizer); download it from the model's page.")
     source_tok, target_tok = tokenizers(files.tokenizer_files, family, files.label)
-    check_tokenizer(source_tok, c, files.label)
+    check_tokenizers(source_tok, target_tok, c, files.label)
     config = build_config(c, files.label)
     weights = m2m100_weights(files.weights, c, files.label)
     files.weights = {}

@@ -30,43 +30,40 @@ What makes mBART differ from the paper's model, and the config field that carrie
       target (transformers' mBART shift_tokens_right mBART-50 </s>
       wraps it to the front)
 
-This module also holds the steps every BART-style family here shares (read_folder,
-checkpoint_data); transformer.importers.pegasus and m2m100 use them.
+The steps every Hugging Face family shares (reading the folder, the tokenizers, the provenance)
+are transformer.importers.hf_common's.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
-
 import numpy as np
 
-from transformer.checkpoint.format import CheckpointData, CheckpointError, check_consistent
-from transformer.checkpoint.metadata import clean_metadata
+from transformer.checkpoint.format import CheckpointData, CheckpointError
 from transformer.core import limits
-from transformer.importers.bart_layout import (
-    take_layers,
-    take_norm,
-    take_output,
-    take_shared_embedding,
+from transformer.importers.bart_layout import mapped_layers, take_norm, take_output
+from transformer.importers.hf_common import (
+    REQUIRED_FILES,
+    ModelFiles,
+    build_config,
+    check_tokenizers,
+    checkpoint_data,
+    read_folder,
+    tokenizer_family,
+    tokenizers,
 )
 from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec, gather, parse_json, read_safetensors
+from transformer.importers.hf_folder import FolderSpec, read_safetensors
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
 from transformer.model import weights as names
-from transformer.model.config import TransformerConfig
 
-__all__ = ["RECIPE", "REQUIRED_FILES", "ModelFiles", "checkpoint_data", "convert_mbart",
-           "mbart_config", "mbart_data", "mbart_weights", "read_folder", "take_final_norms",
-           "tokenizers"]
+__all__ = ["RECIPE", "REQUIRED_FILES", "convert_mbart", "mbart_config", "mbart_data",
+           "mbart_weights", "read_mbart"]
 
 MODEL_TYPES = ("mbart",)  # config.json's model_type
 RECIPE = Recipe("mbart", "mBART", "mBART", "Hugging Face's MBartForConditionalGeneration (a "
                 "facebook/mbart-large-cc25 or mbart-large-50 model)", asks=False)
-REQUIRED_FILES = ("config.json", "model.safetensors")
 TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model", "tokenizer_config.json")
 FOLDER = FolderSpec({
     "config.json": limits.MAX_JSON_BYTES,
@@ -106,145 +103,6 @@ _FIELD_MEANINGS = {
 }
 
 
-# ------------------------------------------------------------------ shared by the families
-@dataclass
-class ModelFiles:
-    """A BART-style model's files, read and checked (the config not yet mapped)."""
-    label: str
-    hf_config: dict
-    weights: dict[str, np.ndarray]  # model.safetensors, float32, by Hugging Face's names
-    tokenizer_files: dict[str, bytes]
-    generation_config: bytes | None  # generation_config.json, when given
-    files: list[dict]
-
-
-def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
-                tokenizer_sets: tuple[tuple[str, ...], ...], what: str
-                ) -> tuple[ModelFiles, bytes]:
-    """(A model's files, its model.safetensors as bytes) from a folder path, a .zip (path or
-    bytes) or {file name: bytes}: config.json and model.safetensors, and one of tokenizer_sets
-    (each a set of file names that makes a tokenizer); a sentence names every missing or
-    malformed file. what: "mBART"."""
-    raw, label = gather(source, spec)
-    missing = [n for n in REQUIRED_FILES if n not in raw]
-    if not any(all(raw.get(n) for n in names_) for names_ in tokenizer_sets):
-        missing.append(" (or ".join(" and ".join(s) for s in tokenizer_sets)
-                       + ")" * (len(tokenizer_sets) - 1))
-    if missing:
-        raise CheckpointError(f"The {what} model in {label} is missing {', '.join(missing)}; "
-                              "download them from the model's page.")
-    hf_config = parse_json(raw["config.json"], "config.json", label)
-    return ModelFiles(label, hf_config, {}, {n: raw[n] for n in tokenizer_files if raw.get(n)},
-                      raw.get("generation_config.json") or None,
-                      [{"name": name, "bytes": len(data),
-                        "sha256": hashlib.sha256(data).hexdigest()}
-                       for name, data in sorted(raw.items()) if name in spec.file_bytes]
-                      ), raw["model.safetensors"]
-
-
-def tokenizers(files: dict[str, bytes], family: str, label: str):
-    """(source, target) tokenizers of the folder's tokenizer files (transformer.tokenizers.
-    hf_pair: tokenizer_config.json's languages and options), as family reads them."""
-    from transformer.tokenizers.base import TokenizerError
-    from transformer.tokenizers.hf_pair import tokenizer_pair
-
-    try:
-        return tokenizer_pair(files, family)
-    except TokenizerError as err:
-        raise CheckpointError(f"A tokenizer file in {label} is invalid: {err}.") from None
-
-
-def tokenizer_family(files: dict[str, bytes], allowed: tuple[str, ...], default: str,
-                     label: str, what: str) -> str:
-    """The tokenizer family tokenizer_config.json names (its tokenizer_class), default when it
-    names none or is not given; a sentence when it names another family's tokenizer."""
-    from transformer.tokenizers.base import TokenizerError
-    from transformer.tokenizers.hf_files import read_tokenizer_config
-
-    if "tokenizer_config.json" not in files:
-        return default
-    try:
-        family = read_tokenizer_config(files["tokenizer_config.json"])["family"]
-    except TokenizerError as err:
-        raise CheckpointError(f"A tokenizer file in {label} is invalid: {err}.") from None
-    if family is None:
-        return default
-    if family not in allowed:
-        raise CheckpointError(f"tokenizer_config.json in {label} names a {family} tokenizer; "
-                              f"{what} reads {' or '.join(allowed)} tokenizers.")
-    return family
-
-
-def check_tokenizer(source_tok, config: dict, label: str) -> None:
-    """The tokenizer and config.json agree on the vocabulary and the special ids."""
-    if source_tok.vocab_size != config["src_vocab_size"]:
-        why = ("an embedding with rows beyond the tokenizer's pieces (NLLB-200's 256,206 for "
-               "256,204) is not read here yet" if config["src_vocab_size"] > source_tok.vocab_size
-               else "they must be the same model's")
-        raise CheckpointError(
-            f"The tokenizer in {label} has {source_tok.vocab_size} pieces, but config.json "
-            f"gives vocab_size {config['src_vocab_size']}; {why}.")
-    for what, tok_id, config_name, config_id in (
-            ("<pad>", source_tok.pad_id, "pad_token_id", config["pad_id"]),
-            ("</s>", source_tok.end_id, "eos_token_id", config["end_id"])):
-        if tok_id != config_id:
-            raise CheckpointError(
-                f"The tokenizer in {label} gives {what} the id {tok_id}, but config.json "
-                f"gives {config_name} {config_id}; they must be the same model's.")
-
-
-def build_config(c: dict, label: str) -> TransformerConfig:
-    try:
-        return TransformerConfig(**c)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"The model that config.json in {label} describes cannot be "
-                              f"built here: {err}.") from None
-
-
-def checkpoint_data(files: ModelFiles, config: TransformerConfig, weights: dict, source_tok,
-                    target_tok, *, recipe: str, architecture: str, default_name: str,
-                    name: str | None, command: str | None) -> CheckpointData:
-    """The CheckpointData of a mapped model, with its provenance."""
-    check_consistent(config, source_tok, target_tok)
-    hf_name = files.hf_config.get("_name_or_path")
-    hf_name = hf_name.strip()[:80] if isinstance(hf_name, str) and hf_name.strip() else ""
-    metadata = {
-        "name": name or hf_name.rsplit("/", 1)[-1] or default_name,
-        "recipe": recipe,
-        "source": {
-            "recipe": recipe, "format": f"Hugging Face {architecture} (config.json, "
-                                        "model.safetensors, tokenizer files)",
-            "model": hf_name, "from": files.label,
-            "transformers_version": str(files.hf_config.get("transformers_version", ""))[:40],
-            "files": files.files, "command": command or "",
-        },
-    }
-    metadata, warnings = clean_metadata(metadata)
-    digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
-                            .encode()).hexdigest()
-    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
-                          generation_config=files.generation_config)
-
-
-def take_final_norms(weights: WeightMap, d_model: int) -> dict[str, np.ndarray]:
-    """The LayerNorm after each stack's last layer (model.{encoder,decoder}.layer_norm)."""
-    ours = {}
-    for stack in ("encoder", "decoder"):
-        ours.update(take_norm(weights, f"model.{stack}.layer_norm", f"{stack}_norm", d_model,
-                              f"the {stack}'s final LayerNorm"))
-    return ours
-
-
-def mapped_layers(weights: WeightMap, c: dict) -> tuple[dict, np.ndarray]:
-    """Every layer, the shared embedding (as the source's) and the final norms."""
-    ours = take_layers(weights, c)
-    embedding = take_shared_embedding(weights, c["src_vocab_size"], c["d_model"])
-    ours[names.token_embedding("source")] = embedding
-    ours.update(take_final_norms(weights, c["d_model"]))
-    return ours, embedding
-
-
-# ------------------------------------------------------------------ mBART
 def mbart_config(hf_config: dict, label: str = "the mBART model") -> dict:
     """TransformerConfig fields for an MBartConfig (config.json as parsed). start_id is the
     decoder_start_token_id it gives (</s> by default); mbart_data sets it from the tokenizer."""
@@ -307,7 +165,7 @@ def mbart_data(source, *, name: str | None = None, command: str | None = None) -
     family = tokenizer_family(files.tokenizer_files, TOKENIZER_FAMILIES, "mbart", files.label,
                               "mBART")
     source_tok, target_tok = tokenizers(files.tokenizer_files, family, files.label)
-    check_tokenizer(source_tok, c, files.label)
+    check_tokenizers(source_tok, target_tok, c, files.label)
     # transformers' mBART shift_tokens_right starts the decoder with the target's last token:
     # cc25's target ends with its language code, mBART-50's with </s>.
     c["start_id"] = target_tok.suffix_ids[-1]

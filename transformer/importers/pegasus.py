@@ -30,20 +30,20 @@ import numpy as np
 
 from transformer.checkpoint.format import CheckpointData, CheckpointError
 from transformer.core import limits
-from transformer.importers.bart_layout import take_output
-from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec, read_safetensors
-from transformer.importers.mapping import WeightMap
-from transformer.importers.mbart import (
+from transformer.importers.bart_layout import mapped_layers, take_output
+from transformer.importers.hf_common import (
+    REQUIRED_FILES,
     ModelFiles,
     build_config,
-    check_tokenizer,
+    check_tokenizers,
     checkpoint_data,
-    mapped_layers,
     read_folder,
     tokenizer_family,
     tokenizers,
 )
+from transformer.importers.hf_config import ConfigReader
+from transformer.importers.hf_folder import FolderSpec, read_safetensors
+from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
 from transformer.model.layers import positional_encoding
@@ -54,7 +54,6 @@ __all__ = ["RECIPE", "REQUIRED_FILES", "convert_pegasus", "pegasus_config", "peg
 MODEL_TYPES = ("pegasus",)  # config.json's model_type
 RECIPE = Recipe("pegasus", "Pegasus", "Pegasus", "Hugging Face's "
                 "PegasusForConditionalGeneration (a google/pegasus-* model)", asks=False)
-REQUIRED_FILES = ("config.json", "model.safetensors")
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "tokenizer_config.json")
 FOLDER = FolderSpec({
     "config.json": limits.MAX_JSON_BYTES,
@@ -167,7 +166,7 @@ def pegasus_data(source, *, name: str | None = None,
     family = tokenizer_family(files.tokenizer_files, ("pegasus",), "pegasus", files.label,
                               "Pegasus")
     source_tok, target_tok = tokenizers(files.tokenizer_files, family, files.label)
-    check_tokenizer(source_tok, c, files.label)
+    check_tokenizers(source_tok, target_tok, c, files.label)
     config = build_config(c, files.label)
     weights = pegasus_weights(files.weights, c, files.label)
     files.weights = {}

@@ -22,33 +22,42 @@ What makes T5 differ from the paper's model, and the config field that carries i
       the decoder's output scaled by d_model^-0.5 first   output_scale
     sources and targets are pieces then </s>; decoding  source_start=False, source_end=True;
       starts with <pad>                                   start_id = pad_id = 0
+
+Google's checkpoints pad the embedding beyond the tokenizer's entries (t5-small, flan-T5: 32,128
+rows for 32,100 pieces and extra ids): the tokenizers are padded to config.json's vocab_size
+(hf_common.check_tokenizers), the rows between being ids no text gives.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass
 
 import numpy as np
 
-from transformer.checkpoint.format import CheckpointData, CheckpointError, check_consistent
-from transformer.checkpoint.metadata import clean_metadata
+from transformer.checkpoint.format import CheckpointData, CheckpointError
 from transformer.core import limits
+from transformer.importers.hf_common import (
+    REQUIRED_FILES,
+    ModelFiles,
+    build_config,
+    check_tokenizers,
+    checkpoint_data,
+    read_folder,
+    tokenizers,
+)
 from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec, gather, parse_json, read_safetensors
+from transformer.importers.hf_folder import FolderSpec, read_safetensors
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
 from transformer.model import weights as names
-from transformer.model.config import TransformerConfig
 
-__all__ = ["RECIPE", "convert_t5", "read_t5", "t5_config", "t5_data", "t5_weights"]
+__all__ = ["RECIPE", "REQUIRED_FILES", "convert_t5", "read_t5", "t5_config", "t5_data",
+           "t5_weights"]
 
 MODEL_TYPES = ("t5", "mt5")  # config.json's model_type
 RECIPE = Recipe("t5", "T5", "T5", "Hugging Face's T5ForConditionalGeneration (t5, T5 v1.1, "
                 "flan-T5, mT5)", asks=False)
-REQUIRED_FILES = ("config.json", "model.safetensors")
 TOKENIZER_FILES = ("tokenizer.json", "spiece.model")
 FOLDER = FolderSpec({
     "config.json": limits.MAX_JSON_BYTES,
@@ -75,33 +84,13 @@ ALLOWED_FIELDS = {
 }
 
 
-@dataclass
-class T5Files:
-    label: str
-    hf_config: dict
-    config: dict  # TransformerConfig fields (t5_config)
-    weights: dict[str, np.ndarray]
-    tokenizer_files: dict[str, bytes]
-    files: list[dict]
-    generation_config: bytes | None = None  # generation_config.json, when given
-
-
-def read_t5(source) -> T5Files:
-    raw, label = gather(source, FOLDER)
-    missing = [n for n in REQUIRED_FILES if n not in raw]
-    if not any(raw.get(n) for n in TOKENIZER_FILES):
-        missing.append("tokenizer.json (or spiece.model)")
-    if missing:
-        raise CheckpointError(f"The T5 model in {label} is missing {', '.join(missing)}; "
-                              "download them from the model's page.")
-    hf_config = parse_json(raw["config.json"], "config.json", label)
-    config = t5_config(hf_config, label)
-    weights = read_safetensors(raw["model.safetensors"], label)
-    files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-             for name, data in sorted(raw.items()) if name in FOLDER.file_bytes]
-    return T5Files(label, hf_config, config, weights,
-                   {n: raw[n] for n in TOKENIZER_FILES if raw.get(n)}, files,
-                   raw.get("generation_config.json") or None)
+def read_t5(source) -> tuple[ModelFiles, dict]:
+    """A T5 model's files, read and checked, and its config mapped (t5_config)."""
+    files, safetensors_bytes = read_folder(
+        source, FOLDER, TOKENIZER_FILES, (("tokenizer.json",), ("spiece.model",)), "T5")
+    config = t5_config(files.hf_config, files.label)
+    files.weights = read_safetensors(safetensors_bytes, files.label)
+    return files, config
 
 
 def t5_config(hf_config: dict, label: str = "the T5 model") -> dict:
@@ -222,48 +211,15 @@ def t5_weights(hf_weights: dict[str, np.ndarray], config: dict,
 
 def t5_data(source, *, name: str | None = None, command: str | None = None) -> CheckpointData:
     """A T5 model's files mapped onto our config, weights and tokenizers (nothing built)."""
-    from transformer.tokenizers.base import TokenizerError
-    from transformer.tokenizers.huggingface import HFTokenizer
-
-    files = read_t5(source)
-    try:
-        source_tok, target_tok = (HFTokenizer.from_files("t5", files.tokenizer_files, side)
-                                  for side in ("source", "target"))
-    except TokenizerError as err:
-        raise CheckpointError(f"A tokenizer file in {files.label} is invalid: {err}.") from None
-    c = files.config
-    if source_tok.vocab_size != c["src_vocab_size"]:
-        # Google's T5 checkpoints pad the embedding to a multiple of 128 rows (32,128 for
-        # 32,100 pieces): ids no piece names, which this converter does not read yet.
-        raise CheckpointError(
-            f"The tokenizer in {files.label} has {source_tok.vocab_size} pieces, but config.json "
-            f"gives vocab_size {c['src_vocab_size']}; a vocabulary padded beyond its pieces is "
-            "not read here yet.")
-    try:
-        config = TransformerConfig(**c)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"The model that config.json in {files.label} describes cannot "
-                              f"be built here: {err}.") from None
+    files, c = read_t5(source)
+    source_tok, target_tok = tokenizers(files.tokenizer_files, "t5", files.label)
+    check_tokenizers(source_tok, target_tok, c, files.label)
+    config = build_config(c, files.label)
     weights = t5_weights(files.weights, c, files.label)
     files.weights = {}
-    check_consistent(config, source_tok, target_tok)
-    hf_name = files.hf_config.get("_name_or_path")
-    hf_name = hf_name.strip()[:80] if isinstance(hf_name, str) and hf_name.strip() else ""
-    metadata = {
-        "name": name or hf_name.rsplit("/", 1)[-1] or "T5 model", "recipe": "t5",
-        "source": {
-            "recipe": "t5", "format": "Hugging Face T5ForConditionalGeneration (config.json, "
-                                      "model.safetensors, tokenizer files)",
-            "model": hf_name, "from": files.label,
-            "transformers_version": str(files.hf_config.get("transformers_version", ""))[:40],
-            "files": files.files, "command": command or "",
-        },
-    }
-    metadata, warnings = clean_metadata(metadata)
-    digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
-                            .encode()).hexdigest()
-    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
-                          generation_config=files.generation_config)
+    return checkpoint_data(files, config, weights, source_tok, target_tok, recipe="t5",
+                           architecture="T5ForConditionalGeneration", default_name="T5 model",
+                           name=name, command=command)
 
 
 def convert_t5(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:

@@ -36,5 +36,5 @@ def tokenizer_from_spec(spec: dict, model_bytes: bytes) -> Tokenizer:
         raise TokenizerError(f"kind: {kind!r} is a {name}, not a Tokenizer")
     if not isinstance(model_bytes, (bytes, bytearray, memoryview)):
         raise TokenizerError(f"model_bytes: expected bytes, got {type(model_bytes).__name__}")
-    check_spec_fields(spec, klass.SPEC_FIELDS)
+    check_spec_fields(spec, klass.SPEC_FIELDS, klass.OPTIONAL_SPEC_FIELDS)
     return klass._from_valid_spec(spec, bytes(model_bytes))

@@ -39,9 +39,15 @@ from typing import Iterable
 
 import numpy as np
 
+from transformer.core import limits
 from transformer.core.text import check_str, clean_text, text_notes
 
-__all__ = ["Tokenizer", "TokenizerError", "PROBE_TEXTS"]
+__all__ = ["Tokenizer", "TokenizerError", "PROBE_TEXTS", "UNUSED_NAME"]
+
+# How an id past a tokenizer's own entries is shown: a row of the model's embedding that no piece
+# names (Google's T5 pads 32,100 entries to 32,128 rows, NLLB-200 256,204 to 256,206). Text never
+# gives such an id.
+UNUSED_NAME = "[unused {}]"
 
 # What every tokenizer must get through at load (Tokenizer.probe): scripts, accents, digits,
 # punctuation, spacing, characters that normalization expands, emoji, the replacement character.
@@ -76,6 +82,7 @@ class Tokenizer:
     lowercase: bool = False       # the text is lowercased before splitting
     digits_to_zero: bool = False  # every digit becomes 0 before splitting
     SPEC_FIELDS: tuple[str, ...] = ()
+    OPTIONAL_SPEC_FIELDS: tuple[str, ...] = ()  # fields a spec may leave out
 
     def __repr__(self) -> str:
         s = self.spec()
@@ -230,11 +237,12 @@ class Tokenizer:
 
 # ---------------------------------------------------------------------- helpers for the kinds
 
-def check_spec_fields(spec: dict, fields: Iterable[str]) -> None:
-    """Refuse a spec with unknown or missing fields (a TokenizerError naming them)."""
+def check_spec_fields(spec: dict, fields: Iterable[str], optional: Iterable[str] = ()) -> None:
+    """Refuse a spec with unknown or missing fields (a TokenizerError naming them); the
+    ``optional`` fields may be left out."""
     fields = tuple(fields)
     kind = spec.get("kind")
-    unknown = sorted(set(spec) - set(fields), key=str)
+    unknown = sorted(set(spec) - set(fields) - set(optional), key=str)
     if unknown:
         raise TokenizerError(f"spec of kind {kind!r}: unknown field(s) "
                              f"{', '.join(map(repr, unknown))}")
@@ -262,6 +270,21 @@ def check_spec_ids(spec: dict, names: Iterable[str], *, optional: Iterable[str] 
         if not is_int(value) or not 0 <= value < size:
             raise TokenizerError(f"{name}: expected an int in [0, vocab_size={size}), "
                                  f"got {value!r}")
+
+
+def check_padded_vocab_size(size, entries: int, name: str = "padded_vocab_size") -> int:
+    """``size``, the rows of a model's embedding that a tokenizer of ``entries`` entries serves
+    (ids from ``entries`` on are unused: UNUSED_NAME), when it is an int from ``entries`` to
+    limits.MAX_VOCAB; a TokenizerError saying why otherwise."""
+    if not is_int(size):
+        raise TokenizerError(f"{name}: expected an int, got {str(size)[:40]!r}")
+    if size < entries:
+        raise TokenizerError(f"{name}: {size} rows are fewer than the tokenizer's {entries} "
+                             "entries; a model must have a row for every one of them")
+    if size > limits.MAX_VOCAB:
+        raise TokenizerError(f"{name}: {size:,} rows are more than the {limits.MAX_VOCAB:,} a "
+                             "vocabulary may have")
+    return size
 
 
 def check_bool(spec: dict, name: str) -> None:

@@ -42,6 +42,14 @@ token of mBART-50, NLLB and M2M100 translations is ``language_ids[tgt_lang]``). 
 decoder starts from is the model config's business (BART, mBART-50, NLLB: ``</s>``; T5, Pegasus:
 ``<pad>``; mBART cc25: the target language code), not this tokenizer's.
 
+A model's embedding may have more rows than the tokenizer has entries (Google's T5 and flan-T5:
+32,128 rows for 32,100 pieces and extra ids; NLLB-200: 256,206 for 256,204): the importer gives
+the model's size (``padded_vocab_size``, or :meth:`HFTokenizer.pad_vocabulary`). ``vocab_size``
+is then the model's rows and ``own_vocab_size`` the tokenizer's entries (transformers'
+``len(tokenizer)``); the ids between are named ``[unused N]`` (base.UNUSED_NAME), no text gives
+them, and ``decode`` skips them, as transformers' decode does (it has no piece for them). The spec
+records the padded size (``padded_vocab_size``, left out when there is no padding).
+
 ``decode`` gives ``tok.decode(ids, skip_special_tokens=True)`` (it stops at the first
 ``</s>``, drops every special token; ``clean_up_tokenization_spaces`` as transformers applies it,
 never to a BPE model). ``model_bytes`` is the built pipeline's tokenizer.json; loading it checks
@@ -67,9 +75,11 @@ import operator
 
 from transformer.core.text import clean_text
 from transformer.tokenizers.base import (
+    UNUSED_NAME,
     Tokenizer,
     TokenizerError,
     check_matches,
+    check_padded_vocab_size,
     check_spec_ids,
     check_text,
 )
@@ -111,9 +121,11 @@ class HFTokenizer(Tokenizer):
     kind = "huggingface"
     SPEC_FIELDS = ("kind", "family", "side", "language", "options", "pad_id", "unk_id",
                    "start_id", "end_id", "vocab_size")
+    OPTIONAL_SPEC_FIELDS = ("padded_vocab_size",)  # given when the model has unused rows
 
     def __init__(self, family: str, data: TokenizerJson, side: str, language: str | None = None,
-                 *, name: str = "tokenizer.json", options: dict | None = None):
+                 *, name: str = "tokenizer.json", options: dict | None = None,
+                 padded_vocab_size: int | None = None):
         if family not in FAMILIES:
             raise TokenizerError(f"family: must be one of {tuple(FAMILIES)}, got {family!r}")
         if side not in SIDES:
@@ -125,6 +137,7 @@ class HFTokenizer(Tokenizer):
                                      add_prefix_space=self.options["add_prefix_space"])
         vocab = self.backend.get_vocab(with_added_tokens=True)
         self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
+        self.own_vocab_size = self.vocab_size  # the tokenizer's entries (len(tokenizer))
         if len(vocab) != self.vocab_size or (vocab and max(vocab.values()) != self.vocab_size - 1):
             raise TokenizerError(f"{name}: the ids of its pieces are not 0 .. n-1, one each")
         self.pieces_by_id = [""] * self.vocab_size
@@ -158,7 +171,19 @@ class HFTokenizer(Tokenizer):
                              if t.special}
         self._cache: tuple[str, object] | None = None
         self.model_bytes = self.backend.to_str().encode("utf-8")
+        if padded_vocab_size is not None:
+            self.pad_vocabulary(padded_vocab_size)
         self.probe(f"the {side} {family} tokenizer ({name})")
+
+    def pad_vocabulary(self, size: int) -> None:
+        """Serve a model whose embedding has ``size`` rows, at least the tokenizer's entries:
+        ids from ``own_vocab_size`` to ``size`` are unused (named UNUSED_NAME, never encoded,
+        skipped by decode); ``vocab_size`` becomes ``size``. A TokenizerError for a size below
+        the entries or above limits.MAX_VOCAB."""
+        size = check_padded_vocab_size(size, self.own_vocab_size)
+        self.pieces_by_id = self.pieces_by_id[:self.own_vocab_size] + [
+            UNUSED_NAME.format(i) for i in range(self.own_vocab_size, size)]
+        self.vocab_size = size
 
     def _layout(self) -> tuple[list[int], list[int]]:
         lang = self.language_ids.get(self.language) if self.language is not None else None
@@ -178,10 +203,12 @@ class HFTokenizer(Tokenizer):
 
     @classmethod
     def from_files(cls, family: str, files: dict, side: str, language: str | None = None,
-                   **options) -> "HFTokenizer":
+                   *, padded_vocab_size: int | None = None, **options) -> "HFTokenizer":
         """The tokenizer of ``family`` from its files (name -> bytes, the names of FAMILY_FILES
         or "tokenizer.json", which wins when given). ``options``: OPTIONS (T5's ``extra_ids``
-        is taken from the vocabulary of a tokenizer.json, 100 for a spiece.model)."""
+        is taken from the vocabulary of a tokenizer.json, 100 for a spiece.model);
+        ``padded_vocab_size``: the model's rows, when it has more than the tokenizer's entries
+        (pad_vocabulary)."""
         if family not in FAMILIES:
             raise TokenizerError(f"family: must be one of {tuple(FAMILIES)}, got {family!r}")
         if not isinstance(files, dict):
@@ -211,7 +238,8 @@ class HFTokenizer(Tokenizer):
                                                  name=name)
                 data = TokenizerJson("Unigram", vocab, charsmap=spm.charsmap or None,
                                      added_tokens=_spm_added_tokens(family, spm, vocab))
-        return cls(family, data, side, language, name=name, options=options)
+        return cls(family, data, side, language, name=name, options=options,
+                   padded_vocab_size=padded_vocab_size)
 
     # ----------------------------------------------------------------- text -> ids
 
@@ -264,7 +292,10 @@ class HFTokenizer(Tokenizer):
         return self.pieces_by_id[self._check_id(i)]
 
     def _decode_kept(self, ids: list[int]) -> str:
-        text = self.backend.decode(ids, skip_special_tokens=True)
+        """The backend's decode of the ids the tokenizer has (an unused id is skipped, as
+        transformers' decode skips an id it has no piece for)."""
+        own = self.own_vocab_size
+        text = self.backend.decode([i for i in ids if i < own], skip_special_tokens=True)
         if self.options["clean_up_tokenization_spaces"] and FAMILIES[self.family].model_type != "BPE":
             text = _clean_up(text)
         return text
@@ -272,10 +303,15 @@ class HFTokenizer(Tokenizer):
     # ----------------------------------------------------------------- spec / loading
 
     def spec(self) -> dict:
-        return {"kind": self.kind, "family": self.family, "side": self.side,
+        """What a checkpoint stores with model_bytes: ``vocab_size`` is the tokenizer's own
+        entries, ``padded_vocab_size`` (only when larger) the model's rows."""
+        spec = {"kind": self.kind, "family": self.family, "side": self.side,
                 "language": self.language, "options": dict(self.options),
                 "pad_id": self.pad_id, "unk_id": self.unk_id, "start_id": self.start_id,
-                "end_id": self.end_id, "vocab_size": self.vocab_size}
+                "end_id": self.end_id, "vocab_size": self.own_vocab_size}
+        if self.vocab_size > self.own_vocab_size:
+            spec["padded_vocab_size"] = self.vocab_size
+        return spec
 
     @classmethod
     def _from_valid_spec(cls, spec: dict, model_bytes: bytes) -> "HFTokenizer":
@@ -289,9 +325,13 @@ class HFTokenizer(Tokenizer):
                                  f"{type(spec['language']).__name__}")
         names = ("pad_id", "unk_id", "start_id", "end_id")
         check_spec_ids(spec, names, optional=("start_id",))
+        padded = spec.get("padded_vocab_size")
+        if padded is not None:
+            check_padded_vocab_size(padded, spec["vocab_size"])
         data = read_tokenizer_json(model_bytes, "model_bytes (tokenizer.json)")
         tok = cls(spec["family"], data, spec["side"], spec["language"],
-                  name="model_bytes (tokenizer.json)", options=spec["options"])
+                  name="model_bytes (tokenizer.json)", options=spec["options"],
+                  padded_vocab_size=padded)
         check_matches(spec, tok.spec(), ("vocab_size",) + names, "tokenizer.json")
         return tok
 

@@ -19,6 +19,12 @@ and the language tokens after them, as transformers' (slow, Python) ``M2M100Toke
   (``start_id``), which is dropped as every tokenizer here drops its start id: transformers'
   decode of a translation begins with "__fr__ ", ours does not.
 
+A model whose embedding has more rows than these ids (``padded_vocab_size``, or
+:meth:`M2M100Tokenizer.pad_vocabulary`; the hub's M2M100 models have none) has ids from
+``own_vocab_size`` to ``vocab_size`` that no text gives, named ``[unused N]`` (base.UNUSED_NAME)
+and decoded as the made-up words are, "<unk>", as transformers decodes an id it has no token for;
+the spec records the padded size (``padded_vocab_size``, left out when there is no padding).
+
 ``model_bytes``: the SentencePiece model and vocab.json in one uncompressed ZIP, as Marian's
 (marian._pack).
 """
@@ -30,9 +36,11 @@ import re
 
 from transformer.core.text import clean_text
 from transformer.tokenizers.base import (
+    UNUSED_NAME,
     Tokenizer,
     TokenizerError,
     check_matches,
+    check_padded_vocab_size,
     check_spec_ids,
     check_text,
     is_int,
@@ -65,11 +73,12 @@ class M2M100Tokenizer(Tokenizer):
     kind = "m2m100"
     SPEC_FIELDS = ("kind", "side", "language", "language_codes", "num_madeup_words", "pad_id",
                    "unk_id", "start_id", "end_id", "vocab_size")
+    OPTIONAL_SPEC_FIELDS = ("padded_vocab_size",)  # given when the model has unused rows
 
     def __init__(self, spm_bytes: bytes, vocab: dict[str, int], side: str,
                  language: str | None = None, *, language_codes: str = "m2m100",
                  num_madeup_words: int = 8, spm_name: str = SPM_FILE,
-                 vocab_name: str = "vocab.json"):
+                 vocab_name: str = "vocab.json", padded_vocab_size: int | None = None):
         if side not in SIDES:
             raise TokenizerError(f"side: must be one of {SIDES}, got {side!r}")
         if language_codes not in M2M100_CODES:
@@ -96,6 +105,7 @@ class M2M100Tokenizer(Tokenizer):
         self.language_tokens = {c: f"__{c}__" for c in codes}
         self.language_ids = {c: n + i for i, c in enumerate(codes)}
         self.vocab_size = n + len(codes) + num_madeup_words
+        self.own_vocab_size = self.vocab_size  # the ids the tokenizer names
         language = "en" if language is None else language
         if not isinstance(language, str) or language not in self.language_ids:
             raise TokenizerError(f"language: {str(language)[:40]!r} is not one of the "
@@ -120,13 +130,26 @@ class M2M100Tokenizer(Tokenizer):
         self.suffix_ids = [self.eos_id]
         self.start_id, self.end_id = self.prefix_ids[0], self.eos_id
         self.model_bytes = _pack(bytes(spm_bytes), _vocab_json(self.vocab))
+        if padded_vocab_size is not None:
+            self.pad_vocabulary(padded_vocab_size)
         self.probe(f"the {side} M2M100 tokenizer ({spm_name} with {vocab_name})")
+
+    def pad_vocabulary(self, size: int) -> None:
+        """Serve a model whose embedding has ``size`` rows, at least the tokenizer's ids: ids
+        from ``own_vocab_size`` to ``size`` are unused (named UNUSED_NAME, never encoded,
+        decoded as "<unk>"); ``vocab_size`` becomes ``size``. A TokenizerError for a size below
+        the tokenizer's ids or above limits.MAX_VOCAB."""
+        size = check_padded_vocab_size(size, self.own_vocab_size)
+        self.pieces_by_id = self.pieces_by_id[:self.own_vocab_size] + [
+            UNUSED_NAME.format(i) for i in range(self.own_vocab_size, size)]
+        self.vocab_size = size
 
     @classmethod
     def from_files(cls, files: dict, side: str, language: str | None = None,
-                   **options) -> "M2M100Tokenizer":
+                   *, padded_vocab_size: int | None = None, **options) -> "M2M100Tokenizer":
         """From the model's files (name -> bytes): vocab.json and sentencepiece.bpe.model.
-        ``options``: ``language_codes`` ("m2m100"/"wmt21"), ``num_madeup_words`` (8)."""
+        ``options``: ``language_codes`` ("m2m100"/"wmt21"), ``num_madeup_words`` (8);
+        ``padded_vocab_size``: the model's rows, when more (pad_vocabulary)."""
         if not isinstance(files, dict) or any(f not in files for f in ("vocab.json", SPM_FILE)):
             given = sorted(map(str, files))[:6] if isinstance(files, dict) else files
             raise TokenizerError(f"an M2M100 tokenizer needs vocab.json and {SPM_FILE}; given "
@@ -136,7 +159,8 @@ class M2M100Tokenizer(Tokenizer):
             raise TokenizerError(f"options: unknown option(s) {', '.join(map(repr, unknown[:5]))} "
                                  f"(known: language_codes, num_madeup_words)")
         vocab = parse_vocab_json(files["vocab.json"], "vocab.json")
-        return cls(files[SPM_FILE], vocab, side, language, **options)
+        return cls(files[SPM_FILE], vocab, side, language, padded_vocab_size=padded_vocab_size,
+                   **options)
 
     # ----------------------------------------------------------------- text -> ids
 
@@ -199,12 +223,14 @@ class M2M100Tokenizer(Tokenizer):
         return self.pieces_by_id[self._check_id(i)]
 
     def _decode_kept(self, ids: list[int]) -> str:
-        """M2M100Tokenizer.convert_tokens_to_string of the non-special pieces."""
+        """M2M100Tokenizer.convert_tokens_to_string of the non-special pieces (an unused id is
+        "<unk>", transformers' token for an id it has none for)."""
         out, current = "", []
+        own = self.own_vocab_size
         for i in ids:
             if i in self._skipped:
                 continue
-            piece = self.pieces_by_id[i]
+            piece = self.pieces_by_id[i] if i < own else "<unk>"
             if piece in self._special_texts:
                 out += self.sp.decode(current) + piece
                 current = []
@@ -215,10 +241,15 @@ class M2M100Tokenizer(Tokenizer):
     # ----------------------------------------------------------------- spec / loading
 
     def spec(self) -> dict:
-        return {"kind": self.kind, "side": self.side, "language": self.language,
+        """What a checkpoint stores with model_bytes: ``vocab_size`` is the tokenizer's own
+        ids, ``padded_vocab_size`` (only when larger) the model's rows."""
+        spec = {"kind": self.kind, "side": self.side, "language": self.language,
                 "language_codes": self.language_codes, "num_madeup_words": self.num_madeup_words,
                 "pad_id": self.pad_id, "unk_id": self.unk_id, "start_id": self.start_id,
-                "end_id": self.end_id, "vocab_size": self.vocab_size}
+                "end_id": self.end_id, "vocab_size": self.own_vocab_size}
+        if self.vocab_size > self.own_vocab_size:
+            spec["padded_vocab_size"] = self.vocab_size
+        return spec
 
     @classmethod
     def _from_valid_spec(cls, spec: dict, model_bytes: bytes) -> "M2M100Tokenizer":
@@ -227,11 +258,14 @@ class M2M100Tokenizer(Tokenizer):
                 raise TokenizerError(f"{key}: expected a string, got {type(spec[key]).__name__}")
         names = ("pad_id", "unk_id", "start_id", "end_id")
         check_spec_ids(spec, names)
+        padded = spec.get("padded_vocab_size")
+        if padded is not None:
+            check_padded_vocab_size(padded, spec["vocab_size"])
         spm_bytes, vocab_json_bytes = _unpack(model_bytes)
         tok = cls(spm_bytes, parse_vocab_json(vocab_json_bytes, f"model_bytes' {VOCAB_MEMBER}"),
                   spec["side"], spec["language"], language_codes=spec["language_codes"],
                   num_madeup_words=spec["num_madeup_words"],
                   spm_name=f"model_bytes' {MODEL_MEMBER}",
-                  vocab_name=f"model_bytes' {VOCAB_MEMBER}")
+                  vocab_name=f"model_bytes' {VOCAB_MEMBER}", padded_vocab_size=padded)
         check_matches(spec, tok.spec(), ("vocab_size",) + names, "vocabulary")
         return tok
