@@ -163,8 +163,8 @@ def test_refuses_configs_it_does_not_implement(changes, message):
 
 def test_refuses_a_family_it_does_not_read():
     with pytest.raises(CheckpointError, match=r"model_type 'reformer'.*families read here are "
-                                              r"bart, m2m_100, marian, mbart, mt5, .*pegasus, t5"):
-        load_checkpoint(with_config(model_type="reformer"))
+                                              r"bart, m2m_100, marian, mbart, mt5, pegasus, t5\."):
+        load_checkpoint(with_config(model_type="reformer"))  # nllb-moe is not read: not named
     with pytest.raises(CheckpointError, match=r"model_type \"\['bart'\]\""):  # not a name
         load_checkpoint(with_config(model_type=["bart"]))
 

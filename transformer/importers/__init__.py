@@ -4,7 +4,9 @@ pegasus and m2m100 (M2M100 and NLLB-200)), and the
 registry here that tells which one a set of files is.
 
 A Hugging Face family is one module with RECIPE, MODEL_TYPES (config.json's model_type values it
-reads), FOLDER_FILES (the names it reads) and convert(source); HF_FAMILIES maps model_type to
+reads), FOLDER_FILES (the names it reads) and convert(source), and optionally
+REFUSED_MODEL_TYPES (model_type values it takes only to refuse them in a sentence of its own:
+m2m100's nllb-moe; never named among the families read here); HF_FAMILIES maps model_type to
 it, and a folder, .zip or set of files opens through the module its config.json names.
 
 Everything is read as data (transformer.checkpoint.readers) and mapped onto our names; the result
@@ -59,7 +61,8 @@ def hf_family(source):
     model_type = parse_json(raw["config.json"], "config.json", label).get("model_type")
     if isinstance(model_type, str) and model_type in HF_FAMILIES:
         return HF_FAMILIES[model_type]
-    known = ", ".join(sorted(HF_FAMILIES))
+    known = ", ".join(sorted(model_type for model_type, module in HF_FAMILIES.items()
+                             if model_type not in getattr(module, "REFUSED_MODEL_TYPES", ())))
     raise CheckpointError(
         f"config.json in {label} describes model_type {str(model_type)[:40]!r}; the Hugging "
         f"Face families read here are {known}.")

@@ -62,7 +62,8 @@ __all__ = ["RECIPE", "REQUIRED_FILES", "convert_m2m100", "m2m100_config", "m2m10
            "m2m100_weights", "read_m2m100"]
 
 MODEL_TYPES = ("m2m_100", "nllb-moe")  # config.json's model_type; nllb-moe only to refuse it
-RECIPE = Recipe("m2m100", "M2M100 / NLLB", "M2M100 or NLLB-200", "Hugging Face's "
+REFUSED_MODEL_TYPES = ("nllb-moe",)  # routed here to be refused by name, never read
+RECIPE = Recipe("m2m100", "M2M100 / NLLB-200", "M2M100 or NLLB-200", "Hugging Face's "
                 "M2M100ForConditionalGeneration (a facebook/m2m100 or dense nllb-200 model)",
                 asks=False)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "sentencepiece.bpe.model",
