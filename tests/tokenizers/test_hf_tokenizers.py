@@ -211,3 +211,38 @@ def test_tokenizer_pair_reads_tokenizer_config(files):
     assert src.family == "t5"
     with pytest.raises(TokenizerError, match="names no tokenizer that opens here"):
         tokenizer_pair(dict(files["t5"], **{"tokenizer_config.json": b'{"tokenizer_class": "X"}'}))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_padded_vocabulary_names_its_unused_ids_and_round_trips(files, family):
+    """A model with more rows than the tokenizer has entries (Google's T5, NLLB-200): the ids
+    between are '[unused N]', no text gives them, decode skips them (M2M100: '<unk>', as
+    transformers' M2M100Tokenizer names an id it has no token for), and the spec records the
+    padded size so a checkpoint's tokenizer comes back the same."""
+    src, tgt = both(files, family)
+    own = src.vocab_size
+    padded = own + 9
+    for tok in (src, tgt):
+        tok.pad_vocabulary(padded)
+        assert (tok.own_vocab_size, tok.vocab_size) == (own, padded)
+        assert tok.id_to_piece(own) == f"[unused {own}]"
+        assert tok.ids_to_pieces([padded - 1]) == [f"[unused {padded - 1}]"]
+        with pytest.raises(ValueError, match="out of range"):
+            tok.id_to_piece(padded)
+        ids = tok.encode(TEXT, add_start=True, add_end=True)
+        assert max(ids) < own
+        mixed = ids[:-1] + [own, padded - 1] + ids[-1:]
+        unk = "<unk><unk>" if family == "m2m100" else ""
+        assert tok.decode(mixed) == tok.decode(ids) + unk
+        spec = tok.spec()
+        assert spec["vocab_size"] == own and spec["padded_vocab_size"] == padded
+        again = tokenizer_from_spec(json.loads(json.dumps(spec)), tok.model_bytes)
+        assert again.spec() == spec and again.vocab_size == padded
+        assert again.decode(mixed) == tok.decode(mixed)
+    unpadded = both(files, family)[0]
+    assert "padded_vocab_size" not in unpadded.spec()  # a spec without it: no padding
+    for bad, message in ((own - 1, f"fewer than the tokenizer's {own} entries"),
+                         (10**6, "more than the 262,144"), (True, "expected an int")):
+        with pytest.raises(TokenizerError, match=message):
+            tokenizer_from_spec(dict(unpadded.spec(), padded_vocab_size=bad),
+                                unpadded.model_bytes)
