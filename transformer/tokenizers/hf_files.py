@@ -3,17 +3,21 @@
 Three formats, each read into plain Python values that :mod:`transformer.tokenizers.hf_backend`
 hands to the ``tokenizers`` library (the library never parses a stranger's file itself):
 
-* ``tokenizer.json`` (:func:`read_tokenizer_json`): at most MAX_TOKENIZER_JSON_BYTES, its strings
+* ``tokenizer.json`` (:func:`read_tokenizer_json`): at most MAX_TOKENIZER_JSON_BYTES, its values
   counted and its nesting measured on the text before it is parsed (at most MAX_JSON_STRINGS
-  strings, MAX_TOKENIZER_JSON_DEPTH levels), then checked field by field: only the top-level keys
+  strings, MAX_JSON_KEYS keys, MAX_JSON_NUMBERS numbers, MAX_JSON_ARRAYS arrays,
+  MAX_JSON_OBJECTS objects, MAX_JSON_LITERALS true/false/null, MAX_TOKENIZER_JSON_DEPTH levels:
+  what a vocabulary of limits.MAX_VOCAB pieces with MAX_MERGES merges and MAX_ADDED_TOKENS added
+  tokens needs, so json.loads never builds more), then checked field by field: only the top-level keys
   tokenizer.json has; ``truncation`` and ``padding`` null; a normalizer, pre-tokenizer, decoder
   and post-processor each of a kind these families use (ALLOWED_KINDS; anything else is refused
   naming it); a ``BPE`` or ``Unigram`` model of at most MAX_VOCAB pieces (ids 0 .. n-1 each
   once, scores finite) and MAX_MERGES merges, each merge two pieces of the vocabulary whose
   join is one too; at most MAX_ADDED_TOKENS added tokens. A ``Precompiled`` normalizer's
   rules go through SentencePiece's own check (sentencepiece_model.check_charsmap).
-* ``merges.txt`` (:func:`read_merges_txt`): "a b" lines after an optional "#version" line, the
-  same bounds on size and count, every piece in vocab.json.
+* ``merges.txt`` (:func:`read_merges_txt`): "a b" lines after an optional "#version" line, at
+  most MAX_MERGES_BYTES and MAX_MERGES_TXT lines (counted on the bytes before the text is split:
+  a trained BPE's merge list makes one piece per merge), every piece in vocab.json.
 * tokenizer_config.json (:func:`read_tokenizer_config`): the family its ``tokenizer_class``
   names, the languages and the few options these tokenizers take, each type-checked;
 * SentencePiece models (:func:`read_sentencepiece`): at most MAX_SPM_BYTES and MAX_VOCAB pieces,
@@ -34,7 +38,6 @@ import base64
 import binascii
 import json
 import math
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,17 +57,33 @@ __all__ = ["read_tokenizer_json", "read_merges_txt", "read_sentencepiece", "Toke
            "read_tokenizer_config", "CLASS_FAMILY",
            "SentencePieceData", "ALLOWED_KINDS", "MAX_TOKENIZER_JSON_BYTES", "MAX_MERGES",
            "MAX_MERGES_BYTES", "MAX_SPM_BYTES", "MAX_ADDED_TOKENS", "MAX_TOKENIZER_JSON_DEPTH",
-           "MAX_JSON_STRINGS", "MAX_PIECE_CHARS"]
+           "MAX_JSON_STRINGS", "MAX_JSON_KEYS", "MAX_JSON_NUMBERS", "MAX_JSON_ARRAYS",
+           "MAX_JSON_OBJECTS", "MAX_JSON_LITERALS", "MAX_MERGES_TXT", "MAX_PIECE_CHARS"]
 
 MAX_TOKENIZER_JSON_BYTES = limits.MAX_TOKENIZER_BYTES  # NLLB-200's tokenizer.json is ~17 MB
 MAX_SPM_BYTES = limits.MAX_TOKENIZER_BYTES  # a 250k-piece SentencePiece model is ~5 MB
 MAX_MERGES = 4 * limits.MAX_VOCAB  # merges of one BPE model (BART: 50,000; a BPE made from a
 # SentencePiece vocabulary, as NLLB-200's, may list several per piece)
 MAX_MERGES_BYTES = 16 * 2**20  # merges.txt (BART's is 456 KB)
+MAX_MERGES_TXT = limits.MAX_VOCAB  # merges of a merges.txt: a trained byte-level BPE (BART,
+# RoBERTa, GPT-2) makes one piece per merge, so it has fewer merges than pieces (BART: 50,000
+# merges, 50,265 pieces)
 MAX_ADDED_TOKENS = 4096  # tokenizer.json's added tokens (NLLB-200: 206, T5: 103, Pegasus: 106)
 MAX_TOKENIZER_JSON_DEPTH = limits.MAX_JSON_DEPTH  # these families' files nest at most 6 deep
 # Strings of one tokenizer.json: a piece per vocabulary entry, two per merge, a few hundred more.
 MAX_JSON_STRINGS = 2 * limits.MAX_VOCAB + 2 * MAX_MERGES + 16 * MAX_ADDED_TOKENS
+# The other values of one tokenizer.json, each kind bounded by what such a vocabulary needs (its
+# few components take well under _JSON_SLACK of each): keys, a BPE vocabulary's pieces and about
+# 8 per added token; numbers, a piece's id (BPE) or score (Unigram) and an added token's id;
+# arrays, a Unigram piece's [piece, score] or a merge's [a, b]; objects and true/false/null, a
+# few per added token. A million-entry vocabulary is refused by these counts, before json.loads
+# builds its million entries (~200 MB).
+_JSON_SLACK = 1024
+MAX_JSON_KEYS = limits.MAX_VOCAB + 8 * MAX_ADDED_TOKENS + _JSON_SLACK
+MAX_JSON_NUMBERS = limits.MAX_VOCAB + 2 * MAX_ADDED_TOKENS + _JSON_SLACK
+MAX_JSON_ARRAYS = MAX_MERGES + 2 * MAX_ADDED_TOKENS + _JSON_SLACK
+MAX_JSON_OBJECTS = 2 * MAX_ADDED_TOKENS + _JSON_SLACK
+MAX_JSON_LITERALS = 8 * MAX_ADDED_TOKENS + _JSON_SLACK
 MAX_PIECE_CHARS = 1024  # one added token's or special token's text
 
 TOP_LEVEL_KEYS = {"version", "truncation", "padding", "added_tokens", "normalizer",
@@ -81,7 +100,22 @@ ALLOWED_KINDS = {
 _SEQUENCE_FIELD = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers",
                    "decoder": "decoders", "post_processor": "processors"}
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_SCAN_CHUNK = 4 * 2**20  # bytes of a JSON file scanned at a time (bounds the scan's own arrays)
+_QUOTE, _COLON, _OPEN_ARRAY, _OPEN_OBJECT = (ord(c) for c in '":[{')
+
+
+def _byte_table(chars: str, dtype=bool, value=True) -> np.ndarray:
+    """A lookup table over the 256 byte values: ``value`` at the bytes of ``chars``."""
+    table = np.zeros(256, dtype=dtype)
+    table[[ord(c) for c in chars]] = value
+    return table
+
+
+_SPACE = _byte_table(" \t\n\r")
+_SEPARATOR = _byte_table(":,[")  # what comes before a value (outside strings and spaces)
+_NUMBER_START = _byte_table("-0123456789NI")  # NaN and Infinity too: json.loads reads them
+_LITERAL_START = _byte_table("tfn")
+_DEPTH_STEP = _byte_table("{[", np.int8, 1) - _byte_table("}]", np.int8, 1)
 
 
 @dataclass
@@ -130,20 +164,53 @@ def _as_text(data: bytes, name: str) -> str:
         raise TokenizerError(f"{name}: not UTF-8 text (byte {e.start})") from None
 
 
-def _json_depth_and_strings(text: str, name: str) -> None:
-    """Count the strings and measure the nesting on the text, before json.loads builds
-    anything (a deeply nested or a string-packed file is refused without parsing it): one
-    regular-expression pass blanks every string out (and counts them), NumPy measures the
-    nesting of the brackets left."""
-    outside, strings = _JSON_STRING.subn("", text)
-    if strings > MAX_JSON_STRINGS:
-        raise TokenizerError(f"{name}: holds {strings:,} strings, more than the "
-                             f"{MAX_JSON_STRINGS:,} a vocabulary of {limits.MAX_VOCAB:,} pieces "
-                             f"with {MAX_MERGES:,} merges needs")
-    arr = np.frombuffer(outside.encode("utf-8", "replace"), dtype=np.uint8)
-    del outside
-    steps = ((arr == ord("{")) | (arr == ord("["))).astype(np.int8)
-    steps -= ((arr == ord("}")) | (arr == ord("]"))).astype(np.int8)
+def _outside_strings(data: bytes) -> np.ndarray:
+    """The bytes of a JSON text outside its strings, each string left as one '"' (its closing
+    quote), with NumPy: escape pairs ("\\\\", then '\\"') are blanked first, so that every quote
+    left opens or closes a string, and whether a byte is inside one is the parity of the quotes
+    up to it (carried from chunk to chunk). Where a byte falls depends only on the bytes before
+    it, so the counts of a broken file include those of any part json.loads would build."""
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    arr = np.frombuffer(data, dtype=np.uint8)
+    parts, inside = [], 0
+    for start in range(0, arr.size, _SCAN_CHUNK):
+        chunk = arr[start:start + _SCAN_CHUNK]
+        parity = np.bitwise_xor.accumulate((chunk == _QUOTE).view(np.uint8))
+        parity ^= inside
+        inside = int(parity[-1])
+        parts.append(chunk[parity == 0])
+    return np.concatenate(parts) if parts else arr
+
+
+def _json_depth_and_strings(data: bytes, name: str) -> None:
+    """Count the values and measure the nesting on the bytes, before the text is decoded and
+    json.loads builds anything: a deeply nested file, or one with more strings, keys, numbers,
+    arrays, objects or true/false/null than a vocabulary within the limits needs (MAX_JSON_*),
+    is refused without parsing it. On the bytes outside strings (_outside_strings): strings are
+    their closing quotes, keys the ":", arrays the "[", objects the "{", numbers and literals
+    where a value starts after a ":", "," or "[", the nesting the running count of brackets."""
+    outside = _outside_strings(data)
+    outside = outside[~_SPACE[outside]]
+    after_separator = np.zeros(outside.size, dtype=bool)
+    after_separator[1:] = _SEPARATOR[outside[:-1]]
+    counts = (
+        ("strings", np.count_nonzero(outside == _QUOTE), MAX_JSON_STRINGS),
+        ("keys", np.count_nonzero(outside == _COLON), MAX_JSON_KEYS),
+        ("numbers", np.count_nonzero(after_separator & _NUMBER_START[outside]), MAX_JSON_NUMBERS),
+        ("arrays", np.count_nonzero(outside == _OPEN_ARRAY), MAX_JSON_ARRAYS),
+        ("objects", np.count_nonzero(outside == _OPEN_OBJECT), MAX_JSON_OBJECTS),
+        ("true, false or null values", np.count_nonzero(after_separator & _LITERAL_START[outside]),
+         MAX_JSON_LITERALS))
+    del after_separator
+    for what, count, bound in counts:
+        if count > bound:
+            raise TokenizerError(f"{name}: holds {count:,} {what}, more than the {bound:,} a "
+                                 f"vocabulary of {limits.MAX_VOCAB:,} pieces with "
+                                 f"{MAX_MERGES:,} merges and {MAX_ADDED_TOKENS:,} added tokens "
+                                 f"needs")
+    steps = _DEPTH_STEP[outside]
+    steps = steps[steps != 0]
     if steps.size and int(np.cumsum(steps, dtype=np.int32).max()) > MAX_TOKENIZER_JSON_DEPTH:
         raise TokenizerError(f"{name}: JSON nested more than {MAX_TOKENIZER_JSON_DEPTH} levels "
                              f"deep")
@@ -175,8 +242,8 @@ def _piece_text(value, what: str) -> str:
 def read_tokenizer_json(data, name: str = "tokenizer.json") -> TokenizerJson:
     """tokenizer.json as data (see the module's docstring for what is checked)."""
     data = _as_bytes(data, name, MAX_TOKENIZER_JSON_BYTES)
+    _json_depth_and_strings(data, name)
     text = _as_text(data, name)
-    _json_depth_and_strings(text, name)
     doc = _loads(text, name)
     if not isinstance(doc, dict):
         raise TokenizerError(f"{name}: expected a JSON object, got {type(doc).__name__}")
@@ -310,10 +377,11 @@ def _read_bpe(model: dict, name: str) -> TokenizerJson:
     return TokenizerJson("BPE", dict(vocab), merges=pairs)
 
 
-def check_merges(pairs: list[tuple[str, str]], vocab: dict, name: str) -> None:
+def check_merges(pairs: list[tuple[str, str]], vocab: dict, name: str, first: int = 0) -> None:
     """Each merge's two pieces and their join must be pieces of the vocabulary (the tokenizers
-    library refuses the model otherwise, with a message of its own)."""
-    for i, (a, b) in enumerate(pairs):
+    library refuses the model otherwise, with a message of its own); ``first`` is the number of
+    the first merge, for the sentence."""
+    for i, (a, b) in enumerate(pairs, start=first):
         for piece in (a, b, a + b):
             if piece not in vocab:
                 raise TokenizerError(f"{name}: merge {i} ({a[:20]!r} {b[:20]!r}) uses "
@@ -357,17 +425,23 @@ def _read_added_tokens(items, name: str) -> list[dict]:
 
 def read_merges_txt(data, vocab: dict, name: str = "merges.txt") -> list[tuple[str, str]]:
     """merges.txt: an optional "#version" first line, then one "a b" merge a line (an empty
-    line, such as the final one, is skipped), every piece and join in ``vocab``."""
+    line, such as the final one, is skipped), every piece and join in ``vocab``. Its lines are
+    counted on the bytes before the text is split (at most MAX_MERGES_TXT merges), and each
+    merge is checked as it is read: a hostile file is refused before a list of its lines, or
+    of its merges, is built."""
     data = _as_bytes(data, name, MAX_MERGES_BYTES)
+    lines = data.count(b"\n") + (not data.endswith(b"\n"))
+    merges = lines - data.startswith(b"#version")
+    if merges > MAX_MERGES_TXT:
+        raise TokenizerError(f"{name}: {merges:,} lines of merges, more than the "
+                             f"{MAX_MERGES_TXT:,} merges allowed (a merges.txt makes one piece "
+                             f"per merge, and a vocabulary has at most {limits.MAX_VOCAB:,})")
     text = _as_text(data, name)
-    lines = text.split("\n")
-    if lines and lines[0].startswith("#version"):
-        lines = lines[1:]
-    if len(lines) > MAX_MERGES + 1:
-        raise TokenizerError(f"{name}: {len(lines):,} lines, more than the {MAX_MERGES:,} "
-                             f"merges allowed")
+    del data
     pairs = []
-    for number, line in enumerate(lines, start=2):
+    for number, line in enumerate(text.split("\n"), start=1):
+        if number == 1 and line.startswith("#version"):
+            continue
         line = line.removesuffix("\r")
         if not line:
             continue
@@ -375,8 +449,8 @@ def read_merges_txt(data, vocab: dict, name: str = "merges.txt") -> list[tuple[s
         if len(parts) != 2:
             raise TokenizerError(f"{name}: line {number} ({line[:40]!r}) is not two pieces "
                                  f"separated by one space")
+        check_merges([(parts[0], parts[1])], vocab, name, len(pairs))
         pairs.append((parts[0], parts[1]))
-    check_merges(pairs, vocab, name)
     return pairs
 
 
@@ -438,8 +512,8 @@ def read_tokenizer_config(data, name: str = "tokenizer_config.json") -> dict:
     int in [0, 1000] or None), ``language_codes`` and ``num_madeup_words`` (M2M100, or None).
     Other fields are ignored. At most limits.MAX_JSON_BYTES and MAX_JSON_DEPTH deep."""
     data = _as_bytes(data, name, limits.MAX_JSON_BYTES)
+    _json_depth_and_strings(data, name)
     text = _as_text(data, name)
-    _json_depth_and_strings(text, name)
     doc = _loads(text, name)
     if not isinstance(doc, dict):
         raise TokenizerError(f"{name}: expected a JSON object, got {type(doc).__name__}")
