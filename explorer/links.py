@@ -9,6 +9,7 @@ follow_in_fragment()). The page itself is the URL's path (st.navigation).
 
 Parameters: model (a bundled file name, or the first characters of an upload's sha256 when this
 session has that upload), src (the sentence), tgt (the typed target; only in typed-target mode),
+search=greedy (a model with a generation config translated greedily),
 and each page's main choices under their session keys (attn_kind=cross, attn_layer=1, ...).
 """
 
@@ -25,7 +26,8 @@ from . import models, state
 
 RESTORED = "links_restored"  # True once this session has read its URL
 SLOT = "links_slot"  # this run's link container and url path (begin)
-MODEL, SOURCE, TARGET = "model", "src", "tgt"
+MODEL, SOURCE, TARGET, SEARCH = "model", "src", "tgt", "search"
+GREEDY = "greedy"  # search=greedy: the sidebar's Search set to greedy
 DIGEST_CHARS = 12  # characters of an upload's sha256 written to the URL
 
 # Each page's main choices: {url path: {session key: what it holds}}. "kind" is a kind picker's
@@ -63,6 +65,11 @@ def restore_from_url() -> None:
         st.session_state[state.TARGET_MODE] = state.TARGET_TYPED
         st.session_state[state.TARGET] = params[TARGET]
         st.session_state[state.TARGET_STARTED] = True  # the box keeps the linked target
+    if params.get(SEARCH) == GREEDY:
+        st.session_state[state.SEARCH] = state.SEARCH_GREEDY
+    elif params.get(SEARCH) is not None:
+        notes.append(f"{SEARCH}={params[SEARCH]!r} is not a search this link can set (only "
+                     f"{SEARCH}={GREEDY}): the model's generation config is used.")
     config = _config(st.session_state.get(state.MODEL, state.default_model_choice()))
     kinds = {}
     for key in (k for k, what in CHOICES.items() if what == "kind" and k in params):
@@ -137,6 +144,9 @@ def view_params(url_path: str) -> dict[str, str]:
         params[SOURCE] = source
     if st.session_state.get(state.TARGET_MODE) == state.TARGET_TYPED:
         params[TARGET] = st.session_state.get(state.TARGET, "")
+    if (st.session_state.get(state.SEARCH) == state.SEARCH_GREEDY
+            and models.active_checkpoint().generation is not None):
+        params[SEARCH] = GREEDY
     for key, what in PAGE_KEYS.get(url_path, {}).items():
         value = st.session_state.get(key)
         if what == "kind":

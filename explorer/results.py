@@ -73,10 +73,31 @@ def current_attention(details: bool = False) -> dict:
 
 @_said
 def translation(ckpt: Checkpoint, source: str):
-    """The model's translation of `source` (Checkpoint.translate: greedy, up to the step
-    budget, every step's attention): one per (model, sentence), computed once and shared by the
-    sidebar and every page (decode() with its defaults: the same cache entry)."""
-    return decode(ckpt, source)
+    """The model's translation of `source`, every step's attention kept: one per (model,
+    sentence, search), computed once and shared by the sidebar and every page. A model with a
+    generation config (one imported from Hugging Face) decodes as it says, unless the
+    sidebar's Search asks for greedy (generated(), with state.search_settings); any other
+    model greedily (Checkpoint.translate up to the step budget: decode() with its defaults,
+    the same cache entry)."""
+    settings = state.search_settings(ckpt)
+    if settings is None:
+        return decode(ckpt, source)
+    return generated(ckpt, source, settings)
+
+
+@_said
+def generated(ckpt: Checkpoint, source: str, settings, silenced: tuple[str, ...] = ()):
+    """Checkpoint.generate with these GenerationSettings (transformers' greedy or beam search)
+    and the heads labelled in `silenced` silenced, cached per (model, sentence, settings)."""
+    return _generated(ckpt.content_hash, source, repr(settings), tuple(sorted(silenced)), ckpt,
+                      settings)
+
+
+@st.cache_data(max_entries=64, show_spinner="Decoding as the model's generation config says…")
+def _generated(content_hash: str, source: str, settings_key: str, silenced: tuple,
+               _ckpt: Checkpoint, _settings):
+    mask = head_masks(_ckpt.config, silenced) if silenced else None
+    return _ckpt.generate(source, _settings, head_mask=mask)
 
 
 @_said
@@ -276,14 +297,16 @@ def ablation(ckpt: Checkpoint, source: str, target_ids, silenced) -> dict:
     """transformer.inference.ablation.ablate with the heads labelled in `silenced`, scoring `target_ids`
     (None: the model's own translation), cached; the unablated translation is the shared one."""
     heads = tuple(parse_head_label(label) for label in silenced)
-    return _ablation(ckpt.content_hash, source, _scored(ckpt, source, target_ids), heads, ckpt,
-                     translation(ckpt, source))
+    settings = state.search_settings(ckpt)  # the ablated model searches as the shared one did
+    return _ablation(ckpt.content_hash, source, _scored(ckpt, source, target_ids), heads,
+                     repr(settings), ckpt, translation(ckpt, source), settings)
 
 
 @st.cache_data(max_entries=64, show_spinner="Running the model with those heads silenced…")
-def _ablation(content_hash: str, source: str, target_ids, silenced: tuple, _ckpt: Checkpoint,
-              _original) -> dict:
-    return ablate(_ckpt, source, list(silenced), target_ids=target_ids, original=_original)
+def _ablation(content_hash: str, source: str, target_ids, silenced: tuple, settings_key: str,
+              _ckpt: Checkpoint, _original, _settings) -> dict:
+    return ablate(_ckpt, source, list(silenced), target_ids=target_ids, original=_original,
+                  settings=_settings)
 
 
 @_said

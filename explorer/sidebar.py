@@ -83,6 +83,7 @@ def _sentence(ckpt) -> None:
                      format_func=lambda s: s or "Pick an example…", on_change=_use_example)
     st.text_input("Source sentence", key=state.SOURCE)
     _say_what_cleaning_changed(st.session_state[state.SOURCE])
+    _search(ckpt)
     result = None
     if has_sentence():
         _warn_if_cut(ckpt, state.current_source(), "source")
@@ -105,6 +106,24 @@ def _sentence(ckpt) -> None:
         st.session_state[state.TARGET_STARTED] = False
         if result is not None:
             _say_if_unsure(result)
+
+
+def _search(ckpt) -> None:
+    """For a model with a generation config: how its translation is searched (as the file says,
+    or greedily), and the settings in force, with what was capped or not applied."""
+    if ckpt.generation is None:
+        return
+    method = ckpt.generation.method
+    st.radio("Search", state.SEARCHES, key=state.SEARCH, horizontal=True,
+             format_func=lambda s: f"{s} ({method})" if s == state.SEARCH_CONFIG else s,
+             help="How the translation every page shows is decoded: as the model's "
+                  "generation_config.json says (what transformers' generate and its translation "
+                  "pipeline do), or greedily (the most probable token at every step, the file's "
+                  "other settings kept).")
+    settings = state.search_settings(ckpt)
+    st.caption("In force: " + "; ".join(settings.describe()) + ".")
+    for note in settings.notes:
+        st.caption(note)
 
 
 def weakest_step(result) -> tuple[int, float] | None:

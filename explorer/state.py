@@ -25,8 +25,11 @@ SOURCE = "source_sentence"
 EXAMPLE = "example_sentence"
 TARGET_MODE = "target_mode"
 TARGET = "target_sentence"
+SEARCH = "search_mode"  # how a model with a generation config translates (SEARCHES)
 
 TARGET_MODEL, TARGET_TYPED = "The model's translation", "A target I type (teacher forcing)"
+SEARCH_CONFIG, SEARCH_GREEDY = "As its generation config says", "Greedy"
+SEARCHES = (SEARCH_CONFIG, SEARCH_GREEDY)
 DEFAULT_SOURCE = "Friday, March 5, 2021"
 BUNDLED, UPLOADED = "bundled", "upload"  # the two origins of a model choice
 
@@ -43,6 +46,7 @@ def init() -> None:
     st.session_state.setdefault(SOURCE, DEFAULT_SOURCE)
     st.session_state.setdefault(TARGET_MODE, TARGET_MODEL)
     st.session_state.setdefault(TARGET, "")
+    st.session_state.setdefault(SEARCH, SEARCH_CONFIG)
 
 
 def uploader_key(session=None) -> str:
@@ -83,3 +87,15 @@ def current_target() -> str | None:
     if st.session_state.get(TARGET_MODE) == TARGET_TYPED:
         return clean_text(st.session_state.get(TARGET, ""))[0]
     return None
+
+
+def search_settings(ckpt):
+    """How `ckpt` translates in this session: None for a model without a generation config
+    (the bundled ones: greedy, Checkpoint.translate), else its GenerationSettings as its
+    generation_config.json gives them, or the same settings searching greedily when the
+    sidebar's Search says so (transformers' generate with num_beams=1)."""
+    if ckpt.generation is None:
+        return None
+    if st.session_state.get(SEARCH, SEARCH_CONFIG) == SEARCH_GREEDY:
+        return ckpt.generation.greedy()
+    return ckpt.generation

@@ -118,7 +118,7 @@ def _prepare_model(ckpt) -> None:
     with _prepared_lock:
         _prepared.add(ckpt.config.to_json())
     try:
-        seconds = prepare(ckpt.model)
+        seconds = prepare(ckpt.model, generation=ckpt.generation)
         logger.info("Prepared %s's compiled functions in %.1f s", ckpt.name, sum(seconds.values()))
     except Exception:  # noqa: BLE001 - an unprepared model only leaves its pages' first visits slower
         logger.exception("Preparing %s's compiled functions failed", ckpt.name)

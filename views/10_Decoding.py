@@ -11,8 +11,10 @@ from explorer.choices import clamp_choice, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
 from transformer.inference.decoding import beam_search, length_normalised
+from transformer.inference.generation import GeneratedBeam
 
 LENGTH_PENALTY = inspect.signature(beam_search).parameters["length_penalty"].default
+OWN_SEARCH, OPTIONS_SEARCH = "As the sidebar's translation", "With the options here"
 
 ckpt = models.active_checkpoint()
 cfg, source, typed = ckpt.config, state.current_source(), state.current_target()
@@ -28,23 +30,39 @@ limits = {"dec_max_len": (1, cfg.max_len, cfg.max_len), "dec_head": (0, cfg.num_
 for key, (low, high, default) in limits.items():
     clamp_choice(key, high, default, low=low)
 beam = 1
+generation = state.search_settings(ckpt)  # None: a model without a generation config
 if forced:
     result = results.teacher_forced(ckpt, source, typed)
     stepping.show_text(st, "Your target, as the decoder is fed it", result)
 else:
     with st.expander("Decoding options", expanded=True):
-        c1, c2, c3 = st.columns(3)
-        max_len = c1.slider("Max length (tokens)", 1, cfg.max_len, key="dec_max_len")
-        beam = c2.slider("Beam width (1 = greedy)", 1, 8, key="dec_beam_width")
-        stop = c3.checkbox("Stop at the end token", True, key="dec_stop", disabled=beam > 1,
-                           help="Unticked, greedy decoding runs to the max length. (Beam: "
-                                "always.)")
+        own = generation is not None and st.radio(
+            "Decode", [OWN_SEARCH, OPTIONS_SEARCH], key="dec_search", horizontal=True,
+            help="The sidebar's translation is decoded as the model's generation config says "
+                 "(or greedily, as the sidebar's Search picks); the options decode with this "
+                 "app's own greedy or beam search.") == OWN_SEARCH
+        if own:
+            st.caption("In force: " + "; ".join(generation.describe()) + ".")
+            beam = generation.num_beams
+        else:
+            c1, c2, c3 = st.columns(3)
+            max_len = c1.slider("Max length (tokens)", 1, cfg.max_len, key="dec_max_len")
+            beam = c2.slider("Beam width (1 = greedy)", 1, 8, key="dec_beam_width")
+            stop = c3.checkbox("Stop at the end token", True, key="dec_stop", disabled=beam > 1,
+                               help="Unticked, greedy decoding runs to the max length. (Beam: "
+                                    "always.)")
         ablate = st.multiselect("Silence heads (ablation)", head_options, key="dec_ablate")
-    options = (max_len, stop or beam > 1, beam)
-    result = results.decode(ckpt, source, *options, silenced=tuple(ablate))
+    if own:
+        def decoded(silenced=()):
+            return results.generated(ckpt, source, generation, silenced=silenced)
+    else:
+        def decoded(silenced=()):
+            return results.decode(ckpt, source, max_len, stop or beam > 1, beam,
+                                  silenced=silenced)
+    result = decoded(tuple(ablate))
     stepping.say_why_stopped(st, ckpt, result)
     if ablate:
-        normal = results.decode(ckpt, source, *options)
+        normal = decoded()
         left, right = st.columns(2)
         stepping.show_text(left, "With the silenced heads (used below)", result, normal)
         stepping.show_text(right, "Normal: no head silenced", normal, result)
@@ -97,10 +115,19 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
         left, right = st.columns(2)
         left.markdown(f"**The beam after step {t}** (hypotheses alive, log-probability)")
         left.dataframe(figs.beam_table(result.beam_steps[t]), key="dec_beam_step", hide_index=True)
-        right.markdown(f"**Final n-best** (score = log-prob / ((5 + length) / 6)^{LENGTH_PENALTY})")
-        right.dataframe(figs.nbest_table([(h.tokens, h.log_prob, length_normalised(
-            h.log_prob, len(h.token_ids), LENGTH_PENALTY)) for h in result.hypotheses]),
-            key="dec_nbest", hide_index=True)
+        if isinstance(result, GeneratedBeam):  # transformers' beam scorer's own scores
+            right.markdown(f"**Final n-best** (score = log-prob / length^"
+                           f"{state.search_settings(ckpt).length_penalty:g}, as transformers "
+                           "scores a finished hypothesis)")
+            rows = [(h.tokens, h.log_prob, score)
+                    for h, score in zip(result.hypotheses, result.sequence_scores)]
+        else:
+            right.markdown(f"**Final n-best** (score = log-prob / ((5 + length) / 6)^"
+                           f"{LENGTH_PENALTY})")
+            rows = [(h.tokens, h.log_prob, length_normalised(h.log_prob, len(h.token_ids),
+                                                             LENGTH_PENALTY))
+                    for h in result.hypotheses]
+        right.dataframe(figs.nbest_table(rows), key="dec_nbest", hide_index=True)
 
     st.subheader("Alignment: every step's cross-attention")
     cross = result.cross_attention()[layer]  # (H, T, N)
@@ -111,7 +138,7 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
     export_buttons(matrix, result.tokens, source_tokens, f"alignment {which}",
                    results.attention(ckpt, source, typed if forced else None), key="dec_export")
     st.caption("NPZ: every map of the teacher-forced pass on " + (
-        "your target." if forced else "the unablated greedy translation."))
+        "your target." if forced else "the sidebar's translation (no head silenced)."))
     links.follow_in_fragment()
     player.advance(t, playing)  # last, so the step stays on screen while it waits
 

@@ -19,12 +19,14 @@ source, target = state.current_source(), state.current_target()
 target_ids = None if target is None else tuple(output_ids_for(ckpt, target))
 scored = "the model's own translation" if target is None else "your typed target"
 labels = heads.labels_of_model(ckpt.config)
+settings = state.search_settings(ckpt)
+decoded_as = "greedily" if settings is None else f"as the sidebar's translation ({settings.method})"
 forget_if_not_offered("abl_heads", labels)  # another model: fewer layers or heads
 
 st.title("Head ablation")
 st.markdown(
-    "Silence heads (their output is multiplied by 0) and compare the greedy translation with "
-    "the original one. The change in **log-probability** scores the ORIGINAL output "
+    "Silence heads (their output is multiplied by 0) and compare the translation, decoded "
+    f"{decoded_as}, with the original one. The change in **log-probability** scores the ORIGINAL output "
     f"({scored}) under teacher forcing with the heads silenced: negative = they helped.")
 
 

@@ -88,3 +88,25 @@ def test_prepare_runs_each_function_once_and_then_costs_a_call(bundled):
     assert set(first) == set(KINDS) and traces(ckpt.model) == dict.fromkeys(KINDS, 1)
     prepare(ckpt.model, kinds=("forward",))
     assert traces(ckpt.model) == dict.fromkeys(KINDS, 1)
+
+
+def test_a_model_with_a_generation_config_gets_its_search_prepared(bundled, served):
+    """A Hugging Face model's translation is its generation config's search (a beam loop of
+    transformer.inference.generation): prepared first, then decoding with those settings
+    traces nothing more."""
+    from transformer.inference.generation import _compiled, generation_settings
+
+    ckpt = small(bundled, dff=47)
+    c = ckpt.config
+    ckpt.generation = generation_settings(
+        {"num_beams": 3, "no_repeat_ngram_size": 2, "bad_words_ids": [[5], [6, 7]],
+         "decoder_start_token_id": c.start_id, "eos_token_id": c.end_id,
+         "pad_token_id": c.pad_id, "max_length": 12}, c)
+    beam = _compiled(ckpt.model, "beam")
+    assert beam.tracing_count() == 0
+    warm.prepare_in_background(ckpt)
+    warm.wait_prepared(timeout=300)
+    assert beam.tracing_count() == 1 and traces(ckpt.model) == dict.fromkeys(KINDS, 1)
+    result = ckpt.generate("5 March 2021")
+    assert result.beam_width == 3 and result.token_ids
+    assert beam.tracing_count() == 1

@@ -141,6 +141,39 @@ def test_live_default_generation_config(marian, hf):
                                                                   sentence)[0]
 
 
+# ============================================================================= the pipeline
+@pytest.fixture(scope="module")
+def opus(tmp_path_factory):
+    """The fixture with opus-mt's generation_config.json, opened as a user opens its folder."""
+    from transformer import load_checkpoint
+
+    folder = recipe.opus_folder(tmp_path_factory.mktemp("opus"))
+    return folder, load_checkpoint(folder)
+
+
+def _pipeline_equal(checkpoint, rows):
+    for row in rows:
+        result = checkpoint.generate(row["sentence"])  # no settings: the model's own file
+        assert result.token_ids == row["ids"], row["sentence"]
+        assert result.text == row["text"], row["sentence"]
+
+
+def test_default_translation_equals_recorded_pipeline(opus):
+    """With opus-mt's generation config the default translation (Checkpoint.generate, what the
+    app's sidebar shows) is the translation pipeline's: its ids and its text."""
+    folder, checkpoint = opus
+    assert checkpoint.generation.num_beams == 4 and checkpoint.generation.notes == ()
+    rows = json.loads(recipe.PIPELINE_OUT.read_text())
+    assert [row["sentence"] for row in rows] == recipe.PIPELINE_SENTENCES
+    assert len({tuple(row["ids"]) for row in rows}) > 5  # the sentences give different outputs
+    _pipeline_equal(checkpoint, rows)
+
+
+def test_default_translation_equals_live_pipeline(opus, hf):
+    folder, checkpoint = opus
+    _pipeline_equal(checkpoint, recipe.pipeline_translations(folder, recipe.PIPELINE_SENTENCES))
+
+
 # ============================================================================= steps
 def teacher_forced(checkpoint, source_ids, output_ids, start_id):
     """One pass over [start] + output_ids[:-1]: log-probabilities (T, V), self (L, H, T, T),

@@ -2,7 +2,8 @@
 
 A silenced head's output is multiplied by 0 before the layer's output projection (the model's
 head_mask, see Transformer.call). Two measures:
-- the new greedy translation next to the original one;
+- the new translation next to the original one (greedy, or as the model's generation config
+  searches);
 - the change in log-probability of the ORIGINAL output under teacher forcing: the output ids
   are fed to the ablated model exactly as the unablated one produced them, so a negative change
   means the silenced heads helped produce that output.
@@ -69,12 +70,14 @@ def _sum(log_probs: np.ndarray) -> float:
 
 
 def ablate(ckpt, source: str, silenced: Iterable[Head], target_ids=None,
-           original=None) -> dict:
+           original=None, settings=None) -> dict:
     """Silence the given heads and compare with the unablated model.
 
     target_ids: the output ids to score (ending with the end id, as Decoding.token_ids); by
     default the unablated model's own greedy translation. original: that translation when the
-    caller has it (ckpt.translate(source), a Decoding), else it is decoded here. Returns a dict:
+    caller has it (ckpt.translate(source), a Decoding), else it is decoded here. settings: a
+    GenerationSettings both translations search with (Checkpoint.generate: a model's own
+    generation config), None for greedy (Checkpoint.translate). Returns a dict:
     "silenced" [(kind, layer, head)], "text"/"tokens"/"token_ids" of the ablated translation,
     "original_text"/"original_tokens"/"original_ids" of the unablated one, "changed" (the
     translation's ids differ), "scored_tokens" (the output scored), "token_log_probs" and
@@ -84,13 +87,16 @@ def ablate(ckpt, source: str, silenced: Iterable[Head], target_ids=None,
     silenced = [(str(k), int(layer), int(head)) for k, layer, head in silenced]
     mask = head_masks(ckpt.config, silenced)
     source_ids = ckpt.encode_source(source)
-    original = ckpt.translate(source) if original is None else original
+    if original is None:
+        original = (ckpt.translate(source) if settings is None
+                    else ckpt.generate(source, settings))
     scored = list(original.token_ids) if target_ids is None else [int(i) for i in target_ids]
     # Both passes use a full mask (ones where nothing is silenced): the same computation, so
     # silencing nothing changes the log-probability by exactly 0.
     before = output_log_probs(ckpt, source_ids, scored, head_masks(ckpt.config))
     if silenced:
-        new = ckpt.translate_plain(source, head_mask=mask)  # its ids and text: no maps kept
+        new = (ckpt.translate_plain(source, head_mask=mask)  # its ids and text: no maps kept
+               if settings is None else ckpt.generate(source, settings, head_mask=mask))
         after = output_log_probs(ckpt, source_ids, scored, mask)
     else:  # silencing nothing is the model itself: nothing to decode or score again
         new, after = original, before

@@ -2,8 +2,9 @@
 
 Every page's computation runs in a compiled function shared by all models of one architecture
 (transformer.inference.decoding.shared_function): the greedy decode loop with and without its
-attention rows, and the teacher-forced forward pass plain, with Q/K/V and with the top-k of each
-row. Each is traced on its first call (about 1.5 s for an opus-mt-sized model on 2 cores) and
+attention rows, the teacher-forced forward pass plain, with Q/K/V and with the top-k of each
+row, and for a model with a generation config its search (transformer.inference.generation).
+Each is traced on its first call (about 1.5 s for an opus-mt-sized model on 2 cores) and
 TensorFlow optimizes its graph on its first run (about 0.7 s more). `prepare` pays both on a
 one-token input, so a later call only computes; the app runs it in the background once a model
 is open (explorer.warm). Functions already prepared for the architecture cost nothing.
@@ -12,9 +13,11 @@ is open (explorer.warm). Functions already prepared for the architecture cost no
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from transformer.inference.decoding import TOP_K, greedy_decode_batch
 from transformer.inference.forward import forward
+from transformer.inference.generation import generate
 
 __all__ = ["KINDS", "prepare"]
 
@@ -22,13 +25,18 @@ __all__ = ["KINDS", "prepare"]
 KINDS = ("greedy", "forward", "forward_top", "forward_details", "greedy_no_capture")
 
 
-def prepare(model, kinds=KINDS) -> dict[str, float]:
+def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
     """Trace and run once each compiled function in `kinds` for this model's architecture, on
-    one token; {kind: seconds it took} (about 0 for one prepared before)."""
+    one token; {kind: seconds it took} (about 0 for one prepared before). generation: the
+    model's GenerationSettings (Checkpoint.generation), whose search (transformers' greedy or
+    beam loop: "generate") the translation runs first, before the rest."""
     c = model.config
+    if generation is not None:
+        kinds = ("generate",) + tuple(kinds)
     token = 1 if c.pad_id == 0 else 0  # any id but padding: one real source token
     source, target, output = [[token]], [[c.start_id]], [[c.end_id]]
     calls = {
+        "generate": lambda: generate(model, source[0], replace(generation, max_length=2)),
         "greedy": lambda: greedy_decode_batch(model, source, max_len=1),
         "greedy_no_capture": lambda: greedy_decode_batch(model, source, max_len=1, capture=False),
         "forward": lambda: forward(model, source, target, output),
