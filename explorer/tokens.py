@@ -1,11 +1,15 @@
 """Which piece of the text each token id stands for (the tokenization page), what a tokenizer is
-and what it does before splitting, in words derived from the tokenizer itself, and tokens
+and what it does before splitting, in words derived from the tokenizer itself, pieces as the
+pages show them (a byte-level BPE's decoded: transformer.tokenizers.display), and tokens
 simplified for a view: special tokens hidden, pieces merged into words by each side's tokenizer."""
 
 from __future__ import annotations
 
 from transformer.analysis.flow import SPECIAL_TOKENS, has_word_boundaries, simplify_tokens
+from transformer.tokenizers.display import is_byte_level, shown_pieces
 from transformer.tokenizers.word import STANDARDIZATIONS
+
+MAP_TOKENS = {"source_tokens": "source", "target_tokens": "target", "output_tokens": "target"}
 
 
 def special_ids(tok) -> tuple[int, ...]:
@@ -54,8 +58,11 @@ def _hf_tokenizer_name(family) -> tuple[str, str]:
     """A Hugging Face family's tokenizer (transformer.tokenizers.huggingface), in words."""
     if family == "bart":
         return ("Byte-level BPE", "BART's tokenizer: byte-level BPE (tokenizer.json, or "
-                                  "vocab.json + merges.txt) as transformers runs it; a piece "
-                                  "starting with Ġ has a space before it.")
+                                  "vocab.json + merges.txt) as transformers runs it. Its pieces "
+                                  "are bytes written as characters (a space as Ġ, é as Ã©); "
+                                  "the pages show the text they stand for, ▁ for a space before "
+                                  "a piece as SentencePiece writes it, and <0xE6> for a byte of "
+                                  "a character split across pieces.")
     return ("SentencePiece", f"The {family} tokenizer of transformers: a SentencePiece "
                              "vocabulary, run by the tokenizers library.")
 
@@ -127,13 +134,31 @@ def special_pieces(*tokenizers) -> tuple[str, ...]:
     return tuple(found)
 
 
+def shown(tok, pieces) -> list[str]:
+    """A side's pieces as the pages show them (transformer.tokenizers.display.shown_pieces): a
+    byte-level BPE's decoded ("Ġworld" as "▁world", "Ã©" as "é"), its special pieces and every
+    other tokenizer's pieces as they are."""
+    return shown_pieces(tok, pieces, keep=special_pieces(tok) if is_byte_level(tok) else ())
+
+
+def shown_maps(maps: dict, ckpt) -> dict:
+    """Checkpoint.attention's maps (of `ckpt`) with their token lists (source_tokens,
+    target_tokens, output_tokens) as the pages show them (shown), each by its side's tokenizer.
+    The arrays are the same objects; an export of the maps (NPZ) keeps the vocabulary's pieces."""
+    tokenizers = {"source": ckpt.source_tokenizer, "target": ckpt.target_tokenizer}
+    return {**maps, **{key: shown(tokenizers[side], maps[key])
+                       for key, side in MAP_TOKENS.items() if key in maps}}
+
+
 def simplify(weights, query_tokens, key_tokens, sides: tuple[str, str], tokenizers: dict, *,
              hide_special: bool, merge_words: bool, renormalise: bool = True):
     """transformer.analysis.flow.simplify_tokens with each side's tokenizer: words follow that
     tokenizer's word boundaries, and a side without any (its pieces make one word) keeps its
     pieces. sides: ("source" | "target") of the queries and of the keys; tokenizers: {side:
-    tokenizer}. Returns (weights, query labels, key labels, note): note is a sentence naming the
-    sides kept as pieces, or None."""
+    tokenizer}; the tokens are the tokenizers' own pieces (not shown's). Returns (weights, query
+    labels, key labels, note): the labels as the pages show them (shown: words merged from a
+    byte-level BPE's pieces are decoded whole, "日本" from its bytes); note is a sentence naming
+    the sides kept as pieces, or None."""
     special = special_pieces(*tokenizers.values())
     merge, kept = [], []
     for side, tokens in zip(sides, (query_tokens, key_tokens)):
@@ -145,6 +170,7 @@ def simplify(weights, query_tokens, key_tokens, sides: tuple[str, str], tokenize
         weights, query_tokens, key_tokens, hide_special=hide_special, merge_words=tuple(merge),
         renormalise=renormalise, special=special, query_tokenizer=tokenizers[sides[0]],
         key_tokenizer=tokenizers[sides[1]])
+    rows, cols = shown(tokenizers[sides[0]], rows), shown(tokenizers[sides[1]], cols)
     note = None
     if kept:
         note = (f"The {' and the '.join(kept)} side{'s have' if len(kept) > 1 else ' has'} no "

@@ -48,7 +48,9 @@ WEIGHT_SCALE = "Blues"  # attention weights, 0 (white) .. 1 (dark blue)
 DIVERGING_SCALE = "RdBu"  # signed values: negative red, 0 white, positive blue
 TEXT_COLOUR = "#1f2937"  # tick labels and axis titles: dark, whatever the theme's grey
 WORD_START, WORD_START_MARK = "▁", "␣"  # SentencePiece's mark, and how the figures draw it
-WORD_START_NOTE = "␣ starts a word (SentencePiece's ▁: a space came before the piece)"
+# (byte-level BPE's Ġ reaches the figures as ▁ too: transformer.tokenizers.display)
+WORD_START_NOTE = ("␣ starts a word (a space came before the piece: SentencePiece's ▁, "
+                   "byte-level BPE's Ġ)")
 CHAR_PX = 7.5  # about how wide one character of a 12 px label is
 CHART_WIDTH = 1000  # about how wide a full-width chart is drawn (1400 px window, sidebar open)
 

@@ -4,7 +4,7 @@ from itertools import combinations
 
 import streamlit as st
 
-from explorer import models, results, state
+from explorer import models, results, state, tokens
 from explorer.choices import forget_if_not_offered
 from explorer.heads import head_map, labels_of_maps
 from figures.attention import attention_heatmap_fig
@@ -63,7 +63,8 @@ def two_checkpoints(source: str, target) -> None:
                             index=first_index(ids, state.default_model_choice()))
     ckpt_a, ckpt_b = models.checkpoint_for(choice_a), models.checkpoint_for(choice_b)
     text = target if target is not None else results.translation(ckpt_a, source).text
-    maps_a, maps_b = results.attention(ckpt_a, source, text), results.attention(ckpt_b, source, text)
+    maps_a = tokens.shown_maps(results.attention(ckpt_a, source, text), ckpt_a)
+    maps_b = tokens.shown_maps(results.attention(ckpt_b, source, text), ckpt_b)
     common = [label for label in labels_of_maps(maps_a) if label in set(labels_of_maps(maps_b))]
     forget_if_not_offered("cmp_ckpt_head", common)
     pair_label = st.selectbox("Head", common, key="cmp_ckpt_head",
@@ -93,7 +94,7 @@ def over_training(source: str, target) -> None:
         forget_if_not_offered("cmp_epoch", list(steps))
         epoch = st.select_slider("Checkpoint during training", list(steps), key="cmp_epoch")
         ckpt_e = models.checkpoint_for(steps[epoch])
-        maps_e = results.attention(ckpt_e, source, target)
+        maps_e = tokens.shown_maps(results.attention(ckpt_e, source, target), ckpt_e)
         epoch_labels = labels_of_maps(maps_e)
         forget_if_not_offered("cmp_train_head", epoch_labels)
         train_label = st.selectbox("Head", epoch_labels, key="cmp_train_head",
@@ -107,7 +108,7 @@ def over_training(source: str, target) -> None:
 
 
 source, target = state.current_source(), state.current_target()
-maps = results.current_attention()
+maps = tokens.shown_maps(results.current_attention(), models.active_checkpoint())
 labels = labels_of_maps(maps)
 st.title("Compare heads")
 st.markdown("Put heads next to each other on one colour scale to see where they attend alike: "

@@ -21,8 +21,9 @@ KIND_NOTES = {PIECE: "", SPECIAL: "special", UNKNOWN: "unknown"}
 
 
 def show_ids(name, tok, ids, text, key):
-    """Figure and table of one side's ids; `text` is what they encode (None: model output)."""
-    pieces = tokens.text_pieces(tok, ids, text)
+    """Figure and table of one side's ids; `text` is what they encode (None: model output). The
+    pieces as the pages show them (a byte-level BPE's decoded), beside the vocabulary's own."""
+    pieces = tokens.shown(tok, tokens.text_pieces(tok, ids, text))
     specials = tokens.special_ids(tok)
     st.plotly_chart(pieces_fig(pieces, ids, specials, tok.unk_id, title=f"{name}: pieces and ids"),
                     key=f"tok_{key}_pieces")
@@ -89,7 +90,7 @@ st.caption(tokens.source_framing(src, config))
 if pre:
     spans = src.piece_spans(source)[:kept]
     shown = pre[:spans[-1][1]] if spans else pre
-    st.plotly_chart(piece_spans_fig(shown, spans, src.pieces(source)[:kept],
+    st.plotly_chart(piece_spans_fig(shown, spans, tokens.shown(src, src.pieces(source)[:kept]),
                                     src.encode(source)[:kept], src.unk_id), key="tok_spans")
 if cut:
     st.warning(f"The model reads at most {ckpt.source_len} source tokens ({read}): the pieces "
@@ -127,6 +128,7 @@ others = st.text_area("Other sentences in the batch, one per line", key="tok_bat
                       value="3/5/21\nthe 31st of December, 1999")
 batch = [source] + [line for line in others.splitlines() if line.strip()][:8]
 batch_ids = pad_ids([ckpt.encode_source(s) for s in batch], src.pad_id)
-st.plotly_chart(padded_batch_fig(batch_ids, [src.ids_to_pieces(r) for r in batch_ids], src.pad_id,
+batch_pieces = [tokens.shown(src, src.ids_to_pieces(r)) for r in batch_ids]
+st.plotly_chart(padded_batch_fig(batch_ids, batch_pieces, src.pad_id,
                                  [f"{b}: {short_label(s, 24)}" for b, s in enumerate(batch)]),
                 key="tok_batch_grid")

@@ -1,7 +1,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import choices, models, positions, results, state
+from explorer import choices, models, positions, results, state, tokens
 from figures.positional import (
     dot_similarity,
     encoder_input_fig,
@@ -73,7 +73,8 @@ def encoder_input(parts: dict) -> None:
     shared = st.checkbox("One colour scale for all three", value=True, key="pe_shared_scale")
     third = "LayerNorm(sum) = encoder input" if parts["normed"] is not None else None
     st.plotly_chart(encoder_input_fig(parts["token_part"], parts["position_part"], parts["total"],
-                                      parts["tokens"], shared_scale=shared,
+                                      tokens.shown(ckpt.source_tokenizer, parts["tokens"]),
+                                      shared_scale=shared,
                                       **({"total_name": third} if third else {})),
                     key="pe_encoder_input")
 

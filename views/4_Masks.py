@@ -4,7 +4,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import about, links, mask_captions, models, results, state
+from explorer import about, links, mask_captions, models, results, state, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import kind_picker, quoted
 from figures.common import plotly_text, short_label
@@ -98,6 +98,9 @@ typed = state.current_target()  # row 0's target: the typed one, as every page f
 first = typed if typed is not None else results.translation(ckpt, sources[0]).text
 translations = [first] + [d.text for d in others]
 batch = results.mask_batch(ckpt, sources, translations)
+batch = {**batch, **{f"{side}_tokens": [tokens.shown(tok, row) for row in batch[f"{side}_tokens"]]
+                     for side, tok in (("source", ckpt.source_tokenizer),
+                                       ("target", ckpt.target_tokenizer))}}  # the labels drawn
 B, N = batch["source_ids"].shape
 T = batch["target_ids"].shape[1]
 names = [f"row {b}{' (sidebar)' * (b == 0)}: {short_label(s, 30) or '(empty)'}"

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import links, results
+from explorer import links, models, results, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker, scroll_into_view
 from figures.attention import attention_heatmap_fig, model_view_cell, model_view_fig
@@ -29,8 +29,9 @@ st.markdown(
 
 
 @st.fragment
-def views(maps: dict) -> None:
+def views(maps: dict, ckpt) -> None:
     """Everything a kind, layer, head or scale change redraws: it reruns alone (a fragment)."""
+    shown = tokens.shown_maps(maps, ckpt)  # the labels drawn
     # A thumbnail click scrolls to the pickers, not to the map under them (issue 24): the
     # container holds both, and stops below Streamlit's fixed header.
     opened = st.container(key="attn_opened")
@@ -51,8 +52,8 @@ def views(maps: dict) -> None:
     head = c2.selectbox("Head", range(heads), key="attn_head")
     scale_label = c3.radio("Colour scale", list(SCALES), horizontal=True, key="attn_scale")
 
-    query_tokens = maps[ROWS[rows_label]] if decoder_side else maps["source_tokens"]
-    key_tokens = maps[kind.key_tokens]
+    query_tokens = shown[ROWS[rows_label]] if decoder_side else shown["source_tokens"]
+    key_tokens = shown[kind.key_tokens]
     matrix = weights[layer, head]
     title = f"{kind.label}, layer {layer}, head {head}"
     opened.plotly_chart(attention_heatmap_fig(
@@ -74,4 +75,4 @@ def views(maps: dict) -> None:
     links.follow_in_fragment()
 
 
-views(results.current_attention())
+views(results.current_attention(), models.active_checkpoint())

@@ -3,7 +3,7 @@ highlighted in the decoder and cross panels."""
 
 import streamlit as st
 
-from explorer import links, results
+from explorer import links, models, results, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
 from figures.attention import clicked_row, linked_view_fig, top_keys
@@ -28,12 +28,13 @@ st.markdown(
 
 
 @st.fragment
-def views(maps: dict) -> None:
+def views(maps: dict, ckpt) -> None:
     """The layer, head and target row pickers and what they show: rerun alone (a fragment)."""
     enc_layers, heads = maps["encoder"].shape[:2]
     dec_layers = maps["decoder"].shape[0]
-    source_tokens, target_tokens = maps["source_tokens"], maps["target_tokens"]
-    output_tokens = maps["output_tokens"]
+    shown = tokens.shown_maps(maps, ckpt)  # the labels drawn
+    source_tokens, target_tokens = shown["source_tokens"], shown["target_tokens"]
+    output_tokens = shown["output_tokens"]
     for key, size in (("link_layer", dec_layers), ("link_head", heads),
                       ("link_target", len(output_tokens))):
         reset_if_out_of_range(key, size)
@@ -66,10 +67,10 @@ def views(maps: dict) -> None:
 
     st.subheader("Export")
     kind = kind_picker("link_export", label="Matrix to export as CSV")
-    export_buttons(panels[kind.name], maps[kind.query_tokens], maps[kind.key_tokens],
+    export_buttons(panels[kind.name], shown[kind.query_tokens], shown[kind.key_tokens],
                    f"{kind.name}_layer{layers[kind.name]}_head{head}", maps,
                    key="link_export_buttons")
     links.follow_in_fragment()
 
 
-views(results.current_attention())
+views(results.current_attention(), models.active_checkpoint())

@@ -101,9 +101,10 @@ def views(attention: dict, ckpt) -> None:
     draw(flow[None], ("target", "source"), [f"cross layer {flow_layer} · encoder rollout"],
          f"flow_layer_{flow_layer}", "agg_flow",
          x_title="source token", y_title="target position")
-    st.caption(f"Rows are labelled by the decoder's input token (`{attention['target_tokens'][0]}` "
+    shown = tokens.shown_maps(attention, ckpt)
+    st.caption(f"Rows are labelled by the decoder's input token (`{shown['target_tokens'][0]}` "
                "first); row *t* predicts output token *t*: "
-               + " ".join(f"`{t}`" for t in attention["output_tokens"]))
+               + " ".join(f"`{t}`" for t in shown["output_tokens"]))
     links.follow_in_fragment()
 
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import links, models, results
+from explorer import links, models, results, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
 from figures.arithmetic import (
@@ -37,7 +37,9 @@ def views(maps: dict) -> None:
     n_layers, n_heads, n_queries, _ = maps[name].shape
     for key, size in (("arith_layer", n_layers), ("arith_head", n_heads), ("arith_query", n_queries)):
         reset_if_out_of_range(key, size)
-    query_tokens, key_tokens = maps[kind.query_tokens], maps[kind.key_tokens]
+    ckpt = models.active_checkpoint()
+    shown = tokens.shown_maps(maps, ckpt)  # the labels drawn
+    query_tokens, key_tokens = shown[kind.query_tokens], shown[kind.key_tokens]
     c1, c2, c3 = st.columns(3)
     layer = c1.selectbox("Layer", range(n_layers), key="arith_layer")
     head = c2.selectbox("Head", range(n_heads), key="arith_head", format_func=lambda h: f"head {h}")
@@ -46,7 +48,7 @@ def views(maps: dict) -> None:
 
     K, V = maps[f"{name}_k"][layer, head], maps[f"{name}_v"][layer, head]  # (k_len, d_k) each
     bias = maps.get(f"{name}_position_bias")  # T5's, (H, q_len, k_len): self-attention only
-    scale = models.active_checkpoint().config.attention_scale
+    scale = ckpt.config.attention_scale
     r = head_arithmetic(maps[f"{name}_q"][layer, head, query], K, V, maps[kind.mask][query],
                         blocked_score=BLOCKED_SCORE, scale=scale,
                         position_bias=None if bias is None else bias[head, query])
