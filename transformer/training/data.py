@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import functools
 import os
+import re
 from dataclasses import dataclass, field
 from typing import BinaryIO, Union
 
@@ -26,13 +27,19 @@ __all__ = [
     "FIRST_DAY",
     "LAST_DAY",
     "CorpusError",
+    "DateAlignment",
+    "ISO_DATE_PARTS",
+    "ISO_SEPARATORS",
     "ParallelCorpus",
     "NUM_VARIANTS",
     "PUNCTUATION",
     "add_stray_punctuation",
+    "date_alignment",
+    "date_alignment_examples",
     "date_examples",
     "date_pairs",
     "format_date",
+    "held_out_date_alignments",
     "held_out_date_examples",
     "ordinal_suffix",
     "read_parallel_tsv",
@@ -228,9 +235,10 @@ def _check_split(split: str, n: int) -> None:
         raise ValueError(f"n must be non-negative, got {n}")
 
 
-def _draw(rng, days: np.ndarray, formats) -> list[tuple[str, str, str]]:
-    """One (source, ISO target, format) per entry of ``formats``: day, case, variant and
-    punctuation drawn from ``rng`` (half the pairs keep their punctuation as rendered)."""
+def _draw_choices(rng, days: np.ndarray, formats) -> list[tuple[datetime.date, str, str, int, str]]:
+    """One (date, format, case, variant, punctuation) per entry of ``formats``: day, case,
+    variant and punctuation drawn from ``rng`` (half the pairs keep their punctuation as
+    rendered). _render renders them; date_alignment_examples records their gold alignments."""
     out = []
     for fmt in formats:
         while True:
@@ -240,9 +248,14 @@ def _draw(rng, days: np.ndarray, formats) -> list[tuple[str, str, str]]:
         case = CASES[rng.integers(len(CASES))]
         variant = int(rng.integers(NUM_VARIANTS))
         kind = "none" if rng.random() < 0.5 else PUNCTUATION[1 + rng.integers(len(PUNCTUATION) - 1)]
-        source = add_stray_punctuation(format_date(d, fmt, case, variant=variant), kind)
-        out.append((source, d.isoformat(), fmt))
+        out.append((d, fmt, case, variant, kind))
     return out
+
+
+def _render(choices) -> list[tuple[str, str, str]]:
+    """One (source, ISO target, format) per drawn choice (see _draw_choices)."""
+    return [(add_stray_punctuation(format_date(d, fmt, case, variant=variant), kind),
+             d.isoformat(), fmt) for d, fmt, case, variant, kind in choices]
 
 
 def date_examples(
@@ -257,14 +270,7 @@ def date_examples(
     Format, day (one after the 12th for DAY_AFTER_12_FORMATS), case, spelling variant and stray
     punctuation are each drawn uniformly.  The same arguments always give the same list.
     """
-    _check_split(split, n)
-    train, test = split_days(seed, held_out_fraction)
-    days = train if split == "train" else test
-    # A stream separate from split_days' own, and different per split, so the
-    # two splits are not sampled in lockstep.
-    rng = np.random.default_rng([seed, 1 if split == "train" else 2])
-    fmt_idx = rng.integers(len(DATE_FORMATS), size=n)
-    return _draw(rng, days, [DATE_FORMATS[i] for i in fmt_idx])
+    return _render(_example_choices(n, seed, split, held_out_fraction))
 
 
 def date_pairs(
@@ -287,10 +293,155 @@ def held_out_date_examples(
 ) -> list[tuple[str, str, str]]:
     """``per_format`` (source, ISO target, format name) triples of every format, drawn from the
     held-out days: the set that measures each format's accuracy."""
+    return _render(_held_out_choices(per_format, seed, held_out_fraction))
+
+
+def _example_choices(n: int, seed: int, split: str, held_out_fraction: float):
+    """What date_examples draws, before it is rendered (see _draw_choices)."""
+    _check_split(split, n)
+    train, test = split_days(seed, held_out_fraction)
+    days = train if split == "train" else test
+    # A stream separate from split_days' own, and different per split, so the
+    # two splits are not sampled in lockstep.
+    rng = np.random.default_rng([seed, 1 if split == "train" else 2])
+    fmt_idx = rng.integers(len(DATE_FORMATS), size=n)
+    return _draw_choices(rng, days, [DATE_FORMATS[i] for i in fmt_idx])
+
+
+def _held_out_choices(per_format: int, seed: int, held_out_fraction: float):
+    """What held_out_date_examples draws, before it is rendered (see _draw_choices)."""
     _check_split("test", per_format)
     days = split_days(seed, held_out_fraction)[1]
     rng = np.random.default_rng([seed, 3])
-    return _draw(rng, days, [fmt for fmt in DATE_FORMATS for _ in range(per_format)])
+    return _draw_choices(rng, days, [fmt for fmt in DATE_FORMATS for _ in range(per_format)])
+
+
+# --------------------------------------------------------------------------
+# Gold word alignments of the dates task
+# --------------------------------------------------------------------------
+#
+# The generator knows which source word writes each date part, so every drawn pair comes with
+# the alignment an annotator would give it (for scoring how well attention heads align: AER,
+# transformer.analysis.alignment). Pharaoh's conventions: links are (source word, target word)
+# pairs of 0-based indices, "sure" links and "possible" ones (possible includes sure).
+#
+# Source words: the source split at whitespace (str.split()), punctuation staying on its word
+# ("Friday," is one word): what the app's word merging gives for the bundled model's source
+# tokenizer (a word starts at each "▁").
+# Target words: the characters of the ISO date, "2021-03-05" -> 2 0 2 1 - 0 3 - 0 5 (indices
+# 0..9): the bundled model's target tokenizer writes one piece per character after a bare "▁",
+# so its pieces (special tokens and the bare "▁" left out) are these characters; the ISO date is
+# one whitespace word, which would leave nothing to align.
+#
+# Links, by what each source word writes (one word may write several parts: "05.03.2021"):
+#   sure      the year -> the year digits 0-3; the month (name, abbreviation or number) -> the
+#             month digits 5-6; the day (number, "5th", "fifth", both words of "twenty first")
+#             -> the day digits 8-9
+#   possible  the hyphen 4 -> the words writing the year or the month, the hyphen 7 -> those
+#             writing the month or the day (a separator belongs to the parts it separates);
+#             "the" (of "the 5th") -> the day digits; "of" (between day and month) -> the day
+#             and month digits
+#   none      the weekday: it follows from the date and writes no character of it (a head that
+#             looks at it while writing a digit is counted wrong)
+
+ISO_DATE_PARTS = {"year": (0, 1, 2, 3), "month": (5, 6), "day": (8, 9)}  # target characters
+ISO_SEPARATORS = {4: ("year", "month"), 7: ("month", "day")}  # the hyphens: what they separate
+_FIELD_PARTS = {"d": "day", "dd": "day", "dth": "day", "nth": "day", "m": "month", "mm": "month",
+                "month": "month", "mon": "month", "y": "year", "weekday": "weekday",
+                "wkd": "weekday"}
+_FUNCTION_WORD_PARTS = {"the": ("day",), "of": ("day", "month")}  # possible links only
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+@dataclass(frozen=True)
+class DateAlignment:
+    """A drawn date pair with its gold word alignment (see the section's comment above).
+
+    sure and possible: frozensets of (source word index, target word index); possible includes
+    sure. source_parts[j]: the date parts source word j writes ("year", "month", "day",
+    "weekday", "the", "of")."""
+
+    source: str
+    target: str  # the ISO date
+    fmt: str
+    source_words: tuple[str, ...]
+    target_words: tuple[str, ...]  # the ISO date's characters
+    source_parts: tuple[tuple[str, ...], ...]
+    sure: frozenset[tuple[int, int]]
+    possible: frozenset[tuple[int, int]]
+
+    def pharaoh(self) -> str:
+        """The alignment as one line of Pharaoh text: "j-i" sure, "j?i" possible only."""
+        links = [(j, i, "-") for j, i in self.sure]
+        links += [(j, i, "?") for j, i in self.possible - self.sure]
+        return " ".join(f"{j}{mark}{i}" for j, i, mark in sorted(links))
+
+
+def _template_word_parts(fmt: str) -> list[tuple[str, ...]]:
+    """The date parts each space-separated word of fmt's template writes."""
+    parts = []
+    for word in _TEMPLATES[fmt].split(" "):
+        fields = _FIELD.findall(word)
+        parts.append(tuple(dict.fromkeys(_FIELD_PARTS[f] for f in fields)) if fields
+                     else (word,))  # a literal word: "the" or "of"
+    return parts
+
+
+def date_alignment(d: datetime.date, fmt: str, case: str = "title", *, variant: int = 0,
+                   punctuation: str = "none") -> DateAlignment:
+    """The source add_stray_punctuation(format_date(d, fmt, case, variant=variant),
+    punctuation), its ISO target and their gold word alignment (see DateAlignment).
+
+    Only a spelled ordinal may render as two words ("twenty first", by the variant): both write
+    the day. Case and stray punctuation never move a word boundary."""
+    source = add_stray_punctuation(format_date(d, fmt, case, variant=variant), punctuation)
+    rendered = format_date(d, fmt, case, variant=variant).split(" ")
+    source_parts: list[tuple[str, ...]] = []
+    for template_word, parts in zip(_TEMPLATES[fmt].split(" "), _template_word_parts(fmt)):
+        extra = len(rendered) - len(_TEMPLATES[fmt].split(" ")) if "{nth}" in template_word else 0
+        source_parts.extend([parts] * (1 + extra))
+    source_words = tuple(source.split())
+    if len(source_words) != len(source_parts):  # a template or punctuation this code misreads
+        raise AssertionError(f"{source!r} has {len(source_words)} words but format {fmt!r} "
+                             f"gives parts for {len(source_parts)}")
+    target = d.isoformat()
+    sure, possible = set(), set()
+    for j, parts in enumerate(source_parts):
+        for part in parts:
+            sure.update((j, i) for i in ISO_DATE_PARTS.get(part, ()))
+            for linked in _FUNCTION_WORD_PARTS.get(part, ()):
+                possible.update((j, i) for i in ISO_DATE_PARTS[linked])
+        for i, sides in ISO_SEPARATORS.items():
+            if set(parts) & set(sides):
+                possible.add((j, i))
+    return DateAlignment(source=source, target=target, fmt=fmt, source_words=source_words,
+                         target_words=tuple(target), source_parts=tuple(source_parts),
+                         sure=frozenset(sure), possible=frozenset(possible | sure))
+
+
+def date_alignment_examples(
+    n: int,
+    *,
+    seed: int = 0,
+    split: str = "train",
+    held_out_fraction: float = 0.05,
+) -> list[DateAlignment]:
+    """date_examples(n, ...) with their gold alignments: the same draws, so entry k's source,
+    target and format are date_examples(n, ...)[k]'s."""
+    return [date_alignment(d, fmt, case, variant=variant, punctuation=kind)
+            for d, fmt, case, variant, kind in _example_choices(n, seed, split, held_out_fraction)]
+
+
+def held_out_date_alignments(
+    per_format: int,
+    *,
+    seed: int = 0,
+    held_out_fraction: float = 0.05,
+) -> list[DateAlignment]:
+    """held_out_date_examples(per_format, ...) with their gold alignments (the same draws)."""
+    return [date_alignment(d, fmt, case, variant=variant, punctuation=kind)
+            for d, fmt, case, variant, kind in _held_out_choices(per_format, seed,
+                                                                 held_out_fraction)]
 
 
 # --------------------------------------------------------------------------
