@@ -105,7 +105,7 @@ def _sentence(ckpt) -> None:
     else:
         st.session_state[state.TARGET_STARTED] = False
         if result is not None:
-            _say_if_unsure(result)
+            _say_if_unsure(result, stepping.forced_steps(state.search_settings(ckpt), result))
 
 
 def _search(ckpt) -> None:
@@ -126,21 +126,24 @@ def _search(ckpt) -> None:
         st.caption(note)
 
 
-def weakest_step(result) -> tuple[int, float] | None:
+def weakest_step(result, forced=()) -> tuple[int, float] | None:
     """(step, probability) of the translation's least probable chosen token when it is below
-    UNSURE_BELOW, else None."""
-    if not result.steps:
+    UNSURE_BELOW, else None. forced: steps whose token the generation config forced (the model
+    did not choose them, so they say nothing of its doubt)."""
+    chosen = [t for t in range(len(result.steps)) if t not in forced]
+    if not chosen:
         return None
-    probs = np.exp([step.log_prob for step in result.steps])
-    t = int(np.argmin(probs))
-    return (t, float(probs[t])) if probs[t] < UNSURE_BELOW else None
+    probs = np.exp([result.steps[t].log_prob for t in chosen])
+    i = int(np.argmin(probs))
+    return (chosen[i], float(probs[i])) if probs[i] < UNSURE_BELOW else None
 
 
-def _say_if_unsure(result) -> None:
-    """The translation shown as it is, with a word when the model was unsure of a token, and a
-    button to that step of the Decoding page."""
+def _say_if_unsure(result, forced) -> None:
+    """The translation shown as it is, with a word when the model was unsure of a token it
+    chose (not one its generation config forced), and a button to that step of the Decoding
+    page."""
     st.caption(f"Translation: **{result.text or '(empty)'}**")
-    weakest = weakest_step(result)
+    weakest = weakest_step(result, forced)
     if weakest is None:
         return
     t, p = weakest

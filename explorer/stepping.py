@@ -59,9 +59,29 @@ def say_why_stopped(container, ckpt, run) -> None:
                           f"{'those tokens' if n != 1 else 'that token'}.")
 
 
-def step_caption(t: int, step, forced: bool) -> str:
-    """What happened at step t: the token chosen (or forced) and its probability."""
+def forced_steps(settings, run) -> set[int]:
+    """The steps of a search whose token the generation config forced, not the model (its
+    forced_bos_token_id at step 0, forced_eos_token_id at the last step max_length allows);
+    none without settings (None: greedy decoding, which forces nothing)."""
+    if settings is None:
+        return set()
+    steps = set()
+    if settings.forced_bos_token_id is not None and run.token_ids:
+        steps.add(0)
+    last = settings.max_new_tokens - 1
+    if (settings.forced_eos_token_id and len(run.token_ids) == settings.max_new_tokens
+            and run.token_ids[last] in settings.forced_eos_token_id):
+        steps.add(last)
+    return steps
+
+
+def step_caption(t: int, step, forced: bool, by_config: bool = False) -> str:
+    """What happened at step t: the token chosen (or forced) and its probability.
+    by_config: the generation config forced this step's token (forced_steps)."""
     p = float(np.exp(step.log_prob))
+    if by_config:
+        return (f"Step {t}: the model's generation config forces {step.token!r} here (orange, "
+                f"id {step.token_id}); the model itself gives it p = {probability_text(p)}.")
     if not forced:
         return (f"Step {t}: from the prefix (grey) the decoder chose {step.token!r} (orange, id "
                 f"{step.token_id}, p = {probability_text(p)}).")

@@ -89,7 +89,10 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
     step, chosen_p = steps[t], float(np.exp(steps[t].log_prob))
     prefix = ckpt.target_tokenizer.ids_to_pieces([cfg.start_id] + result.token_ids[:t])
     st.markdown(figs.tokens_html(prefix + [step.token], [len(prefix)]), unsafe_allow_html=True)
-    st.caption(stepping.step_caption(t, step, forced))
+    by_config = not forced and t in stepping.forced_steps(
+        state.search_settings(ckpt) if st.session_state.get("dec_search") != OPTIONS_SEARCH
+        else None, result)
+    st.caption(stepping.step_caption(t, step, forced, by_config))
     c1, c2, c3 = st.columns(3)
     layer = c1.selectbox("Layer", range(cfg.num_decoder_layers), key="dec_layer")
     all_heads = c3.toggle("All heads of the layer", key="dec_all_heads")

@@ -104,3 +104,37 @@ def test_upload_the_from_scratch_notebooks_checkpoint_folder_and_translate_as_it
         assert " ".join(["[start]", _translation_shown(page), "[end]"]) == theirs, sentence
     page.screenshot(path=str(shots / "Import-from-scratch.png"), full_page=True)
     assert not errors, errors
+
+
+def test_upload_a_bart_folder_and_translate_as_its_generation_config(server, browser):  # noqa: F811
+    """A Hugging Face folder (tests/fixtures/bart: 4 beams, no repeated 3-gram, <s> forced)
+    dropped on the uploader opens as it is; the translation shown is transformers' beam
+    search's (recorded.npz), the sidebar says so, and Greedy gives transformers' greedy one."""
+    import numpy as np
+
+    from transformer import load_checkpoint
+
+    folder = ROOT / "tests" / "fixtures" / "bart"
+    recorded = np.load(folder / "recorded.npz")
+    bart = load_checkpoint(folder)
+    page, sidebar, errors = _upload_on_home(server, browser, sorted(folder.iterdir()))
+    main(page).get_by_text("opened", exact=False).first.wait_for(timeout=300_000)
+    wait_for_app(page)
+    _set_sentence(page, str(recorded["sentences"][0]))
+    beam = bart.target_tokenizer.decode([int(i) for i in recorded["s0_beam_ids"]])
+    greedy = bart.target_tokenizer.decode([int(i) for i in recorded["s0_greedy_ids"]])
+    assert beam != greedy
+    assert _translation_shown(page) == beam
+    sidebar.get_by_text("In force: beam search of width 4", exact=False).wait_for()
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / "Import-bart-beam.png"), full_page=True)
+    sidebar.get_by_text("Greedy", exact=True).click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    sidebar.get_by_text("In force: greedy search", exact=False).wait_for()
+    assert _translation_shown(page) == greedy
+    assert "search=greedy" in page.url
+    page.screenshot(path=str(shots / "Import-bart-greedy.png"), full_page=True)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert not errors, errors

@@ -66,6 +66,9 @@ def test_the_sidebar_translation_is_transformers_beam_search_and_says_so(app, ba
     beam = recorded["s0_beam_ids"]
     assert _translation(at) == (_text(bart, beam) or "(empty)")
     assert list(beam) != list(recorded["s0_greedy_ids"])  # the two searches differ here
+    # <s> is forced at step 0 (the model gives it p ~ 0): not a doubt of the model's
+    assert beam[0] == 0 and bart.generate(str(recorded["sentences"][0])).steps[0].log_prob < -2
+    assert not [w.value for w in at.sidebar.warning if "at step 0 " in w.value]
 
 
 def test_the_pages_show_the_searched_translation_and_its_beam(app, bart, recorded):
@@ -77,6 +80,8 @@ def test_the_pages_show_the_searched_translation_and_its_beam(app, bart, recorde
     step = at.select_slider(key="dec_step")
     assert list(step.options) == [
         f"{i}: {piece}" for i, piece in enumerate(bart.target_tokenizer.ids_to_pieces(beam))]
+    assert any(c.value.startswith("Step 0: the model's generation config forces '<s>' here")
+               for c in at.caption)
     beam_now, table = (d.value for d in at.dataframe)  # the beam after the step, the n-best
     assert table.iloc[0, -1] == pytest.approx(float(recorded["s0_beam_score"]), abs=1e-4)
     assert any("as transformers scores a finished hypothesis" in m.value for m in at.markdown)
