@@ -14,7 +14,9 @@ Each is a mutation of a valid file of its format:
            skipped, its reason printed (HF_SKIPPED)
 
 A case file holds the files of one upload as the browser sends them (in a stored ZIP that only
-load_upload reads); load_upload takes them through the uploader's own path (explorer.uploads).
+load_upload reads); load_upload takes them through the uploader's own path (explorer.uploads):
+the Keras recipes' files converted, every Hugging Face family's (Marian's included) opened as
+they are, mapped on load, as the app opens them (no conversion).
 Crafted cases (CRAFTED, named by format prefix) cover the known dangers; GENERATORS make seeded
 random ones ("<format>-s<seed>-<i>"). Importing this module registers both with fuzz_cases
 (OTHER_CRAFTED, OTHER_FORMAT_GENERATORS), which imports it last.
@@ -69,20 +71,25 @@ def upload_files(path) -> dict[str, bytes]:
 
 
 def load_upload(path):
-    """What the sidebar does with uploaded files (explorer.models.accept_upload, then
-    run_requested_import): read_upload (unzip, detect the recipe), the import form's default
-    answers (explorer.models.import_choices; TYPED_HEADS when it asks for heads), convert (which
-    loads the converted checkpoint once), then load_checkpoint of its bytes as the app loads it."""
+    """What the sidebar does with uploaded files (explorer.models: accept_upload, then
+    run_requested_import): read_upload (unzip, detect the recipe), the import form's answers
+    (explorer.models.import_choices with its defaults; TYPED_HEADS when it asks for heads; a
+    Hugging Face family, Marian included, asks nothing: Choices(recipe)), check_choices, then
+    either the files opened as they are (a family that opens_as_is: transformer.load_checkpoint
+    of {file name: bytes}, mapped on load, as explorer.models._load opens them) or convert's
+    checkpoint bytes (the Keras recipes) loaded as the app loads them."""
     from explorer import uploads
-    from transformer.inference.session import load_checkpoint
+    from transformer import load_checkpoint
 
     upload = uploads.read_upload(upload_files(path))
-    if upload.recipe == "marian":
-        choices = uploads.Choices("marian")
-    else:
-        source, target = upload.vocabularies
-        choices = uploads.Choices(upload.recipe or uploads.WEIGHT_RECIPES[0],
-                                  TYPED_HEADS if upload.needs_heads else None, source, target)
+    recipe = upload.recipe or uploads.WEIGHT_RECIPES[0]
+    if uploads.opens_as_is(recipe):
+        choices = uploads.Choices(recipe)
+        uploads.check_choices(upload, choices)
+        return load_checkpoint(dict(upload.files))
+    source, target = upload.vocabularies
+    choices = uploads.Choices(recipe, TYPED_HEADS if upload.needs_heads else None, source, target)
+    uploads.check_choices(upload, choices)
     return load_checkpoint(uploads.convert(upload, choices))
 
 
@@ -2254,24 +2261,10 @@ def hf_upload(files: dict[str, bytes], zipped: bool = False) -> bytes:
 
 
 def load_hf_upload(path):
-    """What the sidebar does with a Hugging Face model's files (explorer.models: accept_upload,
-    then run_requested_import): read_upload (unzip, the family from config.json), the import
-    form's answers (a family asks nothing: Choices(recipe)), check_choices, then the files opened
-    as they are (transformer.load_checkpoint of {file name: bytes}, mapped on load). Files the
-    uploader takes for another recipe go the Keras way (load_upload). Before the uploader knew
-    the families (no explorer.uploads.opens_as_is), the registry opens the files directly."""
-    from explorer import uploads
-    from transformer.importers import load_checkpoint
-
-    files = upload_files(path)
-    if not hasattr(uploads, "opens_as_is"):
-        return load_checkpoint(files)
-    upload = uploads.read_upload(files)
-    if not uploads.opens_as_is(upload.recipe):
-        return load_upload(path)
-    choices = uploads.Choices(upload.recipe)
-    uploads.check_choices(upload, choices)
-    return load_checkpoint(dict(upload.files))
+    """A Hugging Face family's upload (Marian's too), opened as the app opens it: load_upload
+    (read_upload, Choices(recipe), check_choices, the files opened as they are). Its own name
+    only for its imports and time limit (fuzz_cases.LOADER_IMPORTS, LOAD_SECONDS)."""
+    return load_upload(path)
 
 
 def _first_key(value: dict, keys: tuple) -> str:
@@ -2829,6 +2822,8 @@ GENERATORS = [("h5", random_h5), ("keras", random_keras), ("tf", random_tf),
               ("marian", random_marian)]
 fuzz_cases.OTHER_CRAFTED.extend((name, make, HF_LOADER if name in HF_CRAFTED_NAMES
                                   else UPLOAD_LOADER) for name, make in CRAFTED)
+# Marian's cases keep UPLOAD_LOADER's name (tests/checkpoint/test_fuzz.py asks for it): the same
+# path as HF_LOADER's (load_upload opens every family's files as they are, as the app does).
 fuzz_cases.OTHER_FORMAT_GENERATORS.extend((name, make, UPLOAD_LOADER) for name, make in GENERATORS)
 fuzz_cases.OTHER_FORMAT_GENERATORS.extend((fmt, random_hf(fmt), HF_LOADER) for fmt in HF_AVAILABLE)
 fuzz_cases.OTHER_CRAFTED.extend((name, make, SPECIAL_LOADER) for name, make in SPECIAL_CRAFTED)
@@ -2836,7 +2831,9 @@ fuzz_cases.LOAD_SECONDS[UPLOAD_LOADER] = LOAD_SECONDS
 fuzz_cases.LOAD_SECONDS[SPECIAL_LOADER] = LOAD_SECONDS
 fuzz_cases.LOADER_IMPORTS[SPECIAL_LOADER] = ("transformer.importers", "transformer.importers.cli",
                                              "h5py", "safetensors.numpy")
-fuzz_cases.LOADER_IMPORTS[UPLOAD_LOADER] = ("explorer.uploads", "transformer.importers.keras_seq2seq",
+fuzz_cases.LOADER_IMPORTS[UPLOAD_LOADER] = ("explorer.uploads", "transformer.importers",
+                                            "transformer.inference.generation_config",
+                                            "transformer.importers.keras_seq2seq",
                                             "transformer.importers.tf_tutorial",
                                             "transformer.importers.marian", "h5py", "safetensors.numpy")
 fuzz_cases.LOAD_SECONDS[HF_LOADER] = LOAD_SECONDS
@@ -2845,5 +2842,5 @@ fuzz_cases.FORMAT_LABELS.update({"bart": "BART", "t5": "T5", "t5v11": "T5 v1.1",
 fuzz_cases.LOADER_IMPORTS[HF_LOADER] = tuple(
     ["explorer.uploads", "transformer.importers", "transformer.inference.generation_config",
      "safetensors.numpy"]
-    + [f"transformer.importers.{m}" for m in sorted({m for _, m in HF_FORMATS.values()})
+    + [f"transformer.importers.{m}" for m in sorted({"marian"} | {m for _, m in HF_FORMATS.values()})
        if (ROOT / "transformer" / "importers" / f"{m}.py").is_file()])
