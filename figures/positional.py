@@ -1,5 +1,6 @@
 """Positional encodings: the (position, dimension) matrix, single dimensions as waves,
-position-to-position similarity and the encoder's input (token part + position part = sum).
+position-to-position similarity, the encoder's input (token part + position part = sum), and a
+relative position bias (T5's) by the key's offset from the query.
 
 Token axes put cells at positions, ticked with the tokens as they are (figures.common.token_axis).
 """
@@ -24,8 +25,9 @@ from .common import (
     unvalidated_figure,
 )
 
-__all__ = ["dot_similarity", "encoder_input_fig", "offset_fig", "positional_heatmap_fig",
-           "similarity_fig", "sinusoids_fig", "value_scale"]
+__all__ = ["bias_by_offset", "dot_similarity", "encoder_input_fig", "offset_fig",
+           "positional_heatmap_fig", "relative_bias_fig", "similarity_fig", "sinusoids_fig",
+           "value_scale"]
 
 _MARGIN = dict(l=10, r=10, t=50, b=10)
 
@@ -61,6 +63,38 @@ def sinusoids_fig(pe, dims, title: str | None = None) -> go.Figure:
     fig.update_xaxes(title="position")
     fig.update_yaxes(title="value")
     fig.update_layout(title=title or "Chosen dimensions over position", height=360, margin=_MARGIN)
+    return readable(fig)
+
+
+def bias_by_offset(bias, causal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets, values (heads, offsets)) of a relative position bias (heads, q, k) added to the
+    scores: value[h, o] is the mean of bias[h, i, i + o] over the pairs at offset o = key − query
+    (T5's bias depends on the offset alone, so each mean is that one number). causal: offsets
+    up to 0 only (a decoder's later keys are masked)."""
+    bias = np.asarray(bias, dtype=float)
+    if bias.ndim != 3:
+        raise ValueError(f"bias must be (heads, queries, keys), got shape {bias.shape}")
+    _, q, k = bias.shape
+    offsets = np.arange(-(q - 1), (0 if causal else k - 1) + 1) if q and k else np.arange(0)
+    values = np.stack([np.diagonal(bias, offset=int(o), axis1=1, axis2=2).mean(-1)
+                       for o in offsets], axis=-1) if len(offsets) else bias[:, :0, 0]
+    return offsets, values
+
+
+def relative_bias_fig(bias, causal: bool = False, title: str | None = None) -> go.Figure:
+    """A relative position bias (heads, q, k) by offset (bias_by_offset): one line per head,
+    key − query across, the number added to the score down."""
+    offsets, values = bias_by_offset(bias, causal)
+    fig = go.Figure()
+    for head, row in enumerate(values):
+        fig.add_trace(go.Scatter(
+            x=offsets, y=row, mode="lines+markers", name=f"head {head}", marker=dict(size=4),
+            hovertemplate=f"head {head}<br>key − query %{{x}}<br>bias %{{y:.4f}}<extra></extra>"))
+    fig.add_vline(x=0, line=dict(color="#9ca3af", width=1, dash="dot"))
+    fig.update_xaxes(title="key position − query position")
+    fig.update_yaxes(title="added to the score")
+    fig.update_layout(title=title or "Relative position bias by offset", height=380,
+                      margin=_MARGIN)
     return readable(fig)
 
 

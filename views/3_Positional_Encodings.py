@@ -7,6 +7,7 @@ from figures.positional import (
     encoder_input_fig,
     offset_fig,
     positional_heatmap_fig,
+    relative_bias_fig,
     similarity_fig,
     sinusoids_fig,
 )
@@ -79,22 +80,14 @@ def encoder_input(parts: dict) -> None:
                     key="pe_encoder_input")
 
 
-ckpt = models.active_checkpoint()
-config = ckpt.config
-st.title("Positional encodings")
-learned, absolute = config.positional == "learned", config.positional != "none"
-layout = positions.layout(config)
-st.markdown(f"This model adds **{config.positional}** position codes to its token embeddings "
-            f"(d_model = {config.d_model}, max_len = {config.max_len})." if absolute else
-            positions.NO_POSITIONS)
-
-st.header("The sinusoidal encoding")
-sinusoids(ckpt, absolute and not learned, layout)
-
-st.header("Learned position embeddings")
-shown = min(config.max_len, DEFAULT_SHOWN)
-if learned:
+def learned_table(ckpt) -> None:
+    """The model's learned position table (the rows it reads, and where they start in the
+    original's), its position similarities beside the sinusoids'."""
+    shown = min(config.max_len, DEFAULT_SHOWN)
     codes = results.position_codes(ckpt)[:shown]
+    note = positions.learned_offset_note(ckpt.metadata.get("recipe"), config)
+    if note:
+        st.caption(note)
     if shown < config.max_len:
         st.caption(f"The first {shown} of its {config.max_len:,} positions (as many as a typed "
                    "text may fill).")
@@ -107,11 +100,49 @@ if learned:
     right.plotly_chart(similarity_fig(dot_similarity(positional_encoding(shown, config.d_model)),
                                       labels, "Sinusoidal: dot products"),
                        key="pe_sinusoidal_similarity")
-else:
+
+
+def relative_bias() -> None:
+    """T5's relative position bias of each stack for the sentence, by offset."""
+    maps = results.current_attention(details=True)
+    for stack, causal in (("encoder", False), ("decoder", True)):
+        bias = maps.get(f"{stack}_position_bias")  # (heads, q, k)
+        if bias is None:
+            continue
+        where = "key − query from −(n − 1) to n − 1" if not causal else "earlier keys only"
+        st.plotly_chart(relative_bias_fig(bias, causal, f"The {stack}'s relative position bias "
+                                                        f"({where})"),
+                        key=f"pe_{stack}_bias")
+    st.caption("Distances share buckets: each nearby offset has its own, farther ones share "
+               "buckets that widen logarithmically, and every offset beyond the largest distance "
+               "falls in the last bucket (flat ends). The decoder's bias looks back only.")
+
+
+ckpt = models.active_checkpoint()
+config = ckpt.config
+st.title("Positional encodings")
+used = positions.kind(config)
+layout = positions.layout(config)
+st.markdown(f"This model adds **{config.positional}** position codes to its token embeddings "
+            f"(d_model = {config.d_model}, max_len = {config.max_len})." if used != "none" else
+            positions.NO_POSITIONS)
+
+if used == "sinusoidal":
+    st.header("The sinusoidal encoding")
+    sinusoids(ckpt, True, layout)
     st.info(f"This model uses fixed sinusoids (config.positional = {config.positional!r}): it "
             "has no learned position matrix. A model trained with `--positional learned` shows "
-            "its matrix and its similarities here, beside the sinusoidal ones." if absolute else
-            "This model has no position matrix, learned or fixed.")
+            "its matrix and its similarities on this page instead.")
+elif used == "learned":
+    st.header("Learned position embeddings")
+    learned_table(ckpt)
+else:
+    st.header("Relative position bias")
+    relative_bias()
+    st.info("This model has no position matrix, learned or fixed.")
+if used != "sinusoidal":
+    with st.expander("The paper's sinusoids, for comparison: this model does not use them"):
+        sinusoids(ckpt, False, layout)
 
 st.header("Encoder input for the sentence")
 parts = results.encoder_input(ckpt, state.current_source())
