@@ -208,7 +208,7 @@ def test_aligned_pairs_check_each_index_against_its_sentence():
     ("0-0\n0-0\n0-0\n", PAIRS, "the alignments have 3 sentences but there are 2"),
     ("0-0\n1-0\n", PAIRS, "sentence 2: link 1-0 names source word 1, but the source 'oui' has "
      "1 words (counted from 0)"),
-    ("0-0 2?3\n0-0\n", PAIRS, "sentence 1: link 2-3 names target word 3, but the target 'the "
+    ("0-0 2?3\n0-0\n", PAIRS, "sentence 1: link 2?3 names target word 3, but the target 'the "
      "black cat' has 3 words (counted from 0)"),
 ])
 def test_aligned_pairs_refuse_what_does_not_fit(text, pairs, sentence):

@@ -254,7 +254,7 @@ def aligned_pairs(alignments: str | bytes | Sequence[GoldAlignment],
     """Gold alignments (Pharaoh text, see parse_pharaoh, or parsed) paired with their sentence
     pairs (source, target), line k with pair k, e.g. the pairs of a TSV corpus read with
     transformer.training.data.read_parallel_tsv(strict=True) (which skips blank lines: refuse a
-    corpus with num_blank > 0, or the lines would shift) or zip(sources, targets).
+    corpus with num_blank > 0, or the lines would shift) or list(zip(sources, targets)).
 
     Refused (AlignmentError): a different number of sentences and pairs, more than
     MAX_ALIGNMENT_SENTENCES pairs, a link to a word the sentence does not have (indices count
@@ -278,7 +278,8 @@ def aligned_pairs(alignments: str | bytes | Sequence[GoldAlignment],
             largest = max((link[position] for link in aligned.possible), default=-1)
             if largest >= len(words):
                 j, i = max(aligned.possible, key=lambda link: link[position])
-                raise AlignmentError(f"sentence {number}: link {j}-{i} names {side} word "
+                mark = "-" if (j, i) in aligned.sure else "?"
+                raise AlignmentError(f"sentence {number}: link {j}{mark}{i} names {side} word "
                                      f"{largest}, but the {side} {_shown(text)} has "
                                      f"{len(words)} words (counted from 0)")
         out.append(aligned)

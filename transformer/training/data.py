@@ -3,7 +3,9 @@
 The dates task maps a calendar date written in one of several human formats
 (e.g. "Friday, March 5, 2021") to its ISO 8601 form ("2021-03-05").  Calendar
 days are split into disjoint train and held-out sets, so a held-out date is
-never seen in training in any format.
+never seen in training in any format.  Every drawn pair can also come with its gold word
+alignment (date_alignment_examples: which source word writes the year, the month and the day
+of the ISO date), for scoring how well attention heads align (transformer.analysis.alignment).
 
 The corpus reader loads Tatoeba-style exports (``source<TAB>target[<TAB>...]``)
 and reports every line it could not use instead of silently dropping it.
