@@ -6,6 +6,7 @@ simplified for a view: special tokens hidden, pieces merged into words by each s
 from __future__ import annotations
 
 from transformer.analysis.flow import SPECIAL_TOKENS, has_word_boundaries, simplify_tokens
+from transformer.analysis.head_stats import SINK_TOKENS
 from transformer.tokenizers.display import is_byte_level, shown_pieces
 from transformer.tokenizers.word import STANDARDIZATIONS
 
@@ -121,6 +122,39 @@ def decoder_start(tok, config) -> str:
     if config.start_id == config.pad_id:
         return text + ", the padding token: this model has no start token of its own)"
     return text + ")"
+
+
+def same_vocabulary(a, b) -> bool:
+    """Whether two checkpoints read and write the same pieces: each side's tokenizer the same
+    (its spec and its model bytes), so one text gives both the same tokens."""
+    return all(x.spec() == y.spec() and x.model_bytes == y.model_bytes
+               for x, y in ((a.source_tokenizer, b.source_tokenizer),
+                            (a.target_tokenizer, b.target_tokenizer)))
+
+
+def sinks_sentence(tokenizers, counted=SINK_TOKENS) -> str:
+    """What the attention-sink statistic counts for this model, from its tokenizers' own
+    special pieces (start, end, pad, language codes: special_ids): the statistic counts the
+    pieces named `counted` (transformer.analysis.head_stats.SINK_TOKENS); the model's others
+    are said not to be counted."""
+    own = list(dict.fromkeys(tok.id_to_piece(i) for tok in tokenizers for i in special_ids(tok)))
+    hit = [p for p in own if p in counted]
+    missed = [p for p in own if p not in counted]
+    sentence = "**Attention sinks**: the weight on "
+    if hit:
+        sentence += f"this model's special tokens {_listed(hit)}"
+        if missed:
+            sentence += (f"; its {_listed(missed)} {'is' if len(missed) == 1 else 'are'} not "
+                         f"counted (the statistic counts {_listed(counted)} by name)")
+        return sentence + "."
+    return (sentence + f"{_listed(counted)}, which this model does not use: its special tokens "
+            f"{_listed(missed) if missed else '(none)'} are not counted, so the statistic is 0.")
+
+
+def _listed(pieces) -> str:
+    """`a`, `b` and `c` (an empty piece, a word-level vocabulary's padding: "the empty piece")."""
+    quoted = [f"`{p}`" if p else "the empty piece" for p in pieces]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
 def special_pieces(*tokenizers) -> tuple[str, ...]:

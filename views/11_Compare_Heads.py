@@ -49,18 +49,47 @@ def side_by_side(maps: dict, labels: list[str]) -> None:
                    "maps have different shapes.")
 
 
+def partner(active: str) -> str | None:
+    """Another model to compare the active one with, of the same vocabulary (tokens.same_vocabulary:
+    the maps then line up cell by cell): another checkpoint of its training run, else another
+    upload, else the bundled default; None when none reads its vocabulary. Only these are
+    opened to be compared (bundled checkpoints of one run share their tokenizers)."""
+    run = list(models.training_checkpoints(active).values())
+    uploads = [c for c in models.model_choices() if c.startswith(f"{state.UPLOADED}:")]
+    candidates = dict.fromkeys([*run, *uploads, state.default_model_choice()])
+    ckpt = models.checkpoint_for(active)
+    return next((c for c in candidates if c != active
+                 and tokens.same_vocabulary(ckpt, models.checkpoint_for(c))), None)
+
+
 @st.fragment
 def two_checkpoints(source: str, target) -> None:
-    """One head in two checkpoints: its pickers rerun this part alone (a fragment)."""
+    """One head in two checkpoints: its pickers rerun this part alone (a fragment). A is the
+    active model and B, at first, another of its vocabulary (partner); both start over when the
+    active model changes."""
     st.header("The same head in two checkpoints")
     choices = models.model_choices()
-    run = list(models.training_checkpoints(state.default_model_choice()).values())
     ids = list(choices)
+    active = state.model_choice() if state.model_choice() in choices else state.default_model_choice()
+    if st.session_state.get("cmp_ckpt_active") != active:  # another model: its own defaults
+        st.session_state["cmp_ckpt_active"] = active
+        for key in ("cmp_ckpt_a", "cmp_ckpt_b"):
+            st.session_state.pop(key, None)
+    for key in ("cmp_ckpt_a", "cmp_ckpt_b"):
+        forget_if_not_offered(key, ids)
+    other = partner(active)
+    if other is None:
+        st.info(f"No other model here reads the vocabulary of {choices[active]}. This view "
+                "compares one head cell by cell, so both checkpoints must cut the sentence into "
+                "the same tokens: two checkpoints of one model (its training epochs, or a copy "
+                "trained further) with the same tokenizers. Upload another checkpoint of this "
+                "model to compare it here; two models of different vocabularies are shown side "
+                "by side, without a difference map.")
     c1, c2 = st.columns(2)
     choice_a = c1.selectbox("Checkpoint A", ids, format_func=choices.get, key="cmp_ckpt_a",
-                            index=first_index(ids, run[0]) if run else 0)
+                            index=first_index(ids, active))
     choice_b = c2.selectbox("Checkpoint B", ids, format_func=choices.get, key="cmp_ckpt_b",
-                            index=first_index(ids, state.default_model_choice()))
+                            index=first_index(ids, other or active))
     ckpt_a, ckpt_b = models.checkpoint_for(choice_a), models.checkpoint_for(choice_b)
     text = target if target is not None else results.translation(ckpt_a, source).text
     maps_a = tokens.shown_maps(results.attention(ckpt_a, source, text), ckpt_a)

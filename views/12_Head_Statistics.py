@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import links, models, results, state
+from explorer import links, models, results, state, tokens
 from explorer.widgets import export_buttons, kind_picker
 from figures.head_stats import similarity_matrix_fig, stat_heatmap_fig
 from transformer.analysis.head_stats import CROSS_ONLY, SHARES, STATISTICS, cluster_order, statistics_table
@@ -26,7 +26,7 @@ with st.expander("What the statistics mean"):
         "is the target position and j the source position, compared as plain indices.\n"
         "- **Diagonal / previous / next share**: the weight on the same, the previous or the "
         "next position.\n"
-        "- **Attention sinks**: the weight on the special tokens `<s>`, `</s>`, `<pad>`.\n"
+        f"- {tokens.sinks_sentence((ckpt.source_tokenizer, ckpt.target_tokenizer))}\n"
         "- **Agreement with the argmax alignment** (cross-attention only): the share of target "
         "positions where the head's strongest source token is that of the consensus alignment "
         "(the cross-attention averaged over every layer and head).\n\n"

@@ -46,8 +46,9 @@ def test_compare_page_renders_every_section(app):
     for key in ("cmp_side", "cmp_diff", "cmp_ckpt_side", "cmp_ckpt_diff", "cmp_train_map"):
         chart(at, key)
     assert at.multiselect(key="cmp_heads").value == ["cross L0 H0", "cross L0 H1"]
-    assert at.selectbox(key="cmp_ckpt_a").value == "bundled:dates.epoch01.ckpt"
-    assert at.selectbox(key="cmp_ckpt_b").value == "bundled:dates.ckpt"
+    # A: the active model; B: another of its vocabulary, the first checkpoint of its run
+    assert at.selectbox(key="cmp_ckpt_a").value == "bundled:dates.ckpt"
+    assert at.selectbox(key="cmp_ckpt_b").value == "bundled:dates.epoch01.ckpt"
     assert at.select_slider(key="cmp_epoch").options == [
         "epoch 1", "epoch 2", "epoch 4", "epoch 8", "final"]
     assert len(at.dataframe) == 1
@@ -91,10 +92,10 @@ def test_two_checkpoints_and_training_slider_show_their_own_maps(app, true_maps,
     assert early["output_tokens"] == target
     _set(at, "selectbox", "cmp_ckpt_head", "cross L1 H1")
     a, b = heatmaps(chart(at, "cmp_ckpt_side"))
-    np.testing.assert_allclose(a, early["cross"][1, 1], rtol=0, atol=1e-6)
-    np.testing.assert_allclose(b, true_maps["cross"][1, 1], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(a, true_maps["cross"][1, 1], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(b, early["cross"][1, 1], rtol=0, atol=1e-6)
     np.testing.assert_allclose(heatmaps(chart(at, "cmp_ckpt_diff"))[0],
-                               early["cross"][1, 1].astype(float) - true_maps["cross"][1, 1],
+                               true_maps["cross"][1, 1].astype(float) - early["cross"][1, 1],
                                rtol=0, atol=1e-6)
 
     _set(at, "selectbox", "cmp_train_head", "cross L1 H1")
