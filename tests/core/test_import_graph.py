@@ -2,13 +2,14 @@
 modules, TensorFlow-free layers that import no TensorFlow, and no UI library anywhere in it.
 
     core        no TensorFlow: the three kinds, limits, text, padding and the blocked score
+    analysis    NumPy only: rollout, flow, head statistics, value norms (imports core only;
+                the runtime uses its arithmetic on captured tensors: Checkpoint.contributions)
     tokenizers  one interface and one module per kind
     model       config, attention, layers, the Transformer, weight names and shapes
     checkpoint  the one-file format and the bounded readers of untrusted bytes
     inference   the runtime: translate, maps, decoding, teacher forcing, batch, ablation
     importers   one module per family or recipe, and the registry
     training    the CLI and its data
-    analysis    NumPy only: rollout, flow, head statistics (imports core only)
 
 Read from the source (every import statement, those inside functions included), so an import
 added anywhere is judged."""
@@ -22,9 +23,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "transformer"
-LAYERS = ("core", "tokenizers", "model", "checkpoint", "inference", "importers", "training")
+LAYERS = ("core", "analysis", "tokenizers", "model", "checkpoint", "inference", "importers",
+          "training")
 MAY_IMPORT = {name: set(LAYERS[:i + 1]) for i, name in enumerate(LAYERS)}
-MAY_IMPORT["analysis"] = {"core", "analysis"}
 TENSORFLOW_FREE = ("core", "analysis")
 TOP = {"transformer", "transformer.convert", "transformer.train"}  # entry points, above all
 

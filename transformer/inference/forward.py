@@ -42,17 +42,19 @@ QKV = ("q", "k", "v", "scores")
 
 
 def forward(model, source_ids, target_ids, output_ids=None, head_mask=None, *,
-            details: bool = False, hidden_states: bool = False, top_k: int = 0) -> dict:
+            details: bool = False, hidden_states: bool = False, top_k: int = 0,
+            values: bool = False) -> dict:
     """One teacher-forced pass of the compiled forward function; NumPy arrays:
 
     "encoder_attention" (L_enc, B, H, N, N), "decoder_attention" (L_dec, B, H, T, T),
     "cross_attention" (L_dec, B, H, T, N), "source_mask" (B, 1, 1, N), "target_mask" (B, 1, T, T)
     as Transformer.call returns them; with output_ids (B, T) "log_probs" (B, T) float64: the
     log-probability of output_ids[b, t] at row t; with details "<kind>_q"/"_k"/"_v"
-    (L, B, H, len, head_dim) and "<kind>_scores" (L, B, H, q_len, k_len); with hidden_states
-    "encoder_hidden_states" (L_enc + 1, B, N, d_model) and "decoder_hidden_states"
-    (L_dec + 1, B, T, d_model); with top_k "top_ids" (B, T, k) int32 and "top_log_probs"
-    (B, T, k) float64 (most probable first, ties: the lower id first).
+    (L, B, H, len, head_dim) and "<kind>_scores" (L, B, H, q_len, k_len); with values (and not
+    details) "<kind>_v" alone (what the value norms need: transformer.inference.contributions);
+    with hidden_states "encoder_hidden_states" (L_enc + 1, B, N, d_model) and
+    "decoder_hidden_states" (L_dec + 1, B, T, d_model); with top_k "top_ids" (B, T, k) int32
+    and "top_log_probs" (B, T, k) float64 (most probable first, ties: the lower id first).
 
     source_ids (B, N), target_ids (B, T): int ids, already padded to a rectangle (padded here to
     their buckets, and cut back). head_mask: {kind: (layers, heads)}, any subset.
@@ -71,7 +73,7 @@ def forward(model, source_ids, target_ids, output_ids=None, head_mask=None, *,
     width_n, width_t = source_bucket(c, n), target_bucket(c, t)
     masks = _head_masks(model, head_mask)
     fn = forward_function(model, details=details, hidden_states=hidden_states,
-                          top_k=min(top_k, c.tgt_vocab_size))
+                          top_k=min(top_k, c.tgt_vocab_size), values=values)
     out = fn(model, tf.constant(pad_to(source_ids, width_n, c.pad_id)),
              tf.constant(pad_to(target_ids, width_t, c.pad_id)),
              tf.constant(pad_to(output_ids, width_t, c.pad_id)),
@@ -80,26 +82,31 @@ def forward(model, source_ids, target_ids, output_ids=None, head_mask=None, *,
 
 
 def forward_function(model, *, details: bool = False, hidden_states: bool = False,
-                     top_k: int = 0):
+                     top_k: int = 0, values: bool = False):
     """The shared compiled forward pass of this model's architecture with these outputs (a
     decoding._SharedLoop: call it as fn(model, source_ids, target_ids, output_ids,
     encoder_mask, decoder_mask, cross_mask); .tracing_count() counts its traces)."""
     c = model.config
-    kind = ("forward" + ("_details" if details else "") + ("_hidden" if hidden_states else "")
+    values = values and not details  # details hand out V already
+    kind = ("forward" + ("_details" if details else "") + ("_values" if values else "")
+            + ("_hidden" if hidden_states else "")
             + (f"_top{top_k}" if top_k else ""))
     layers = layer_counts(c)
     signature = ([tf.TensorSpec([None, None], tf.int32)] * 3 +
                  [tf.TensorSpec([layers[k], c.num_heads], tf.float32) for k in KIND_NAMES])
-    return shared_function(model, kind, lambda m: _forward(m, details, hidden_states, top_k),
-                           signature)
+    return shared_function(
+        model, kind, lambda m: _forward(m, details, hidden_states, top_k, values), signature)
 
 
-def _forward(model, details, hidden_states, top_k):
+def _forward(model, details, hidden_states, top_k, values=False):
     def run(source_ids, target_ids, output_ids, encoder_mask, decoder_mask, cross_mask):
-        out = model.call((source_ids, target_ids), return_attention=True, return_qkv=details,
-                         return_hidden_states=hidden_states,
+        out = model.call((source_ids, target_ids), return_attention=True,
+                         return_qkv=details or values, return_hidden_states=hidden_states,
                          head_mask={"encoder": encoder_mask, "decoder": decoder_mask,
                                     "cross": cross_mask})
+        if values and not details:  # V only: Q, K and the scores never leave the graph
+            out = {name: value for name, value in out.items()
+                   if name.partition("_")[2] not in ("q", "k", "scores", "position_bias")}
         logits = tf.cast(out.pop("logits"), tf.float64)  # (B, T, V), as NumPy's log_softmax
         shifted = logits - tf.reduce_max(logits, axis=-1, keepdims=True)
         log_probs = shifted - tf.math.log(tf.reduce_sum(tf.exp(shifted), axis=-1, keepdims=True))
@@ -112,15 +119,17 @@ def _forward(model, details, hidden_states, top_k):
 
 
 def eager_forward(model, source_ids, target_ids, output_ids=None, head_mask=None, *,
-                  details: bool = False, hidden_states: bool = False, top_k: int = 0) -> dict:
+                  details: bool = False, hidden_states: bool = False, top_k: int = 0,
+                  values: bool = False) -> dict:
     """The reference for `forward`: the same dict, from the model called eagerly on the ids
     as given (no buckets), the log-softmax in NumPy."""
     c = model.config
     source_ids = np.asarray(source_ids, np.int32)
     target_ids = np.asarray(target_ids, np.int32)
-    out = model((source_ids, target_ids), return_attention=True, return_qkv=details,
+    out = model((source_ids, target_ids), return_attention=True, return_qkv=details or values,
                 return_hidden_states=hidden_states, head_mask=head_mask)
-    out = {name: np.asarray(value) for name, value in out.items()}
+    out = {name: np.asarray(value) for name, value in out.items()
+           if details or name.partition("_")[2] not in ("q", "k", "scores", "position_bias")}
     log_probs = log_softmax(out.pop("logits"))  # (B, T, V)
     if output_ids is None:
         output_ids = np.full_like(target_ids, c.pad_id)

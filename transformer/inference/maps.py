@@ -17,6 +17,7 @@ padded keys are masked and padded rows are cut). `Checkpoint.attention` (one sen
     bias added) before masking; for T5 also "encoder_position_bias" (H, N, N) and
     "decoder_position_bias" (H, T, T), the relative position bias every layer of the stack
     adds to its self-attention scores.
+    with values (and not details): "<kind>_v" alone (transformer.inference.contributions).
 
 A sentence whose pass computed NaN or infinity gets no maps: a NumericalError
 (transformer.inference.numerics) names the layer and position where it first appears.
@@ -38,17 +39,19 @@ __all__ = ["attention_maps"]
 
 def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
                    output_ids: Sequence[Sequence[int]], head_mask=None,
-                   details: bool = False, compiled: bool = True) -> list[dict]:
+                   details: bool = False, compiled: bool = True,
+                   values: bool = False) -> list[dict]:
     """The maps (see the module docstring) of each (source ids, output ids) pair, teacher
     forced: the decoder is fed <s> + output_ids[:-1] and scored on output_ids.
     compiled=False runs the eager reference (transformer.inference.forward.eager_forward)
-    instead of the shared compiled pass: the same numbers."""
+    instead of the shared compiled pass: the same numbers. values=True: V alone of the
+    details, from a pass that hands out nothing else."""
     config, model = ckpt.config, ckpt.model
     target_ids = [[config.start_id] + list(ids[:-1]) for ids in output_ids]  # shifted right
     src, tgt = pad_ids(source_ids, config.pad_id), pad_ids(target_ids, config.pad_id)
     scored = pad_ids(output_ids, config.pad_id)  # (B, T)
     run = forward if compiled else eager_forward
-    out = run(model, src, tgt, scored, head_mask, details=details)
+    out = run(model, src, tgt, scored, head_mask, details=details, values=values)
     key_mask = out["source_mask"][:, 0, 0] > 0  # (B, N)
     self_mask = out["target_mask"][:, 0] > 0  # (B, T, T)
     results = []
@@ -72,6 +75,9 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
             "output_ids": np.asarray(o_ids, np.int32),
             "log_probs": out["log_probs"][b, :t].astype(np.float32),
         })
+        if values and not details:
+            for name, kind in KINDS.items():
+                maps[f"{name}_v"] = out[f"{name}_v"][:, b, :, :sides[kind.key_side]].copy()
         if details:
             for name, kind in KINDS.items():
                 q, k = sides[kind.query_side], sides[kind.key_side]

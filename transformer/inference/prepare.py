@@ -42,6 +42,10 @@ def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
         "forward": lambda: forward(model, source, target, output),
         "forward_top": lambda: forward(model, source, target, output, top_k=TOP_K),
         "forward_details": lambda: forward(model, source, target, output, details=True),
+        # Not in KINDS yet (no page calls them): Checkpoint.contributions' value norms and
+        # Checkpoint.layer_predictions.
+        "forward_values": lambda: forward(model, source, target, output, values=True),
+        "forward_hidden": lambda: forward(model, source, target, output, hidden_states=True),
     }
     seconds = {}
     for kind in kinds:

@@ -168,6 +168,28 @@ class Checkpoint:
         return attention_maps(self, [self.encode_source(source)], [output_ids], head_mask,
                               details)[0]
 
+    def contributions(self, source: str, target: str | None = None,
+                      method: str = "value_norm", **options) -> dict:
+        """What each token contributed, by `method` (transformer.inference.contributions.METHODS;
+        ValueError for another name). "value_norm" (Kobayashi et al. 2020): what `attention`
+        returns, with each kind's "encoder"/"decoder"/"cross" (layers, heads, queries, keys)
+        holding ||alpha^h_ij f_h(x_j)||, f_h(x) = (x W_V^h + b_V^h) W_O^h, plus "<kind>_summed"
+        (layers, queries, keys), the norm of the sum over heads, and "<kind>_norms" (layers,
+        heads, keys), ||f_h(x_j)||; options: head_mask, output_ids (as for `attention`)."""
+        from transformer.inference.contributions import contributions
+
+        return contributions(self, source, target, method, **options)
+
+    def layer_predictions(self, source: str, target: str | None = None, k: int = 5,
+                          head_mask=None, output_ids=None) -> dict:
+        """The logit lens: every decoder layer's output through the final norm and the output
+        projection, per step the top-k (token, probability) and the rank of the token chosen
+        (the translation's, or the typed target's); the dict is described in
+        transformer.inference.logit_lens.layer_predictions."""
+        from transformer.inference.logit_lens import layer_predictions
+
+        return layer_predictions(self, source, target, k, head_mask, output_ids)
+
     def translate_plain(self, source: str, head_mask=None) -> Decoding:
         """translate(source, head_mask=head_mask) without the steps' attention (their tokens
         and log-probabilities only), from the decode loop that keeps none: for callers that

@@ -1,0 +1,152 @@
+"""Value-weighted attention: the norm of what each key token adds to each query's output
+(Kobayashi et al., EMNLP 2020, "Attention is not only a weight: analyzing Transformers with
+vector norms").
+
+Head h of a multi-head attention layer writes, for query i,
+
+    y_i = sum_h sum_j alpha^h_ij f_h(x_j) + b_O,    f_h(x) = (x W_V^h + b_V^h) W_O^h
+
+where W_V^h, b_V^h are the head's columns of the value projection (d_model -> head_dim) and
+W_O^h is the head's slice of the output projection, rows h * head_dim .. (h + 1) * head_dim - 1
+of W_O (num_heads * head_dim -> d_model). The paper's measure of what key j gives query i is
+the norm of its term, per head ||alpha^h_ij f_h(x_j)|| = alpha^h_ij ||f_h(x_j)||, and for the
+whole layer ||sum_h alpha^h_ij f_h(x_j)||, which can be less than the sum over heads (heads
+cancel).
+
+The output projection's bias b_O is left out, as the paper leaves it out: it is added once to
+every query's output whatever the query attends to, so it is no key token's contribution. The
+value bias b_V^h is part of f_h (it moves with alpha); models without biases (T5) have none.
+How the scores were computed (scaled or not, T5's relative position bias) does not matter here:
+alpha is the attention the layer used.
+
+NumPy only (no TensorFlow): the inputs are the tensors a forward pass captured, the per-head
+values v = x W_V^h + b_V^h ("<kind>_v" of Checkpoint.attention(details=True), (layers, heads,
+keys, head_dim)) and each layer's W_O (transformer.inference.contributions gathers both).
+Arithmetic is in float64; the results are float32, as the maps are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["head_slices", "transformed_norms", "transformed_values", "value_weighted"]
+
+
+def head_slices(w_o, num_heads: int) -> np.ndarray:
+    """W_O (..., num_heads * head_dim, d_model) -> (..., num_heads, head_dim, d_model): row
+    block h is W_O^h, the rows head h's output is multiplied by (heads are merged head-major)."""
+    w_o = np.asarray(w_o)
+    inner, d_model = w_o.shape[-2:]
+    if inner % num_heads:
+        raise ValueError(f"W_O has {inner} rows, not a multiple of num_heads ({num_heads})")
+    return w_o.reshape(w_o.shape[:-2] + (num_heads, inner // num_heads, d_model))
+
+
+def _check(v, w_o) -> tuple[np.ndarray, np.ndarray]:
+    """v (L, H, k, head_dim) and W_O (L, H * head_dim, d_model) as float64, W_O split per head
+    (L, H, head_dim, d_model); ValueError when the shapes do not fit."""
+    v = np.asarray(v, np.float64)
+    w_o = np.asarray(w_o, np.float64)
+    if v.ndim != 4:
+        raise ValueError(f"v must be (layers, heads, keys, head_dim), got shape {v.shape}")
+    if w_o.ndim != 3 or w_o.shape[0] != v.shape[0] or w_o.shape[1] != v.shape[1] * v.shape[3]:
+        raise ValueError(f"W_O must be (layers, heads * head_dim, d_model) = ({v.shape[0]}, "
+                         f"{v.shape[1] * v.shape[3]}, d_model) for v of shape {v.shape}, got "
+                         f"{w_o.shape}")
+    return v, head_slices(w_o, v.shape[1])
+
+
+def transformed_values(v, w_o) -> np.ndarray:
+    """f_h(x_j) = v^h_j W_O^h for every layer, head and key: v (L, H, k, head_dim), W_O
+    (L, H * head_dim, d_model) -> (L, H, k, d_model) float32 (the vectors the Head arithmetic
+    page shows; value_weighted never builds them all at once)."""
+    v, w_o = _check(v, w_o)
+    return np.matmul(v, w_o).astype(np.float32)  # (L, H, k, d_model)
+
+
+def transformed_norms(v, w_o) -> np.ndarray:
+    """||f_h(x_j)|| for every layer, head and key: (L, H, k) float32."""
+    v, w_o = _check(v, w_o)
+    return np.stack([np.linalg.norm(np.matmul(v[i], w_o[i]), axis=-1)
+                     for i in range(v.shape[0])]).astype(np.float32)  # (L, H, k)
+
+
+def value_weighted(weights, v, w_o, head_mask=None) -> dict[str, np.ndarray]:
+    """The paper's norms for one attention kind.
+
+    weights: the attention alpha (L, H, q, k) (rows sum to 1 over the keys a query may see);
+    v: the per-head values (L, H, k, head_dim), x W_V^h + b_V^h of each key;
+    w_o: each layer's output projection (L, H * head_dim, d_model);
+    head_mask: (L, H) or None, the mask the pass ran with (0 silences a head: its output is
+    multiplied by the mask before W_O, so its terms are too).
+
+    Returns float32 arrays:
+      "weighted" (L, H, q, k): ||alpha^h_ij f_h(x_j)|| (= alpha^h_ij ||f_h(x_j)||);
+      "summed" (L, q, k): ||sum_h alpha^h_ij f_h(x_j)||, what key j adds to query i's output
+        through all the heads of the layer;
+      "norms" (L, H, k): ||f_h(x_j)||, the transformed value's norm alone.
+
+    The head sum's norm comes from the heads' Gram matrix per key, G_j[h, g] = <f_h(x_j),
+    f_g(x_j)>: ||sum_h a_h f_h||^2 = a^T G_j a, so no (q, k, d_model) array is built (a 512-token
+    sentence would need 1 GB per layer), in float64.
+    """
+    weights = np.asarray(weights, np.float32)
+    v, w_o = _check(v, w_o)
+    layers, heads, keys = v.shape[:3]
+    if weights.ndim != 4 or weights.shape[:2] != (layers, heads) or weights.shape[3] != keys:
+        raise ValueError(f"weights must be (layers, heads, queries, keys) = ({layers}, {heads}, "
+                         f"q, {keys}) for v of shape {v.shape}, got {weights.shape}")
+    if head_mask is not None:
+        head_mask = np.asarray(head_mask, np.float32)
+        if head_mask.shape != (layers, heads):
+            raise ValueError(f"head_mask must be (layers, heads) = {(layers, heads)}, got "
+                             f"{head_mask.shape}")
+        weights = weights * head_mask[:, :, None, None]
+    gram = np.empty((layers, keys, heads, heads))  # (L, k, H, H): <f_h(x_j), f_g(x_j)>
+    for i in range(layers):  # one layer's f at a time: (H, k, d_model) is 16 MB at 512 keys
+        f = np.matmul(v[i], w_o[i]).transpose(1, 0, 2)  # (k, H, d_model): f_h(x_j)
+        gram[i] = np.matmul(f, f.transpose(0, 2, 1))
+    norms = np.sqrt(np.diagonal(gram, axis1=2, axis2=3)).transpose(0, 2, 1)  # (L, H, k)
+    # alpha ||f|| (alpha >= 0; a head mask may be any number: |alpha m| ||f||)
+    weighted = (weights if head_mask is None else np.abs(weights)) \
+        * norms.astype(np.float32)[:, :, None, :]  # (L, H, q, k)
+    if weights.shape[2] * keys >= _TERM_BY_TERM:
+        summed = _summed_term_by_term(weights, gram)
+    else:  # per key j, G_j (H, H) times its column of weights (H, q), batched
+        a = np.ascontiguousarray(weights.transpose(0, 3, 1, 2), np.float64)  # (L, k, H, q)
+        squared = (np.matmul(gram, a) * a).sum(axis=2).transpose(0, 2, 1)  # (L, q, k)
+        # Rounding may leave -1e-17 where the sum is 0.
+        summed = np.sqrt(np.maximum(squared, 0.0)).astype(np.float32)  # (L, q, k)
+    return {"weighted": weighted, "summed": summed,
+            "norms": norms.astype(np.float32)}
+
+
+# From this many (query, key) cells on, the head sum's squared norm is added up term by term
+# over contiguous (q, k) planes: 4 ms for 2 heads and 512 x 512 cells, where the batched
+# matmul of tiny (H, H) matrices took 7 ms (and 21 ms against 11 for 4 heads); below it the
+# matmul's one call beats H^2 / 2 calls (0.3 ms against 9 for 16 heads and 30 x 30 cells).
+_TERM_BY_TERM = 4096
+
+
+def _summed_term_by_term(weights: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """sqrt(a^T G_j a) for every layer, query i and key j, with a = weights[l, :, i, j]:
+    weights (L, H, q, k) float32, gram (L, k, H, H) -> (L, q, k) float32, summed in float64
+    as sum_h a_h (G_hh a_h + 2 sum_{g > h} G_hg a_g)."""
+    layers, heads, queries, keys = weights.shape
+    g = np.ascontiguousarray(gram.transpose(0, 2, 3, 1))  # (L, H, H, k): each (h, g) a row
+    out = np.empty((layers, queries, keys), np.float32)
+    u, term, squared = (np.empty((queries, keys)) for _ in range(3))
+    for i in range(layers):
+        a = weights[i].astype(np.float64)  # (H, q, k): float64 operands, no mixed-type loops
+        squared[:] = 0.0
+        for h in range(heads):
+            np.multiply(a[h], g[i, h, h], out=u)
+            for h2 in range(h + 1, heads):
+                np.multiply(a[h2], 2.0 * g[i, h, h2], out=term)
+                u += term
+            u *= a[h]
+            squared += u
+        np.maximum(squared, 0.0, out=squared)  # rounding may leave -1e-17 where the sum is 0
+        np.sqrt(squared, out=squared)
+        out[i] = squared
+    return out

@@ -1,0 +1,110 @@
+"""What each token contributed, beyond the attention weights: Checkpoint.contributions.
+
+One function per method in METHODS, each called as method(ckpt, source, target, **options)
+and returning a dict; `contributions` dispatches by name, so a new method is one module and one
+entry here. Built so far:
+
+- "value_norm" (Kobayashi et al. 2020, transformer.analysis.value_norm): the maps of
+  Checkpoint.attention with every attention kind's weights replaced by ||alpha^h_ij f_h(x_j)||,
+  plus the head-summed norms. This module gathers what the NumPy arithmetic needs (each kind's
+  per-head values V from the teacher-forced pass, each layer's output projection W_O from the
+  model's attention layers); the arithmetic is the analysis module's. A page that holds
+  Checkpoint.attention(details=True) already gets the same from value_norm_maps(maps, model).
+
+Planned (issue 27, not built yet): "alti", "saliency", "input_x_gradient",
+"integrated_gradients"; asking for one raises a ValueError naming the methods there are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from transformer.analysis.value_norm import value_weighted
+from transformer.core.kinds import KINDS, head_masks
+from transformer.inference.maps import attention_maps
+
+__all__ = ["METHODS", "PLANNED", "contributions", "output_ids_for", "output_projections",
+           "value_norm", "value_norm_maps"]
+
+PLANNED = ("alti", "saliency", "input_x_gradient", "integrated_gradients")
+
+
+def output_projections(model) -> dict[str, np.ndarray]:
+    """Each attention kind's output projection kernels W_O, stacked over its layers:
+    {kind: (layers, num_heads * head_dim, d_model) float32}. Row block h * head_dim ..
+    (h + 1) * head_dim - 1 is head h's (MultiHeadAttention merges heads head-major)."""
+    layers = {"encoder": [layer.self_attention for layer in model.encoder_layers],
+              "decoder": [layer.self_attention for layer in model.decoder_layers],
+              "cross": [layer.cross_attention for layer in model.decoder_layers]}
+    return {name: np.stack([a.output_dense.kernel.numpy() for a in attention])
+            for name, attention in layers.items()}
+
+
+def output_ids_for(ckpt, source: str, target: str | None = None, output_ids=None,
+                   head_mask=None) -> list[int]:
+    """The output ids a teacher-forced pass scores, as Checkpoint.attention picks them: the
+    typed target's (cut to target_len), else output_ids when given, else the model's greedy
+    translation (with head_mask)."""
+    if target is not None:
+        return ckpt.encode_target(target)
+    if output_ids is not None:
+        return [int(i) for i in output_ids]
+    return ckpt._translation_ids(source, head_mask)
+
+
+def value_norm_maps(maps: dict, model, head_mask=None) -> dict:
+    """Maps holding each kind's per-head values "<kind>_v" (Checkpoint.attention(details=True),
+    or attention_maps(values=True)) -> a new dict, `maps` untouched: the same keys with each
+    kind's weights replaced by the value-weighted norms (see value_norm), "<kind>_summed" and
+    "<kind>_norms" added, and Q, K, V, the scores and T5's position biases left out.
+    head_mask: the one the maps were computed with ({kind: (layers, heads)}, any subset)."""
+    w_o = output_projections(model)
+    masks = head_masks(model.config, given=head_mask) if head_mask is not None else {}
+    dropped = {f"{name}_{what}" for name in KINDS for what in ("q", "k", "v", "scores")}
+    dropped |= {"encoder_position_bias", "decoder_position_bias"}
+    out = {key: value for key, value in maps.items() if key not in dropped}
+    for name in KINDS:
+        norms = value_weighted(maps[name], maps[f"{name}_v"], w_o[name], masks.get(name))
+        out[name] = norms["weighted"]  # (layers, heads, queries, keys)
+        out[f"{name}_summed"] = norms["summed"]  # (layers, queries, keys)
+        out[f"{name}_norms"] = norms["norms"]  # (layers, heads, keys)
+    return out
+
+
+def value_norm(ckpt, source: str, target: str | None = None, *, head_mask=None,
+               output_ids=None) -> dict:
+    """Checkpoint.attention(source, target, head_mask, output_ids=output_ids)'s dict (tokens,
+    ids, masks, log_probs) with each kind's weights replaced by the value-weighted norms:
+
+        "encoder" (L_enc, H, N, N), "decoder" (L_dec, H, T, T), "cross" (L_dec, H, T, N):
+            ||alpha^h_ij f_h(x_j)||, f_h(x) = (x W_V^h + b_V^h) W_O^h (W_O's bias left out);
+        "<kind>_summed" (L, q_len, k_len): ||sum_h alpha^h_ij f_h(x_j)||, over the heads;
+        "<kind>_norms" (L, H, k_len): ||f_h(x_j)||, each key's transformed value alone.
+
+    A head silenced by head_mask contributes nothing (its terms are 0). One compiled pass that
+    hands out the maps and V alone (forward(values=True)), then the NumPy arithmetic of
+    transformer.analysis.value_norm."""
+    ids = output_ids_for(ckpt, source, target, output_ids, head_mask)
+    maps = attention_maps(ckpt, [ckpt.encode_source(source)], [ids], head_mask,
+                          values=True)[0]
+    return value_norm_maps(maps, ckpt.model, head_mask)
+
+
+METHODS: dict[str, Callable[..., dict]] = {"value_norm": value_norm}
+
+
+def contributions(ckpt, source: str, target: str | None = None, method: str = "value_norm",
+                  **options) -> dict:
+    """METHODS[method](ckpt, source, target, **options); ValueError for a method not built."""
+    try:
+        run = METHODS[method]
+    except (KeyError, TypeError):
+        available = ", ".join(repr(m) for m in METHODS)
+        planned = [m for m in PLANNED if m not in METHODS]
+        later = (f" ({', '.join(repr(m) for m in planned)} are planned, not built yet)"
+                 if method in planned else "")
+        raise ValueError(f"contribution method must be one of {available}, got "
+                         f"{method!r}{later}") from None
+    return run(ckpt, source, target, **options)

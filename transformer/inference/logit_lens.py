@@ -1,0 +1,109 @@
+"""What each decoder layer predicts (the logit lens): Checkpoint.layer_predictions.
+
+Every decoder layer's output, read as if it were the last: through the decoder's final norm and
+the output projection (Transformer.final_norm, then Transformer.project, which multiplies by
+T5's output_scale and adds any logits bias), then a softmax, for every step of one
+teacher-forced pass (the model's own translation, or a typed target).
+
+The final norm per norm_first setting:
+- post-LN (norm_first False, the paper's): final_norm is the identity; each layer's output has
+  already been through that layer's own last LayerNorm, so it is projected as it is.
+- pre-LN (norm_first True: T5, mBART, ...): the residual stream is normalised only by the
+  stack's closing norm (decoder_norm), so layers 1 .. L-1 go through it here. The stack's last
+  hidden state as Transformer.decode returns it (hidden_states[L]) is decoder_norm's output
+  already: it is projected as it is, never normalised twice.
+Either way the last layer's row is the model's own output distribution.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from transformer.core.masking import pad_ids
+from transformer.inference.contributions import output_ids_for
+from transformer.inference.decoding import log_softmax
+from transformer.inference.forward import forward
+from transformer.inference.numerics import check_forward
+
+__all__ = ["layer_predictions", "top_k_ids"]
+
+
+def top_k_ids(log_probs: np.ndarray, k: int) -> np.ndarray:
+    """The k most probable ids of each row of log_probs (..., V), most probable first, ties:
+    the lower id first (as decoding's top-k): (..., k) int64. Partial sort: every id tied with
+    the k-th value is a candidate, so a tie at the boundary still keeps the lower ids."""
+    k = min(k, log_probs.shape[-1])
+    rows = log_probs.reshape(-1, log_probs.shape[-1])  # (rows, V)
+    kth = -np.partition(-rows, k - 1, axis=-1)[:, k - 1:k]  # (rows, 1): the k-th largest
+    top = np.empty((rows.shape[0], k), np.int64)
+    for r, (row, bound) in enumerate(zip(rows, kth)):
+        candidates = np.flatnonzero(row >= bound)  # ascending ids
+        order = np.argsort(-row[candidates], kind="stable")[:k]  # stable: lower id first
+        top[r] = candidates[order]
+    return top.reshape(log_probs.shape[:-1] + (k,))
+
+
+def layer_predictions(ckpt, source: str, target: str | None = None, k: int = 5,
+                      head_mask=None, output_ids=None) -> dict:
+    """Per decoder layer and step, the k tokens that layer's output predicts and the rank of
+    the token chosen (the translation's, or the typed target's): see the module docstring.
+
+    With target=None the tokens are the model's greedy translation (output_ids: its ids when
+    the caller has them, as for Checkpoint.attention). Returns a dict:
+
+        "source_tokens" (N), "target_tokens" (T: the decoder's inputs, <s> first),
+        "output_tokens" (T: the token chosen at each step, </s> last), "output_ids" (T,) int32;
+        "layers": list over the L decoder layers of a list over the T steps of the top-k
+            [(token, probability), ...], most probable first (ties: the lower id first);
+        "top_ids" (L, T, k) int32 and "top_probs" (L, T, k) float64: the same as arrays;
+        "chosen_rank" (L, T) int32: how many tokens that layer gives a higher probability than
+            the chosen one (0: the chosen token is its argmax);
+        "chosen_probs" (L, T) float64: the probability it gives the chosen token.
+
+    Row L - 1 is the model's own output distribution: its "chosen_probs" are
+    exp(Checkpoint.attention(...)["log_probs"]), and for the model's greedy translation its
+    "chosen_rank" is 0 everywhere. k is cut to the vocabulary size.
+    """
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    config, model = ckpt.config, ckpt.model
+    output_ids = output_ids_for(ckpt, source, target, output_ids, head_mask)
+    source_ids = ckpt.encode_source(source)
+    target_ids = [config.start_id] + list(output_ids[:-1])  # shifted right
+    n, t = len(source_ids), len(target_ids)
+    out = forward(model, pad_ids([source_ids], config.pad_id), pad_ids([target_ids], config.pad_id),
+                  pad_ids([output_ids], config.pad_id), head_mask, hidden_states=True)
+    check_forward(out, 0, n, t)
+    hidden = out["decoder_hidden_states"][1:, 0, :t]  # (L, T, d_model): each layer's output
+    layers = hidden.shape[0]
+    chosen = np.asarray(output_ids, np.int64)  # (T,)
+    k = min(k, config.tgt_vocab_size)
+    top_ids = np.empty((layers, t, k), np.int32)
+    top_probs = np.empty((layers, t, k), np.float64)
+    chosen_rank = np.empty((layers, t), np.int32)
+    chosen_probs = np.empty((layers, t), np.float64)
+    for i in range(layers):  # one layer's (T, V) at a time: opus-mt's vocabulary is 59,514
+        x = tf.constant(hidden[i][None])  # (1, T, d_model)
+        if i < layers - 1:  # the last one is final_norm's output already (see above)
+            x = model.final_norm(x)
+        log_probs = log_softmax(model.project(x).numpy()[0])  # (T, V) float64
+        picked = np.take_along_axis(log_probs, chosen[:, None], axis=-1)  # (T, 1)
+        chosen_probs[i] = np.exp(picked[:, 0])
+        chosen_rank[i] = (log_probs > picked).sum(axis=-1)
+        top = top_k_ids(log_probs, k)  # (T, k)
+        top_ids[i] = top
+        top_probs[i] = np.exp(np.take_along_axis(log_probs, top, axis=-1))
+    pieces = ckpt.target_tokenizer.ids_to_pieces
+    return {
+        "source_tokens": ckpt.source_tokenizer.ids_to_pieces(source_ids),
+        "target_tokens": pieces(target_ids),
+        "output_tokens": pieces(output_ids),
+        "output_ids": np.asarray(output_ids, np.int32),
+        "layers": [[list(zip(pieces(top_ids[i, s].tolist()), top_probs[i, s].tolist()))
+                    for s in range(t)] for i in range(layers)],
+        "top_ids": top_ids,
+        "top_probs": top_probs,
+        "chosen_rank": chosen_rank,
+        "chosen_probs": chosen_probs,
+    }
