@@ -50,13 +50,15 @@ def _fairseq_sinusoids(length: int, d_model: int, base: float) -> np.ndarray:
     """M2M100SinusoidalPositionalEmbedding.get_embedding's table (positions 0 .. length - 1;
     the model offsets them by pad_id + 1, so row pad_id, which it zeroes, is never one of them).
 
-    Every step is transformers' float32 step in its order: the float32 step
-    log(base) / (half - 1), the float32 exponents i * -step, their exp, the float32 angles
-    position * frequency, then sin and cos. exp, sin and cos are correctly rounded to float32
-    (computed in float64 from the float32 argument, then rounded): NumPy's float32 exp is off by
-    one unit in the last place for about half of the frequencies, and one unit of a frequency
-    grows to 6e-5 at position 1000. torch's own exp (MKL's on x86) is within 0.55 of a unit,
-    so a few frequencies in a thousand still round the other way there.
+    Computed as transformers computes it, in its order and in float32: the step
+    log(base) / (half - 1) made float32, the exponents i * -step, their exp (the frequencies),
+    the angles position * frequency, then their sin and cos. exp, sin and cos are rounded to
+    float32 from float64 (the nearest float32): NumPy's own float32 exp is one unit in the last
+    place off for about half the frequencies, and one unit of a frequency grows to 6e-5 at
+    position 1000. torch's exp (MKL's in its x86 builds) is itself within 0.55 of a unit, not
+    always the nearest: there about 1 frequency in 100 (4 of 512 at d_model 1024) rounds the
+    other way, and those columns differ from transformers' by up to 1.5e-5 at position 1000
+    (the others by at most one unit, 6e-8: tests/model/test_sinusoids.py).
     """
     half = d_model // 2
     step = np.float32(math.log(base) / max(half - 1, 1))
