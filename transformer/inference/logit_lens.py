@@ -53,7 +53,8 @@ def layer_predictions(ckpt, source: str, target: str | None = None, k: int = 5,
     the caller has them, as for Checkpoint.attention). Returns a dict:
 
         "source_tokens" (N), "target_tokens" (T: the decoder's inputs, <s> first),
-        "output_tokens" (T: the token chosen at each step, </s> last), "output_ids" (T,) int32;
+        "output_tokens" (T: the token chosen at each step, </s> last); their ids
+        "source_ids", "target_ids", "output_ids" int32;
         "layers": list over the L decoder layers of a list over the T steps of the top-k
             [(token, probability), ...], most probable first (ties: the lower id first);
         "top_ids" (L, T, k) int32 and "top_probs" (L, T, k) float64: the same as arrays;
@@ -99,6 +100,8 @@ def layer_predictions(ckpt, source: str, target: str | None = None, k: int = 5,
         "source_tokens": ckpt.source_tokenizer.ids_to_pieces(source_ids),
         "target_tokens": pieces(target_ids),
         "output_tokens": pieces(output_ids),
+        "source_ids": np.asarray(source_ids, np.int32),
+        "target_ids": np.asarray(target_ids, np.int32),
         "output_ids": np.asarray(output_ids, np.int32),
         "layers": [[list(zip(pieces(top_ids[i, s].tolist()), top_probs[i, s].tolist()))
                     for s in range(t)] for i in range(layers)],
