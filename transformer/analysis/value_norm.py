@@ -71,14 +71,17 @@ def transformed_norms(v, w_o) -> np.ndarray:
                      for i in range(v.shape[0])]).astype(np.float32)  # (L, H, k)
 
 
-def value_weighted(weights, v, w_o, head_mask=None) -> dict[str, np.ndarray]:
+def value_weighted(weights, v, w_o, head_mask=None, overwrite: bool = False
+                   ) -> dict[str, np.ndarray]:
     """The paper's norms for one attention kind.
 
     weights: the attention alpha (L, H, q, k) (rows sum to 1 over the keys a query may see);
     v: the per-head values (L, H, k, head_dim), x W_V^h + b_V^h of each key;
     w_o: each layer's output projection (L, H * head_dim, d_model);
     head_mask: (L, H) or None, the mask the pass ran with (0 silences a head: its output is
-    multiplied by the mask before W_O, so its terms are too).
+    multiplied by the mask before W_O, so its terms are too);
+    overwrite: weights (a float32 array) may be overwritten with "weighted" (a caller that owns
+    the maps saves a copy of them).
 
     Returns float32 arrays:
       "weighted" (L, H, q, k): ||alpha^h_ij f_h(x_j)|| (= alpha^h_ij ||f_h(x_j)||);
@@ -87,8 +90,9 @@ def value_weighted(weights, v, w_o, head_mask=None) -> dict[str, np.ndarray]:
       "norms" (L, H, k): ||f_h(x_j)||, the transformed value's norm alone.
 
     The head sum's norm comes from the heads' Gram matrix per key, G_j[h, g] = <f_h(x_j),
-    f_g(x_j)>: ||sum_h a_h f_h||^2 = a^T G_j a, so no (q, k, d_model) array is built (a 512-token
-    sentence would need 1 GB per layer), in float64.
+    f_g(x_j)>: ||sum_h a_h f_h||^2 = a^T G_j a, added up in float64 (heads that cancel leave a
+    small difference of large terms), so no (q, k, d_model) array is built (a 512-token
+    sentence would need 1 GB per layer).
     """
     weights = np.asarray(weights, np.float32)
     v, w_o = _check(v, w_o)
@@ -107,9 +111,6 @@ def value_weighted(weights, v, w_o, head_mask=None) -> dict[str, np.ndarray]:
         f = np.matmul(v[i], w_o[i]).transpose(1, 0, 2)  # (k, H, d_model): f_h(x_j)
         gram[i] = np.matmul(f, f.transpose(0, 2, 1))
     norms = np.sqrt(np.diagonal(gram, axis1=2, axis2=3)).transpose(0, 2, 1)  # (L, H, k)
-    # alpha ||f|| (alpha >= 0; a head mask may be any number: |alpha m| ||f||)
-    weighted = (weights if head_mask is None else np.abs(weights)) \
-        * norms.astype(np.float32)[:, :, None, :]  # (L, H, q, k)
     if weights.shape[2] * keys >= _TERM_BY_TERM:
         summed = _summed_term_by_term(weights, gram)
     else:  # per key j, G_j (H, H) times its column of weights (H, q), batched
@@ -117,36 +118,57 @@ def value_weighted(weights, v, w_o, head_mask=None) -> dict[str, np.ndarray]:
         squared = (np.matmul(gram, a) * a).sum(axis=2).transpose(0, 2, 1)  # (L, q, k)
         # Rounding may leave -1e-17 where the sum is 0.
         summed = np.sqrt(np.maximum(squared, 0.0)).astype(np.float32)  # (L, q, k)
+    # alpha ||f|| (alpha >= 0; a head mask may be any number: |alpha m| ||f||), last: it may
+    # take the weights' place
+    if head_mask is not None:
+        np.abs(weights, out=weights)  # weights is the masked copy
+    scale = norms.astype(np.float32)[:, :, None, :]
+    writable = overwrite or head_mask is not None
+    weighted = np.multiply(weights, scale, out=weights if writable else None)  # (L, H, q, k)
     return {"weighted": weighted, "summed": summed,
             "norms": norms.astype(np.float32)}
 
 
 # From this many (query, key) cells on, the head sum's squared norm is added up term by term
-# over contiguous (q, k) planes: 4 ms for 2 heads and 512 x 512 cells, where the batched
+# over contiguous blocks of rows: 4 ms for 2 heads and 512 x 512 cells, where the batched
 # matmul of tiny (H, H) matrices took 7 ms (and 21 ms against 11 for 4 heads); below it the
-# matmul's one call beats H^2 / 2 calls (0.3 ms against 9 for 16 heads and 30 x 30 cells).
+# matmul's one call beats H^2 / 2 calls per block (0.3 ms against 9 for 16 heads and 30 x 30
+# cells).
 _TERM_BY_TERM = 4096
 
 
 def _summed_term_by_term(weights: np.ndarray, gram: np.ndarray) -> np.ndarray:
     """sqrt(a^T G_j a) for every layer, query i and key j, with a = weights[l, :, i, j]:
     weights (L, H, q, k) float32, gram (L, k, H, H) -> (L, q, k) float32, summed in float64
-    as sum_h a_h (G_hh a_h + 2 sum_{g > h} G_hg a_g)."""
+    as sum_h a_h (G_hh a_h + 2 sum_{g > h} G_hg a_g), in place on a few small buffers (blocks
+    of query rows: no plane as large as the map is allocated, nor page-faulted, per call)."""
     layers, heads, queries, keys = weights.shape
     g = np.ascontiguousarray(gram.transpose(0, 2, 3, 1))  # (L, H, H, k): each (h, g) a row
+    twice = 2.0 * g
     out = np.empty((layers, queries, keys), np.float32)
-    u, term, squared = (np.empty((queries, keys)) for _ in range(3))
+    rows = max(1, _BLOCK_CELLS // keys)
+    a_block = np.empty((heads, rows, keys))
+    squared_block, u_block, term_block = (np.empty((rows, keys)) for _ in range(3))
     for i in range(layers):
-        a = weights[i].astype(np.float64)  # (H, q, k): float64 operands, no mixed-type loops
-        squared[:] = 0.0
-        for h in range(heads):
-            np.multiply(a[h], g[i, h, h], out=u)
-            for h2 in range(h + 1, heads):
-                np.multiply(a[h2], 2.0 * g[i, h, h2], out=term)
-                u += term
-            u *= a[h]
-            squared += u
-        np.maximum(squared, 0.0, out=squared)  # rounding may leave -1e-17 where the sum is 0
-        np.sqrt(squared, out=squared)
-        out[i] = squared
+        for start in range(0, queries, rows):
+            n = min(rows, queries - start)
+            a, squared, u, term = a_block[:, :n], squared_block[:n], u_block[:n], term_block[:n]
+            np.copyto(a, weights[i, :, start:start + n])  # float64 operands from here on
+            for h in range(heads):
+                row = squared if h == 0 else u  # row h of G a, then times a_h
+                np.multiply(a[h], g[i, h, h], out=row)
+                for h2 in range(h + 1, heads):
+                    np.multiply(a[h2], twice[i, h, h2], out=term)
+                    row += term
+                row *= a[h]
+                if h:
+                    squared += u
+            np.maximum(squared, 0.0, out=squared)  # rounding may leave -1e-17 for a 0 sum
+            np.sqrt(squared, out=out[i, start:start + n], casting="same_kind")
     return out
+
+
+# (query, key) cells per block: 256 kB a float64 buffer, in cache. bench/value_norm.py's
+# tiny512 (2 heads, 512 x 512 cells): 20 ms a call with these blocks, 34 ms with whole planes
+# (each call page-faulting new 2 MB arrays), 28 ms with blocks of 2^13 cells (more calls).
+_BLOCK_CELLS = 1 << 15

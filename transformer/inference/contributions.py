@@ -54,19 +54,21 @@ def output_ids_for(ckpt, source: str, target: str | None = None, output_ids=None
     return ckpt._translation_ids(source, head_mask)
 
 
-def value_norm_maps(maps: dict, model, head_mask=None) -> dict:
+def value_norm_maps(maps: dict, model, head_mask=None, overwrite: bool = False) -> dict:
     """Maps holding each kind's per-head values "<kind>_v" (Checkpoint.attention(details=True),
     or attention_maps(values=True)) -> a new dict, `maps` untouched: the same keys with each
     kind's weights replaced by the value-weighted norms (see value_norm), "<kind>_summed" and
     "<kind>_norms" added, and Q, K, V, the scores and T5's position biases left out.
-    head_mask: the one the maps were computed with ({kind: (layers, heads)}, any subset)."""
+    head_mask: the one the maps were computed with ({kind: (layers, heads)}, any subset).
+    overwrite: the maps' weights arrays may be overwritten (by a caller that owns them)."""
     w_o = output_projections(model)
     masks = head_masks(model.config, given=head_mask) if head_mask is not None else {}
     dropped = {f"{name}_{what}" for name in KINDS for what in ("q", "k", "v", "scores")}
     dropped |= {"encoder_position_bias", "decoder_position_bias"}
     out = {key: value for key, value in maps.items() if key not in dropped}
     for name in KINDS:
-        norms = value_weighted(maps[name], maps[f"{name}_v"], w_o[name], masks.get(name))
+        norms = value_weighted(maps[name], maps[f"{name}_v"], w_o[name], masks.get(name),
+                               overwrite=overwrite)
         out[name] = norms["weighted"]  # (layers, heads, queries, keys)
         out[f"{name}_summed"] = norms["summed"]  # (layers, queries, keys)
         out[f"{name}_norms"] = norms["norms"]  # (layers, heads, keys)
@@ -89,7 +91,7 @@ def value_norm(ckpt, source: str, target: str | None = None, *, head_mask=None,
     ids = output_ids_for(ckpt, source, target, output_ids, head_mask)
     maps = attention_maps(ckpt, [ckpt.encode_source(source)], [ids], head_mask,
                           values=True)[0]
-    return value_norm_maps(maps, ckpt.model, head_mask)
+    return value_norm_maps(maps, ckpt.model, head_mask, overwrite=True)
 
 
 METHODS: dict[str, Callable[..., dict]] = {"value_norm": value_norm}
