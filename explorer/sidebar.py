@@ -8,6 +8,7 @@ from transformer.core.text import text_notes
 from transformer.importers import HF_MODULES
 
 from . import models, player, results, state, stepping
+from .tokens import shown
 
 UPLOAD_HELP = (
     "A .ckpt written by `python -m transformer.train` or `python -m transformer.convert`; or a "
@@ -105,7 +106,8 @@ def _sentence(ckpt) -> None:
     else:
         st.session_state[state.TARGET_STARTED] = False
         if result is not None:
-            _say_if_unsure(result, stepping.forced_steps(state.search_settings(ckpt), result))
+            _say_if_unsure(result, stepping.forced_steps(state.search_settings(ckpt), result),
+                           ckpt.target_tokenizer)
 
 
 def _search(ckpt) -> None:
@@ -138,7 +140,7 @@ def weakest_step(result, forced=()) -> tuple[int, float] | None:
     return (chosen[i], float(probs[i])) if probs[i] < UNSURE_BELOW else None
 
 
-def _say_if_unsure(result, forced) -> None:
+def _say_if_unsure(result, forced, target_tokenizer) -> None:
     """The translation shown as it is, with a word when the model was unsure of a token it
     chose (not one its generation config forced), and a button to that step of the Decoding
     page."""
@@ -149,8 +151,10 @@ def _say_if_unsure(result, forced) -> None:
     t, p = weakest
     step = result.steps[t]
     runner_up = next(((tok, q) for tok, i, q in step.top_k if i != step.token_id), None)
-    also = f"; next best {runner_up[0]!r} at {runner_up[1]:.2f}" if runner_up else ""
-    st.warning(f"The model is unsure of this translation: at step {t} it chose {step.token!r} "
+    also = (f"; next best {shown(target_tokenizer, [runner_up[0]])[0]!r} at {runner_up[1]:.2f}"
+            if runner_up else "")
+    chosen = shown(target_tokenizer, [step.token])[0]
+    st.warning(f"The model is unsure of this translation: at step {t} it chose {chosen!r} "
                f"with probability {p:.2f}{also}. The sentence may be unlike what it was "
                "trained on.", icon=":material/help:")
     if st.button(f"See step {t} in Step-by-step decoding", key="sidebar_unsure_step",

@@ -9,6 +9,7 @@ import streamlit as st
 from figures import decoding as figs
 from figures.common import probability_text
 
+from .tokens import shown
 from .widgets import quoted
 
 MODE = "dec_mode"
@@ -40,12 +41,14 @@ def what_is_decoded(source: str, typed: str | None, forced: bool) -> str:
     return told + f" Your typed target {quoted(typed)} is not used unless you pick it above."
 
 
-def show_text(column, title: str, run, other=None) -> None:
-    """A decode's text and its tokens as chips; tokens that differ from `other` in orange."""
+def show_text(column, title: str, run, other=None, tok=None) -> None:
+    """A decode's text and its tokens as chips (as the pages show `tok`'s pieces, when given:
+    explorer.tokens.shown); tokens that differ from `other` in orange."""
     column.markdown(f"**{title}**")
     column.code(run.text or "(empty)", language=None)
     marked = figs.differing_positions(run.tokens, other.tokens) if other else ()
-    column.markdown(figs.tokens_html(run.tokens, marked), unsafe_allow_html=True)
+    chips = run.tokens if tok is None else shown(tok, run.tokens)
+    column.markdown(figs.tokens_html(chips, marked), unsafe_allow_html=True)
 
 
 def say_why_stopped(container, ckpt, run) -> None:

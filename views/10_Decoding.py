@@ -1,12 +1,13 @@
 """Step-by-step decoding: what the model saw and chose at every step, its beam, head ablations;
 or a typed target stepped through with teacher forcing."""
 
+import dataclasses
 import inspect
 
 import numpy as np
 import streamlit as st
 
-from explorer import heads, links, models, player, results, state, stepping
+from explorer import heads, links, models, player, results, state, stepping, tokens
 from explorer.choices import clamp_choice, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
@@ -33,7 +34,8 @@ beam = 1
 generation = state.search_settings(ckpt)  # None: a model without a generation config
 if forced:
     result = results.teacher_forced(ckpt, source, typed)
-    stepping.show_text(st, "Your target, as the decoder is fed it", result)
+    stepping.show_text(st, "Your target, as the decoder is fed it", result,
+                       tok=ckpt.target_tokenizer)
 else:
     with st.expander("Decoding options", expanded=True):
         own = generation is not None and st.radio(
@@ -64,10 +66,12 @@ else:
     if ablate:
         normal = decoded()
         left, right = st.columns(2)
-        stepping.show_text(left, "With the silenced heads (used below)", result, normal)
-        stepping.show_text(right, "Normal: no head silenced", normal, result)
+        stepping.show_text(left, "With the silenced heads (used below)", result, normal,
+                           tok=ckpt.target_tokenizer)
+        stepping.show_text(right, "Normal: no head silenced", normal, result,
+                           tok=ckpt.target_tokenizer)
     else:
-        stepping.show_text(st, "Translation", result)
+        stepping.show_text(st, "Translation", result, tok=ckpt.target_tokenizer)
 
 
 @st.fragment
@@ -76,23 +80,28 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
     of Play (explorer.player.advance) rerun them alone (a fragment), never the decode (it comes
     in from the page's run)."""
     cfg = ckpt.config
-    source_tokens = ckpt.source_tokenizer.ids_to_pieces(ckpt.encode_source(source))
+    src_tok, tgt_tok = ckpt.source_tokenizer, ckpt.target_tokenizer
+    source_tokens = tokens.shown(src_tok, src_tok.ids_to_pieces(ckpt.encode_source(source)))
+    out_tokens = tokens.shown(tgt_tok, result.tokens)  # as every page shows pieces
     steps, last = result.steps, len(result.steps) - 1
     player.apply_next_step()
     clamp_choice(player.STEP, last)
     st.subheader("One step")
     c0, c1, c2, c3 = st.columns([4, 1.3, 1, 1], vertical_alignment="bottom")
     t = c0.select_slider("Step", list(range(len(steps))), key=player.STEP,
-                         format_func=lambda i: f"{i}: {result.tokens[i]}")
+                         format_func=lambda i: f"{i}: {out_tokens[i]}")
     playing = player.is_playing(t, last)
     player.buttons((c1, c2, c3), t, last, playing)
     step, chosen_p = steps[t], float(np.exp(steps[t].log_prob))
-    prefix = ckpt.target_tokenizer.ids_to_pieces([cfg.start_id] + result.token_ids[:t])
-    st.markdown(figs.tokens_html(prefix + [step.token], [len(prefix)]), unsafe_allow_html=True)
+    prefix = tokens.shown(tgt_tok, tgt_tok.ids_to_pieces([cfg.start_id] + result.token_ids[:t]))
+    st.markdown(figs.tokens_html(prefix + [out_tokens[t]], [len(prefix)]), unsafe_allow_html=True)
+    top_names = tokens.shown(tgt_tok, [name for name, _, _ in step.top_k])
+    top_k = [(name, i, p) for name, (_, i, p) in zip(top_names, step.top_k)]
+    shown_step = dataclasses.replace(step, token=out_tokens[t], top_k=top_k)
     by_config = not forced and t in stepping.forced_steps(
         state.search_settings(ckpt) if st.session_state.get("dec_search") != OPTIONS_SEARCH
         else None, result)
-    st.caption(stepping.step_caption(t, step, forced, by_config))
+    st.caption(stepping.step_caption(t, shown_step, forced, by_config))
     c1, c2, c3 = st.columns(3)
     layer = c1.selectbox("Layer", range(cfg.num_decoder_layers), key="dec_layer")
     all_heads = c3.toggle("All heads of the layer", key="dec_all_heads")
@@ -100,7 +109,7 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
     where = f"layer {layer}" + ("" if all_heads else f", head {head}")
     pick = (lambda a: a[layer]) if all_heads else (lambda a: a[layer, head])  # (H, k) or (k,)
     left, right = st.columns(2)
-    left.plotly_chart(figs.top_k_fig(step.top_k, step.token_id, (step.token, step.token_id, chosen_p),
+    left.plotly_chart(figs.top_k_fig(top_k, step.token_id, (out_tokens[t], step.token_id, chosen_p),
                                      f"Next-token probabilities at step {t}"), key="dec_top_k")
     right.plotly_chart(figs.self_attention_row_fig(pick(step.self), prefix,
                                                    f"Self-attention over the prefix, {where}"),
@@ -117,18 +126,19 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
     if beam > 1:
         left, right = st.columns(2)
         left.markdown(f"**The beam after step {t}** (hypotheses alive, log-probability)")
-        left.dataframe(figs.beam_table(result.beam_steps[t]), key="dec_beam_step", hide_index=True)
+        alive = [(tokens.shown(tgt_tok, pieces), lp) for pieces, lp in result.beam_steps[t]]
+        left.dataframe(figs.beam_table(alive), key="dec_beam_step", hide_index=True)
         if isinstance(result, GeneratedBeam):  # transformers' beam scorer's own scores
             right.markdown(f"**Final n-best** (score = log-prob / length^"
                            f"{state.search_settings(ckpt).length_penalty:g}, as transformers "
                            "scores a finished hypothesis)")
-            rows = [(h.tokens, h.log_prob, score)
+            rows = [(tokens.shown(tgt_tok, h.tokens), h.log_prob, score)
                     for h, score in zip(result.hypotheses, result.sequence_scores)]
         else:
             right.markdown(f"**Final n-best** (score = log-prob / ((5 + length) / 6)^"
                            f"{LENGTH_PENALTY})")
-            rows = [(h.tokens, h.log_prob, length_normalised(h.log_prob, len(h.token_ids),
-                                                             LENGTH_PENALTY))
+            rows = [(tokens.shown(tgt_tok, h.tokens), h.log_prob,
+                     length_normalised(h.log_prob, len(h.token_ids), LENGTH_PENALTY))
                     for h in result.hypotheses]
         right.dataframe(figs.nbest_table(rows), key="dec_nbest", hide_index=True)
 
@@ -136,7 +146,7 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
     cross = result.cross_attention()[layer]  # (H, T, N)
     matrix = cross.mean(axis=0) if all_heads else cross[head]  # as "All heads of the layer" says
     which = f"layer {layer}, " + (f"mean of its {len(cross)} heads" if all_heads else f"head {head}")
-    st.plotly_chart(figs.alignment_fig(matrix, result.tokens, source_tokens, f"Alignment, {which}"),
+    st.plotly_chart(figs.alignment_fig(matrix, out_tokens, source_tokens, f"Alignment, {which}"),
                     key="dec_alignment")
     export_buttons(matrix, result.tokens, source_tokens, f"alignment {which}",
                    results.attention(ckpt, source, typed if forced else None), key="dec_export")

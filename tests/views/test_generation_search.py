@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, open_page, set_widget, uploader
 
-from explorer import links, state
+from explorer import links, state, tokens
 from transformer import load_checkpoint
 from transformer.core.kinds import head_masks
 
@@ -78,8 +78,9 @@ def test_the_pages_show_the_searched_translation_and_its_beam(app, bart, recorde
     beam = [int(i) for i in recorded["s0_beam_ids"]]
     # the steps stepped through are the searched tokens, forced <s> first
     step = at.select_slider(key="dec_step")
-    assert list(step.options) == [
-        f"{i}: {piece}" for i, piece in enumerate(bart.target_tokenizer.ids_to_pieces(beam))]
+    pieces = tokens.shown(bart.target_tokenizer, bart.target_tokenizer.ids_to_pieces(beam))
+    assert list(step.options) == [f"{i}: {piece}" for i, piece in enumerate(pieces)]
+    assert not any("Ġ" in option for option in step.options)  # byte-level pieces shown as text
     assert any(c.value.startswith("Step 0: the model's generation config forces '<s>' here")
                for c in at.caption)
     beam_now, table = (d.value for d in at.dataframe)  # the beam after the step, the n-best
