@@ -22,7 +22,9 @@ alpha is the attention the layer used.
 NumPy only (no TensorFlow): the inputs are the tensors a forward pass captured, the per-head
 values v = x W_V^h + b_V^h ("<kind>_v" of Checkpoint.attention(details=True), (layers, heads,
 keys, head_dim)) and each layer's W_O (transformer.inference.contributions gathers both).
-Arithmetic is in float64; the results are float32, as the maps are.
+f_h is computed in float32 as the model computes (its rounding moves the head sum's norm by
+about 1e-7 of sum_h alpha^h_ij ||f_h(x_j)||), its Gram matrices and the head sums in float64;
+the results are float32, as the maps are.
 """
 
 from __future__ import annotations
@@ -43,10 +45,10 @@ def head_slices(w_o, num_heads: int) -> np.ndarray:
 
 
 def _check(v, w_o) -> tuple[np.ndarray, np.ndarray]:
-    """v (L, H, k, head_dim) and W_O (L, H * head_dim, d_model) as float64, W_O split per head
-    (L, H, head_dim, d_model); ValueError when the shapes do not fit."""
-    v = np.asarray(v, np.float64)
-    w_o = np.asarray(w_o, np.float64)
+    """v (L, H, k, head_dim) and W_O (L, H * head_dim, d_model) as float32 (the model's), W_O
+    split per head (L, H, head_dim, d_model); ValueError when the shapes do not fit."""
+    v = np.asarray(v, np.float32)
+    w_o = np.asarray(w_o, np.float32)
     if v.ndim != 4:
         raise ValueError(f"v must be (layers, heads, keys, head_dim), got shape {v.shape}")
     if w_o.ndim != 3 or w_o.shape[0] != v.shape[0] or w_o.shape[1] != v.shape[1] * v.shape[3]:
@@ -59,15 +61,15 @@ def _check(v, w_o) -> tuple[np.ndarray, np.ndarray]:
 def transformed_values(v, w_o) -> np.ndarray:
     """f_h(x_j) = v^h_j W_O^h for every layer, head and key: v (L, H, k, head_dim), W_O
     (L, H * head_dim, d_model) -> (L, H, k, d_model) float32 (the vectors the Head arithmetic
-    page shows; value_weighted never builds them all at once)."""
+    page shows; value_weighted builds them one layer at a time)."""
     v, w_o = _check(v, w_o)
-    return np.matmul(v, w_o).astype(np.float32)  # (L, H, k, d_model)
+    return np.matmul(v, w_o)  # (L, H, k, d_model)
 
 
 def transformed_norms(v, w_o) -> np.ndarray:
     """||f_h(x_j)|| for every layer, head and key: (L, H, k) float32."""
     v, w_o = _check(v, w_o)
-    return np.stack([np.linalg.norm(np.matmul(v[i], w_o[i]), axis=-1)
+    return np.stack([np.linalg.norm(np.matmul(v[i], w_o[i]).astype(np.float64), axis=-1)
                      for i in range(v.shape[0])]).astype(np.float32)  # (L, H, k)
 
 
@@ -107,8 +109,9 @@ def value_weighted(weights, v, w_o, head_mask=None, overwrite: bool = False
                              f"{head_mask.shape}")
         weights = weights * head_mask[:, :, None, None]
     gram = np.empty((layers, keys, heads, heads))  # (L, k, H, H): <f_h(x_j), f_g(x_j)>
-    for i in range(layers):  # one layer's f at a time: (H, k, d_model) is 16 MB at 512 keys
-        f = np.matmul(v[i], w_o[i]).transpose(1, 0, 2)  # (k, H, d_model): f_h(x_j)
+    for i in range(layers):  # one layer's f at a time: (H, k, d_model) is 8 MB at 512 keys
+        f = np.matmul(v[i], w_o[i]).transpose(1, 0, 2)  # (k, H, d_model): f_h(x_j), float32
+        f = f.astype(np.float64)  # products and sums of the Gram matrix exact to float64
         gram[i] = np.matmul(f, f.transpose(0, 2, 1))
     norms = np.sqrt(np.diagonal(gram, axis1=2, axis2=3)).transpose(0, 2, 1)  # (L, H, k)
     if weights.shape[2] * keys >= _TERM_BY_TERM:
