@@ -22,17 +22,21 @@ import tensorflow as tf
 
 from transformer.core.masking import pad_ids
 from transformer.inference.contributions import output_ids_for
-from transformer.inference.decoding import log_softmax
 from transformer.inference.forward import forward
 from transformer.inference.numerics import check_forward
 
 __all__ = ["layer_predictions", "top_k_ids"]
 
 
+# Logits projected in one call: 2^24 cells, 64 MB of float32 (opus-mt's 59,514 tokens: 280 rows).
+_LOGIT_CELLS = 1 << 24
+
+
 def top_k_ids(log_probs: np.ndarray, k: int) -> np.ndarray:
-    """The k most probable ids of each row of log_probs (..., V), most probable first, ties:
-    the lower id first (as decoding's top-k): (..., k) int64. Partial sort: every id tied with
-    the k-th value is a candidate, so a tie at the boundary still keeps the lower ids."""
+    """The k largest entries' ids of each row of log_probs (..., V) (or of logits: the same
+    order), largest first, ties: the lower id first (as decoding's top-k): (..., k) int64.
+    Partial sort: every id tied with the k-th value is a candidate, so a tie at the boundary
+    still keeps the lower ids."""
     k = min(k, log_probs.shape[-1])
     rows = log_probs.reshape(-1, log_probs.shape[-1])  # (rows, V)
     kth = -np.partition(-rows, k - 1, axis=-1)[:, k - 1:k]  # (rows, 1): the k-th largest
@@ -84,17 +88,22 @@ def layer_predictions(ckpt, source: str, target: str | None = None, k: int = 5,
     top_probs = np.empty((layers, t, k), np.float64)
     chosen_rank = np.empty((layers, t), np.int32)
     chosen_probs = np.empty((layers, t), np.float64)
-    for i in range(layers):  # one layer's (T, V) at a time: opus-mt's vocabulary is 59,514
-        x = tf.constant(hidden[i][None])  # (1, T, d_model)
-        if i < layers - 1:  # the last one is final_norm's output already (see above)
-            x = model.final_norm(x)
-        log_probs = log_softmax(model.project(x).numpy()[0])  # (T, V) float64
-        picked = np.take_along_axis(log_probs, chosen[:, None], axis=-1)  # (T, 1)
-        chosen_probs[i] = np.exp(picked[:, 0])
-        chosen_rank[i] = (log_probs > picked).sum(axis=-1)
-        top = top_k_ids(log_probs, k)  # (T, k)
-        top_ids[i] = top
-        top_probs[i] = np.exp(np.take_along_axis(log_probs, top, axis=-1))
+    x = tf.constant(hidden)  # (L, T, d_model)
+    # The last layer's is final_norm's output already (see the module docstring).
+    x = tf.concat([model.final_norm(x[:-1]), x[-1:]], axis=0) if layers > 1 else x
+    rows = np.arange(t)
+    per_call = max(1, _LOGIT_CELLS // (t * config.tgt_vocab_size))  # layers projected at once
+    for start in range(0, layers, per_call):
+        logits = model.project(x[start:start + per_call]).numpy()  # (n, T, V) float32
+        for i, row in enumerate(logits, start):
+            # log_softmax as decoding's (float64); the order is the logits' own
+            shifted = row.astype(np.float64) - row.max(axis=-1, keepdims=True)  # (T, V)
+            log_norm = np.log(np.exp(shifted).sum(axis=-1))  # (T,)
+            chosen_probs[i] = np.exp(shifted[rows, chosen] - log_norm)
+            chosen_rank[i] = (row > row[rows, chosen][:, None]).sum(axis=-1)
+            top = top_k_ids(row, k)  # (T, k)
+            top_ids[i] = top
+            top_probs[i] = np.exp(np.take_along_axis(shifted, top, axis=-1) - log_norm[:, None])
     pieces = ckpt.target_tokenizer.ids_to_pieces
     return {
         "source_tokens": ckpt.source_tokenizer.ids_to_pieces(source_ids),
