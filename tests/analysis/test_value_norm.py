@@ -18,6 +18,7 @@ import pytest
 
 from transformer import DEFAULT_CHECKPOINT, Transformer, load_checkpoint
 from transformer.analysis.value_norm import (
+    gram_factor,
     head_slices,
     transformed_norms,
     transformed_values,
@@ -324,3 +325,33 @@ def test_head_mask_and_shapes():
         value_weighted(weights, v, w_o[:, :-1])
     with pytest.raises(ValueError, match="v must be"):
         value_weighted(weights, v[0], w_o)
+
+
+@pytest.mark.parametrize("size", [(5, 6), (70, 80)], ids=["matmul", "factor"])
+def test_heads_that_nearly_cancel_keep_their_small_sum(size):
+    """f_1 = -f_0 + 1e-4 noise: the sum is 1e-4 of the terms, and stays within 1e-6 of them
+    (the Gram form in float32 would be off by up to 3e-4)."""
+    rng = np.random.default_rng(2)
+    weights, v, w_o = random_case(rng, heads=2, queries=size[0], keys=size[1])
+    weights[:, 1] = weights[:, 0]
+    v[:, 1] = -v[:, 0] + rng.normal(0, 1e-4, v[:, 0].shape).astype(np.float32)
+    w_o[:, 4:] = w_o[:, :4]
+    per_head, summed, _ = direct(weights, v, w_o)
+    out = value_weighted(weights, v, w_o)
+    terms = per_head.sum(axis=1)  # (L, q, k): sum_h a_h ||f_h||
+    assert summed.max() < 1e-3 * terms.max()
+    assert np.abs(out["summed"] - summed).max() <= 1e-6 * terms.max()
+
+
+def test_gram_factor_of_full_and_deficient_rank():
+    rng = np.random.default_rng(4)
+    f = rng.normal(size=(7, 3, 5))  # (keys, H, d): full rank
+    deficient = f.copy()
+    deficient[:, 2] = 2 * f[:, 0] - f[:, 1]  # head 2 in the span of heads 0 and 1
+    deficient[3, 1] = f[3, 0]  # and, for one key, head 1 equal to head 0
+    zero = np.zeros((2, 3, 5))  # a key whose values are all 0
+    for vectors in (f, deficient, zero):
+        gram = vectors @ vectors.transpose(0, 2, 1)  # (keys, H, H)
+        factor = gram_factor(gram)
+        assert np.isfinite(factor).all() and not np.triu(factor, 1).any()
+        np.testing.assert_allclose(factor @ factor.transpose(0, 2, 1), gram, atol=1e-9)

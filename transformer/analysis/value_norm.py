@@ -22,16 +22,17 @@ alpha is the attention the layer used.
 NumPy only (no TensorFlow): the inputs are the tensors a forward pass captured, the per-head
 values v = x W_V^h + b_V^h ("<kind>_v" of Checkpoint.attention(details=True), (layers, heads,
 keys, head_dim)) and each layer's W_O (transformer.inference.contributions gathers both).
-f_h is computed in float32 as the model computes (its rounding moves the head sum's norm by
-about 1e-7 of sum_h alpha^h_ij ||f_h(x_j)||), its Gram matrices and the head sums in float64;
-the results are float32, as the maps are.
+f_h is computed in float32 as the model computes, its Gram matrices in float64, and the head
+sums so that rounding moves them by about 1e-7 of sum_h alpha^h_ij ||f_h(x_j)|| (see
+value_weighted); the results are float32, as the maps are.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["head_slices", "transformed_norms", "transformed_values", "value_weighted"]
+__all__ = ["gram_factor", "head_slices", "transformed_norms", "transformed_values",
+           "value_weighted"]
 
 
 def head_slices(w_o, num_heads: int) -> np.ndarray:
@@ -92,9 +93,10 @@ def value_weighted(weights, v, w_o, head_mask=None, overwrite: bool = False
       "norms" (L, H, k): ||f_h(x_j)||, the transformed value's norm alone.
 
     The head sum's norm comes from the heads' Gram matrix per key, G_j[h, g] = <f_h(x_j),
-    f_g(x_j)>: ||sum_h a_h f_h||^2 = a^T G_j a, added up in float64 (heads that cancel leave a
-    small difference of large terms), so no (q, k, d_model) array is built (a 512-token
-    sentence would need 1 GB per layer).
+    f_g(x_j)> (float64): ||sum_h a_h f_h||^2 = a^T G_j a, for a small map in float64, for a
+    large one as ||F_j^T a||^2 with F_j F_j^T = G_j (gram_factor), a sum of squares that
+    float32 keeps accurate however much the heads cancel. No (q, k, d_model) array is built
+    (a 512-token sentence would need 1 GB per layer).
     """
     weights = np.asarray(weights, np.float32)
     v, w_o = _check(v, w_o)
@@ -115,7 +117,7 @@ def value_weighted(weights, v, w_o, head_mask=None, overwrite: bool = False
         gram[i] = np.matmul(f, f.transpose(0, 2, 1))
     norms = np.sqrt(np.diagonal(gram, axis1=2, axis2=3)).transpose(0, 2, 1)  # (L, H, k)
     if weights.shape[2] * keys >= _TERM_BY_TERM:
-        summed = _summed_term_by_term(weights, gram)
+        summed = _summed_by_factor(weights, gram)
     else:  # per key j, G_j (H, H) times its column of weights (H, q), batched
         a = np.ascontiguousarray(weights.transpose(0, 3, 1, 2), np.float64)  # (L, k, H, q)
         squared = (np.matmul(gram, a) * a).sum(axis=2).transpose(0, 2, 1)  # (L, q, k)
@@ -132,46 +134,65 @@ def value_weighted(weights, v, w_o, head_mask=None, overwrite: bool = False
             "norms": norms.astype(np.float32)}
 
 
-# From this many (query, key) cells on, the head sum's squared norm is added up term by term
-# over contiguous blocks of rows: 4 ms for 2 heads and 512 x 512 cells, where the batched
-# matmul of tiny (H, H) matrices took 7 ms (and 21 ms against 11 for 4 heads); below it the
-# matmul's one call beats H^2 / 2 calls per block (0.3 ms against 9 for 16 heads and 30 x 30
-# cells).
+# From this many (query, key) cells on, the head sum's norm is computed from a factor of each
+# key's Gram matrix, block by block of query rows (_summed_by_factor); below it the batched
+# matmul's one call beats the blocks' H^2 calls (0.16 ms against 0.22 for 4 heads and 64 x 64
+# cells, 0.3 against 9 for 16 heads and 30 x 30).
 _TERM_BY_TERM = 4096
 
+# (query, key) cells per block: 128 kB a float32 buffer, in cache. bench/value_norm.py's
+# tiny512 (2 heads, 512 x 512 cells) took 20 ms a call with blocks of the Gram form in float64,
+# 34 ms with whole planes (each call page-faulting new 2 MB arrays).
+_BLOCK_CELLS = 1 << 15
 
-def _summed_term_by_term(weights: np.ndarray, gram: np.ndarray) -> np.ndarray:
-    """sqrt(a^T G_j a) for every layer, query i and key j, with a = weights[l, :, i, j]:
-    weights (L, H, q, k) float32, gram (L, k, H, H) -> (L, q, k) float32, summed in float64
-    as sum_h a_h (G_hh a_h + 2 sum_{g > h} G_hg a_g), in place on a few small buffers (blocks
-    of query rows: no plane as large as the map is allocated, nor page-faulted, per call)."""
+
+def gram_factor(gram: np.ndarray) -> np.ndarray:
+    """A lower-triangular F with F F^T = G for each positive semi-definite G (..., H, H)
+    (Cholesky; float64): then a^T G a = ||F^T a||^2, a sum of squares. A pivot that is 0
+    (f_m in the span of the heads before it) leaves its column 0: the heads after it are
+    written with the others."""
+    heads = gram.shape[-1]
+    factor = np.zeros_like(gram, dtype=np.float64)
+    scale = np.sqrt(np.max(np.diagonal(gram, axis1=-2, axis2=-1), axis=-1))  # (...)
+    for m in range(heads):
+        pivot = gram[..., m, m] - (factor[..., m, :m] ** 2).sum(axis=-1)
+        pivot = np.sqrt(np.maximum(pivot, 0.0))  # rounding may leave -1e-17 for a 0
+        factor[..., m, m] = pivot
+        usable = pivot > 1e-12 * scale
+        inverse = np.where(usable, 1.0 / np.where(usable, pivot, 1.0), 0.0)
+        for h in range(m + 1, heads):
+            factor[..., h, m] = (gram[..., h, m] - (factor[..., h, :m] * factor[..., m, :m])
+                                 .sum(axis=-1)) * inverse
+    return factor
+
+
+def _summed_by_factor(weights: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """||sum_h a_h f_h(x_j)|| = ||F_j^T a|| for every layer, query i and key j, a =
+    weights[l, :, i, j]: weights (L, H, q, k) float32, gram (L, k, H, H) -> (L, q, k) float32.
+
+    The factor comes from the float64 Gram matrices; c_m = sum_{h >= m} F_j[h, m] a_h is then
+    computed in float32 on blocks of query rows, in place, and its squares summed: a sum of
+    squares, so rounding moves the result by about 1e-7 of sum_h a_h ||f_h||, however much the
+    heads cancel (the Gram form a^T G a in float32 would lose up to 3e-4 of it there)."""
     layers, heads, queries, keys = weights.shape
-    g = np.ascontiguousarray(gram.transpose(0, 2, 3, 1))  # (L, H, H, k): each (h, g) a row
-    twice = 2.0 * g
+    factor = gram_factor(gram)  # (L, k, H, H)
+    rows_of = np.ascontiguousarray(factor.transpose(0, 3, 2, 1), np.float32)  # [l, m, h]: F[h, m]
     out = np.empty((layers, queries, keys), np.float32)
     rows = max(1, _BLOCK_CELLS // keys)
-    a_block = np.empty((heads, rows, keys))
-    squared_block, u_block, term_block = (np.empty((rows, keys)) for _ in range(3))
+    c_block, term_block = (np.empty((rows, keys), np.float32) for _ in range(2))
     for i in range(layers):
         for start in range(0, queries, rows):
             n = min(rows, queries - start)
-            a, squared, u, term = a_block[:, :n], squared_block[:n], u_block[:n], term_block[:n]
-            np.copyto(a, weights[i, :, start:start + n])  # float64 operands from here on
-            for h in range(heads):
-                row = squared if h == 0 else u  # row h of G a, then times a_h
-                np.multiply(a[h], g[i, h, h], out=row)
-                for h2 in range(h + 1, heads):
-                    np.multiply(a[h2], twice[i, h, h2], out=term)
-                    row += term
-                row *= a[h]
-                if h:
-                    squared += u
-            np.maximum(squared, 0.0, out=squared)  # rounding may leave -1e-17 for a 0 sum
-            np.sqrt(squared, out=out[i, start:start + n], casting="same_kind")
+            a = weights[i, :, start:start + n]  # (H, n, k)
+            squared, c, term = out[i, start:start + n], c_block[:n], term_block[:n]
+            for m in range(heads):
+                target = squared if m == 0 else c  # c_m, then its square
+                np.multiply(a[m], rows_of[i, m, m], out=target)
+                for h in range(m + 1, heads):
+                    np.multiply(a[h], rows_of[i, m, h], out=term)
+                    target += term
+                target *= target
+                if m:
+                    squared += c
+            np.sqrt(squared, out=squared)
     return out
-
-
-# (query, key) cells per block: 256 kB a float64 buffer, in cache. bench/value_norm.py's
-# tiny512 (2 heads, 512 x 512 cells): 20 ms a call with these blocks, 34 ms with whole planes
-# (each call page-faulting new 2 MB arrays), 28 ms with blocks of 2^13 cells (more calls).
-_BLOCK_CELLS = 1 << 15
