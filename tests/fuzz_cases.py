@@ -7,8 +7,9 @@ translate, attention with details, and a 10,000-character paste as source and ty
 finite numbers, its sentences holding the ids whose embedding rows are largest (hot_ids: a huge
 row the load's probe did not visit is met). Anything else fails: another exception, a child
 killed by the memory limit, a load past the time limit, and (issue 25) an open or refusal past
-OPEN_SECONDS, a first translation past FIRST_TRANSLATION_SECONDS, or memory growth past
-MEMORY_PER_FILE_BYTE x the case's bytes + MEMORY_ALLOWANCE ("over budget").
+OPEN_SECONDS, a first translation past FIRST_TRANSLATION_SECONDS, a generate with the model's
+generation_config.json past GENERATE_SECONDS, or memory growth past MEMORY_PER_FILE_BYTE x the
+case's bytes + MEMORY_ALLOWANCE ("over budget": measured again alone before it counts).
 
 The cases:
   CRAFTED     one file per known escape (archive, NPZ, JSON, metadata, config, weights; st_*: the
@@ -71,6 +72,9 @@ HOT_IDS = 3  # ids per side whose embedding rows are largest: the child's senten
 # kernels and the tokenizers; 128 MB is about 4 times the largest of them.
 OPEN_SECONDS = float(os.environ.get("FUZZ_OPEN_SECONDS", "10"))
 FIRST_TRANSLATION_SECONDS = float(os.environ.get("FUZZ_FIRST_TRANSLATION_SECONDS", "10"))
+# A generate with a model's generation_config.json (beams, lengths: capped by the app): the app's
+# decoding time limit (limits.MAX_DECODE_SECONDS, 10 s) plus its loop's trace and compile.
+GENERATE_SECONDS = 10.0 + FIRST_TRANSLATION_SECONDS
 MEMORY_PER_FILE_BYTE = 3
 MEMORY_ALLOWANCE = int(os.environ.get("FUZZ_MEMORY_ALLOWANCE_MB", "128")) * 2**20
 SENTENCES = ("friday, march 5, 2021", "", "the 12th of never " * 30)
@@ -1463,7 +1467,7 @@ def exercise(ckpt, timing: dict | None = None) -> str:
     cut to the length budget as it is tokenized, whatever max_len the file declares); returns a
     summary ("long paste: <ids kept> ids | hot ids: <met> | <the translations>") or raises.
     timing["first_s"]: the seconds of the first translation (its decode loop's trace and
-    compile included)."""
+    compile included); timing["generate_s"]: the longest generate (exercise_generate)."""
     from transformer.core import limits
 
     steps = min(ckpt.config.max_len, DECODE_STEPS)
@@ -1494,7 +1498,7 @@ def exercise(ckpt, timing: dict | None = None) -> str:
             maps = ckpt.attention(sentence, target=target, details=True)
             bad = [k for k, v in maps.items() if not _finite(v)]
             assert not bad, f"not finite: {bad}"
-    generated = exercise_generate(ckpt)
+    generated = exercise_generate(ckpt, timing)
     maps = ckpt.attention(LONG_PASTE, target=LONG_PASTE, details=True)
     kept = maps["decoder"].shape[-1]
     assert kept == len(ckpt.encode_target(LONG_PASTE)) <= limits.token_budget(ckpt.config)
@@ -1505,25 +1509,22 @@ def exercise(ckpt, timing: dict | None = None) -> str:
                       + ([generated] if generated else []) + texts[:len(SENTENCES)])
 
 
-def exercise_generate(ckpt) -> str:
+def exercise_generate(ckpt, timing: dict | None = None) -> str:
     """A model that came with a generation_config.json (issue 26: Checkpoint.generation, read
     when it opened) generates as its original program would (Checkpoint.generate: its beams and
     lengths, capped), on the first sentence and on the long paste: ids in the target vocabulary,
-    finite scores and attention, within limits.MAX_DECODE_SECONDS plus
-    FIRST_TRANSLATION_SECONDS (its loop's trace and compile). Returns "generate: ..." or "" for
-    a model without one."""
-    from transformer.core import limits
-
+    finite scores and attention. timing["generate_s"]: the longer of the two, which the parent
+    holds to GENERATE_SECONDS (a budget, measured again alone when the cores were busy).
+    Returns "generate: ..." or "" for a model without one."""
     if getattr(ckpt, "generation", None) is None:
         return ""
-    budget = limits.MAX_DECODE_SECONDS + FIRST_TRANSLATION_SECONDS
     seconds = []
     for sentence in (SENTENCES[0], LONG_PASTE):
         started = time.perf_counter()
         decoding = ckpt.generate(sentence)
         seconds.append(time.perf_counter() - started)
-        assert seconds[-1] <= budget, (f"generate took {seconds[-1]:.1f} s (budget {budget:g} s) "
-                                       f"with {ckpt.generation}")
+        if timing is not None:
+            timing["generate_s"] = max(seconds)
         assert isinstance(decoding.text, str)
         assert all(0 <= i < ckpt.config.tgt_vocab_size for i in decoding.token_ids), \
             "generate: ids out of range"
@@ -1579,6 +1580,7 @@ def child_main() -> None:
                 result["detail"] = exercise(ckpt, timing)[:80]
             finally:
                 result["first_s"] = timing.get("first_s", 0.0)
+                result["generate_s"] = timing.get("generate_s", 0.0)
             del ckpt
             keras.utils.clear_session(free_memory=True)
         except CheckpointError as err:
@@ -1610,6 +1612,7 @@ class Result:
     total_s: float = 0.0
     grew: int = 0  # peak RSS during the case minus RSS before it (bytes)
     first_s: float = 0.0  # an accepted case's first translation (its loop's compile included)
+    generate_s: float = 0.0  # its longest generate with its generation_config.json (or 0)
     size: int = 0
     path: str = ""
     trace: str = ""
@@ -1624,7 +1627,8 @@ class Result:
         """What budget of issue 25 an accepted or refused case broke, as a sentence, or None:
         opening or refusing past OPEN_SECONDS (its loader's own, where it does more than load:
         BUDGET_SECONDS), the first translation past FIRST_TRANSLATION_SECONDS, memory growth
-        past MEMORY_PER_FILE_BYTE x the case's bytes + MEMORY_ALLOWANCE."""
+        past MEMORY_PER_FILE_BYTE x the case's bytes + MEMORY_ALLOWANCE, a generate with the
+        model's generation_config.json past GENERATE_SECONDS."""
         if self.outcome not in ("accepted", "refused"):
             return None
         seconds = BUDGET_SECONDS.get(self.loader, OPEN_SECONDS)
@@ -1634,6 +1638,8 @@ class Result:
         if self.first_s > FIRST_TRANSLATION_SECONDS:
             return (f"the first translation took {self.first_s:.1f} s (budget "
                     f"{FIRST_TRANSLATION_SECONDS:g} s)")
+        if self.generate_s > GENERATE_SECONDS:
+            return (f"generate took {self.generate_s:.1f} s (budget {GENERATE_SECONDS:g} s)")
         if self.grew > allowed:
             return (f"{self.outcome}, growing memory by {self.grew / 2**20:,.0f} MB from "
                     f"{self.size / 2**20:,.1f} MB of files (budget {allowed / 2**20:,.0f} MB)")
