@@ -283,7 +283,7 @@ def direct(weights, v, w_o):
 @pytest.mark.parametrize("size", [(5, 6), (70, 80)], ids=["matmul", "term by term"])
 @pytest.mark.parametrize("heads", [1, 2, 5])
 def test_head_sum_is_the_norm_of_the_sum(size, heads):
-    """Both ways the module adds up a^T G_j a (below and above _TERM_BY_TERM cells)."""
+    """Both ways the module adds up a^T G_j a (below and above _FACTOR_FROM cells)."""
     rng = np.random.default_rng(heads)
     weights, v, w_o = random_case(rng, heads=heads, queries=size[0], keys=size[1])
     per_head, summed, f = direct(weights, v, w_o)

@@ -116,7 +116,7 @@ def value_weighted(weights, v, w_o, head_mask=None, overwrite: bool = False
         f = f.astype(np.float64)  # products and sums of the Gram matrix exact to float64
         gram[i] = np.matmul(f, f.transpose(0, 2, 1))
     norms = np.sqrt(np.diagonal(gram, axis1=2, axis2=3)).transpose(0, 2, 1)  # (L, H, k)
-    if weights.shape[2] * keys >= _TERM_BY_TERM:
+    if weights.shape[2] * keys >= _FACTOR_FROM:
         summed = _summed_by_factor(weights, gram)
     else:  # per key j, G_j (H, H) times its column of weights (H, q), batched
         a = np.ascontiguousarray(weights.transpose(0, 3, 1, 2), np.float64)  # (L, k, H, q)
@@ -138,7 +138,7 @@ def value_weighted(weights, v, w_o, head_mask=None, overwrite: bool = False
 # key's Gram matrix, block by block of query rows (_summed_by_factor); below it the batched
 # matmul's one call beats the blocks' H^2 calls (0.16 ms against 0.22 for 4 heads and 64 x 64
 # cells, 0.3 against 9 for 16 heads and 30 x 30).
-_TERM_BY_TERM = 4096
+_FACTOR_FROM = 4096
 
 # (query, key) cells per block: 128 kB a float32 buffer, in cache. bench/value_norm.py's
 # tiny512 (2 heads, 512 x 512 cells) took 20 ms a call with blocks of the Gram form in float64,
