@@ -154,6 +154,23 @@ def _teacher_forced(content_hash: str, source: str, target: str, _ckpt: Checkpoi
     return forced(_ckpt, source, target)
 
 
+@_said
+def layer_predictions(ckpt: Checkpoint, source: str, output_ids, silenced: tuple[str, ...] = (),
+                      k: int = 5) -> dict:
+    """Checkpoint.layer_predictions (the logit lens: what each decoder layer's output predicts,
+    per step) on the given output ids (a decode's token_ids, or a typed target's as teacher
+    forcing scores it) with the heads labelled in `silenced` silenced, cached."""
+    return _layer_predictions(ckpt.content_hash, source, _ids(output_ids),
+                              tuple(sorted(silenced)), int(k), ckpt)
+
+
+@st.cache_data(max_entries=64, show_spinner="Reading every decoder layer's prediction…")
+def _layer_predictions(content_hash: str, source: str, output_ids: tuple, silenced: tuple,
+                       k: int, _ckpt: Checkpoint) -> dict:
+    mask = head_masks(_ckpt.config, silenced) if silenced else None
+    return _ckpt.layer_predictions(source, k=k, head_mask=mask, output_ids=list(output_ids))
+
+
 # ------------------------------------------------------------------ positions
 def position_codes(ckpt: Checkpoint) -> np.ndarray:
     """The encoder's (max_len, d_model) position codes: its learned matrix or its sinusoids."""
