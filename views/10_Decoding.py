@@ -11,6 +11,7 @@ from explorer import heads, links, models, player, results, state, stepping, tok
 from explorer.choices import clamp_choice, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
+from figures import lens as lens_figs
 from transformer.inference.decoding import beam_search, length_normalised
 from transformer.inference.generation import GeneratedBeam
 
@@ -74,8 +75,32 @@ else:
         stepping.show_text(st, "Translation", result, tok=ckpt.target_tokenizer)
 
 
+def layer_lens(ckpt, source: str, result, silenced: tuple, t: int, chosen: str) -> None:
+    """The logit lens at step t: what every decoder layer's output would predict if it were the
+    last (through the final norm and the output projection), beside the token the step chose."""
+    if st.toggle("What each decoder layer predicts here (logit lens)", key="dec_lens_on",
+                 help="One more pass over the decode, computed when this is on."):
+        lens = results.layer_predictions(ckpt, source, result.token_ids, silenced)
+        tgt_tok = ckpt.target_tokenizer
+        top = [tokens.shown(tgt_tok, tgt_tok.ids_to_pieces(row)) for row in lens["top_ids"][:, t]]
+        ranks = lens["chosen_rank"][:, t]
+        st.plotly_chart(lens_figs.layer_lens_fig(top, lens["top_probs"][:, t],
+                                                 lens["chosen_probs"][:, t], ranks, chosen,
+                                                 f"Step {t}: each layer's top "
+                                                 f"{lens['top_ids'].shape[-1]} and the chosen "
+                                                 "token"), key="dec_lens")
+        first = int(np.argmax(ranks == 0)) if (ranks == 0).any() else None
+        settled = (f"layer {first + 1} is the first whose own first choice it is"
+                   if first is not None else "no layer ranks it first")
+        st.caption(f"Every layer's output read as if it were the last: through the decoder's "
+                   f"final norm and the output projection, then a softmax (nostalgebraist's "
+                   f"logit lens). The step chose {chosen!r}: {settled}; the last layer's row is "
+                   "the model's own distribution.")
+
+
 @st.fragment
-def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
+def one_step(ckpt, result, forced: bool, beam: int, source: str, typed,
+             silenced: tuple = ()) -> None:
     """One step of the decode and the alignment: the step, layer and head pickers and every tick
     of Play (explorer.player.advance) rerun them alone (a fragment), never the decode (it comes
     in from the page's run)."""
@@ -122,6 +147,7 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
     shaded_by = "the mean over heads" if all_heads else "this head"
     st.caption(f"The source shaded by the weight of {shaded_by} (relative to the largest); bold: the 3 "
                "most attended. Hover for the weight.")
+    layer_lens(ckpt, source, result, silenced, t, out_tokens[t])
 
     if beam > 1:
         left, right = st.columns(2)
@@ -156,4 +182,4 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed) -> None:
     player.advance(t, playing)  # last, so the step stays on screen while it waits
 
 
-one_step(ckpt, result, forced, beam, source, typed)
+one_step(ckpt, result, forced, beam, source, typed, () if forced else tuple(ablate))
