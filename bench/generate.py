@@ -13,6 +13,9 @@ Ours: convert_marian(folder) + generate (one compiled loop, traced once before t
 theirs: MarianMTModel.from_pretrained (eager attention) + generate under torch.no_grad, at
 torch's default threads and at one thread. Medians of --repeats over three
 sentences each, per sentence; the generated ids of both sides must be equal (said if not).
+Then the opus-mt-shaped model's default translation (load_checkpoint + Checkpoint.generate with
+its own generation_config.json, what the app shows) against what transformers' translation
+pipeline gives (--end-bias makes the random model end, as a trained one does).
 Skips (exit 0) where torch or transformers is not installed.
 """
 
@@ -90,11 +93,44 @@ def measure(folder: Path, new_tokens: int, repeats: int, beams: int) -> dict:
             "threads": threads}
 
 
-def build_opus(folder: Path) -> None:
+def build_opus(folder: Path, end_bias: float = 0.0) -> None:
     spec = importlib.util.spec_from_file_location("open_real", ROOT / "bench" / "open_real.py")
     open_real = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(open_real)
-    open_real.build_folder(folder)
+    open_real.build_folder(folder, end_bias=end_bias)
+
+
+def default_translation(folder: Path) -> list[dict]:
+    """The app's default translation against transformers' translation pipeline, on the files
+    as they are: ours load_checkpoint(folder) + Checkpoint.generate(sentence) (the model's
+    generation_config.json, nothing given); theirs what the pipeline ran (transformers 5 dropped
+    it): generate with the model's own generation config, decode(skip_special_tokens=True)
+    (tests/fixtures/make_marian_generation.py pipeline_translations). One run each."""
+    spec = importlib.util.spec_from_file_location(
+        "make_marian_generation", ROOT / "tests" / "fixtures" / "make_marian_generation.py")
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    from transformer import load_checkpoint
+
+    ckpt = load_checkpoint(folder)
+    ckpt.generate(SENTENCES[0])  # the one trace
+    rows = []
+    for sentence in SENTENCES:
+        started = time.perf_counter()
+        ours = ckpt.generate(sentence)
+        ours_t = time.perf_counter() - started
+        started = time.perf_counter()
+        (theirs,) = recipe.pipeline_translations(folder, [sentence])
+        theirs_t = time.perf_counter() - started
+        rows.append({"sentence": sentence, "tokens": len(ours.token_ids), "ours": ours_t,
+                     "theirs": theirs_t, "ids": ours.token_ids == theirs["ids"],
+                     "text": ours.text == theirs["text"]})
+    print(f"\ndefault translation (the model's generation_config.json: "
+          f"{', '.join(ckpt.generation.describe())}) against the translation pipeline's steps")
+    for row in rows:
+        print(f"  {row['sentence'][:56]:<56} {row['tokens']:>4} tokens  ours {row['ours']:6.2f}s "
+              f"theirs {row['theirs']:6.2f}s  equal ids {row['ids']}, text {row['text']}")
+    return rows
 
 
 def report(name: str, result: dict) -> None:
@@ -116,6 +152,10 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--beams", type=int, default=4, help="num_beams on both sides")
     parser.add_argument("--no-opus", action="store_true", help="the tiny fixture only")
+    parser.add_argument("--end-bias", type=float, default=6.0,
+                        help="added to </s>'s final_logits_bias of the random opus-mt-shaped "
+                             "model, so that its translations end and the default translation "
+                             "(max_length 512) is compared whole; 0: no comparison")
     args = parser.parse_args()
     try:
         import torch  # noqa: F401
@@ -130,10 +170,12 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "opus-mt-en-fr-random"
             started = time.perf_counter()
-            build_opus(folder)
+            build_opus(folder, end_bias=args.end_bias)
             print(f"\n(built the opus-mt-shaped folder in {time.perf_counter() - started:.0f} s)")
             report("random opus-mt-en-fr-shaped model",
                    measure(folder, args.new_tokens, args.repeats, args.beams))
+            if args.end_bias:
+                default_translation(folder)
     return 0
 
 

@@ -128,8 +128,10 @@ print("RESULT " + json.dumps(r))
 """
 
 
-def build_folder(folder: Path) -> None:
-    """A Hugging Face opus-mt-en-fr-shaped folder with random weights and real tokenizer files."""
+def build_folder(folder: Path, end_bias: float = 0.0) -> None:
+    """A Hugging Face opus-mt-en-fr-shaped folder with random weights and real tokenizer files.
+    end_bias: added to </s>'s final_logits_bias, so that a random model's translations end
+    (at 5-6, after some 20-60 tokens) as a trained model's do."""
     import torch
     from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer
 
@@ -171,6 +173,8 @@ def build_folder(folder: Path) -> None:
         _name_or_path="random-opus-mt-en-fr")
     torch.manual_seed(0)
     model = MarianMTModel(config).eval()
+    with torch.no_grad():
+        model.final_logits_bias[0, 0] += end_bias  # </s> is id 0
     model.generation_config = GenerationConfig(
         bad_words_ids=[[PAD]], decoder_start_token_id=PAD, eos_token_id=0, forced_eos_token_id=0,
         max_length=512, num_beams=4, pad_token_id=PAD)
