@@ -2,8 +2,9 @@
 
 import streamlit as st
 
-from explorer import links, models, results, state, tokens
+from explorer import alignments, links, models, results, state, tokens
 from explorer.widgets import export_buttons, kind_picker
+from figures.alignment import aer_ranking_fig
 from figures.head_stats import similarity_matrix_fig, stat_heatmap_fig
 from transformer.analysis.head_stats import CROSS_ONLY, SHARES, STATISTICS, cluster_order, statistics_table
 from transformer.core.kinds import head_label, head_labels
@@ -12,6 +13,9 @@ SOURCES = {"current": "The sidebar's sentence", "held_out": "The task's held-out
            "pasted": "Sentences I paste"}
 MAX_SENTENCES = 512
 MAX_CHARS = 50_000
+ALIGNMENT_COLUMNS = {"aer": "AER", "aer_precision": "Alignment precision",
+                     "aer_recall": "Alignment recall"}  # from the gold (Alignment quality)
+GOLDS = {"built_in": "The dates task's (built in)", "uploaded": "Mine (uploaded)"}
 
 
 ckpt = models.active_checkpoint()
@@ -54,9 +58,11 @@ else:
 batched = source != "current"  # the sidebar's sentence with its target; others as one batch
 
 
-def every_statistic(ckpt, sentences: list[str], target, batched: bool) -> dict:
+def every_statistic(ckpt, sentences: list[str], target, batched: bool,
+                    alignment: alignments.Scores | None) -> dict:
     """The sentences and translations, every statistic of every head (a sortable table and its
-    exports); returns the statistics."""
+    exports), with the cross-attention heads' AER, precision and recall against the gold of
+    Alignment quality when there is one; returns the statistics."""
     maps_list = results.sentence_maps(ckpt, sentences, target, batched)
     with st.expander(f"The {len(sentences)} sentence(s) and the model's translations"):
         st.dataframe([{"source": s, "translation": ckpt.target_tokenizer.decode(m["output_ids"])}
@@ -64,16 +70,103 @@ def every_statistic(ckpt, sentences: list[str], target, batched: bool) -> dict:
 
     stats = results.statistics(ckpt, sentences, target, batched)
     table = statistics_table(stats)
+    columns = dict(STATISTICS)
+    if alignment is not None:
+        columns.update(ALIGNMENT_COLUMNS)
+        for row in table:
+            for name, stat in (("aer", "aer"), ("aer_precision", "precision"),
+                               ("aer_recall", "recall")):
+                row[name] = (float(alignment.stats[stat][row["layer"], row["head"]])
+                             if row["kind"] == "cross" else None)
     st.subheader("Every head, every statistic")
-    st.caption("Click a column header to sort. Alignment agreement is empty outside cross-attention.")
+    st.caption("Click a column header to sort. Alignment agreement is empty outside cross-attention."
+               + (f" AER, alignment precision and recall (cross-attention only) are measured "
+                  f"against the gold of Alignment quality below ({alignment.scored} sentence "
+                  f"pairs), not these sentences." if alignment is not None else ""))
     st.dataframe(table, hide_index=True, key="stats_table", placeholder="", column_config={
         name: st.column_config.NumberColumn(label, format="%.4f")
-        for name, label in STATISTICS.items()})
-    export_buttons([[row[name] if row[name] is not None else float("nan") for name in STATISTICS]
+        for name, label in columns.items()})
+    export_buttons([[row[name] if row[name] is not None else float("nan") for name in columns]
                     for row in table], [head_label(r["kind"], r["layer"], r["head"]) for r in table],
-                   list(STATISTICS), "head_statistics", results.current_attention(),
+                   list(columns), "head_statistics", results.current_attention(),
                    key="stats_export")
     return stats
+
+
+def uploaded_gold(ckpt) -> alignments.Scores | None:
+    """The upload form (sentence pairs and Pharaoh alignments, files or pasted), scored; a
+    refusal is shown as its sentence and gives None."""
+    characters = (" For this model the target words are the target's characters (spaces "
+                  "dropped), as in the built-in gold: 2021-03-05 has target words 0 to 9."
+                  if alignments.is_dates_model(ckpt) else "")
+    st.markdown("Sentence pairs, one `source<TAB>target` per line, and their gold alignments in "
+                "Pharaoh format, one line per pair: `0-0 1-2 2?1` (source word - target word, "
+                "counted from 0 in the whitespace-separated words; `-` sure, `?` possible). An "
+                "uploaded file replaces the text box beside it." + characters)
+    c1, c2 = st.columns(2)
+    pairs_file = c1.file_uploader("Sentence pairs (TSV)", type=["tsv", "txt"], key="align_pairs_file")
+    pairs = c1.text_area("or paste them", key="align_pairs", height=140,
+                         max_chars=alignments.MAX_ALIGNMENT_BYTES)
+    gold_file = c2.file_uploader("Alignments (Pharaoh)", type=["txt", "align", "wa", "talp"],
+                                 key="align_gold_file")
+    gold = c2.text_area("or paste them", key="align_pharaoh", height=140,
+                        max_chars=alignments.MAX_ALIGNMENT_BYTES)
+    pairs = pairs_file.getvalue() if pairs_file is not None else (pairs or "")
+    gold = gold_file.getvalue() if gold_file is not None else (gold or "")
+    if not pairs.strip() or not gold.strip():
+        st.info("Give both the sentence pairs and their alignments to score the heads on them.")
+        return None
+    scores, error = alignments.scores_or_error(alignments.uploaded, ckpt, gold, pairs)
+    if error is not None:
+        st.error(error, icon=":material/error:")
+    return scores
+
+
+def alignment_quality(ckpt) -> alignments.Scores | None:
+    """The section that ranks cross-attention heads by AER against a gold alignment: the
+    dates task's for a model trained on it, or one uploaded; returns the scores shown."""
+    st.subheader("Alignment quality")
+    st.markdown(
+        "How well each cross-attention head aligns words. A head's alignment links each target "
+        "word to the source word it attends to most (the argmax of its row, special tokens "
+        "hidden and subword pieces merged into words as the app merges them: a word's row is "
+        "the mean of its pieces' rows, a source word's column the sum of its pieces'), with "
+        "the gold target teacher-forced. The **alignment error rate** (AER, Och & Ney 2000) "
+        "compares those links A with the gold's sure links S and possible links P (P includes "
+        "S): AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|), 0 = every sure link found and nothing "
+        "claimed outside P; precision = |A∩P| / |A|, recall = |A∩S| / |S|, the counts summed "
+        "over the sentences.")
+    source = "uploaded"
+    if alignments.is_dates_model(ckpt):
+        source = st.radio("Gold alignments", list(GOLDS), format_func=GOLDS.get, key="align_source",
+                          horizontal=True)
+    if source == "built_in":
+        st.caption(f"Gold: {alignments.built_in_description(ckpt)}.")
+        scores, error = alignments.scores_or_error(alignments.built_in, ckpt)
+        if error is not None:
+            st.error(error, icon=":material/error:")
+    else:
+        with st.container(border=True):
+            scores = uploaded_gold(ckpt)
+    if scores is None:
+        return None
+    if scores.left_out:
+        st.warning(f"{len(scores.left_out)} sentence pair(s) left out, their words not the "
+                   f"alignment's: " + "; ".join(scores.left_out[:5])
+                   + ("; ..." if len(scores.left_out) > 5 else ""), icon=":material/warning:")
+    labels = [head_label("cross", h.layer, h.head) for h in scores.ranked]
+    st.caption(f"Every cross-attention head, best aligner first, over {scores.scored} sentence "
+               f"pairs (ties broken by recall).")
+    st.dataframe([{"rank": rank, "head": label, "AER": h.aer, "precision": h.precision,
+                   "recall": h.recall}
+                  for rank, (label, h) in enumerate(zip(labels, scores.ranked), start=1)],
+                 hide_index=True, key="align_ranking", column_config={
+                     name: st.column_config.NumberColumn(name, format="%.4f")
+                     for name in ("AER", "precision", "recall")})
+    st.plotly_chart(aer_ranking_fig(labels, [h.aer for h in scores.ranked],
+                                    [h.precision for h in scores.ranked],
+                                    [h.recall for h in scores.ranked]), key="align_chart")
+    return scores
 
 
 @st.fragment
@@ -104,8 +197,13 @@ def one_statistic(ckpt, sentences: list[str], target, batched: bool, stats: dict
 
 
 if sentences:
-    one_statistic(ckpt, sentences, target, batched,
-                  every_statistic(ckpt, sentences, target, batched))
+    table_slot, statistic_slot = st.container(), st.container()
 else:
     st.info("No sentences to compute over: paste some, one per line, or pick another source "
             "above.")
+alignment = alignment_quality(ckpt)  # drawn last, scored first: the table shows its AER
+if sentences:
+    with table_slot:
+        stats = every_statistic(ckpt, sentences, target, batched, alignment)
+    with statistic_slot:
+        one_statistic(ckpt, sentences, target, batched, stats)
