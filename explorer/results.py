@@ -354,3 +354,41 @@ def _scored(ckpt: Checkpoint, source: str, target_ids) -> tuple:
 def _ids(target_ids):
     """Hashable output ids (a tuple), or None."""
     return None if target_ids is None else tuple(int(i) for i in target_ids)
+
+
+# ------------------------------------------------------------------ value norms (issue 27)
+@_said
+def value_norms(ckpt: Checkpoint, source: str, target: str | None = None) -> dict:
+    """Checkpoint.contributions(method="value_norm"): the maps of `attention(ckpt, source,
+    target)` (the same output ids: the shared translation's when target is None) with each
+    kind's weights replaced by ||alpha^h_ij f_h(x_j)|| (Kobayashi et al. 2020), plus
+    "<kind>_summed" (layers, queries, keys) and "<kind>_norms" (layers, heads, keys), cached."""
+    output_ids = None if target is not None else _ids(translation(ckpt, source).token_ids)
+    return _value_norms(ckpt.content_hash, source, target, output_ids, ckpt)
+
+
+@st.cache_data(max_entries=MAX_RESULTS, show_spinner="Computing weight × value norms…")
+def _value_norms(content_hash: str, source: str, target: str | None, output_ids: tuple | None,
+                 _ckpt: Checkpoint) -> dict:
+    return _ckpt.contributions(source, target, method="value_norm",
+                               output_ids=None if output_ids is None else list(output_ids))
+
+
+@_said
+def current_value_norms() -> dict:
+    """value_norms for the sidebar's model, source and target."""
+    return value_norms(models.active_checkpoint(), state.current_source(),
+                       state.current_target())
+
+
+def output_projections(ckpt: Checkpoint) -> dict[str, np.ndarray]:
+    """transformer.inference.contributions.output_projections (each kind's W_O kernels,
+    (layers, heads * head_dim, d_model)), cached per checkpoint."""
+    return _output_projections(ckpt.content_hash, ckpt)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _output_projections(content_hash: str, _ckpt: Checkpoint) -> dict[str, np.ndarray]:
+    from transformer.inference.contributions import output_projections as projections
+
+    return projections(_ckpt.model)

@@ -24,15 +24,16 @@ def quoted(text: str) -> str:
 
 
 def export_buttons(matrix, row_labels, col_labels, name: str, maps: dict, key: str,
-                   corner: str = "query \\ key") -> None:
-    """CSV of the matrix shown and NPZ of every map of the sentence (PNG: Plotly's camera)."""
+                   corner: str = "query \\ key", npz_name: str = "attention_maps.npz") -> None:
+    """CSV of the matrix shown and NPZ of every map of the sentence (PNG: Plotly's camera);
+    npz_name: the NPZ's file name (value norms: "value_norm_maps.npz")."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "attention"
     left, right = st.columns(2)
     left.download_button("CSV of this matrix",
                          export.matrix_csv(matrix, row_labels, col_labels, corner),
                          file_name=f"{slug}.csv", mime="text/csv", key=f"{key}_csv")
     right.download_button("NPZ of every attention map", export.attention_npz(maps),
-                          file_name="attention_maps.npz", mime="application/octet-stream",
+                          file_name=npz_name, mime="application/octet-stream",
                           key=f"{key}_npz")
     st.caption("PNG: the camera button in the figure's toolbar.")
 

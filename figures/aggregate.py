@@ -43,10 +43,11 @@ def _check_maps(maps, n_rows: int, n_cols: int, titles) -> np.ndarray:
 
 def layer_grid_fig(maps, query_tokens, key_tokens, titles, *, zmax: float | None = None,
                    title: str | None = None, x_title: str = "key",
-                   y_title: str = "query") -> go.Figure:
+                   y_title: str = "query", value_name: str = "weight") -> go.Figure:
     """maps (L, q, k), e.g. one per layer, as L heatmaps side by side: query tokens down, key
     tokens across (cells at positions, ticked with the tokens as they are), one colour axis from
-    0 to zmax (default: the largest value of any map, at most 1: the maps are weights).
+    0 to zmax (default: the largest value of any map, at most 1: the maps are weights; value
+    norms pass their own top). value_name titles the colour bar ("weight", "‖α f(x)‖").
     Hover shows query and key (position and token) and the value to 4 decimals. Built as dicts
     (figures.common.unvalidated_figure): redrawn on every kind or layer change."""
     rows, cols = [str(t) for t in query_tokens], [str(t) for t in key_tokens]
@@ -70,7 +71,7 @@ def layer_grid_fig(maps, query_tokens, key_tokens, titles, *, zmax: float | None
     layout["yaxis"]["title"] = dict(text=y_title)
     layout.update(title=title_dict(title),
                   coloraxis=dict(colorscale=COLOUR_SCALE, cmin=0.0, cmax=zmax,
-                                 colorbar=colorbar("weight")),
+                                 colorbar=colorbar(value_name)),
                   height=window_height(len(rows), base=200, per_row=24, minimum=360),
                   margin=dict(l=10, r=10, t=90 if title else 60, b=10))
     return unvalidated_figure(data, layout)

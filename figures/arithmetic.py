@@ -295,3 +295,41 @@ def contributions_fig(weighted_values, context, key_tokens, title: str | None = 
                   height=window_height(len(keys), base=200, per_row=24, minimum=360),
                   margin=dict(l=10, r=10, t=80 if title else 50, b=10))
     return unvalidated_figure(data, layout)
+
+
+VALUE_NORM_ROWS = (  # (trace name, row title) of value_norm_steps_fig
+    ("α", "αᵢⱼ: the weight (softmax)"),
+    ("‖f(x)‖", "‖f(xⱼ)‖: the transformed value's length"),
+    ("‖α f(x)‖", "αᵢⱼ ‖f(xⱼ)‖: what key j adds to the query (weight × value norm)"),
+)
+
+
+def value_norm_steps_fig(weights_row, norms, key_tokens, title: str | None = None
+                         ) -> go.Figure:
+    """Kobayashi et al.'s weight × value norm for one query row, over the keys: the weights
+    αᵢⱼ (k_len,), the norms ‖f(xⱼ)‖ (k_len,) and their product, one row each, each on a colour
+    scale from 0 to its own largest value (the three are in different units). Trace names are
+    VALUE_NORM_ROWS' ("α", "‖f(x)‖", "‖α f(x)‖")."""
+    weights_row = np.asarray(weights_row, dtype=float)
+    norms = np.asarray(norms, dtype=float)
+    keys = list(key_tokens)
+    if weights_row.shape != (len(keys),) or norms.shape != (len(keys),):
+        raise ValueError(f"weights_row {weights_row.shape} and norms {norms.shape} must both be "
+                         f"({len(keys)},), one value per key token")
+    rows = (weights_row, norms, weights_row * norms)
+    data = []
+    for row, ((name, label), values) in enumerate(zip(VALUE_NORM_ROWS, rows), start=1):
+        trace = _heatmap(values[None], keys, [label], colorscale=WEIGHT_SCALE, zmin=0,
+                         zmax=max(float(values.max(initial=0.0)), 1e-9), name=name,
+                         x_title="key", y_title=None)
+        data.append({**trace, **subplot_axes(row, 1, 1)})
+    layout = subplot_layout(len(rows), 1, shared_xaxes=True, vertical_spacing=0.12,
+                            subplot_titles=[label for _, label in VALUE_NORM_ROWS])
+    for name in _axis_names(layout, "x"):
+        layout[name].update(token_axis(keys))
+    layout[f"xaxis{len(rows)}"]["title"] = dict(text="key")
+    for name in _axis_names(layout, "y"):
+        layout[name].update(showticklabels=False, showgrid=False, zeroline=False)
+    layout.update(title=title_dict(title), height=380,
+                  margin=dict(l=10, r=10, t=80 if title else 40, b=10))
+    return unvalidated_figure(data, layout)

@@ -23,6 +23,7 @@ from .common import (
     cell_hover,
     cell_tokens,
     check_matrix,
+    plotly_text,
     position_hover,
     positions,
     subplot_axes,
@@ -53,7 +54,7 @@ def _check_blocked(blocked, shape, name="blocked") -> np.ndarray:
 
 
 def _cells(weights, blocked, query_tokens, key_tokens, *, query_title="query",
-           key_title="key", zmin=0.0, zmax=1.0, coloraxis=None) -> list:
+           key_title="key", zmin=0.0, zmax=1.0, coloraxis=None, value_name="weight") -> list:
     """The heatmap of one map (blocked cells NaN) and, when any cell is blocked, a grey one, as
     trace dicts for unvalidated_figure. Cells at positions; customdata holds each cell's (query
     token, key token) for the hover, in the trace that shows the cell only (None in the other),
@@ -65,15 +66,15 @@ def _cells(weights, blocked, query_tokens, key_tokens, *, query_title="query",
     dtype = np.float64 if named else np.float32  # a large map: half the bytes, 7 digits
     heatmap = dict(
         type="heatmap", z=np.where(blocked, np.nan, weights).astype(dtype), x=cols, y=rows,
-        name="weight",
-        hoverongaps=False, hovertemplate=f"{where}<br>weight: %{{z:.3f}}<extra></extra>")
+        name=value_name, hoverongaps=False,
+        hovertemplate=f"{where}<br>{plotly_text(value_name)}: %{{z:.3f}}<extra></extra>")
     if named:
         heatmap["customdata"] = np.where(blocked[..., None], None, tokens)
     if coloraxis:
         heatmap["coloraxis"] = coloraxis
     else:
         heatmap.update(zmin=zmin, zmax=zmax, colorscale=COLORSCALE,
-                       colorbar=dict(title=dict(text="weight")))
+                       colorbar=dict(title=dict(text=plotly_text(value_name))))
     traces = [heatmap]
     if blocked.any():  # grey cells, '×' in each while the map is small enough to read them
         marks = max(blocked.shape) <= MAX_MARKED_CELLS
@@ -105,17 +106,19 @@ def _check_row(row, n_rows, name="highlight_row") -> int:
 
 def attention_heatmap_fig(weights, query_tokens, key_tokens, *, title=None, colour_scale="fixed",
                           blocked=None, highlight_row=None, query_title="query",
-                          key_title="key") -> go.Figure:
+                          key_title="key", zmax: float = 1.0,
+                          value_name: str = "weight") -> go.Figure:
     """One (q, k) attention map: query tokens as rows (top to bottom), key tokens as columns.
 
-    colour_scale "fixed" maps 0..1, "fit" the min..max of the unblocked cells. blocked (q, k),
-    True = blocked: NaN in the weights, grey '×' cells in the trace "blocked (masked)".
-    highlight_row outlines that query row."""
+    colour_scale "fixed" maps 0..zmax (1: weights; a value-norm map passes its own top), "fit"
+    the min..max of the unblocked cells. blocked (q, k), True = blocked: NaN in the weights,
+    grey '×' cells in the trace "blocked (masked)". highlight_row outlines that query row.
+    value_name names the values in the hover and on the colour bar ("weight", "‖α f(x)‖")."""
     rows, cols = list(query_tokens), list(key_tokens)
     weights = check_matrix(weights, len(rows), len(cols), name="weights")
     blocked = _check_blocked(blocked, weights.shape)
     if colour_scale == "fixed":
-        zmin, zmax = 0.0, 1.0
+        zmin, zmax = 0.0, float(zmax)
     elif colour_scale == "fit":
         shown = weights[~blocked]
         zmin, zmax = (float(shown.min()), float(shown.max())) if shown.size else (0.0, 1.0)
@@ -124,7 +127,7 @@ def attention_heatmap_fig(weights, query_tokens, key_tokens, *, title=None, colo
     else:
         raise ValueError(f'colour_scale must be "fixed" or "fit", got {colour_scale!r}')
     data = _cells(weights, blocked, rows, cols, query_title=query_title, key_title=key_title,
-                  zmin=zmin, zmax=zmax)
+                  zmin=zmin, zmax=zmax, value_name=value_name)
     layout = dict(
         xaxis=token_axis(cols, title=dict(text=key_title)),
         yaxis=token_axis(rows, window=WINDOW_ROWS, title=dict(text=query_title),
@@ -156,9 +159,11 @@ def block_max_pool(weights, max_cells: int = 64):
 
 
 def model_view_fig(weights, query_tokens, key_tokens, *, layer_labels=None, selected=None,
-                   max_cells=64, title=None) -> go.Figure:
+                   max_cells=64, title=None, zmax: float = 1.0,
+                   value_name: str = "weight") -> go.Figure:
     """Every head of one attention kind: a layers x heads grid of small heatmaps sharing one
-    colour axis (0..1), no tick labels.
+    colour axis (0..zmax: 1 for weights, a value-norm map's own top), no tick labels; the
+    colour bar's title is value_name.
 
     Each cell carries an invisible marker whose customdata is [layer, head] (trace name
     "cell"): hovering anywhere in a thumbnail names its layer and head, and a click selects it
@@ -222,8 +227,9 @@ def model_view_fig(weights, query_tokens, key_tokens, *, layer_labels=None, sele
         title += (f"<br><sup>Downsampled to {qp} × {kp}: each cell is the max over a block of "
                   f"{fq} × {fk} cells, rounded to 3 decimals</sup>")
     layout.update(
-        title=dict(text=title), coloraxis=dict(cmin=0, cmax=1, colorscale=COLORSCALE,
-                                               colorbar=dict(title=dict(text="weight"), x=1.04)),
+        title=dict(text=title),
+        coloraxis=dict(cmin=0, cmax=float(zmax), colorscale=COLORSCALE,
+                       colorbar=dict(title=dict(text=plotly_text(value_name)), x=1.04)),
         height=90 + 150 * layers, margin=dict(l=10, r=10, t=90, b=10),
         hovermode="closest", hoverdistance=-1, clickmode="event+select", showlegend=False)
     return unvalidated_figure(data, layout)
@@ -243,9 +249,11 @@ def model_view_cell(points) -> tuple[int, int] | None:
 
 def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
                     selected_target=None, blocked: dict | None = None, panel_titles=None,
-                    title=None) -> go.Figure:
+                    title=None, zmax: float = 1.0, value_name: str = "weight") -> go.Figure:
     """Encoder self (N, N) | decoder self (T, T) | cross (T, N) attention side by side, one colour
-    axis (0..1); each panel's query and key sides come from transformer.core.kinds. selected_target
+    axis (0..zmax: 1 for weights, value norms' own top; value_name titles its colour bar and
+    names the values in the hover); each panel's query and key sides come from
+    transformer.core.kinds. selected_target
     (a target row) is outlined in the panels whose queries are target tokens (decoder, cross).
     blocked: {"encoder" | "decoder" | "cross": bool array, True = blocked}, any subset.
     panel_titles default to the kinds' labels.
@@ -274,12 +282,13 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
         mask = _check_blocked(blocked.get(kind.name), maps[kind.name].shape,
                               name=f"blocked[{kind.name!r}]")
         traces = _cells(maps[kind.name], mask, rows, cols, query_title=query_title,
-                        key_title=key_title, coloraxis="coloraxis")
+                        key_title=key_title, coloraxis="coloraxis", value_name=value_name)
         if kind.query_side == "target":  # the markers hover and pick the cells instead
             for trace in traces:
                 trace["hoverinfo"] = "skip"
                 trace.pop("hovertemplate")
-            traces.append(_row_picker(maps[kind.name], mask, rows, cols, query_title, key_title))
+            traces.append(_row_picker(maps[kind.name], mask, rows, cols, query_title, key_title,
+                                      value_name))
         axes = subplot_axes(1, col, 3)
         data += [{**trace, **axes} for trace in traces]
         layout["xaxis" + axes["xaxis"][1:]].update(token_axis(cols, title=dict(text=key_title)))
@@ -293,8 +302,8 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
         layout["shapes"] = shapes
     layout.update(
         showlegend=False, hovermode="closest", hoverdistance=-1, clickmode="event+select",
-        coloraxis=dict(cmin=0, cmax=1, colorscale=COLORSCALE,
-                       colorbar=dict(title=dict(text="weight"))),
+        coloraxis=dict(cmin=0, cmax=float(zmax), colorscale=COLORSCALE,
+                       colorbar=dict(title=dict(text=plotly_text(value_name)))),
         height=window_height(max(len(t) for t in tokens.values()), base=180, per_row=22,
                              minimum=380),
         margin=dict(l=10, r=10, t=90 if title else 50, b=10))
@@ -305,7 +314,8 @@ def linked_view_fig(encoder, decoder, cross, source_tokens, target_tokens, *,
 MAX_PICKER_MARKERS = 12_000  # a larger panel's row picker has a marker every few columns
 
 
-def _row_picker(weights, blocked, rows, cols, query_title, key_title) -> dict:
+def _row_picker(weights, blocked, rows, cols, query_title, key_title,
+                value_name="weight") -> dict:
     """One invisible marker per cell of a target-query panel: its hover is the cell's, its
     customdata [row, query token, key token, weight or "blocked"]; a click selects its row.
     A panel of more than MAX_PICKER_MARKERS cells gets a marker on every row but only every
@@ -316,7 +326,7 @@ def _row_picker(weights, blocked, rows, cols, query_title, key_title) -> dict:
     grid_y, grid_x = np.divmod(np.arange(q * k), k)
     names = cell_tokens(rows, cols).reshape(-1, 2)
     values = np.where(blocked.ravel(), "blocked (masked)",
-                      np.char.mod("weight: %.3f", weights.ravel()))
+                      np.char.mod(f"{value_name}: %.3f", weights.ravel()))
     data = [[int(r), str(a), str(b), str(v)] for r, (a, b), v in zip(grid_y, names, values)]
     return dict(
         type="scatter", x=grid_x, y=grid_y, mode="markers", name=ROW_PICKER, customdata=data,

@@ -66,7 +66,8 @@ def strongest(drawn, weights, max_lines: int | None) -> np.ndarray:
 
 def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_index=None,
                    min_weight: float = 0.0, colours=None, title: str | None = None,
-                   max_lines: int | None = MAX_LINES) -> go.Figure:
+                   max_lines: int | None = MAX_LINES, scale: float = 1.0,
+                   value_name: str = "weight") -> go.Figure:
     """Lines from query tokens (left) to key tokens (right) for several heads of one layer.
 
     weights: (heads, queries, keys), each head drawn in its own colour (colours, default
@@ -76,6 +77,10 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
     layout's meta says {"lines": drawn, "lines_possible": before the cap}. Hovering a query token
     lists its strongest keys for each head. A column of more than WINDOW_ROWS tokens opens on
     its first WINDOW_ROWS (drag up and down for the others).
+
+    scale: the value drawn darkest and widest (1 for weights; value norms, which are not
+    0..1, pass their largest): a line's level is ceil(w / scale * LEVELS), and min_weight is
+    in the values' own units. value_name names the values in the keys' hover.
     """
     weights = _check(weights, query_tokens, key_tokens, head_labels, colours, query_index)
     heads, queries, keys = weights.shape
@@ -95,7 +100,7 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
                          name=str(head_labels[h]), legendgroup=group,
                          line=dict(color=colours[h], width=3), hoverinfo="skip"))
         drawn = drawn_all[h]
-        level = np.clip(np.ceil(weights[h] * LEVELS), 1, LEVELS).astype(int)
+        level = np.clip(np.ceil(weights[h] / scale * LEVELS), 1, LEVELS).astype(int)
         for b in range(1, LEVELS + 1):
             query, key = np.nonzero(drawn & (level == b))  # row-major: query, then key order
             if not len(query):
@@ -126,7 +131,8 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
         marker=dict(size=9, color=MARKER_COLOUR), hovertext=hover,
         hovertemplate="%{hovertext}<extra></extra>"))
     key_hover = [f"key {j}: {k_text[j]}" + "".join(
-        f"<br>{plotly_text(head_labels[h])}: weight {weights[h, query_index, j]:.4f}"
+        f"<br>{plotly_text(head_labels[h])}: {plotly_text(value_name)} "
+        f"{weights[h, query_index, j]:.4f}"
         for h in range(heads)) if query_index is not None else f"key {j}: {k_text[j]}"
         for j in range(keys)]
     data.append(dict(
@@ -150,7 +156,8 @@ def token_view_fig(weights, query_tokens, key_tokens, *, head_labels, query_inde
                    fixedrange=not windowed),
         title={} if title is None else dict(text=title),
         height=window_height(length, base=200, per_row=30),
-        meta={"lines": int(drawn_all.sum()), "lines_possible": possible},
+        meta={"lines": int(drawn_all.sum()), "lines_possible": possible,
+              "scale": float(scale)},
         hovermode="closest", plot_bgcolor="white",
         margin=dict(l=10, r=10, t=70 if title else 30, b=40),
         legend=dict(orientation="h", yanchor="top", y=0, x=0, title=dict(text="heads: ")),
@@ -171,11 +178,17 @@ def drawn_lines(fig: go.Figure) -> list[tuple[int, int, int]]:
     return out
 
 
-def lines_summary(n_lines: int, heads: int, min_weight: float, possible: int | None = None
-                  ) -> str:
-    """A caption for the view: how many lines are drawn (of how many, when capped)."""
+def lines_summary(n_lines: int, heads: int, min_weight: float, possible: int | None = None,
+                  scale: float = 1.0, value_name: str = "weight") -> str:
+    """A caption for the view: how many lines are drawn (of how many, when capped); scale and
+    value_name as token_view_fig's (value norms: their largest value, "‖α f(x)‖")."""
     capped = (f" (the strongest {n_lines} of {possible}: tick \"Draw every line\" for all)"
               if possible is not None and possible > n_lines else "")
-    return (f"{n_lines} lines over {heads} head{'s' * (heads != 1)}{capped}; weights below "
-            f"{min_weight:.2f} are hidden. Opacity and width: {LEVELS} levels, level = ⌈w·{LEVELS}⌉"
-            f" (so a line's look is its weight to ±{0.5 / LEVELS:.2f}).")
+    if scale == 1.0 and value_name == "weight":
+        return (f"{n_lines} lines over {heads} head{'s' * (heads != 1)}{capped}; weights below "
+                f"{min_weight:.2f} are hidden. Opacity and width: {LEVELS} levels, level = "
+                f"⌈w·{LEVELS}⌉ (so a line's look is its weight to ±{0.5 / LEVELS:.2f}).")
+    return (f"{n_lines} lines over {heads} head{'s' * (heads != 1)}{capped}; values "
+            f"{value_name} below {min_weight:.3g} are hidden. Opacity and width: {LEVELS} "
+            f"levels, level = ⌈v / {scale:.3g} · {LEVELS}⌉ ({scale:.3g}: the largest value "
+            "shown).")

@@ -2,13 +2,15 @@
 
 import streamlit as st
 
-from explorer import links, models, results, tokens
+from explorer import links, models, results, show, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker, scroll_into_view
 from figures.attention import attention_heatmap_fig, model_view_cell, model_view_fig
 
 ROWS = {"Decoder inputs": "target_tokens", "Predicted outputs": "output_tokens"}
 SCALES = {"Fixed 0 to 1": "fixed", "Fitted to this map": "fit"}
+# What the fixed scale means for value norms (not 0 to 1: their own top, the kind's largest)
+VALUE_NORM_SCALES = {"Fixed 0 to 1": "Fixed: 0 to this kind's largest"}
 
 
 def open_clicked_head() -> None:
@@ -25,7 +27,8 @@ st.title("Attention maps")
 st.markdown(
     "Each row is a **query** token, each column a **key** token; a cell is the weight the query "
     "gives the key in one head (every row sums to 1). Grey cells marked × are **blocked** by the "
-    "mask (weight exactly 0), which is not the same as a small weight.")
+    "mask (weight exactly 0), which is not the same as a small weight. **Show** switches every "
+    "map of the page to weight × value norm: what each key adds to the query's output.")
 
 
 @st.fragment
@@ -38,11 +41,13 @@ def views(maps: dict, ckpt) -> None:
     st.html("<style>.st-key-attn_opened {scroll-margin-top: 4.5rem;}</style>")
     c1, c2 = opened.columns([3, 2])
     kind = kind_picker("attn_kind", c1)
+    value_norm = show.picker("attn_show", c1)
+    drawn = show.maps(maps, value_norm)  # the weights, or the value norms (same shapes)
     decoder_side = kind.query_side == "target"
     rows_label = c2.radio("Row labels (decoder kinds)", list(ROWS), horizontal=True, key="attn_rows",
                           disabled=not decoder_side,
                           help="Row t is fed the decoder input t and predicts output t.")
-    weights = maps[kind.name]  # (layers, heads, q, k)
+    weights = drawn[kind.name]  # (layers, heads, q, k)
     layers, heads = weights.shape[:2]
     reset_if_out_of_range("attn_layer", layers)
     reset_if_out_of_range("attn_head", heads)
@@ -50,25 +55,35 @@ def views(maps: dict, ckpt) -> None:
     c1, c2, c3 = opened.columns(3)
     layer = c1.selectbox("Layer", range(layers), key="attn_layer")
     head = c2.selectbox("Head", range(heads), key="attn_head")
-    scale_label = c3.radio("Colour scale", list(SCALES), horizontal=True, key="attn_scale")
+    scale_label = c3.radio("Colour scale", list(SCALES), horizontal=True, key="attn_scale",
+                           format_func=(lambda s: VALUE_NORM_SCALES.get(s, s)) if value_norm
+                           else str)
 
     query_tokens = shown[ROWS[rows_label]] if decoder_side else shown["source_tokens"]
     key_tokens = shown[kind.key_tokens]
     matrix = weights[layer, head]
     title = f"{kind.label}, layer {layer}, head {head}"
+    # Value norms: one colour scale for every head of the kind (the fixed scale's top), so heads
+    # compare as weights do on 0..1
+    values = dict(zmax=show.largest(weights), value_name=show.NORM_NAME) if value_norm else {}
     opened.plotly_chart(attention_heatmap_fig(
-        matrix, query_tokens, key_tokens, title=title, colour_scale=SCALES[scale_label],
-        blocked=~maps[kind.mask], query_title=f"{kind.query_side} query",
-        key_title=f"{kind.key_side} key"), key="attn_heatmap")
-    export_buttons(matrix, query_tokens, key_tokens, f"{kind.name}_layer{layer}_head{head}", maps,
-                   key="attn_export")
+        matrix, query_tokens, key_tokens, title=title + (" (weight × value norm)" * value_norm),
+        colour_scale=SCALES[scale_label], blocked=~maps[kind.mask],
+        query_title=f"{kind.query_side} query", key_title=f"{kind.key_side} key", **values),
+        key="attn_heatmap")
+    if value_norm:
+        show.caption(opened)
+    export_buttons(matrix, query_tokens, key_tokens,
+                   f"{'value_norm_' * value_norm}{kind.name}_layer{layer}_head{head}", drawn,
+                   key="attn_export", npz_name=show.npz_name(value_norm))
 
     st.subheader("Model view: every layer and head")
     st.caption("Click a thumbnail to open that head above: the page scrolls up to it (or use the "
                "Layer and Head pickers). The red outline marks the head shown.")
     st.plotly_chart(
         model_view_fig(weights, query_tokens, key_tokens, selected=(layer, head),
-                       title=f"{kind.label}: {layers} layers × {heads} heads"),
+                       title=f"{kind.label}: {layers} layers × {heads} heads"
+                             + (", weight × value norm" * value_norm), **values),
         key="attn_model_view", on_select=open_clicked_head, selection_mode="points")
     if st.session_state.pop("attn_scroll", False):
         scroll_into_view("attn_opened")  # the pickers and the opened head, above the model view

@@ -3,7 +3,7 @@ highlighted in the decoder and cross panels."""
 
 import streamlit as st
 
-from explorer import links, models, results, tokens
+from explorer import links, models, results, show, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
 from figures.attention import clicked_row, linked_view_fig, top_keys
@@ -39,6 +39,8 @@ def views(maps: dict, ckpt) -> None:
                       ("link_target", len(output_tokens))):
         reset_if_out_of_range(key, size)
 
+    value_norm = show.picker("link_show")
+    drawn = show.maps(maps, value_norm)  # the weights, or the value norms (same shapes)
     c1, c2 = st.columns(2)
     layer = c1.selectbox("Layer", range(dec_layers), key="link_layer",
                          help="The decoder's layer; the encoder panel shows the same layer number, "
@@ -49,27 +51,36 @@ def views(maps: dict, ckpt) -> None:
 
     enc_layer = min(layer, enc_layers - 1)
     layers = {name: enc_layer if kind.stack == "encoder" else layer for name, kind in KINDS.items()}
-    panels = {name: maps[name][layers[name], head] for name in KINDS}  # (q, k) each
+    panels = {name: drawn[name][layers[name], head] for name in KINDS}  # (q, k) each
     blocked = {name: ~maps[kind.mask] for name, kind in KINDS.items()}
+    # Value norms: one colour axis from 0 to the largest of the three panels (not 0 to 1)
+    values = (dict(zmax=show.largest([p.max() for p in panels.values()]),
+                   value_name=show.NORM_NAME) if value_norm else {})
     st.plotly_chart(linked_view_fig(
         *panels.values(), source_tokens, target_tokens, selected_target=target, blocked=blocked,
         panel_titles=[f"Encoder self, layer {enc_layer}", f"Decoder self, layer {layer}",
                       f"Cross, layer {layer}"],
         title=f"Head {head}: target row {target} (input {plotly_text(target_tokens[target])} → "
-              f"predicts {plotly_text(output_tokens[target])})"), key="link_fig",
+              f"predicts {plotly_text(output_tokens[target])})"
+              + ("<br>weight × value norm" * value_norm), **values), key="link_fig",
         on_select=pick_clicked_row, selection_mode="points")
 
+    if value_norm:
+        show.caption()
+    what = ("gets the most, by weight × value norm, from" if value_norm
+            else "attends most, in cross-attention, to")
     st.markdown(f"**Row {target}** (fed `{target_tokens[target]}`, predicts "
-                f"`{output_tokens[target]}`) attends most, in cross-attention, to:")
+                f"`{output_tokens[target]}`) {what}:")
     top = top_keys(panels["cross"][target], source_tokens, k=3, blocked=blocked["cross"][target])
-    st.markdown("\n".join(f"{rank}. `{token}` (source position {pos}): weight **{weight:.3f}**"
+    name = show.NORM_NAME if value_norm else "weight"
+    st.markdown("\n".join(f"{rank}. `{token}` (source position {pos}): {name} **{weight:.3f}**"
                           for rank, (pos, token, weight) in enumerate(top, start=1)))
 
     st.subheader("Export")
     kind = kind_picker("link_export", label="Matrix to export as CSV")
     export_buttons(panels[kind.name], shown[kind.query_tokens], shown[kind.key_tokens],
-                   f"{kind.name}_layer{layers[kind.name]}_head{head}", maps,
-                   key="link_export_buttons")
+                   f"{'value_norm_' * value_norm}{kind.name}_layer{layers[kind.name]}_head{head}",
+                   drawn, key="link_export_buttons", npz_name=show.npz_name(value_norm))
     links.follow_in_fragment()
 
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import links, models, results, tokens
+from explorer import links, models, results, show, tokens
 from explorer.choices import forget_if_not_offered, keep_offered, reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker, simplify_toggles
 from figures.token_view import (
@@ -37,14 +37,20 @@ def views(maps: dict, ckpt) -> None:
     """The kind, layer, head, query and weight pickers and the lines they show: they rerun
     alone (a fragment)."""
     kind = kind_picker("tv_kind")
+    value_norm = show.picker("tv_show")
+    drawn = show.maps(maps, value_norm)  # the weights, or the value norms (same shapes)
     n_layers, n_heads = maps[kind.name].shape[:2]
     c1, c2, c3 = st.columns([1, 2, 2])
     hide_special, merge_words = simplify_toggles(c3, "tv")
     weights, query_tokens, key_tokens, note = tokens.simplify(
-        maps[kind.name], maps[kind.query_tokens], maps[kind.key_tokens],
+        drawn[kind.name], maps[kind.query_tokens], maps[kind.key_tokens],
         (kind.query_side, kind.key_side), {"source": ckpt.source_tokenizer,
                                            "target": ckpt.target_tokenizer},
-        hide_special=hide_special, merge_words=merge_words)  # (L, H, q, k)
+        hide_special=hide_special, merge_words=merge_words,
+        renormalise=not value_norm)  # (L, H, q, k); value norms' rows never sum to 1
+    # Value norms: lines scaled to the largest value of the kind (every layer and head), the
+    # threshold a share of it
+    scale = show.largest(weights) if value_norm else 1.0
     if note:
         c3.caption(note)
     reset_if_out_of_range("tv_layer", n_layers)  # what the new sentence, kind or model has
@@ -55,8 +61,10 @@ def views(maps: dict, ckpt) -> None:
     heads = c2.multiselect("Heads", range(n_heads), key="tv_heads", format_func=lambda h: f"head {h}")
     query = c1.selectbox("Query token", ["all", *range(len(query_tokens))], key="tv_query",
                          format_func=lambda q: q if q == "all" else f"{q}: {query_tokens[q]}")
-    min_weight = c2.slider("Hide lines with weight below", 0.0, 1.0, DEFAULT_MIN_WEIGHT, 0.01,
-                           key="tv_min_weight")
+    share = c2.slider("Hide lines below this share of the largest value" if value_norm
+                      else "Hide lines with weight below", 0.0, 1.0, DEFAULT_MIN_WEIGHT, 0.01,
+                      key="tv_min_weight")
+    min_weight = share * scale  # in the values' own units
     every_line = c3.toggle("Draw every line", key="tv_all_lines",
                            help=f"Off: at most the {MAX_LINES} strongest lines (a long sentence "
                                 "has tens of thousands).")
@@ -68,16 +76,21 @@ def views(maps: dict, ckpt) -> None:
                 "sentence in the sidebar, or show special tokens.")
     else:
         shown = weights[layer][heads]  # (heads chosen, q, k)
+        name = show.NORM_NAME if value_norm else "weight"
         fig = token_view_fig(
             shown, query_tokens, key_tokens, head_labels=[f"head {h}" for h in heads],
             colours=[head_colour(h) for h in heads],
             query_index=None if query == "all" else query, min_weight=min_weight,
-            title=f"{kind.label}, layer {layer}", max_lines=None if every_line else MAX_LINES)
+            title=f"{kind.label}, layer {layer}" + (", weight × value norm" * value_norm),
+            max_lines=None if every_line else MAX_LINES, scale=scale, value_name=name)
         st.plotly_chart(fig, key=CHART, on_select=pick_clicked_query, selection_mode="points")
         st.caption(lines_summary(len(drawn_lines(fig)), len(heads), min_weight,
-                                 fig.layout.meta["lines_possible"]))
+                                 fig.layout.meta["lines_possible"], scale=scale, value_name=name))
+        if value_norm:
+            show.caption()
         export_buttons(shown[0], query_tokens, key_tokens,
-                       f"{kind.name}_layer{layer}_head{heads[0]}", maps, key="tv_export")
+                       f"{'value_norm_' * value_norm}{kind.name}_layer{layer}_head{heads[0]}",
+                       drawn, key="tv_export", npz_name=show.npz_name(value_norm))
         st.caption(f"The CSV holds head {heads[0]} (the first chosen), as shown: "
                    f"{len(query_tokens)} queries × {len(key_tokens)} keys.")
     links.follow_in_fragment()

@@ -1,5 +1,6 @@
 """Arithmetic of one head: the model's own q, K and V for one query token, step by step."""
 
+import numpy as np
 import streamlit as st
 
 from explorer import links, models, results, tokens
@@ -14,9 +15,11 @@ from figures.arithmetic import (
     max_abs_difference,
     score_steps_fig,
     steps_table,
+    value_norm_steps_fig,
     vector_fig,
 )
 from figures.common import plotly_text
+from transformer.analysis.value_norm import transformed_values
 from transformer.core.masking import BLOCKED_SCORE
 
 TOLERANCE = 1e-5  # the softmax redone here must match the model's attention row this closely
@@ -84,6 +87,26 @@ def views(maps: dict) -> None:
                     key="arith_context_fig")
     st.caption("The context vector is this head's output for the query; the heads' outputs are "
                "concatenated and projected by the output layer (W_O).")
+
+    st.subheader("4. What each key adds: f(x) = (x W_V + b_V) W_O and its length")
+    st.markdown(
+        "V is not yet what the head adds to the query's output: the heads' outputs are "
+        "concatenated and projected by W_O, so key *j*'s row of V goes through this head's slice "
+        "of it, W_O^h (rows h·d_v … (h+1)·d_v − 1): f(xⱼ) = (xⱼ W_V^h + b_V^h) W_O^h, a vector of "
+        "d_model numbers. The query receives αᵢⱼ f(xⱼ) from key *j*, whose length αᵢⱼ ‖f(xⱼ)‖ "
+        "is the **weight × value norm** (Kobayashi et al. 2020, *Attention is not only a weight*): "
+        "a large weight on a key whose f(xⱼ) is short adds little. W_O's bias is added to every "
+        "query whatever it attends to, so, as in the paper, it is no key's and is left out.")
+    w_o = results.output_projections(ckpt)[name][layer:layer + 1]  # (1, H * d_v, d_model)
+    f = transformed_values(maps[f"{name}_v"][layer:layer + 1], w_o)[0, head]  # (k_len, d_model)
+    norms = np.linalg.norm(f.astype(np.float64), axis=-1)  # (k_len,): ‖f(x_j)‖
+    st.plotly_chart(matrix_fig(f, key_tokens, dimension_labels(f.shape[1]),
+                               f"f(x): one row per key<br>(k_len, d_model) = {f.shape}",
+                               name="f(x)"), key="arith_f_fig")
+    st.plotly_chart(value_norm_steps_fig(maps[name][layer, head, query], norms, key_tokens, where),
+                    key="arith_value_norm_fig")
+    st.caption("The attention views' **Show: Weight × value norm** draws the last row for every "
+               "query, layer and head.")
     table, columns = steps_table(r)
     export_buttons(table, columns, key_tokens, f"{name}_layer{layer}_head{head}_query{query}_steps",
                    maps, key="arith_export")

@@ -35,7 +35,8 @@ def _differences(at):
 
 def test_arithmetic_matches_the_model_and_follows_every_widget(app):
     at = open_page(app, ARITHMETIC)
-    assert len(at.get("plotly_chart")) == 5 and at.get("download_button")
+    # q, K, steps, V, context; f(x) and its norms (weight × value norm, issue 27)
+    assert len(at.get("plotly_chart")) == 7 and at.get("download_button")
     assert all(d < 1e-5 for d in _differences(at)), _differences(at)
     assert at.success
     every, per_query = range(5), (0, 2, 4)  # q, steps, context; K and V are the same for all

@@ -1,0 +1,63 @@
+"""What the attention views draw: the attention weights, or weight × value norm (issue 27).
+
+Every attention view (Attention maps and its model view, Linked view, Aggregations, Token view)
+offers the same choice, a horizontal radio with its own key per page ("attn_show", ...).
+Weight × value norm is Kobayashi et al.'s measure (EMNLP 2020, "Attention is not only a
+weight"): per head ||alpha^h_ij f_h(x_j)||, f_h(x) = (x W_V^h + b_V^h) W_O^h, the size of what
+key j adds to query i's output, from explorer.results.current_value_norms (the same shapes as
+the weights, on a scale of its own: not a probability, rows do not sum to 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from . import results
+
+WEIGHTS, VALUE_NORM = "Weights", "Weight × value norm"
+OPTIONS = (WEIGHTS, VALUE_NORM)
+NORM_NAME = "‖α f(x)‖"  # a colour bar's title, a hover's name for one head's value
+SUMMED_NAME = "‖Σₕ α f(x)‖"  # the same of the head-summed map
+PAPER = ("Kobayashi et al. 2020, *Attention is not only a weight: analyzing Transformers with "
+         "vector norms*")
+CAPTION = (
+    "**Weight × value norm** ({paper}): each cell is ‖αᵢⱼ f(xⱼ)‖ = αᵢⱼ ‖f(xⱼ)‖, with "
+    "f(x) = (x W_V + b_V) W_O the key's value vector through this head's slice of the output "
+    "projection: how much key *j* actually adds to query *i*'s output, not only how much it is "
+    "looked at. A large weight on a key whose transformed value is short adds little. The "
+    "numbers are lengths in the model's hidden space, on their own colour scale (not 0 to 1; "
+    "rows do not sum to 1).")
+
+
+def picker(key: str, container=st) -> bool:
+    """The page's "Show" radio (Weights | Weight × value norm); True when value norms are
+    picked."""
+    return container.radio("Show", OPTIONS, horizontal=True, key=key,
+                           help="Weights: the attention α (rows sum to 1). Weight × value norm: "
+                                "‖α f(x)‖, the size of what each key adds to the query's "
+                                "output (Kobayashi et al. 2020).") == VALUE_NORM
+
+
+def maps(weights: dict, value_norm: bool) -> dict:
+    """The maps a view draws: `weights` (results.current_attention's) as they are, or the
+    sidebar's sentence's value norms (results.current_value_norms) when value_norm."""
+    return results.current_value_norms() if value_norm else weights
+
+
+def caption(container=st) -> None:
+    """What value-norm maps are, in words, citing the paper."""
+    container.caption(CAPTION.format(paper=PAPER))
+
+
+def largest(values) -> float:
+    """The top of a value-norm colour scale: the largest value (a positive number, 1e-9 for an
+    all-zero map, so Plotly has a range)."""
+    values = np.asarray(values, dtype=float)
+    top = float(np.nanmax(values)) if values.size else 0.0
+    return top if np.isfinite(top) and top > 0 else 1e-9
+
+
+def npz_name(value_norm: bool) -> str:
+    """The file name of a view's NPZ export of every map it draws from."""
+    return "value_norm_maps.npz" if value_norm else "attention_maps.npz"
