@@ -110,3 +110,26 @@ def test_a_malformed_upload_is_a_sentence_and_a_valid_one_is_scored(page, ckpt):
     assert list(ranking["head"]) == [f"cross L{h.layer} H{h.head}" for h in ranked]
     np.testing.assert_allclose(ranking["AER"], [h.aer for h in ranked], atol=1e-9)
     assert _stats_table(at)["aer"].notna().sum() == len(ranked)
+
+
+def test_uploaded_files_replace_the_text_boxes(page, ckpt):
+    at = set_widget(page, "radio", "align_source", "uploaded")
+    at.text_area(key="align_pharaoh").set_value("0-0\n")  # would not fit 3 pairs: replaced
+    at.file_uploader(key="align_pairs_file").upload("pairs.tsv", PAIRS.encode()).run()
+    at.file_uploader(key="align_gold_file").upload("gold.txt", GOLD.encode()).run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert any("over 3 sentence pairs" in c.value for c in at.caption)
+
+
+def test_a_sentence_whose_words_the_model_cuts_is_left_out_and_named(ckpt):
+    from explorer import alignments
+
+    long = " ".join(["March"] * 200) + " 5, 2021"  # cut to the model's source length
+    pairs, golds = alignments.uploaded_golds(ckpt, GOLD.splitlines()[0] + "\n0-0\n",
+                                             f"{PAIRS.splitlines()[0]}\n{long}\t2021-03-05\n")
+    scores = alignments._score(ckpt, pairs, golds)
+    assert scores.scored == 1 and len(scores.left_out) == 1
+    assert scores.left_out[0].startswith("sentence 2: the model's word merging makes ")
+    assert "source words" in scores.left_out[0] and "where the alignment counts 202" in \
+        scores.left_out[0]
