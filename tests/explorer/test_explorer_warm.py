@@ -39,7 +39,8 @@ def traces(model) -> dict[str, int]:
                  "greedy_no_capture": _compiled_step(model, False),
                  "forward": forward_function(model),
                  "forward_top": forward_function(model, top_k=TOP_K),
-                 "forward_details": forward_function(model, details=True)}
+                 "forward_details": forward_function(model, details=True),
+                 "forward_values": forward_function(model, values=True)}
     assert set(functions) == set(KINDS)
     return {kind: fn.tracing_count() for kind, fn in functions.items()}
 

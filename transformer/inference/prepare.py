@@ -2,12 +2,13 @@
 
 Every page's computation runs in a compiled function shared by all models of one architecture
 (transformer.inference.decoding.shared_function): the greedy decode loop with and without its
-attention rows, the teacher-forced forward pass plain, with Q/K/V and with the top-k of each
-row, and for a model with a generation config its search (transformer.inference.generation).
-Each is traced on its first call (about 1.5 s for an opus-mt-sized model on 2 cores) and
-TensorFlow optimizes its graph on its first run (about 0.7 s more). `prepare` pays both on a
-one-token input, so a later call only computes; the app runs it in the background once a model
-is open (explorer.warm). Functions already prepared for the architecture cost nothing.
+attention rows, the teacher-forced forward pass plain, with Q/K/V, with V alone (the attention
+views' weight × value norm) and with the top-k of each row, and for a model with a generation
+config its search (transformer.inference.generation). Each is traced on its first call (about
+1.5 s for an opus-mt-sized model on 2 cores) and TensorFlow optimizes its graph on its first run
+(about 0.7 s more). `prepare` pays both on a one-token input, so a later call only computes; the
+app runs it in the background once a model is open (explorer.warm). Functions already prepared
+for the architecture cost nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from transformer.inference.generation import generate
 __all__ = ["KINDS", "prepare"]
 
 # The compiled functions the pages call, in the order a user usually meets them.
-KINDS = ("greedy", "forward", "forward_top", "forward_details", "greedy_no_capture")
+KINDS = ("greedy", "forward", "forward_top", "forward_details", "greedy_no_capture",
+         "forward_values")
 
 
 def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
@@ -42,9 +44,9 @@ def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
         "forward": lambda: forward(model, source, target, output),
         "forward_top": lambda: forward(model, source, target, output, top_k=TOP_K),
         "forward_details": lambda: forward(model, source, target, output, details=True),
-        # Not in KINDS yet (no page calls them): Checkpoint.contributions' value norms and
-        # Checkpoint.layer_predictions.
+        # The attention views' "Weight × value norm" (Checkpoint.contributions' value norms)
         "forward_values": lambda: forward(model, source, target, output, values=True),
+        # Not in KINDS yet (no page calls it): Checkpoint.layer_predictions.
         "forward_hidden": lambda: forward(model, source, target, output, hidden_states=True),
     }
     seconds = {}
