@@ -4,9 +4,11 @@ through AppTest on the bundled model.
 The AER shown is checked against transformer.analysis.alignment applied to maps computed here,
 independently of the app (its own checkpoint object, no Streamlit cache)."""
 
+import json
+
 import numpy as np
 import pytest
-from conftest import ROOT, open_page, set_widget
+from conftest import ROOT, open_page, plotly_array, set_widget
 
 from explorer.alignments import BUILT_IN_PER_FORMAT
 from transformer.analysis.alignment import (
@@ -75,7 +77,12 @@ def test_the_dates_gold_ranks_heads_as_the_library_does(page, ckpt):
     assert list(ranking["head"]) == [f"cross L{h.layer} H{h.head}" for h in ranked]
     np.testing.assert_allclose(ranking["AER"], [h.aer for h in ranked], atol=1e-9)
     assert ranking["AER"].iloc[0] == pytest.approx(ranked[0].aer, abs=1e-9)
-    assert any(c.proto.id.endswith("align_chart") for c in page.get("plotly_chart"))
+    [chart] = [json.loads(c.proto.spec) for c in page.get("plotly_chart")
+               if c.proto.id.endswith("align_chart")]
+    bars = chart["data"][0]  # one bar per head, best first
+    assert list(bars["y"]) == list(ranking["head"])
+    np.testing.assert_allclose(plotly_array([bars["x"]])[0] if isinstance(bars["x"], list)
+                               else plotly_array(bars["x"]), [h.aer for h in ranked], atol=1e-9)
     assert any("Och & Ney 2000" in m.value for m in page.markdown)
     assert any(f"{len(golds)} held-out dates" in c.value for c in page.caption)
 
