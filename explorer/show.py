@@ -14,6 +14,7 @@ import numpy as np
 import streamlit as st
 
 from . import results
+from .choices import forget_if_not_offered
 
 WEIGHTS, VALUE_NORM = "Weights", "Weight × value norm"
 OPTIONS = (WEIGHTS, VALUE_NORM)
@@ -32,7 +33,8 @@ CAPTION = (
 
 def picker(key: str, container=st) -> bool:
     """The page's "Show" radio (Weights | Weight × value norm); True when value norms are
-    picked."""
+    picked. A stale value under the key (a link, an old session) starts it on Weights again."""
+    forget_if_not_offered(key, OPTIONS)
     return container.radio("Show", OPTIONS, horizontal=True, key=key,
                            help="Weights: the attention α (rows sum to 1). Weight × value norm: "
                                 "‖α f(x)‖, the size of what each key adds to the query's "

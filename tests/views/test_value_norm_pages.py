@@ -152,3 +152,51 @@ def test_head_arithmetic_value_norm_step(app, value_norms):
     np.testing.assert_allclose(traces["‖f(x)‖"], value_norms["cross_norms"][1, 3], atol=TOLERANCE)
     np.testing.assert_allclose(traces["‖α f(x)‖"], value_norms["cross"][1, 3, 2], atol=TOLERANCE)
     assert any(title.startswith("f(x)") for title in spec)
+
+
+def test_an_imported_model():
+    """A Hugging Face BART (tests/fixtures/bart) uploaded as its folder's files: value norms
+    on the Attention maps page are its own (the encoder's: they depend on the source alone)."""
+    from conftest import ROOT, uploader
+    from streamlit.testing.v1 import AppTest
+
+    from transformer import load_checkpoint
+
+    folder = ROOT / "tests" / "fixtures" / "bart"
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.run()
+    uploader(at).set_value([(path.name, path.read_bytes(), "application/octet-stream")
+                            for path in sorted(folder.iterdir())]).run()
+    no_error(at)
+    assert at.session_state[state.MODEL].startswith(f"{state.UPLOADED}:")
+    at = open_page(at, "views/5_Attention_Maps.py")
+    set_widget(at, "radio", "attn_show", show.VALUE_NORM)
+    no_error(at)
+    expected = load_checkpoint(folder).contributions(state.DEFAULT_SOURCE, method="value_norm")
+    assert_drawn(heatmaps(figures(at)[0])[0]["z"], expected["encoder"][0, 0])
+
+
+def test_the_value_norm_figures_pass_plotly_validation():
+    """The figures' new parameters (zmax, value_name, scale) and the Head arithmetic step's
+    figure, built unvalidated, are accepted by Plotly's own validation."""
+    import plotly.graph_objects as go
+
+    from figures.arithmetic import value_norm_steps_fig
+    from figures.attention import attention_heatmap_fig, linked_view_fig, model_view_fig
+    from figures.token_view import token_view_fig
+
+    rng = np.random.default_rng(0)
+    values, tokens = rng.random((2, 2, 3, 3)) * 5, ["a", "b", "c"]
+    named = dict(value_name=show.NORM_NAME)
+    built = [
+        attention_heatmap_fig(values[0, 0], tokens, tokens, zmax=5.0, **named),
+        model_view_fig(values, tokens, tokens, zmax=5.0, **named),
+        linked_view_fig(values[0, 0], values[0, 1], values[1, 0], tokens, tokens, zmax=5.0,
+                        selected_target=1, **named),
+        token_view_fig(values[0], tokens, tokens, head_labels=["h0", "h1"], scale=5.0,
+                       min_weight=1.0, **named),
+        value_norm_steps_fig(values[0, 0, 0] / 5, values[1, 0, 0], tokens),
+    ]
+    for fig in built:
+        go.Figure(fig.to_dict())
+    assert built[0].data[0].colorbar.title.text == show.NORM_NAME
