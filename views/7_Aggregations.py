@@ -25,6 +25,11 @@ REDUCE_LABELS = {"mean": "Mean over heads", "max": "Max over heads",
 SUMMED = "summed"  # value norms only: the layer's "<kind>_summed", the norm of the heads' sum
 
 
+def lowered(label: str) -> str:
+    """A label in a sentence: its first letter lower case (only: "Σ" stays "Σ")."""
+    return label[:1].lower() + label[1:]
+
+
 def layer_maps(drawn: dict, name: str, reduce: str) -> np.ndarray:
     """One map per layer of kind `name`, (L, q, k): the heads of drawn[name] reduced (mean or
     max), or the value norms' head-summed map "<name>_summed"."""
@@ -99,7 +104,7 @@ def views(attention: dict, ckpt) -> None:
             "its rows no longer sum to 1 (hiding special tokens then only removes them, without "
             "rescaling).")
     layer_titles = [f"layer {layer}" for layer in range(len(attention[kind.name]))]
-    what = f"{REDUCE_LABELS[reduce].lower()}{', weight × value norm' * value_norm}"
+    what = f"{lowered(REDUCE_LABELS[reduce])}{', weight × value norm' * value_norm}"
     if reduce == SUMMED:  # already one map per layer (L, q, k)
         draw(drawn[f"{kind.name}_summed"], (kind.query_side, kind.key_side), layer_titles,
              f"{kind.name}_value_norm_summed_over_heads", "agg_heads", renormalise=False,
@@ -132,7 +137,7 @@ def views(attention: dict, ckpt) -> None:
     draw(rollout, (stack.query_side, stack.key_side), rollout_titles,
          f"{stack.name}_{'value_norm_' * value_norm}rollout", "agg_rollout",
          title=f"{stack.label}: rollout ({'with' if residual else 'without'} residual, "
-               f"{REDUCE_LABELS[reduce].lower()}{', value norms, rows renormalised' * value_norm})")
+               f"{lowered(REDUCE_LABELS[reduce])}{', value norms, rows renormalised' * value_norm})")
 
     st.header("Source-to-target flow")
     st.markdown(

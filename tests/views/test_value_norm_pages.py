@@ -104,6 +104,7 @@ def test_aggregations(app, value_norms):
     assert heads["layout"]["coloraxis"]["cmax"] == pytest.approx(value_norms["cross"].mean(
         axis=1).max(), rel=1e-5)
     set_widget(at, "radio", "agg_reduce", "summed")  # offered with value norms
+    assert "‖Σₕ α f(x)‖" in figures(at)[0]["layout"]["title"]["text"]
     summed = heatmaps(figures(at)[0])
     assert len(summed) == 2
     for layer, trace in enumerate(summed):
