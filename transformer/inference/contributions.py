@@ -23,6 +23,7 @@ import numpy as np
 
 from transformer.analysis.value_norm import value_weighted
 from transformer.core.kinds import KINDS, head_masks
+from transformer.inference.gradients import gradient_attributions
 from transformer.inference.maps import attention_maps
 
 __all__ = ["METHODS", "PLANNED", "contributions", "output_ids_for", "output_projections",
@@ -94,7 +95,23 @@ def value_norm(ckpt, source: str, target: str | None = None, *, head_mask=None,
     return value_norm_maps(maps, ckpt.model, head_mask, overwrite=True)
 
 
-METHODS: dict[str, Callable[..., dict]] = {"value_norm": value_norm}
+def _gradients(method: str) -> Callable[..., dict]:
+    """The gradient method `method` (transformer.inference.gradients) on the output ids
+    Checkpoint.attention would score; options: steps (integrated gradients), output_ids."""
+    def run(ckpt, source: str, target: str | None = None, *, output_ids=None,
+            head_mask=None, **options) -> dict:
+        ids = output_ids_for(ckpt, source, target, output_ids, head_mask)
+        return gradient_attributions(ckpt, source, ids, method=method, head_mask=head_mask,
+                                     **options)
+    run.__name__ = method
+    return run
+
+
+METHODS: dict[str, Callable[..., dict]] = {
+    "value_norm": value_norm,
+    **{name: _gradients(name) for name in ("saliency", "input_x_gradient",
+                                           "integrated_gradients")},
+}
 
 
 def contributions(ckpt, source: str, target: str | None = None, method: str = "value_norm",

@@ -131,13 +131,16 @@ class PositionalEmbedding(keras.layers.Layer):
             return self.position_embedding(offset + tf.range(length))
         return None
 
-    def call(self, ids, offset=0):
-        """(B, T) ids -> (B, T, d_model). offset: position of the first id (for cached decoding)."""
+    def call(self, ids, offset=0, token_vectors=None):
+        """(B, T) ids -> (B, T, d_model). offset: position of the first id (for cached decoding).
+        token_vectors: (B, T, d_model) in place of the token embedding's rows for `ids` (what
+        gradient attributions differentiate: transformer.inference.gradients); scaled, given
+        their positions and normalised as those rows are."""
         length = ids.shape[1] or tf.shape(ids)[1]  # static in a decode step
         fits = tf.debugging.assert_less_equal(
             offset + length, self.max_len,
             message=f"sequence longer than max_len ({self.max_len}): encode with max_len to cut it")
-        x = self.token_embedding(ids)
+        x = self.token_embedding(ids) if token_vectors is None else token_vectors
         if self.scale_embeddings:
             x = x * tf.sqrt(tf.cast(self.d_model, x.dtype))
         with tf.control_dependencies([fits]):  # this sentence, not the slice's own error

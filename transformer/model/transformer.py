@@ -127,17 +127,19 @@ class Transformer(keras.Model):
 
     # ---------------------------------------------------------------- encoder
     def encode(self, source_ids, training=False, head_mask=None, return_hidden_states=False,
-               return_qkv=False):
+               return_qkv=False, source_vectors=None):
         """source_ids (B, N) -> dict:
         "memory" (B, N, d_model), "mask" (B, 1, 1, N), "attention" (L_enc, B, H, N, N);
         with return_hidden_states "hidden_states" (L_enc + 1, B, N, d_model) (the embedded input,
         then each layer's output); with return_qkv "q", "k", "v" (L_enc, B, H, N, d_k) and
         "scores" (L_enc, B, H, N, N) (scaled, before masking).
-        head_mask: (L_enc, H), 0 silences a head.
+        head_mask: (L_enc, H), 0 silences a head. source_vectors: (B, N, d_model) token
+        vectors in place of the embedding's rows (the masks still come from the ids).
         """
         source_ids = tf.convert_to_tensor(source_ids)
         mask = self.source_mask(source_ids)  # (B, 1, 1, N)
-        x = self.source_dropout(self.source_embedding(source_ids), training=training)
+        x = self.source_dropout(self.source_embedding(source_ids, token_vectors=source_vectors),
+                                training=training)
         bias = None
         if self.encoder_position_bias is not None:
             positions = tf.range(tf.shape(source_ids)[1])
@@ -164,16 +166,19 @@ class Transformer(keras.Model):
 
     # ---------------------------------------------------------------- decoder
     def decode(self, target_ids, memory, memory_mask, training=False, self_head_mask=None,
-               cross_head_mask=None, return_hidden_states=False, return_qkv=False):
+               cross_head_mask=None, return_hidden_states=False, return_qkv=False,
+               target_vectors=None):
         """target_ids (B, T), memory (B, N, d_model), memory_mask (B, 1, 1, N) -> dict:
         "logits" (B, T, tgt_vocab), "self_attention" (L_dec, B, H, T, T),
         "cross_attention" (L_dec, B, H, T, N), "mask" (B, 1, T, T) (the self-attention mask);
         optional "hidden_states" (L_dec + 1, B, T, d_model),
         "self_q"/"self_k"/"self_v"/"self_scores", "cross_q"/"cross_k"/"cross_v"/"cross_scores".
+        target_vectors: (B, T, d_model) token vectors in place of the embedding's rows.
         """
         target_ids = tf.convert_to_tensor(target_ids)
         self_mask = self.target_mask(target_ids)  # (B, 1, T, T)
-        x = self.target_dropout(self.target_embedding(target_ids), training=training)
+        x = self.target_dropout(self.target_embedding(target_ids, token_vectors=target_vectors),
+                                training=training)
         bias = None
         if self.decoder_position_bias is not None:
             positions = tf.range(tf.shape(target_ids)[1])
