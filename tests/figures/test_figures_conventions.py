@@ -9,11 +9,13 @@ import pytest
 
 from figures import (
     aggregate,
+    alignment,
     arithmetic,
     attention,
     compare,
     decoding,
     head_stats,
+    lens,
     masks,
     model,
     positional,
@@ -96,6 +98,10 @@ FIGURES = {  # name: (builder, whether its tokens hold "▁")
     "padded batch": (lambda: tokens.padded_batch_fig(np.arange(7)[None], [SOURCE], 99), True),
     "history": (lambda: model.history_fig({"loss": [2.0, 1.0], "accuracy": [0.5, 0.8]}), False),
     "architecture": (lambda: model.architecture_fig(CONFIG), False),
+    "logit lens": (lambda: lens.layer_lens_fig([["▁a", "b"], ["b", "▁a"]], rows((2, 2)),
+                                               [0.2, 0.4], [1, 0], "▁a"), True),
+    "AER ranking": (lambda: alignment.aer_ranking_fig(["L0 H1", "L0 H0"], [0.1, 0.3],
+                                                      [0.9, 0.7], [0.9, 0.6]), False),
 }
 SIGNED = ("difference", "q vector", "K matrix", "contributions", "positional", "similarity",
           "encoder input", "encoder input, own scales")
