@@ -52,9 +52,11 @@ def bart_app():
     return _uploaded(BART)
 
 
-# Every family the registry reads whose tiny transformers-built folder is in tests/fixtures.
-FAMILIES = [m.RECIPE.name for m in HF_MODULES if (ROOT / "tests" / "fixtures" / m.RECIPE.name)
-            .joinpath("config.json").is_file()]
+# Every family the registry reads whose tiny transformers-built folder is in tests/fixtures, and
+# the fixtures of the same modules' other tokenizers and versions (NLLB-200 through m2m100's
+# importer, T5 v1.1 through t5's).
+FAMILIES = [name for name in [m.RECIPE.name for m in HF_MODULES] + ["nllb", "t5_v11"]
+            if (ROOT / "tests" / "fixtures" / name / "config.json").is_file()]
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
