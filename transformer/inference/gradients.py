@@ -15,8 +15,9 @@ Transformer.decode's target_vectors) gives, per token:
   attributions of one output token sum to log p(x) - log p(baseline) up to the rule's error,
   O(1 / steps^2), which the result reports.
 
-The rows of every output token and step are batched (MAX_BATCH_ROWS at a time): one backward
-pass per batch, never a Python loop over steps. Row t's target columns are the decoder inputs
+The rows of every output token and step go through one compiled forward and backward pass
+(shared by every model of the architecture), split only where their logits would pass
+_LOGIT_CELLS: never a Python loop over steps. Row t's target columns are the decoder inputs
 (the start token, then y_1 .. y_{T-1}); those after t are 0 (the look-ahead mask: no gradient
 reaches them).
 """
@@ -26,12 +27,44 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from transformer.inference.decoding import shared_function
+
 __all__ = ["DEFAULT_STEPS", "GRADIENT_METHODS", "MAX_STEPS", "gradient_attributions"]
 
 GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients")
 DEFAULT_STEPS = 32  # integrated gradients' steps
 MAX_STEPS = 256
-MAX_BATCH_ROWS = 64  # rows (output token x step) of one forward and backward pass
+_LOGIT_CELLS = 1 << 25  # logits of one pass (128 MB of float32): the rows in one batch
+
+
+def _gradient_step(model):
+    """The compiled pass: for batch row b, log p(picked[b]) at step rows[b] with the given token
+    vectors, and its gradients with respect to them (rows are independent, so the gradient of
+    their sum is each row's own)."""
+    def run(sources, targets, rows, picked, source_vectors, target_vectors):
+        with tf.GradientTape() as tape:
+            tape.watch([source_vectors, target_vectors])
+            enc = model.encode(sources, source_vectors=source_vectors)
+            dec = model.decode(targets, enc["memory"], enc["mask"],
+                               target_vectors=target_vectors)
+            logits = tf.gather(dec["logits"], rows, axis=1, batch_dims=1)  # (B, V): row b's step
+            log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+            scores = tf.gather(log_probs, picked, axis=1, batch_dims=1)  # (B,)
+            total = tf.reduce_sum(scores)
+        source_grads, target_grads = tape.gradient(total, [source_vectors, target_vectors])
+        return {"scores": scores, "source": source_grads, "target": target_grads}
+    return run
+
+
+def _gradient_function(model):
+    """The gradient pass of this model's architecture, compiled once and shared
+    (decoding.shared_function)."""
+    d_model = model.config.d_model
+    ids, vectors = tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None, d_model],
+                                                                       tf.float32)
+    signature = [ids, ids, tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32),
+                 vectors, vectors]
+    return shared_function(model, "gradients", _gradient_step, signature)
 
 
 def _log_probs_and_grads(model, source_ids, target_ids, output_ids, rows, source_vectors,
@@ -40,22 +73,21 @@ def _log_probs_and_grads(model, source_ids, target_ids, output_ids, rows, source
     (B, N, d_model) and (B, T, d_model); its gradients with respect to both. Returns NumPy
     (scores (B,), source grads (B, N, d_model), target grads (B, T, d_model))."""
     batch = int(source_vectors.shape[0])
-    sources = tf.tile(tf.constant([source_ids], tf.int32), [batch, 1])  # (B, N)
-    targets = tf.tile(tf.constant([target_ids], tf.int32), [batch, 1])  # (B, T)
-    rows = tf.constant(rows, tf.int32)  # (B,)
-    picked = tf.gather(tf.constant(output_ids, tf.int32), rows)  # (B,)
-    source_vectors = tf.convert_to_tensor(source_vectors)
-    target_vectors = tf.convert_to_tensor(target_vectors)
-    with tf.GradientTape() as tape:
-        tape.watch([source_vectors, target_vectors])
-        enc = model.encode(sources, source_vectors=source_vectors)
-        dec = model.decode(targets, enc["memory"], enc["mask"], target_vectors=target_vectors)
-        logits = tf.gather(dec["logits"], rows, axis=1, batch_dims=1)  # (B, V): row b's step
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        scores = tf.gather(log_probs, picked, axis=1, batch_dims=1)  # (B,)
-        total = tf.reduce_sum(scores)  # rows are independent: each row's gradient is its own
-    source_grads, target_grads = tape.gradient(total, [source_vectors, target_vectors])
-    return scores.numpy(), source_grads.numpy(), target_grads.numpy()
+    sources = np.tile(np.asarray([source_ids], np.int32), (batch, 1))  # (B, N)
+    targets = np.tile(np.asarray([target_ids], np.int32), (batch, 1))  # (B, T)
+    rows = np.asarray(rows, np.int32)  # (B,)
+    picked = np.asarray(output_ids, np.int32)[rows]  # (B,)
+    out = _gradient_function(model)(
+        model, tf.constant(sources), tf.constant(targets), tf.constant(rows),
+        tf.constant(picked), tf.constant(source_vectors, tf.float32),
+        tf.constant(target_vectors, tf.float32))
+    return out["scores"].numpy(), out["source"].numpy(), out["target"].numpy()
+
+
+def _batch_rows(model, target_len: int) -> int:
+    """Rows of one pass: as many as keep its logits (rows x steps x vocabulary) within
+    _LOGIT_CELLS."""
+    return max(1, _LOGIT_CELLS // (target_len * model.config.tgt_vocab_size))
 
 
 def _embedded(model, ids, side: str) -> np.ndarray:
@@ -101,29 +133,34 @@ def gradient_attributions(ckpt, source: str, output_ids, *, method: str = "salie
         alphas = (np.arange(steps, dtype=np.float32) + 0.5) / steps  # (S,)
     else:
         b_src, b_tgt, alphas = 0.0, 0.0, np.ones(1, np.float32)
-    # Every (output token, step) is one row; the rows go through in batches.
-    rows = [(t, a) for t in range(t_len) for a in alphas]
+    # Every (output token, step) is one row (integrated gradients: also the input itself and
+    # the baseline, alpha 1 and 0, for their log-probabilities); the rows go through together,
+    # in batches only where the logits would not fit.
+    ends = (1.0, 0.0) if method == "integrated_gradients" else ()
+    rows = [(t, a, True) for t in range(t_len) for a in alphas]
+    rows += [(t, a, False) for a in ends for t in range(t_len)]
     scores = np.zeros(len(rows), np.float32)
     g_src = np.zeros((t_len, n, e_src.shape[-1]), np.float64)  # summed over the steps
     g_tgt = np.zeros((t_len, t_len, e_tgt.shape[-1]), np.float64)
-    for start in range(0, len(rows), MAX_BATCH_ROWS):
-        chunk = rows[start: start + MAX_BATCH_ROWS]
-        a = np.array([alpha for _, alpha in chunk], np.float32)[:, None, None]  # (B, 1, 1)
+    per_batch = _batch_rows(model, t_len)
+    for start in range(0, len(rows), per_batch):
+        chunk = rows[start: start + per_batch]
+        a = np.array([alpha for _, alpha, _ in chunk], np.float32)[:, None, None]  # (B, 1, 1)
         src = (b_src + a * (e_src - b_src)).astype(np.float32)  # (B, N, d_model)
         tgt = (b_tgt + a * (e_tgt - b_tgt)).astype(np.float32)  # (B, T, d_model)
-        which = [t for t, _ in chunk]
+        which = [t for t, _, _ in chunk]
         s, gs, gt = _log_probs_and_grads(model, source_ids, target_ids, out, which, src, tgt)
         scores[start: start + len(chunk)] = s
-        for b, t in enumerate(which):
-            g_src[t] += gs[b]
-            g_tgt[t] += gt[b]
+        for b, (t, _, on_path) in enumerate(chunk):
+            if on_path:
+                g_src[t] += gs[b]
+                g_tgt[t] += gt[b]
     if method == "integrated_gradients":
         g_src, g_tgt = g_src / steps, g_tgt / steps  # the mean gradient along the path
         source = np.einsum("tnd,nd->tn", g_src, e_src - b_src)  # (T, N)
         target = np.einsum("tjd,jd->tj", g_tgt, e_tgt - b_tgt)  # (T, T)
-        log_probs = _scores_at(ckpt, source_ids, target_ids, out, e_src, e_tgt)
-        baseline = _scores_at(ckpt, source_ids, target_ids, out, np.asarray(b_src),
-                              np.asarray(b_tgt))
+        path = t_len * len(alphas)
+        log_probs, baseline = scores[path: path + t_len], scores[path + t_len:]
         result.update(steps=steps, baseline_log_probs=baseline,
                       completeness_gap=(source.sum(1) + target.sum(1)
                                         - (log_probs - baseline)).astype(np.float32))
@@ -138,17 +175,3 @@ def gradient_attributions(ckpt, source: str, output_ids, *, method: str = "salie
     result.update(source=source.astype(np.float32), target=target.astype(np.float32),
                   log_probs=np.asarray(log_probs, np.float32))
     return result
-
-
-def _scores_at(ckpt, source_ids, target_ids, output_ids, source_vectors, target_vectors):
-    """(T,) log p(output token t) with these token vectors (one batch row per output token)."""
-    t_len = len(output_ids)
-    src = np.broadcast_to(source_vectors, (t_len,) + source_vectors.shape).astype(np.float32)
-    tgt = np.broadcast_to(target_vectors, (t_len,) + target_vectors.shape).astype(np.float32)
-    scores = []
-    for start in range(0, t_len, MAX_BATCH_ROWS):
-        end = min(start + MAX_BATCH_ROWS, t_len)
-        s, _, _ = _log_probs_and_grads(ckpt.model, source_ids, target_ids, output_ids,
-                                       list(range(start, end)), src[start:end], tgt[start:end])
-        scores.append(s)
-    return np.concatenate(scores)
