@@ -47,6 +47,9 @@ bench: install chromium
 	$(BIN)/python bench/figure_build.py
 	$(BIN)/python bench/model_view.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/generate.py
+	$(BIN)/python bench/value_norm.py
+	$(BIN)/python bench/gradients.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache
