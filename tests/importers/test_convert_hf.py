@@ -5,6 +5,7 @@ model_type) written as our checkpoint, and the command line the app shows for on
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from transformer.importers import HF_MODULES
 from transformer.importers.bart import convert_bart
@@ -27,6 +28,42 @@ def test_hf_writes_a_bart_folder_as_a_checkpoint_that_opens_as_the_folder(tmp_pa
     ours, theirs = written.attention(sentence), opened.attention(sentence)
     for kind in ("encoder", "decoder", "cross"):
         np.testing.assert_allclose(ours[kind], theirs[kind], atol=1e-6)
+
+
+def test_the_export_keeps_the_generation_config_and_decodes_as_the_folder(tmp_path):
+    """The folder's generation_config.json travels in the checkpoint (an optional member): the
+    export searches as the folder does (BART's 4 beams), and a file without one still opens."""
+    import zipfile
+
+    from transformer import CheckpointError
+
+    out = tmp_path / "bart.ckpt"
+    assert main(["hf", "--model-dir", str(FIXTURES / "bart"), "--out", str(out)]) == 0
+    folder, written = convert_bart(FIXTURES / "bart"), load_checkpoint(out)
+    assert written.generation == folder.generation and written.generation.num_beams == 4
+    with zipfile.ZipFile(out) as archive:
+        names = archive.namelist()
+        member = archive.read("generation_config.json")
+    assert names[-1] == "weights.safetensors"  # the weights still end the file
+    assert member == (FIXTURES / "bart" / "generation_config.json").read_bytes()
+    sentence = "the black cat sleeps"
+    assert written.generate(sentence).token_ids == folder.generate(sentence).token_ids
+    # Rewritten without it (an older export), or with a hostile one, or with another file.
+    def rewrite(path, extra: dict, drop=("generation_config.json",)):
+        with zipfile.ZipFile(out) as src, zipfile.ZipFile(path, "w") as dst:
+            for info in src.infolist():
+                if info.filename not in drop:
+                    dst.writestr(info, src.read(info.filename))
+            for name, data in extra.items():
+                dst.writestr(name, data)
+        return path
+    plain = load_checkpoint(rewrite(tmp_path / "plain.ckpt", {}))
+    assert plain.generation is None and plain.config == written.config
+    with pytest.raises(CheckpointError, match="num_beams"):
+        load_checkpoint(rewrite(tmp_path / "bad.ckpt",
+                                {"generation_config.json": b'{"num_beams": "four"}'}))
+    with pytest.raises(CheckpointError, match="unexpected file 'notes.json'"):
+        load_checkpoint(rewrite(tmp_path / "extra.ckpt", {"notes.json": b"{}"}, drop=()))
 
 
 def test_hf_reads_a_marian_folder_too(tmp_path):

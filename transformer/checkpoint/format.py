@@ -1,6 +1,6 @@
 """One-file checkpoints that are data, never code.
 
-A checkpoint is a ZIP archive with exactly these members:
+A checkpoint is a ZIP archive with these members:
 
     format.json                 {"format": "attention-explorer-checkpoint", "version": 2}
     config.json                 TransformerConfig fields (parsed against an allow-list)
@@ -11,6 +11,9 @@ A checkpoint is a ZIP archive with exactly these members:
     target_tokenizer.model
     weights.safetensors         one F32 tensor per weight, keyed by its path in the model, stored
                                 (not deflated) and 64-byte aligned in the ZIP
+
+and, for a model imported from Hugging Face, optionally generation_config.json (as its folder
+gave it: read as bounded data when the model opens, transformer.inference.generation_config).
 
 Version 1 (still read, no longer written) has weights.npz (NumPy's savez, deflated) instead of
 weights.safetensors; `python -m transformer.convert upgrade` rewrites one as version 2.
@@ -73,6 +76,10 @@ _COMMON_MEMBERS = (
     "target_tokenizer.json", "target_tokenizer.model",
 )
 MEMBERS_BY_VERSION = {v: _COMMON_MEMBERS + (name,) for v, name in WEIGHTS_MEMBER.items()}
+# Members a checkpoint may hold besides those: a Hugging Face model's generation_config.json, as
+# its folder gave it (read, bounded and checked when the model opens), so that its export
+# decodes as the folder does.
+OPTIONAL_MEMBERS = ("generation_config.json",)
 MEMBERS = MEMBERS_BY_VERSION[FORMAT_VERSION]  # what save_checkpoint writes
 MEMBERS_V1 = MEMBERS_BY_VERSION[1]
 # The safetensors header is the weights' directory: the same bound as weights.npz's ZIP directory
@@ -92,12 +99,13 @@ def save_checkpoint(path, model: Transformer, source_tokenizer: Tokenizer,
 
 
 def checkpoint_bytes(model, source_tokenizer, target_tokenizer, metadata=None,
-                     version: int = FORMAT_VERSION) -> bytes:
+                     version: int = FORMAT_VERSION, generation_config: bytes | None = None
+                     ) -> bytes:
     """The bytes of a checkpoint of `model` (version 2 unless told; 1 is written only to test
-    that old files still open)."""
+    that old files still open), with a generation_config.json when given."""
     check_consistent(model.config, source_tokenizer, target_tokenizer)
     return _archive(model.config, weight_arrays(model), source_tokenizer, target_tokenizer,
-                    metadata, version)
+                    metadata, version, generation_config)
 
 
 def data_bytes(data: CheckpointData, version: int = FORMAT_VERSION) -> bytes:
@@ -105,7 +113,7 @@ def data_bytes(data: CheckpointData, version: int = FORMAT_VERSION) -> bytes:
     version 1 file is rewritten as version 2, its config, tokenizers and metadata kept."""
     check_consistent(data.config, data.source_tokenizer, data.target_tokenizer)
     return _archive(data.config, data.weights, data.source_tokenizer, data.target_tokenizer,
-                    data.metadata, version)
+                    data.metadata, version, data.generation_config)
 
 
 def write_checkpoint(path, data: CheckpointData, version: int = FORMAT_VERSION) -> Path:
@@ -123,7 +131,8 @@ def _write_atomic(path, data: bytes) -> Path:
 
 
 def _archive(config: TransformerConfig, weights: dict[str, np.ndarray], source_tokenizer,
-             target_tokenizer, metadata, version: int) -> bytes:
+             target_tokenizer, metadata, version: int, generation_config: bytes | None = None
+             ) -> bytes:
     if version not in WEIGHTS_MEMBER:
         raise ValueError(f"checkpoint version {version!r} is not one that can be written")
     arrays = {name: np.ascontiguousarray(array, np.float32) for name, array in weights.items()}
@@ -145,9 +154,13 @@ def _archive(config: TransformerConfig, weights: dict[str, np.ndarray], source_t
         "target_tokenizer.model": target_tokenizer.model_bytes,
         WEIGHTS_MEMBER[version]: weight_bytes,
     }
+    names = list(MEMBERS_BY_VERSION[version])
+    if generation_config is not None:  # before the weights, which end the file
+        members["generation_config.json"] = bytes(generation_config)
+        names.insert(len(names) - 1, "generation_config.json")
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for name in MEMBERS_BY_VERSION[version]:
+        for name in names:
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))  # reproducible bytes
             info.compress_type = zipfile.ZIP_DEFLATED
             if name == "weights.safetensors":
@@ -219,7 +232,8 @@ def read_checkpoint(source) -> CheckpointData:
         check_size(config, tensors)
         weights = _read_safetensors(raw_weights, weight_shapes(config), tensors)
     return CheckpointData(config, weights, source_tokenizer, target_tokenizer, metadata,
-                          hashlib.sha256(data).hexdigest(), metadata_warnings, version)
+                          hashlib.sha256(data).hexdigest(), metadata_warnings, version,
+                          members.get("generation_config.json"))
 
 
 def build_model(config: TransformerConfig, weights: dict[str, np.ndarray],
@@ -323,7 +337,7 @@ def _read_members(data: bytes) -> dict[str, bytes]:
     version = next((v for v in sorted(WEIGHTS_MEMBER, reverse=True)
                     if WEIGHTS_MEMBER[v] in names), None)
     expected = MEMBERS_BY_VERSION[version or FORMAT_VERSION]
-    unexpected = sorted(set(names) - set(expected))
+    unexpected = sorted(set(names) - set(expected) - set(OPTIONAL_MEMBERS))
     if unexpected:
         raise CheckpointError(f"The checkpoint holds an unexpected file {unexpected[0][:80]!r}.")
     if version is None:

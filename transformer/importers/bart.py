@@ -172,4 +172,5 @@ def convert_bart(source, *, name: str | None = None, command: str | None = None)
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 
-convert = convert_bart  # the registry's name for it (transformer.importers.HF_FAMILIES)
+convert = convert_bart  # the registry's names for them (transformer.importers.HF_FAMILIES)
+data = bart_data

@@ -141,8 +141,13 @@ def _run(args, command: str) -> None:
         checkpoint = convert_keras_seq2seq(args.weights, args.source_vocab, args.target_vocab,
                                            args.num_heads, command=command)
     elif args.recipe == "hf":
-        # The family's own mapping (the registry's convert, checked as any checkpoint is).
-        checkpoint = hf_family(args.model_dir).convert(args.model_dir, command=command)
+        # The family's own mapping (the registry's data), written as it is with its
+        # generation_config.json, no model built (as marian below); the file is checked like
+        # any other when it is opened.
+        data = hf_family(args.model_dir).data(args.model_dir, command=command)
+        write_checkpoint(args.out, data)
+        _say_wrote(args.out, data.config)
+        return
     elif args.recipe == "tf-tutorial":
         mask = None if args.mask_padding is None else args.mask_padding == "yes"
         checkpoint = convert_tf_tutorial(args.weights, args.source_vocab, args.target_vocab,

@@ -185,4 +185,5 @@ def convert_m2m100(source, *, name: str | None = None, command: str | None = Non
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 
-convert = convert_m2m100  # the registry's name for it (transformer.importers.HF_FAMILIES)
+convert = convert_m2m100  # the registry's names for them (transformer.importers.HF_FAMILIES)
+data = m2m100_data

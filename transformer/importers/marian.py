@@ -483,4 +483,5 @@ def _join(names) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-convert = convert_marian  # the registry's name for it (transformer.importers.HF_FAMILIES)
+convert = convert_marian  # the registry's names for them (transformer.importers.HF_FAMILIES)
+data = marian_data

@@ -184,4 +184,5 @@ def convert_mbart(source, *, name: str | None = None, command: str | None = None
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 
-convert = convert_mbart  # the registry's name for it (transformer.importers.HF_FAMILIES)
+convert = convert_mbart  # the registry's names for them (transformer.importers.HF_FAMILIES)
+data = mbart_data

@@ -182,4 +182,5 @@ def convert_pegasus(source, *, name: str | None = None, command: str | None = No
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 
-convert = convert_pegasus  # the registry's name for it (transformer.importers.HF_FAMILIES)
+convert = convert_pegasus  # the registry's names for them (transformer.importers.HF_FAMILIES)
+data = pegasus_data

@@ -229,4 +229,5 @@ def convert_t5(source, *, name: str | None = None, command: str | None = None) -
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 
-convert = convert_t5  # the registry's name for it (transformer.importers.HF_FAMILIES)
+convert = convert_t5  # the registry's names for them (transformer.importers.HF_FAMILIES)
+data = t5_data
