@@ -2,7 +2,7 @@
 
 One function per method in METHODS, each called as method(ckpt, source, target, **options)
 and returning a dict; `contributions` dispatches by name, so a new method is one module and one
-entry here. Built so far:
+entry here:
 
 - "value_norm" (Kobayashi et al. 2020, transformer.analysis.value_norm): the maps of
   Checkpoint.attention with every attention kind's weights replaced by ||alpha^h_ij f_h(x_j)||,
@@ -10,9 +10,13 @@ entry here. Built so far:
   per-head values V from the teacher-forced pass, each layer's output projection W_O from the
   model's attention layers); the arithmetic is the analysis module's. A page that holds
   Checkpoint.attention(details=True) already gets the same from value_norm_maps(maps, model).
+- "alti" (ALTI+, Ferrando et al. 2022: transformer.inference.alti, its arithmetic
+  transformer.analysis.alti): each output token's contributions from each source token and
+  each decoder input, and its source share.
+- "saliency", "input_x_gradient", "integrated_gradients" (transformer.inference.gradients):
+  gradients of each output token's log-probability with respect to the token embeddings.
 
-Planned (issue 27, not built yet): "alti", "saliency", "input_x_gradient",
-"integrated_gradients"; asking for one raises a ValueError naming the methods there are.
+Any other name is a ValueError naming the methods there are.
 """
 
 from __future__ import annotations
@@ -23,14 +27,11 @@ import numpy as np
 
 from transformer.analysis.value_norm import value_weighted
 from transformer.core.kinds import KINDS, head_masks
+from transformer.inference.alti import alti
 from transformer.inference.gradients import gradient_attributions
-from transformer.inference.maps import attention_maps
+from transformer.inference.maps import attention_maps, scored_ids
 
-__all__ = ["METHODS", "PLANNED", "contributions", "output_ids_for", "output_projections",
-           "value_norm", "value_norm_maps"]
-
-PLANNED = ("alti", "saliency", "input_x_gradient", "integrated_gradients")
-
+__all__ = ["METHODS", "contributions", "output_projections", "value_norm", "value_norm_maps"]
 
 def output_projections(model) -> dict[str, np.ndarray]:
     """Each attention kind's output projection kernels W_O, stacked over its layers:
@@ -41,18 +42,6 @@ def output_projections(model) -> dict[str, np.ndarray]:
               "cross": [layer.cross_attention for layer in model.decoder_layers]}
     return {name: np.stack([a.output_dense.kernel.numpy() for a in attention])
             for name, attention in layers.items()}
-
-
-def output_ids_for(ckpt, source: str, target: str | None = None, output_ids=None,
-                   head_mask=None) -> list[int]:
-    """The output ids a teacher-forced pass scores, as Checkpoint.attention picks them: the
-    typed target's (cut to target_len), else output_ids when given, else the model's greedy
-    translation (with head_mask)."""
-    if target is not None:
-        return ckpt.encode_target(target)
-    if output_ids is not None:
-        return [int(i) for i in output_ids]
-    return ckpt._translation_ids(source, head_mask)
 
 
 def value_norm_maps(maps: dict, model, head_mask=None, overwrite: bool = False) -> dict:
@@ -89,7 +78,7 @@ def value_norm(ckpt, source: str, target: str | None = None, *, head_mask=None,
     A head silenced by head_mask contributes nothing (its terms are 0). One compiled pass that
     hands out the maps and V alone (forward(values=True)), then the NumPy arithmetic of
     transformer.analysis.value_norm."""
-    ids = output_ids_for(ckpt, source, target, output_ids, head_mask)
+    ids = scored_ids(ckpt, source, target, output_ids, head_mask)
     maps = attention_maps(ckpt, [ckpt.encode_source(source)], [ids], head_mask,
                           values=True)[0]
     return value_norm_maps(maps, ckpt.model, head_mask, overwrite=True)
@@ -100,7 +89,7 @@ def _gradients(method: str) -> Callable[..., dict]:
     Checkpoint.attention would score; options: steps (integrated gradients), output_ids."""
     def run(ckpt, source: str, target: str | None = None, *, output_ids=None,
             head_mask=None, **options) -> dict:
-        ids = output_ids_for(ckpt, source, target, output_ids, head_mask)
+        ids = scored_ids(ckpt, source, target, output_ids, head_mask)
         return gradient_attributions(ckpt, source, ids, method=method, head_mask=head_mask,
                                      **options)
     run.__name__ = method
@@ -109,6 +98,7 @@ def _gradients(method: str) -> Callable[..., dict]:
 
 METHODS: dict[str, Callable[..., dict]] = {
     "value_norm": value_norm,
+    "alti": alti,
     **{name: _gradients(name) for name in ("saliency", "input_x_gradient",
                                            "integrated_gradients")},
 }
@@ -116,14 +106,11 @@ METHODS: dict[str, Callable[..., dict]] = {
 
 def contributions(ckpt, source: str, target: str | None = None, method: str = "value_norm",
                   **options) -> dict:
-    """METHODS[method](ckpt, source, target, **options); ValueError for a method not built."""
+    """METHODS[method](ckpt, source, target, **options); ValueError for another name."""
     try:
         run = METHODS[method]
     except (KeyError, TypeError):
         available = ", ".join(repr(m) for m in METHODS)
-        planned = [m for m in PLANNED if m not in METHODS]
-        later = (f" ({', '.join(repr(m) for m in planned)} are planned, not built yet)"
-                 if method in planned else "")
         raise ValueError(f"contribution method must be one of {available}, got "
-                         f"{method!r}{later}") from None
+                         f"{method!r}") from None
     return run(ckpt, source, target, **options)

@@ -21,8 +21,8 @@ import numpy as np
 import tensorflow as tf
 
 from transformer.core.masking import pad_ids
-from transformer.inference.contributions import output_ids_for
 from transformer.inference.forward import forward
+from transformer.inference.maps import scored_ids
 from transformer.inference.numerics import check_forward
 
 __all__ = ["layer_predictions", "top_k_ids"]
@@ -73,7 +73,7 @@ def layer_predictions(ckpt, source: str, target: str | None = None, k: int = 5,
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     config, model = ckpt.config, ckpt.model
-    output_ids = output_ids_for(ckpt, source, target, output_ids, head_mask)
+    output_ids = scored_ids(ckpt, source, target, output_ids, head_mask)
     source_ids = ckpt.encode_source(source)
     target_ids = [config.start_id] + list(output_ids[:-1])  # shifted right
     n, t = len(source_ids), len(target_ids)

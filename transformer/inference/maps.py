@@ -17,7 +17,9 @@ padded keys are masked and padded rows are cut). `Checkpoint.attention` (one sen
     bias added) before masking; for T5 also "encoder_position_bias" (H, N, N) and
     "decoder_position_bias" (H, T, T), the relative position bias every layer of the stack
     adds to its self-attention scores.
-    with values (and not details): "<kind>_v" alone (transformer.inference.contributions).
+    with values (and not details): "<kind>_v" alone (transformer.inference.contributions);
+    with hidden_states: "encoder_hidden_states" (L_enc + 1, N, d_model) and
+    "decoder_hidden_states" (L_dec + 1, T, d_model) (transformer.inference.alti).
 
 A sentence whose pass computed NaN or infinity gets no maps: a NumericalError
 (transformer.inference.numerics) names the layer and position where it first appears.
@@ -34,24 +36,28 @@ from transformer.core.masking import pad_ids
 from transformer.inference.forward import eager_forward, forward
 from transformer.inference.numerics import check_forward
 
-__all__ = ["attention_maps"]
+__all__ = ["attention_maps", "scored_ids"]
 
 
 def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
                    output_ids: Sequence[Sequence[int]], head_mask=None,
                    details: bool = False, compiled: bool = True,
-                   values: bool = False) -> list[dict]:
+                   values: bool = False, hidden_states: bool = False) -> list[dict]:
     """The maps (see the module docstring) of each (source ids, output ids) pair, teacher
     forced: the decoder is fed <s> + output_ids[:-1] and scored on output_ids.
     compiled=False runs the eager reference (transformer.inference.forward.eager_forward)
     instead of the shared compiled pass: the same numbers. values=True: V alone of the
-    details, from a pass that hands out nothing else."""
+    details, from a pass that hands out nothing else. hidden_states=True: also
+    "encoder_hidden_states" (L_enc + 1, N, d_model) and "decoder_hidden_states"
+    (L_dec + 1, T, d_model), each stack's embedded input then each layer's output (a pre-LN
+    stack's last one after its closing norm)."""
     config, model = ckpt.config, ckpt.model
     target_ids = [[config.start_id] + list(ids[:-1]) for ids in output_ids]  # shifted right
     src, tgt = pad_ids(source_ids, config.pad_id), pad_ids(target_ids, config.pad_id)
     scored = pad_ids(output_ids, config.pad_id)  # (B, T)
     run = forward if compiled else eager_forward
-    out = run(model, src, tgt, scored, head_mask, details=details, values=values)
+    out = run(model, src, tgt, scored, head_mask, details=details, values=values,
+              hidden_states=hidden_states)
     key_mask = out["source_mask"][:, 0, 0] > 0  # (B, N)
     self_mask = out["target_mask"][:, 0] > 0  # (B, T, T)
     results = []
@@ -75,6 +81,9 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
             "output_ids": np.asarray(o_ids, np.int32),
             "log_probs": out["log_probs"][b, :t].astype(np.float32),
         })
+        if hidden_states:
+            maps["encoder_hidden_states"] = out["encoder_hidden_states"][:, b, :n].copy()
+            maps["decoder_hidden_states"] = out["decoder_hidden_states"][:, b, :t].copy()
         if values and not details:
             for name, kind in KINDS.items():
                 maps[f"{name}_v"] = out[f"{name}_v"][:, b, :, :sides[kind.key_side]].copy()
@@ -91,3 +100,15 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
                         out[f"{stack}_position_bias"][0, :, :length, :length].copy()
         results.append(maps)
     return results
+
+
+def scored_ids(ckpt, source: str, target: str | None = None, output_ids=None,
+               head_mask=None) -> list[int]:
+    """The output ids a teacher-forced pass scores, as Checkpoint.attention picks them: the
+    typed target's (cut to target_len), else output_ids when given, else the model's greedy
+    translation (with head_mask)."""
+    if target is not None:
+        return ckpt.encode_target(target)
+    if output_ids is not None:
+        return [int(i) for i in output_ids]
+    return ckpt._translation_ids(source, head_mask)
