@@ -50,6 +50,7 @@ bench: install chromium
 	$(BIN)/python bench/generate.py
 	$(BIN)/python bench/value_norm.py
 	$(BIN)/python bench/gradients.py
+	$(BIN)/python bench/alti.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache

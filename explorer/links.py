@@ -43,7 +43,11 @@ PAGE_KEYS: dict[str, dict[str, str]] = {
     "Head_Arithmetic": {"arith_kind": "kind", "arith_layer": "layer", "arith_head": "head"},
     "Decoding": {"dec_step": "index", "dec_layer": "decoder layer", "dec_head": "head"},
     "Head_Statistics": {"stats_kind": "kind"},
+    "Contributions": {"contrib_layer": "decoder layer", "contrib_step": "index"},
 }
+# Number choices a page opens on the last decoder layer rather than 0: a link names any other
+# value, the first layer included.
+LAST_LAYER_BY_DEFAULT = frozenset({"agg_flow_layer", "contrib_layer"})
 CHOICES: dict[str, str] = {key: what for keys in PAGE_KEYS.values() for key, what in keys.items()}
 _NUMBER = re.compile(r"\d{1,6}")
 
@@ -152,9 +156,17 @@ def view_params(url_path: str) -> dict[str, str]:
         if what == "kind":
             if value is not None and value != KINDS[KIND_NAMES[0]].label:
                 params[key] = kind_by_label(value).name
-        elif isinstance(value, int) and value != 0:
+        elif isinstance(value, int) and value != _default(key):
             params[key] = str(value)
     return params
+
+
+def _default(key: str) -> int:
+    """The value a page's number choice starts on: 0, or the active model's last decoder
+    layer for LAST_LAYER_BY_DEFAULT."""
+    if key in LAST_LAYER_BY_DEFAULT:
+        return models.active_checkpoint().config.num_decoder_layers - 1
+    return 0
 
 
 def begin(container, url_path: str) -> None:

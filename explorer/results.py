@@ -392,3 +392,34 @@ def _output_projections(content_hash: str, _ckpt: Checkpoint) -> dict[str, np.nd
     from transformer.inference.contributions import output_projections as projections
 
     return projections(_ckpt.model)
+
+
+# ------------------------------------------------------------------ contributions (issue 27)
+@_said
+def contributions(ckpt: Checkpoint, source: str, target: str | None, method: str,
+                  output_ids=None, steps: int | None = None) -> dict:
+    """Checkpoint.contributions(method=...) for "alti" and the gradient methods: each output
+    token's contributions from the source tokens and the decoder inputs, cached. The output ids
+    are the typed target's, else output_ids (a decode's token_ids), else the shared
+    translation's (as `attention` picks them). steps: integrated gradients' steps."""
+    if target is None and output_ids is None:
+        output_ids = translation(ckpt, source).token_ids
+    return _contributions(ckpt.content_hash, source, target, _ids(output_ids), method,
+                          None if steps is None else int(steps), ckpt)
+
+
+@st.cache_data(max_entries=MAX_RESULTS, show_spinner=False)
+def _contributions(content_hash: str, source: str, target: str | None, output_ids: tuple | None,
+                   method: str, steps: int | None, _ckpt: Checkpoint) -> dict:
+    ids = None if output_ids is None else list(output_ids)
+    if method == "alti":  # one pass and NumPy: a spinner
+        with st.spinner("Computing ALTI+ contributions…"):
+            return _ckpt.contributions(source, target, method=method, output_ids=ids)
+    options = {} if steps is None else {"steps": steps}
+    bar = st.progress(0.0, text="Computing gradients…")  # made here: a cache hit replays it
+    result = _ckpt.contributions(
+        source, target, method=method, output_ids=ids, **options,
+        on_progress=lambda done, total: bar.progress(
+            done / total, text=f"Gradients of {done} of {total} rows (output token x step)"))
+    bar.empty()
+    return result

@@ -40,7 +40,9 @@ def traces(model) -> dict[str, int]:
                  "forward": forward_function(model),
                  "forward_top": forward_function(model, top_k=TOP_K),
                  "forward_details": forward_function(model, details=True),
-                 "forward_values": forward_function(model, values=True)}
+                 "forward_values": forward_function(model, values=True),
+                 "forward_values_hidden": forward_function(model, values=True,
+                                                           hidden_states=True)}
     assert set(functions) == set(KINDS)
     return {kind: fn.tracing_count() for kind, fn in functions.items()}
 

@@ -15,7 +15,7 @@ PAGES = ["views/0_Home.py", "views/1_Model.py", "views/2_Tokenization.py",
          "views/3_Positional_Encodings.py", "views/4_Masks.py", "views/5_Attention_Maps.py",
          "views/6_Linked_View.py", "views/7_Aggregations.py", "views/8_Token_View.py",
          "views/9_Head_Arithmetic.py", "views/10_Decoding.py", "views/11_Compare_Heads.py",
-         "views/12_Head_Statistics.py", "views/13_Ablation.py"]
+         "views/12_Head_Statistics.py", "views/13_Ablation.py", "views/14_Contributions.py"]
 PAGES_WITH_PLOTS = PAGES[1:]
 
 

@@ -231,7 +231,7 @@ def _with_config(ckpt: bytes, **changes) -> bytes:
 
 
 LONG_PAGES = ["views/4_Masks.py", "views/5_Attention_Maps.py", "views/10_Decoding.py",
-              "views/13_Ablation.py"]
+              "views/13_Ablation.py", "views/14_Contributions.py"]
 @pytest.fixture
 def long_model_app(app, tiny_checkpoint_bytes):
     """The app on an uploaded model whose config allows max_len 16,384, with a 10,000-character

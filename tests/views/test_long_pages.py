@@ -16,7 +16,7 @@ from figures.token_view import MAX_LINES
 
 PAGES = ["views/4_Masks.py", "views/5_Attention_Maps.py", "views/6_Linked_View.py",
          "views/7_Aggregations.py", "views/8_Token_View.py", "views/9_Head_Arithmetic.py",
-         "views/10_Decoding.py", "views/11_Compare_Heads.py"]
+         "views/10_Decoding.py", "views/11_Compare_Heads.py", "views/14_Contributions.py"]
 TARGET_IDS = 400
 
 

@@ -26,6 +26,8 @@ PAGES = {
     "views/11_Compare_Heads.py": ["cmp_heads"],
     "views/12_Head_Statistics.py": ["stats_kind"],
     "views/13_Ablation.py": ["abl_heads"],
+    "views/14_Contributions.py": ["contrib_method", "contrib_layer", "contrib_step",
+                                  "contrib_steps"],
 }
 KINDS = {"mask_kind", "attn_kind", "agg_kind", "tv_kind", "arith_kind", "stats_kind"}
 STALE = ["row 0 (sidebar): hello", 2.5, -3, 10**9, True, ["a"]]

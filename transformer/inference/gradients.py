@@ -96,7 +96,8 @@ def _embedded(model, ids, side: str) -> np.ndarray:
 
 
 def gradient_attributions(ckpt, source: str, output_ids, *, method: str = "saliency",
-                          steps: int = DEFAULT_STEPS, head_mask=None) -> dict:
+                          steps: int = DEFAULT_STEPS, head_mask=None,
+                          on_progress=None) -> dict:
     """Each output token's attribution to each source and target-prefix token, by `method`
     (GRADIENT_METHODS; the module docstring has the formulas), for the output ids a
     teacher-forced pass scores (Checkpoint.contributions picks them as Checkpoint.attention
@@ -105,7 +106,8 @@ def gradient_attributions(ckpt, source: str, output_ids, *, method: str = "salie
     "source" (T, N), "target" (T, T) (row t: output token t; target columns after t are 0),
     "log_probs" (T,); integrated gradients also "steps", "baseline_log_probs" (T,) and
     "completeness_gap" (T,): the sum of row t's attributions less (log_probs -
-    baseline_log_probs)."""
+    baseline_log_probs). on_progress(done, total): called after each batch of rows (a
+    progress bar's)."""
     if method not in GRADIENT_METHODS:
         raise ValueError(f"method must be one of {', '.join(GRADIENT_METHODS)}, got {method!r}")
     if head_mask is not None:
@@ -155,6 +157,8 @@ def gradient_attributions(ckpt, source: str, output_ids, *, method: str = "salie
             if on_path:
                 g_src[t] += gs[b]
                 g_tgt[t] += gt[b]
+        if on_progress is not None:
+            on_progress(start + len(chunk), len(rows))
     if method == "integrated_gradients":
         g_src, g_tgt = g_src / steps, g_tgt / steps  # the mean gradient along the path
         source = np.einsum("tnd,nd->tn", g_src, e_src - b_src)  # (T, N)

@@ -3,12 +3,12 @@
 Every page's computation runs in a compiled function shared by all models of one architecture
 (transformer.inference.decoding.shared_function): the greedy decode loop with and without its
 attention rows, the teacher-forced forward pass plain, with Q/K/V, with V alone (the attention
-views' weight × value norm) and with the top-k of each row, and for a model with a generation
-config its search (transformer.inference.generation). Each is traced on its first call (about
-1.5 s for an opus-mt-sized model on 2 cores) and TensorFlow optimizes its graph on its first run
-(about 0.7 s more). `prepare` pays both on a one-token input, so a later call only computes; the
-app runs it in the background once a model is open (explorer.warm). Functions already prepared
-for the architecture cost nothing.
+views' weight × value norm), with V and the layer inputs (ALTI+) and with the top-k of each row,
+and for a model with a generation config its search (transformer.inference.generation). Each is
+traced on its first call (about 1.5 s for an opus-mt-sized model on 2 cores) and TensorFlow
+optimizes its graph on its first run (about 0.7 s more). `prepare` pays both on a one-token
+input, so a later call only computes; the app runs it in the background once a model is open
+(explorer.warm). Functions already prepared for the architecture cost nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ __all__ = ["KINDS", "prepare"]
 
 # The compiled functions the pages call, in the order a user usually meets them.
 KINDS = ("greedy", "forward", "forward_top", "forward_details", "greedy_no_capture",
-         "forward_values")
+         "forward_values", "forward_values_hidden")
 
 
 def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
@@ -46,7 +46,11 @@ def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
         "forward_details": lambda: forward(model, source, target, output, details=True),
         # The attention views' "Weight × value norm" (Checkpoint.contributions' value norms)
         "forward_values": lambda: forward(model, source, target, output, values=True),
-        # Not in KINDS yet (no page calls it): Checkpoint.layer_predictions.
+        # The Contributions page's ALTI+ (V and each stack's layer inputs)
+        "forward_values_hidden": lambda: forward(model, source, target, output, values=True,
+                                                 hidden_states=True),
+        # Not in KINDS (the Decoding page's logit lens, off until asked for):
+        # Checkpoint.layer_predictions.
         "forward_hidden": lambda: forward(model, source, target, output, hidden_states=True),
     }
     seconds = {}

@@ -1,0 +1,133 @@
+"""views/14_Contributions.py ("Contributions") through AppTest: every number it draws equals
+Checkpoint.contributions / attention computed here, independently of the app's caches."""
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from conftest import open_page
+
+from explorer import state
+
+PAGE = "views/14_Contributions.py"
+
+
+def _array(value):
+    """A Plotly JSON array: a list, or {"dtype", "bdata", "shape"} (Plotly >= 6 typed arrays)."""
+    if isinstance(value, dict):
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
+        return data.reshape(shape)
+    return np.asarray(value, dtype=float)
+
+
+def charts(at) -> dict:
+    """{chart key suffix: Plotly figure dict}."""
+    found = {}
+    for chart in at.get("plotly_chart"):
+        key = chart.proto.id.rpartition("-")[2]
+        found[key] = json.loads(chart.proto.spec)
+    return found
+
+
+def chart(at, key: str) -> dict:
+    matches = [spec for name, spec in charts(at).items() if name.endswith(key)]
+    assert len(matches) == 1, (key, list(charts(at)))
+    return matches[0]
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+    return load_checkpoint(DEFAULT_CHECKPOINT)
+
+
+@pytest.fixture(scope="module")
+def expected(bundled):
+    ids = bundled.translate(state.DEFAULT_SOURCE).token_ids
+    return {"ids": ids,
+            "alti": bundled.contributions(state.DEFAULT_SOURCE, method="alti", output_ids=ids),
+            "attention": bundled.attention(state.DEFAULT_SOURCE, output_ids=ids)}
+
+
+@pytest.fixture
+def page(app):
+    return open_page(app, PAGE)
+
+
+def test_alti_share_maps_and_bars_are_the_models(page, bundled, expected):
+    from transformer.analysis.flow import attention_rollout, source_to_target_flow
+
+    alti, attention = expected["alti"], expected["attention"]
+    share = chart(page, "contrib_share")
+    assert [trace["name"] for trace in share["data"]] == ["ALTI+"]
+    np.testing.assert_allclose(_array(share["data"][0]["y"]), alti["source_share"], atol=1e-6)
+    np.testing.assert_allclose(_array(chart(page, "contrib_source_method")["data"][0]["z"]),
+                               alti["source"], atol=1e-6)
+    np.testing.assert_allclose(_array(chart(page, "contrib_target_method")["data"][0]["z"]),
+                               alti["target"], atol=1e-6)
+    last = len(attention["cross"]) - 1  # the page opens on the last decoder layer
+    np.testing.assert_allclose(_array(chart(page, "contrib_source_raw")["data"][0]["z"]),
+                               attention["cross"][last].mean(0), atol=1e-6)
+    np.testing.assert_allclose(_array(chart(page, "contrib_source_rollout")["data"][0]["z"]),
+                               source_to_target_flow(attention["encoder"], attention["cross"],
+                                                     layer=last), atol=1e-6)
+    np.testing.assert_allclose(_array(chart(page, "contrib_target_rollout")["data"][0]["z"]),
+                               attention_rollout(attention["decoder"])[last], atol=1e-6)
+    bars = chart(page, "contrib_bars")  # step 0: the source, then the start token alone
+    np.testing.assert_allclose(_array(bars["data"][0]["y"]), alti["source"][0], atol=1e-6)
+    np.testing.assert_allclose(_array(bars["data"][1]["y"]), alti["target"][0, :1], atol=1e-6)
+    layers = chart(page, "contrib_layers_Cross")
+    np.testing.assert_allclose(np.stack([_array(t["z"]) for t in layers["data"]]),
+                               alti["cross_layers"], atol=1e-6)
+    assert not page.error
+
+    page.selectbox(key="contrib_layer").set_value(0).run()
+    page.select_slider(key="contrib_step").set_value(3).run()
+    assert not page.exception, page.exception
+    np.testing.assert_allclose(_array(chart(page, "contrib_source_raw")["data"][0]["z"]),
+                               attention["cross"][0].mean(0), atol=1e-6)
+    bars = chart(page, "contrib_bars")
+    np.testing.assert_allclose(_array(bars["data"][1]["y"]), alti["target"][3, :4], atol=1e-6)
+
+
+@pytest.mark.parametrize("label, method, steps", [
+    ("Saliency", "saliency", None),
+    ("Input × gradient", "input_x_gradient", None),
+    ("Integrated gradients", "integrated_gradients", 8),
+])
+def test_gradient_methods_are_drawn_beside_alti(page, bundled, expected, label, method, steps):
+    page.radio(key="contrib_method").set_value(label).run()
+    if steps is not None:
+        page.number_input(key="contrib_steps").set_value(steps).run()
+    assert not page.exception, page.exception
+    options = {} if steps is None else {"steps": steps}
+    result = bundled.contributions(state.DEFAULT_SOURCE, method=method,
+                                   output_ids=expected["ids"], **options)
+    np.testing.assert_allclose(_array(chart(page, "contrib_source_method")["data"][0]["z"]),
+                               result["source"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(_array(chart(page, "contrib_target_method")["data"][0]["z"]),
+                               result["target"], rtol=1e-4, atol=1e-6)
+    share = chart(page, "contrib_share")
+    assert [trace["name"] for trace in share["data"]] == [
+        "ALTI+", f"{label} (share of |attribution|)"]
+    src = np.abs(result["source"]).sum(1)
+    np.testing.assert_allclose(_array(share["data"][1]["y"]),
+                               src / (src + np.abs(result["target"]).sum(1)), rtol=1e-4)
+    signed = method == "integrated_gradients"
+    trace = chart(page, "contrib_source_method")["data"][0]
+    assert (trace.get("zmid") == 0.0) is signed
+    if signed:
+        assert any(f"with {steps} steps" in c.value for c in page.caption)
+
+
+def test_a_typed_target_is_attributed(app, bundled):
+    app.session_state[state.TARGET_MODE] = state.TARGET_TYPED
+    app.session_state[state.TARGET] = "1999-12-31"
+    app.session_state[state.TARGET_STARTED] = True
+    open_page(app, PAGE)
+    result = bundled.contributions(state.DEFAULT_SOURCE, "1999-12-31", method="alti")
+    np.testing.assert_allclose(_array(chart(app, "contrib_source_method")["data"][0]["z"]),
+                               result["source"], atol=1e-6)

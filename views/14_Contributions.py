@@ -1,0 +1,179 @@
+"""Contributions: what each source token and each target-prefix token gave every output token
+(ALTI+, saliency, input x gradient, integrated gradients), beside raw attention and rollout."""
+
+import numpy as np
+import streamlit as st
+
+from explorer import links, models, results, state, tokens
+from explorer.choices import clamp_choice, forget_if_not_offered
+from explorer.widgets import export_buttons
+from figures.aggregate import layer_grid_fig
+from figures.contributions import contribution_map_fig, source_share_fig, step_bars_fig
+from transformer.analysis.flow import attention_rollout, source_to_target_flow
+from transformer.inference.gradients import DEFAULT_STEPS, MAX_STEPS
+
+ALTI = "alti"
+METHODS = {  # method: (label, what a value is, signed)
+    ALTI: ("ALTI+", "contribution", False),
+    "saliency": ("Saliency", "‖∇ log p‖", False),
+    "input_x_gradient": ("Input × gradient", "‖e ⊙ ∇ log p‖", False),
+    "integrated_gradients": ("Integrated gradients", "attribution", True),
+}
+LABELS = {label: method for method, (label, _, _) in METHODS.items()}
+ABOUT = {
+    ALTI: "**ALTI+** (Ferrando et al. 2022, *Towards Opening the Black Box of Neural Machine "
+          "Translation: Source and Target Contributions of Each Token*): every attention "
+          "sublayer's output is split into one term per token (the residual and the LayerNorm "
+          "linearised), each term's share comes from how close it is to the output (L1 "
+          "distance), and the shares are rolled out through the encoder and through the "
+          "decoder with its cross-attention. Each row sums to 1 over the source and the "
+          "prefix together.",
+    "saliency": "**Saliency** (Simonyan et al. 2014): the length of the gradient of the output "
+                "token's log-probability with respect to each token's embedding: how fast the "
+                "prediction would move if that token's vector moved. Not a share: rows do not "
+                "sum to 1.",
+    "input_x_gradient": "**Input × gradient** (Shrikumar et al. 2017): the length of the "
+                        "embedding times its gradient, element by element: the first-order "
+                        "estimate of what the token's vector adds to the log-probability.",
+    "integrated_gradients": "**Integrated gradients** (Sundararajan et al. 2017): the gradient "
+                            "averaged along the straight path from a baseline (every token the "
+                            "padding token) to the sentence, times the embedding's distance "
+                            "from the baseline; signed (red: the token lowers the "
+                            "log-probability). A row sums to log p(token) − log p(token | "
+                            "baseline), up to the path's steps.",
+}
+
+st.title("Contributions")
+st.markdown(
+    "Attention says where each head looks; it does not say what the prediction took from each "
+    "token (a head can look hard at a token whose value vector is tiny). These measures answer "
+    "that for every output token: how much came from each **source** token and how much from "
+    "each **target-prefix** token (the decoder's inputs so far), and so what share of each "
+    "prediction came from the source at all. Raw attention and attention rollout are drawn "
+    "beside them.")
+
+
+def source_share(result: dict) -> np.ndarray:
+    """ALTI+'s own source share; for a gradient method the source's share of the rows'
+    absolute attributions, sum |source| / (sum |source| + sum |target|)."""
+    if "source_share" in result:
+        return result["source_share"]
+    src = np.abs(result["source"]).sum(1)
+    total = src + np.abs(result["target"]).sum(1)
+    return np.divide(src, total, out=np.zeros_like(src), where=total > 0)
+
+
+@st.fragment
+def views(ckpt, source: str, typed) -> None:
+    """The method, its maps beside attention, one step's bars: pickers rerun this alone."""
+    forget_if_not_offered("contrib_method", list(LABELS))
+    clamp_choice("contrib_steps", MAX_STEPS, default=DEFAULT_STEPS, low=1)
+    c1, c2 = st.columns([3, 2])
+    method = LABELS[c1.radio("Method", list(LABELS), key="contrib_method", horizontal=True)]
+    steps = None
+    if method == "integrated_gradients":
+        steps = c2.number_input("Integrated gradients' steps", 1, MAX_STEPS, step=1,
+                                key="contrib_steps",
+                                help="Points on the path from the baseline to the sentence, "
+                                     "all computed in one batch; more steps, a smaller "
+                                     "completeness gap.")
+    label, value_name, signed = METHODS[method]
+    st.markdown(ABOUT[method])
+    alti = results.contributions(ckpt, source, typed, ALTI)
+    picked = alti if method == ALTI else results.contributions(ckpt, source, typed, method,
+                                                               steps=steps)
+    attention = results.attention(ckpt, source, typed)  # the same output ids
+    shown = tokens.shown_maps(attention, ckpt)
+    src_tokens, prefix, out_tokens = (shown["source_tokens"], shown["target_tokens"],
+                                      shown["output_tokens"])
+    if steps is not None:
+        gap = np.abs(picked["completeness_gap"]).max()
+        st.caption(f"Completeness: with {steps} steps each row's sum is within {gap:.2g} of "
+                   "log p(token) − log p(token | baseline).")
+
+    st.header("Source share, step by step")
+    shares = {"ALTI+": alti["source_share"]}
+    if method != ALTI:
+        shares[f"{label} (share of |attribution|)"] = source_share(picked)
+    st.plotly_chart(source_share_fig(out_tokens, shares,
+                                     title="What share of each output token came from the "
+                                           "source"), key="contrib_share")
+    mean = float(np.mean(alti["source_share"]))
+    st.caption(f"ALTI+: on average {mean:.0%} of a prediction came from the source, the rest "
+               "from the target prefix. Low values mark tokens the decoder wrote from its own "
+               "prefix (a language-model-like guess; in hallucinations, most of them).")
+
+    st.header("Token by token, beside attention")
+    n_layers = len(attention["cross"])
+    clamp_choice("contrib_layer", n_layers - 1, default=n_layers - 1)
+    layer = st.selectbox("Decoder layer of the raw attention and rollout", range(n_layers),
+                         key="contrib_layer",
+                         help="Raw attention: this layer's heads averaged. Rollout: the "
+                              "encoder rollout through this layer's cross-attention (flow), "
+                              "and the decoder's self-attention rolled out up to this layer "
+                              "(Abnar & Zuidema 2020, the residual counted as half).")
+    flow = source_to_target_flow(attention["encoder"], attention["cross"], layer=layer)
+    rollout = attention_rollout(attention["decoder"])[layer]
+    zmax = 1.0 if method == ALTI else None
+    for side, matrix, raw, rolled, cols, x_title in (
+            ("source", picked["source"], attention["cross"][layer].mean(0), flow, src_tokens,
+             "source token"),
+            ("target prefix", picked["target"], attention["decoder"][layer].mean(0), rollout,
+             prefix, "decoder input")):
+        st.subheader(f"From the {side}")
+        left, middle, right = st.columns(3)
+        left.plotly_chart(contribution_map_fig(matrix, out_tokens, cols, title=label,
+                                               value_name=value_name, signed=signed, zmax=zmax,
+                                               x_title=x_title),
+                          key=f"contrib_{side[:6]}_method")
+        middle.plotly_chart(contribution_map_fig(raw, out_tokens, cols, zmax=1.0,
+                                                 title=f"Attention, layer {layer} (head mean)",
+                                                 value_name="weight", x_title=x_title),
+                            key=f"contrib_{side[:6]}_raw")
+        what = "Flow (encoder rollout × cross)" if side == "source" else "Rollout"
+        right.plotly_chart(contribution_map_fig(rolled, out_tokens, cols, zmax=1.0,
+                                                title=f"{what}, to layer {layer}",
+                                                value_name="weight", x_title=x_title),
+                           key=f"contrib_{side[:6]}_rollout")
+    both = np.concatenate([picked["source"], picked["target"]], axis=1)
+    export_buttons(both, out_tokens, [f"src {t}" for t in src_tokens] +
+                   [f"tgt {t}" for t in prefix], f"{method}_contributions", attention,
+                   key="contrib_export", corner="output \\ token")
+    st.caption("Rows: the token each step output (row t predicts it from the source and the "
+               f"decoder inputs 0..t). Columns after t are 0: step t cannot see them. {label}'s "
+               "maps use their own colour scale" + (", signed" if signed else "") + ".")
+
+    st.header("One output token")
+    last = len(out_tokens) - 1
+    clamp_choice("contrib_step", last)
+    t = st.select_slider("Output token", list(range(len(out_tokens))), key="contrib_step",
+                         format_func=lambda i: f"{i}: {out_tokens[i]}")
+    st.plotly_chart(step_bars_fig(src_tokens, picked["source"][t], prefix[:t + 1],
+                                  picked["target"][t, :t + 1], value_name=value_name,
+                                  title=f"{label}: what {out_tokens[t]!r} (step {t}) took from "
+                                        "each token"), key="contrib_bars")
+    top = int(np.argmax(np.abs(picked["source"][t]))) if len(src_tokens) else None
+    looked = int(np.argmax(attention["cross"][layer, :, t].mean(0)))
+    st.caption(f"ALTI+ source share of this token: {alti['source_share'][t]:.0%}. "
+               + (f"The source token it took most from by {label}: {src_tokens[top]!r}; "
+                  if top is not None else "")
+               + f"the one layer {layer}'s cross-attention looks at most: {src_tokens[looked]!r}.")
+
+    with st.expander("ALTI+ layer by layer"):
+        st.markdown("Each attention sublayer's own contributions, before the rollout: rows "
+                    "sum to 1. In cross-attention the last column is the residual: what the "
+                    "token kept from the decoder's own stream rather than took from the source.")
+        for name, maps, rows, cols in (
+                ("Encoder self-attention", alti["encoder_layers"], src_tokens, src_tokens),
+                ("Decoder self-attention", alti["decoder_layers"], prefix, prefix),
+                ("Cross-attention", alti["cross_layers"], prefix, [*src_tokens, "(residual)"])):
+            st.plotly_chart(layer_grid_fig(maps, rows, cols,
+                                           [f"layer {i}" for i in range(len(maps))],
+                                           zmax=1.0, title=f"{name}: ALTI contributions",
+                                           value_name="contribution"),
+                            key=f"contrib_layers_{name[:5]}")
+    links.follow_in_fragment()
+
+
+ckpt = models.active_checkpoint()
+views(ckpt, state.current_source(), state.current_target())
