@@ -8,15 +8,20 @@ import numpy as np
 import streamlit as st
 
 from explorer import heads, links, models, player, results, state, stepping, tokens
-from explorer.choices import clamp_choice, keep_offered
+from explorer.choices import clamp_choice, forget_if_not_offered, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
 from figures import lens as lens_figs
+from figures.contributions import step_bars_fig
 from transformer.inference.decoding import beam_search, length_normalised
 from transformer.inference.generation import GeneratedBeam
+from transformer.inference.gradients import DEFAULT_STEPS, MAX_STEPS
 
 LENGTH_PENALTY = inspect.signature(beam_search).parameters["length_penalty"].default
 OWN_SEARCH, OPTIONS_SEARCH = "As the sidebar's translation", "With the options here"
+GRADIENTS = {"Saliency": ("saliency", "‖∇ log p‖"),
+             "Input × gradient": ("input_x_gradient", "‖e ⊙ ∇ log p‖"),
+             "Integrated gradients": ("integrated_gradients", "attribution")}
 
 ckpt = models.active_checkpoint()
 cfg, source, typed = ckpt.config, state.current_source(), state.current_target()
@@ -98,6 +103,43 @@ def layer_lens(ckpt, source: str, result, silenced: tuple, t: int, chosen: str) 
                    "the model's own distribution.")
 
 
+def step_gradients(ckpt, source: str, result, typed, silenced: tuple, t: int,
+                   source_tokens, prefix) -> None:
+    """Gradient attributions of step t's chosen token: what each source token and each decoder
+    input gave its log-probability (the Contributions page has every step at once)."""
+    if not st.toggle("What each token gave this step's choice (gradients)", key="dec_grad_on",
+                     help="Gradients of the chosen token's log-probability with respect to "
+                          "every token's embedding, for the whole decode, computed when this "
+                          "is on."):
+        return
+    if silenced:
+        st.info("Gradients are computed for the model with every head working: clear "
+                "**Silence heads** to see them for this decode.", icon=":material/info:")
+        return
+    forget_if_not_offered("dec_grad_method", list(GRADIENTS))
+    c1, c2 = st.columns([3, 2])
+    label = c1.radio("Gradient method", list(GRADIENTS), key="dec_grad_method",
+                     horizontal=True)
+    method, value_name = GRADIENTS[label]
+    steps = None
+    clamp_choice("dec_grad_steps", MAX_STEPS, default=DEFAULT_STEPS, low=1)
+    if method == "integrated_gradients":
+        steps = c2.number_input("Integrated gradients' steps", 1, MAX_STEPS, step=1,
+                                key="dec_grad_steps")
+    grads = (results.contributions(ckpt, source, typed, method, steps=steps) if typed is not None
+             else results.contributions(ckpt, source, None, method,
+                                        output_ids=result.token_ids, steps=steps))
+    st.plotly_chart(step_bars_fig(source_tokens, grads["source"][t], prefix,
+                                  grads["target"][t, :t + 1], value_name=value_name,
+                                  title=f"{label} of step {t}'s token over the source and the "
+                                        "prefix"), key="dec_grads")
+    strongest = int(np.argmax(np.abs(grads["source"][t]))) if len(source_tokens) else None
+    st.caption(f"log p of the chosen token: {grads['log_probs'][t]:.3f}. "
+               + (f"The source token with the largest attribution: "
+                  f"{source_tokens[strongest]!r}. " if strongest is not None else "")
+               + "The Contributions page shows every step, ALTI+ and raw attention beside.")
+
+
 @st.fragment
 def one_step(ckpt, result, forced: bool, beam: int, source: str, typed,
              silenced: tuple = ()) -> None:
@@ -148,6 +190,8 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed,
     st.caption(f"The source shaded by the weight of {shaded_by} (relative to the largest); bold: the 3 "
                "most attended. Hover for the weight.")
     layer_lens(ckpt, source, result, silenced, t, out_tokens[t])
+    step_gradients(ckpt, source, result, typed if forced else None, silenced, t,
+                   source_tokens, prefix)
 
     if beam > 1:
         left, right = st.columns(2)
