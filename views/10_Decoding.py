@@ -33,7 +33,8 @@ st.caption(stepping.what_is_decoded(source, typed, forced))
 head_options = heads.labels_of_model(cfg)
 keep_offered("dec_ablate", head_options)
 limits = {"dec_max_len": (1, cfg.max_len, cfg.max_len), "dec_head": (0, cfg.num_heads - 1, 0),
-          "dec_layer": (0, cfg.num_decoder_layers - 1, 0)}  # key: (lowest, highest, default)
+          "dec_layer": (0, cfg.num_decoder_layers - 1, 0),
+          "dec_grad_steps": (1, MAX_STEPS, DEFAULT_STEPS)}  # key: (lowest, highest, default)
 for key, (low, high, default) in limits.items():
     clamp_choice(key, high, default, low=low)
 beam = 1
@@ -122,7 +123,6 @@ def step_gradients(ckpt, source: str, result, typed, silenced: tuple, t: int,
                      horizontal=True)
     method, value_name = GRADIENTS[label]
     steps = None
-    clamp_choice("dec_grad_steps", MAX_STEPS, default=DEFAULT_STEPS, low=1)
     if method == "integrated_gradients":
         steps = c2.number_input("Integrated gradients' steps", 1, MAX_STEPS, step=1,
                                 key="dec_grad_steps")
