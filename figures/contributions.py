@@ -54,7 +54,7 @@ def source_share_fig(output_tokens, shares: dict, *, title: str = "") -> go.Figu
             hovertemplate=f"{plotly_text(name)}<br>step %{{x}} (%{{customdata}})<br>"
                           "source share %{y:.3f}<extra></extra>"))
     fig.add_hline(y=0.5, line=dict(color="#9ca3af", dash="dash", width=1))
-    fig.update_xaxes(**token_axis(labels, title=dict(text="output token (step)")))
+    fig.update_xaxes(**token_axis(list(output_tokens), title=dict(text="output token (step)")))
     fig.update_yaxes(range=[0, 1.02], title="source share")
     fig.update_layout(title=plotly_text(title) if title else None, height=340,
                       margin=dict(l=10, r=10, t=60 if title else 20, b=10),

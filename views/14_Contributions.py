@@ -87,9 +87,14 @@ def views(ckpt, source: str, typed) -> None:
     src_tokens, prefix, out_tokens = (shown["source_tokens"], shown["target_tokens"],
                                       shown["output_tokens"])
     if steps is not None:
-        gap = np.abs(picked["completeness_gap"]).max()
-        st.caption(f"Completeness: with {steps} steps each row's sum is within {gap:.2g} of "
-                   "log p(token) − log p(token | baseline).")
+        gaps = np.abs(picked["completeness_gap"])
+        worst = int(np.argmax(gaps))
+        change = picked["log_probs"][worst] - picked["baseline_log_probs"][worst]
+        st.caption(f"Completeness: with {steps} steps each row's sum is within {gaps[worst]:.2g} "
+                   "of log p(token) − log p(token | baseline); the farthest is step "
+                   f"{worst} ({out_tokens[worst]!r}), whose change is {change:.3g}. The path's "
+                   "steps are a midpoint rule: where the log-probability turns sharply along "
+                   "the path, more steps shrink the gap.")
 
     st.header("Source share, step by step")
     shares = {"ALTI+": alti["source_share"]}

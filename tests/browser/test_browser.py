@@ -278,3 +278,37 @@ def test_the_server_prepared_the_default_model_while_it_started(server):
     text = log.read_text()
     assert re.search(r"Warm start: dates and its compiled loops ready in [\d.]+ s", text), text
     assert "Warm start failed" not in text
+
+
+def test_contributions_and_value_norms_in_chromium(server, browser):
+    """Issue 27's choices in a real browser on the bundled model: the Contributions page draws
+    ALTI+ and, picked, integrated gradients (a red-white-blue map); the attention maps switch to
+    weight x value norm."""
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 3600})  # the whole page in sight
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/Contributions")
+    wait_for_app(page)
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_text("Source share, step by step").wait_for(timeout=60_000)
+    page.wait_for_selector(".js-plotly-plot", timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() >= 8  # share, 2 x 3 maps, bars
+    assert main.get_by_text("ALTI+", exact=False).count() > 0
+    page.screenshot(path=str(shots / "Contributions-alti.png"), full_page=True)
+    main.get_by_text("Integrated gradients", exact=True).click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    main.get_by_text("Completeness: with 32 steps", exact=False).wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(shots / "Contributions-integrated-gradients.png"), full_page=True)
+    page.goto(f"{server}/Attention_Maps")
+    wait_for_app(page)
+    main.get_by_text("Weight × value norm", exact=True).first.click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    main.get_by_text("Kobayashi et al. 2020", exact=False).first.wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(shots / "Attention_Maps-value-norm.png"), full_page=True)
+    assert not errors, errors

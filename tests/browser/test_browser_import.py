@@ -137,4 +137,22 @@ def test_upload_a_bart_folder_and_translate_as_its_generation_config(server, bro
     assert "search=greedy" in page.url
     page.screenshot(path=str(shots / "Import-bart-greedy.png"), full_page=True)
     assert page.locator('[data-testid="stException"]').count() == 0
+    # Issue 27's views on the imported model: its contributions, and its value norms
+    page.set_viewport_size({"width": 1400, "height": 3600})  # the whole page in sight
+    open_from_nav(page, "Decoding", "Contributions")
+    main(page).get_by_text("Source share, step by step").wait_for(timeout=120_000)
+    main(page).get_by_text("Saliency", exact=True).click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    main(page).get_by_text("Simonyan et al. 2014", exact=False).wait_for(timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() >= 8
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(shots / "Import-bart-contributions.png"), full_page=True)
+    open_from_nav(page, "Attention", "Attention maps")
+    main(page).get_by_text("Weight × value norm", exact=True).first.click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    main(page).get_by_text("Kobayashi et al. 2020", exact=False).first.wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(shots / "Import-bart-value-norm.png"), full_page=True)
     assert not errors, errors
