@@ -22,7 +22,7 @@ import streamlit as st
 
 from transformer.core.kinds import KIND_NAMES, KINDS, kind_by_label
 
-from . import models, state
+from . import models, show, state
 
 RESTORED = "links_restored"  # True once this session has read its URL
 SLOT = "links_slot"  # this run's link container and url path (begin)
@@ -33,17 +33,28 @@ DIGEST_CHARS = 12  # characters of an upload's sha256 written to the URL
 # Each page's main choices: {url path: {session key: what it holds}}. "kind" is a kind picker's
 # label (written as the kind's name: encoder, decoder, cross); "layer" a layer of the page's
 # kind (of the <prefix>_kind key beside it, else of either stack); "decoder layer"; "head";
-# "index" any position (the page clamps it to what the sentence has).
+# "index" any position (the page clamps it to what the sentence has); "option" one of the
+# named options of OPTIONS (a radio's label, written as its name in the link).
 PAGE_KEYS: dict[str, dict[str, str]] = {
     "Masks": {"mask_kind": "kind", "mask_layer": "layer", "mask_head": "head"},
-    "Attention_Maps": {"attn_kind": "kind", "attn_layer": "layer", "attn_head": "head"},
-    "Linked_View": {"link_layer": "decoder layer", "link_head": "head", "link_target": "index"},
-    "Aggregations": {"agg_kind": "kind", "agg_flow_layer": "layer"},
-    "Token_View": {"tv_kind": "kind", "tv_layer": "layer"},
+    "Attention_Maps": {"attn_kind": "kind", "attn_layer": "layer", "attn_head": "head",
+                       "attn_show": "option"},
+    "Linked_View": {"link_layer": "decoder layer", "link_head": "head", "link_target": "index",
+                    "link_show": "option"},
+    "Aggregations": {"agg_kind": "kind", "agg_flow_layer": "layer", "agg_show": "option"},
+    "Token_View": {"tv_kind": "kind", "tv_layer": "layer", "tv_show": "option"},
     "Head_Arithmetic": {"arith_kind": "kind", "arith_layer": "layer", "arith_head": "head"},
     "Decoding": {"dec_step": "index", "dec_layer": "decoder layer", "dec_head": "head"},
     "Head_Statistics": {"stats_kind": "kind"},
-    "Contributions": {"contrib_layer": "decoder layer", "contrib_step": "index"},
+    "Contributions": {"contrib_method": "option", "contrib_layer": "decoder layer",
+                      "contrib_step": "index"},
+}
+# The named options of each "option" key: {name in a link: the widget's label}, the default
+# first (never written).
+OPTIONS: dict[str, dict[str, str]] = {
+    **{key: {"weights": show.WEIGHTS, "value_norm": show.VALUE_NORM}
+       for key in ("attn_show", "link_show", "agg_show", "tv_show")},
+    "contrib_method": dict(show.METHOD_LABELS),
 }
 # Number choices a page opens on the last decoder layer rather than 0: a link names any other
 # value, the first layer included.
@@ -82,7 +93,14 @@ def restore_from_url() -> None:
         else:
             notes.append(f"{key}={params[key]!r} is not an attention kind "
                          f"({', '.join(KIND_NAMES)}): the first kind is shown.")
-    for key in (k for k, what in CHOICES.items() if what != "kind" and k in params):
+    for key in (k for k, what in CHOICES.items() if what == "option" and k in params):
+        if params[key] in OPTIONS[key]:
+            st.session_state[key] = OPTIONS[key][params[key]]
+        else:
+            notes.append(f"{key}={params[key]!r} is not one of {', '.join(OPTIONS[key])}: "
+                         "the first one is shown.")
+    for key in (k for k, what in CHOICES.items() if what not in ("kind", "option")
+                and k in params):
         value, high = params[key], _highest(key, config, kinds)
         if not _NUMBER.fullmatch(value or ""):
             notes.append(f"{key}={value!r} is not a whole number: the first one is shown.")
@@ -156,6 +174,10 @@ def view_params(url_path: str) -> dict[str, str]:
         if what == "kind":
             if value is not None and value != KINDS[KIND_NAMES[0]].label:
                 params[key] = kind_by_label(value).name
+        elif what == "option":
+            names = [name for name, label in OPTIONS[key].items() if label == value]
+            if names and names[0] != next(iter(OPTIONS[key])):
+                params[key] = names[0]
         elif isinstance(value, int) and value != _default(key):
             params[key] = str(value)
     return params

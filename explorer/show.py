@@ -17,6 +17,9 @@ from . import results
 from .choices import forget_if_not_offered
 
 WEIGHTS, VALUE_NORM = "Weights", "Weight × value norm"
+# The Contributions page's methods (Checkpoint.contributions' names): the radio's labels
+METHOD_LABELS = {"alti": "ALTI+", "saliency": "Saliency", "input_x_gradient": "Input × gradient",
+                 "integrated_gradients": "Integrated gradients"}
 OPTIONS = (WEIGHTS, VALUE_NORM)
 NORM_NAME = "‖α f(x)‖"  # a colour bar's title, a hover's name for one head's value
 SUMMED_NAME = "‖Σₕ α f(x)‖"  # the same of the head-summed map

@@ -4,7 +4,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import links, models, results, state, tokens
+from explorer import links, models, results, show, state, tokens
 from explorer.choices import clamp_choice, forget_if_not_offered
 from explorer.widgets import export_buttons
 from figures.aggregate import layer_grid_fig
@@ -13,12 +13,13 @@ from transformer.analysis.flow import attention_rollout, source_to_target_flow
 from transformer.inference.gradients import DEFAULT_STEPS, MAX_STEPS
 
 ALTI = "alti"
-METHODS = {  # method: (label, what a value is, signed)
-    ALTI: ("ALTI+", "contribution", False),
-    "saliency": ("Saliency", "‖∇ log p‖", False),
-    "input_x_gradient": ("Input × gradient", "‖e ⊙ ∇ log p‖", False),
-    "integrated_gradients": ("Integrated gradients", "attribution", True),
+VALUES = {  # method: (what a value is, signed)
+    ALTI: ("contribution", False),
+    "saliency": ("‖∇ log p‖", False),
+    "input_x_gradient": ("‖e ⊙ ∇ log p‖", False),
+    "integrated_gradients": ("attribution", True),
 }
+METHODS = {method: (show.METHOD_LABELS[method], *VALUES[method]) for method in VALUES}
 LABELS = {label: method for method, (label, _, _) in METHODS.items()}
 ABOUT = {
     ALTI: "**ALTI+** (Ferrando et al. 2022, *Towards Opening the Black Box of Neural Machine "

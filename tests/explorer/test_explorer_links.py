@@ -99,3 +99,30 @@ def test_a_page_that_stops_early_still_writes_the_url_and_the_link(app):
     at = set_widget(at, "text_input", state.SOURCE, "Tuesday, May 2, 2000")
     assert at.query_params["src"] == "Tuesday, May 2, 2000"
     assert any("Tuesday" in m.value for m in at.sidebar.markdown if "```" in m.value)
+
+
+def test_a_link_reopens_weight_x_value_norm_and_a_contributions_view():
+    from explorer import show
+
+    at = _fresh({"attn_show": "value_norm", "attn_kind": "cross"}, ATTN)
+    assert at.radio(key="attn_show").value == show.VALUE_NORM
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["colorbar"]["title"]["text"] == show.NORM_NAME
+    assert at.query_params["attn_show"] == "value_norm"
+    at = _fresh({"contrib_method": "integrated_gradients", "contrib_layer": "0",
+                 "contrib_step": "2"}, "views/14_Contributions.py")
+    assert at.radio(key="contrib_method").value == "Integrated gradients"
+    assert at.selectbox(key="contrib_layer").value == 0  # the first layer, not the default last
+    assert at.select_slider(key="contrib_step").value == 2
+    assert not _link_notes(at)
+    assert (at.query_params["contrib_method"], at.query_params["contrib_layer"],
+            at.query_params["contrib_step"]) == ("integrated_gradients", "0", "2")
+    set_widget(at, "radio", "contrib_method", "ALTI+")  # the default: no longer in the link
+    assert "contrib_method" not in at.query_params
+
+
+def test_an_unknown_option_falls_back_with_a_note():
+    at = _fresh({"attn_show": "gradients"}, ATTN)
+    assert at.radio(key="attn_show").value == "Weights"
+    [note] = _link_notes(at)
+    assert "attn_show='gradients'" in note and "weights, value_norm" in note
