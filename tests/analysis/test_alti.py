@@ -11,17 +11,16 @@ every (query, key) pair, and rolls out with the paper's block equations.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 
-from transformer import DEFAULT_CHECKPOINT, Transformer, load_checkpoint
+from testkit.variants import random_variant
+from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 from transformer.analysis.alti import Norm, Sublayer, alti_rollout, sublayer_contributions
 from transformer.importers import load_checkpoint as load_any
-from transformer.inference.session import Checkpoint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SOURCE, TARGET = "june 3rd, 1987", "1987-06-03"
@@ -33,18 +32,7 @@ def bundled():
     return load_checkpoint(DEFAULT_CHECKPOINT)
 
 
-def variant(bundled, seed=0, **overrides) -> Checkpoint:
-    """A small random model with the bundled tokenizers and `overrides` on its config."""
-    fields = dict(d_model=16, num_heads=2, dff=32, head_dim=None, num_encoder_layers=2,
-                  num_decoder_layers=3)
-    fields.update(overrides)
-    config = dataclasses.replace(bundled.config, **fields)
-    keras.utils.set_random_seed(seed)
-    model = Transformer(config).build_weights()
-    rng = np.random.default_rng(seed)
-    for w in model.weights:
-        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
-    return Checkpoint(config, model, bundled.source_tokenizer, bundled.target_tokenizer)
+variant = functools.partial(random_variant, num_decoder_layers=3)
 
 
 # ------------------------------------------------------------------ the paper, in NumPy
@@ -134,18 +122,26 @@ def paper_alti(ckpt, source_ids, target_ids, head_mask=None):
     def position_bias(stack, length):  # T5's relative position bias, None elsewhere
         bias = getattr(model, f"{stack}_position_bias")
         return None if bias is None else bias(np.arange(length), np.arange(length))
+
+    def sublayer(layer, name, x, keys, mask, head_mask, bias=None, cross=False):
+        """One attention sublayer of `layer` called eagerly: its contributions and output y."""
+        attention, norm_layer = getattr(layer, name), getattr(layer, f"{name}_layer_norm")
+        h = norm_layer(x) if c.norm_first else x
+        att = attention(h, h if keys is None else keys, attention_mask=mask,
+                        position_bias=bias, head_mask=head_mask.astype(np.float32))
+        z = x + att["output"]
+        y = z if c.norm_first else norm_layer(z)
+        norm = None if c.norm_first else paper_norm(norm_layer, c)
+        terms = paper_terms(attention, f64(att["weights"])[0],
+                            f64(h if keys is None else keys)[0], head_mask)
+        b_o = f64(attention.output_dense.bias) if c.use_bias else None
+        return paper_contributions(terms, f64(x)[0], b_o, norm, f64(y)[0], cross), y
+
     bias = position_bias("encoder", len(source_ids))
     for i, layer in enumerate(model.encoder_layers):
-        h = layer.self_attention_layer_norm(x) if c.norm_first else x
-        att = layer.self_attention(h, h, attention_mask=memory_mask, position_bias=bias,
-                                   head_mask=masks["encoder"][i].astype(np.float32))
-        z = x + att["output"]
-        y = z if c.norm_first else layer.self_attention_layer_norm(z)
-        norm = None if c.norm_first else paper_norm(layer.self_attention_layer_norm, c)
-        terms = paper_terms(layer.self_attention, f64(att["weights"])[0], f64(h)[0],
-                            masks["encoder"][i])
-        b_o = f64(layer.self_attention.output_dense.bias) if c.use_bias else None
-        encoder.append(paper_contributions(terms, f64(x)[0], b_o, norm, f64(y)[0], False))
+        contributions, _ = sublayer(layer, "self_attention", x, None, memory_mask,
+                                    masks["encoder"][i], bias)
+        encoder.append(contributions)
         x = layer(x, attention_mask=memory_mask, position_bias=bias,
                   head_mask=masks["encoder"][i].astype(np.float32))["output"]
     self_mask = model.target_mask(tgt)
@@ -153,28 +149,13 @@ def paper_alti(ckpt, source_ids, target_ids, head_mask=None):
     decoder, cross = [], []
     bias = position_bias("decoder", len(target_ids))
     for i, layer in enumerate(model.decoder_layers):
-        h = layer.self_attention_layer_norm(x) if c.norm_first else x
-        att = layer.self_attention(h, h, attention_mask=self_mask, position_bias=bias,
-                                   head_mask=masks["decoder"][i].astype(np.float32))
-        z = x + att["output"]
-        y = z if c.norm_first else layer.self_attention_layer_norm(z)
-        norm = None if c.norm_first else paper_norm(layer.self_attention_layer_norm, c)
-        terms = paper_terms(layer.self_attention, f64(att["weights"])[0], f64(h)[0],
-                            masks["decoder"][i])
-        b_o = f64(layer.self_attention.output_dense.bias) if c.use_bias else None
-        decoder.append(paper_contributions(terms, f64(x)[0], b_o, norm, f64(y)[0], False))
+        contributions, y = sublayer(layer, "self_attention", x, None, self_mask,
+                                    masks["decoder"][i], bias)
+        decoder.append(contributions)
         # cross-attention: its residual is the self-attention sublayer's output y
-        r = y
-        h = layer.cross_attention_layer_norm(r) if c.norm_first else r
-        att = layer.cross_attention(h, memory, attention_mask=memory_mask,
-                                    head_mask=masks["cross"][i].astype(np.float32))
-        z = r + att["output"]
-        y = z if c.norm_first else layer.cross_attention_layer_norm(z)
-        norm = None if c.norm_first else paper_norm(layer.cross_attention_layer_norm, c)
-        terms = paper_terms(layer.cross_attention, f64(att["weights"])[0], f64(memory)[0],
-                            masks["cross"][i])
-        b_o = f64(layer.cross_attention.output_dense.bias) if c.use_bias else None
-        cross.append(paper_contributions(terms, f64(r)[0], b_o, norm, f64(y)[0], True))
+        contributions, _ = sublayer(layer, "cross_attention", y, memory, memory_mask,
+                                    masks["cross"][i], cross=True)
+        cross.append(contributions)
         x = layer(x, memory, self_mask=self_mask, cross_mask=memory_mask, position_bias=bias,
                   self_head_mask=masks["decoder"][i].astype(np.float32),
                   cross_head_mask=masks["cross"][i].astype(np.float32))["output"]

@@ -9,14 +9,13 @@ a silenced head), on the bundled model and on the T5 fixture. With one head the 
 attention times ||f(x)||; the head sum is the norm of the sum, never more than the heads' sum of
 norms; unknown and planned methods are a ValueError naming the one there is."""
 
-import dataclasses
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 
-from transformer import DEFAULT_CHECKPOINT, Transformer, load_checkpoint
+from testkit.variants import random_variant
+from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 from transformer.analysis.value_norm import (
     gram_factor,
     head_slices,
@@ -29,7 +28,6 @@ from transformer.importers import load_checkpoint as load_any
 from transformer.inference import contributions as contributions_module
 from transformer.inference.contributions import METHODS, value_norm_maps
 from transformer.inference.maps import attention_maps
-from transformer.inference.session import Checkpoint
 
 SOURCE, TARGET = "Friday, March 5, 2021", "2021-03-05"
 T5 = Path(__file__).resolve().parents[1] / "fixtures" / "t5"
@@ -46,19 +44,7 @@ def t5():
     return load_any(str(T5))
 
 
-def variant(bundled, seed=0, **overrides) -> Checkpoint:
-    """A small random model with the bundled tokenizers, `overrides` on its config, weights
-    large enough that attention is far from uniform."""
-    fields = dict(d_model=16, num_heads=2, dff=32, head_dim=None, num_encoder_layers=2,
-                  num_decoder_layers=2)
-    fields.update(overrides)
-    config = dataclasses.replace(bundled.config, **fields)
-    keras.utils.set_random_seed(seed)
-    model = Transformer(config).build_weights()
-    rng = np.random.default_rng(seed)
-    for w in model.weights:
-        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
-    return Checkpoint(config, model, bundled.source_tokenizer, bundled.target_tokenizer)
+variant = random_variant
 
 
 # ------------------------------------------------------------------ the paper, in NumPy

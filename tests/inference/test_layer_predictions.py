@@ -7,17 +7,16 @@ embedding, its bias, T5's output_scale) on tiny random models, post- and pre-LN 
 normalised twice), on the bundled model and the T5 fixture; ranks 0 exactly where the chosen
 token is the argmax; the top-k sorted with ties to the lower id; k cut to the vocabulary."""
 
-import dataclasses
+import functools
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 
-from transformer import DEFAULT_CHECKPOINT, Transformer, load_checkpoint
+from testkit.variants import random_variant
+from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 from transformer.importers import load_checkpoint as load_any
 from transformer.inference.logit_lens import top_k_ids
-from transformer.inference.session import Checkpoint
 
 SOURCE, TARGET = "Friday, March 5, 2021", "2021-03-05"
 T5 = Path(__file__).resolve().parents[1] / "fixtures" / "t5"
@@ -33,18 +32,7 @@ def t5():
     return load_any(str(T5))
 
 
-def variant(bundled, seed=0, **overrides) -> Checkpoint:
-    """A small random model with the bundled tokenizers and `overrides` on its config."""
-    fields = dict(d_model=16, num_heads=2, dff=32, head_dim=None, num_encoder_layers=2,
-                  num_decoder_layers=3)
-    fields.update(overrides)
-    config = dataclasses.replace(bundled.config, **fields)
-    keras.utils.set_random_seed(seed)
-    model = Transformer(config).build_weights()
-    rng = np.random.default_rng(seed)
-    for w in model.weights:
-        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
-    return Checkpoint(config, model, bundled.source_tokenizer, bundled.target_tokenizer)
+variant = functools.partial(random_variant, num_decoder_layers=3)
 
 
 def numpy_lens(ckpt, result) -> np.ndarray:

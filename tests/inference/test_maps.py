@@ -6,18 +6,16 @@ across bucket boundaries, with details and head masks, for a model that attends 
 (pad_source_to) and a Marian-like one (tied output, start id = pad id); two models of one
 config share one trace, and a head mask is an input, not a retrace."""
 
-import dataclasses
 
-import keras
 import numpy as np
 import pytest
 
-from transformer import DEFAULT_CHECKPOINT, Transformer, load_checkpoint
+from testkit.variants import random_variant
+from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 from transformer.core.kinds import KIND_NAMES, head_masks
 from transformer.inference import decoding, forward
 from transformer.inference.decoding import bucket, source_bucket, target_bucket
 from transformer.inference.maps import attention_maps
-from transformer.inference.session import Checkpoint
 
 SOURCE = "Friday, March 5, 2021"
 TARGET = "2021-03-05"
@@ -30,19 +28,7 @@ def bundled():
     return load_checkpoint(DEFAULT_CHECKPOINT)
 
 
-def variant(bundled, seed=0, **overrides) -> Checkpoint:
-    """A small random model with the bundled tokenizers (and its vocabulary sizes), with
-    `overrides` on its config."""
-    fields = dict(d_model=16, num_heads=2, dff=32, head_dim=None, num_encoder_layers=2,
-                  num_decoder_layers=2)
-    fields.update(overrides)
-    config = dataclasses.replace(bundled.config, **fields)
-    keras.utils.set_random_seed(seed)
-    model = Transformer(config).build_weights()
-    rng = np.random.default_rng(seed)
-    for w in model.weights:  # weights large enough that attention is far from uniform
-        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
-    return Checkpoint(config, model, bundled.source_tokenizer, bundled.target_tokenizer)
+variant = random_variant
 
 
 def random_ids(config, n, seed, vocab=None):

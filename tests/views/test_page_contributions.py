@@ -1,12 +1,11 @@
 """views/14_Contributions.py ("Contributions") through AppTest: every number it draws equals
 Checkpoint.contributions / attention computed here, independently of the app's caches."""
 
-import base64
 import json
 
 import numpy as np
 import pytest
-from conftest import open_page
+from conftest import open_page, plotly_array
 
 from explorer import state
 
@@ -14,12 +13,8 @@ PAGE = "views/14_Contributions.py"
 
 
 def _array(value):
-    """A Plotly JSON array: a list, or {"dtype", "bdata", "shape"} (Plotly >= 6 typed arrays)."""
-    if isinstance(value, dict):
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
-        return data.reshape(shape)
-    return np.asarray(value, dtype=float)
+    """A Plotly JSON array (a list, or a typed array) as floats, any shape."""
+    return plotly_array(value) if isinstance(value, dict) else np.asarray(value, dtype=float)
 
 
 def charts(at) -> dict:
