@@ -23,7 +23,7 @@ CHANGES = [
     ("views/6_Linked_View.py", "selectbox", "link_layer", 1, "Head 0: target row 0",
      {"link_layer": "1"}),
     ("views/7_Aggregations.py", "radio", "agg_kind", "Cross-attention",
-     "Cross-attention: mean over heads", {"agg_kind": "cross", "agg_flow_layer": "1"}),
+     "Cross-attention: mean over heads", {"agg_kind": "cross"}),  # flow layer: its default
     ("views/8_Token_View.py", "selectbox", "tv_layer", 1, "Encoder self-attention, layer 1",
      {"tv_layer": "1"}),
     ("views/9_Head_Arithmetic.py", "selectbox", "arith_head", 2, "layer 0, head 2, query 0",
