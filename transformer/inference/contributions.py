@@ -33,6 +33,7 @@ from transformer.inference.maps import attention_maps, scored_ids
 
 __all__ = ["METHODS", "contributions", "output_projections", "value_norm", "value_norm_maps"]
 
+
 def output_projections(model) -> dict[str, np.ndarray]:
     """Each attention kind's output projection kernels W_O, stacked over its layers:
     {kind: (layers, num_heads * head_dim, d_model) float32}. Row block h * head_dim ..

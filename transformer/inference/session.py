@@ -175,7 +175,12 @@ class Checkpoint:
         returns, with each kind's "encoder"/"decoder"/"cross" (layers, heads, queries, keys)
         holding ||alpha^h_ij f_h(x_j)||, f_h(x) = (x W_V^h + b_V^h) W_O^h, plus "<kind>_summed"
         (layers, queries, keys), the norm of the sum over heads, and "<kind>_norms" (layers,
-        heads, keys), ||f_h(x_j)||; options: head_mask, output_ids (as for `attention`)."""
+        heads, keys), ||f_h(x_j)||; options: head_mask, output_ids (as for `attention`).
+        "alti" (ALTI+, Ferrando et al. 2022), "saliency", "input_x_gradient",
+        "integrated_gradients" (steps=): "source_tokens", "target_tokens" (the decoder's
+        inputs), "output_tokens", "source" (T, N) and "target" (T, T), row t output token t's
+        contributions (target columns after t are 0); "alti" also "source_share" (T,), each
+        layer's own contributions and the rollouts (transformer.inference.alti)."""
         from transformer.inference.contributions import contributions
 
         return contributions(self, source, target, method, **options)
