@@ -22,13 +22,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-import numpy as np  # noqa: E402
+
+from bench.timing import interleaved  # noqa: E402
 
 GOAL_SECONDS = 1.0
 
@@ -65,12 +65,6 @@ def model_and_sentence(name: str):
     raise SystemExit(f"unknown model {name!r}: bundled, bundled64 or opus")
 
 
-def seconds(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def bench(name: str, repeats: int) -> dict:
     from transformer.inference.maps import attention_maps
 
@@ -82,13 +76,7 @@ def bench(name: str, repeats: int) -> dict:
         "alti's pass": lambda: attention_maps(ckpt, [source_ids], [ids], values=True,
                                               hidden_states=True),
     }
-    first = {case: seconds(fn) for case, fn in cases.items()}
-    times = {case: [] for case in cases}
-    for _ in range(repeats):
-        for case, fn in cases.items():
-            times[case].append(seconds(fn))
-    median = {case: float(np.median(ts)) for case, ts in times.items()}
-    least = {case: float(np.min(ts)) for case, ts in times.items()}
+    first, median, least = interleaved(cases, repeats)
     c = ckpt.config
     print(f"{name}: {c.num_encoder_layers} + {c.num_decoder_layers} layers, d_model "
           f"{c.d_model}, {c.num_heads} heads; source {len(source_ids)} ids, output {len(ids)} ids")

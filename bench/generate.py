@@ -25,7 +25,6 @@ import argparse
 import importlib.util
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -35,17 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 sys.path.insert(0, str(ROOT))
+from bench.timing import median_time  # noqa: E402
+
 SENTENCES = ["the black cat sleeps", "I would like a coffee, please.",
              "the old man walks slowly to the station with my friend"]
-
-
-def median_time(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def measure(folder: Path, new_tokens: int, repeats: int, beams: int) -> dict:

@@ -25,13 +25,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-import numpy as np  # noqa: E402
+
+from bench.timing import interleaved  # noqa: E402
 
 SOURCE, TARGET = "Friday, March 5, 2021", "2021-03-05"
 GOAL = 1.5
@@ -68,12 +68,6 @@ def model_and_sentence(name: str):
     raise SystemExit(f"unknown model {name!r}: bundled, bundled64, tiny512 or opus")
 
 
-def seconds(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def bench(name: str, repeats: int, details: bool) -> float:
     ckpt, source, target = model_and_sentence(name)
     cases = {
@@ -82,13 +76,7 @@ def bench(name: str, repeats: int, details: bool) -> float:
     }
     if details:
         cases["maps, details"] = lambda: ckpt.attention(source, target, details=True)
-    first = {case: seconds(fn) for case, fn in cases.items()}
-    times = {case: [] for case in cases}
-    for _ in range(repeats):
-        for case, fn in cases.items():
-            times[case].append(seconds(fn))
-    median = {case: float(np.median(ts)) for case, ts in times.items()}
-    least = {case: float(np.min(ts)) for case, ts in times.items()}
+    first, median, least = interleaved(cases, repeats)
     c = ckpt.config
     n, t = len(ckpt.encode_source(source)), len(ckpt.encode_target(target))
     print(f"{name}: {c.num_encoder_layers} + {c.num_decoder_layers} layers, d_model {c.d_model}, "

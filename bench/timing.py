@@ -1,0 +1,35 @@
+"""How the benchmarks time a call: one run's seconds, a median of repeats, and several cases
+interleaved so that machine noise hits each alike."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def seconds(fn: Callable[[], object]) -> float:
+    """The wall-clock seconds of one call of fn."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def median_time(fn: Callable[[], object], repeats: int, warm: bool = False) -> float:
+    """The median seconds of `repeats` calls of fn (after one untimed call when warm)."""
+    if warm:
+        fn()
+    return statistics.median(seconds(fn) for _ in range(repeats))
+
+
+def interleaved(cases: dict[str, Callable[[], object]], repeats: int
+                ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Each case's first call (it may trace), then `repeats` rounds of every case in turn:
+    ({case: first seconds}, {case: median}, {case: least})."""
+    first = {case: seconds(fn) for case, fn in cases.items()}
+    times = {case: [] for case in cases}
+    for _ in range(repeats):
+        for case, fn in cases.items():
+            times[case].append(seconds(fn))
+    return (first, {case: statistics.median(ts) for case, ts in times.items()},
+            {case: min(ts) for case, ts in times.items()})
