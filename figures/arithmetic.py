@@ -246,16 +246,25 @@ def score_steps_fig(result: dict, key_tokens, title: str | None = None) -> go.Fi
                 grey.update(text=np.where(allowed, "", blocked_text)[None],
                             texttemplate="%{text}")
             data.append(grey)
-    layout = subplot_layout(len(STEPS), 1, shared_xaxes=True, vertical_spacing=0.06,
-                            subplot_titles=[f"{n + 1}. {label}" for n, label in enumerate(titles)])
-    for name in _axis_names(layout, "x"):
-        layout[name].update(token_axis(keys))
-    layout[f"xaxis{len(STEPS)}"]["title"] = dict(text="key")
-    for name in _axis_names(layout, "y"):
-        layout[name].update(showticklabels=False, showgrid=False, zeroline=False)
+    layout = _key_rows_layout(keys, [f"{n + 1}. {label}" for n, label in enumerate(titles)],
+                              vertical_spacing=0.06)
     layout.update(title=title_dict(title), height=560,
                   margin=dict(l=10, r=10, t=80 if title else 40, b=10))
     return unvalidated_figure(data, layout)
+
+
+def _key_rows_layout(keys, row_titles, vertical_spacing: float) -> dict:
+    """The layout of one-row heatmaps stacked over the same keys: one subplot per row title,
+    the x axes ticked with the keys (the last one titled "key"), no y ticks (each row's title
+    names it)."""
+    layout = subplot_layout(len(row_titles), 1, shared_xaxes=True,
+                            vertical_spacing=vertical_spacing, subplot_titles=list(row_titles))
+    for name in _axis_names(layout, "x"):
+        layout[name].update(token_axis(keys))
+    layout[f"xaxis{len(row_titles)}"]["title"] = dict(text="key")
+    for name in _axis_names(layout, "y"):
+        layout[name].update(showticklabels=False, showgrid=False, zeroline=False)
+    return layout
 
 
 def contributions_fig(weighted_values, context, key_tokens, title: str | None = None
@@ -323,13 +332,8 @@ def value_norm_steps_fig(weights_row, norms, key_tokens, title: str | None = Non
                          zmax=max(float(values.max(initial=0.0)), 1e-9), name=name,
                          x_title="key", y_title=None)
         data.append({**trace, **subplot_axes(row, 1, 1)})
-    layout = subplot_layout(len(rows), 1, shared_xaxes=True, vertical_spacing=0.12,
-                            subplot_titles=[label for _, label in VALUE_NORM_ROWS])
-    for name in _axis_names(layout, "x"):
-        layout[name].update(token_axis(keys))
-    layout[f"xaxis{len(rows)}"]["title"] = dict(text="key")
-    for name in _axis_names(layout, "y"):
-        layout[name].update(showticklabels=False, showgrid=False, zeroline=False)
+    layout = _key_rows_layout(keys, [label for _, label in VALUE_NORM_ROWS],
+                              vertical_spacing=0.12)
     layout.update(title=title_dict(title), height=380,
                   margin=dict(l=10, r=10, t=80 if title else 40, b=10))
     return unvalidated_figure(data, layout)
