@@ -7,7 +7,7 @@ import inspect
 import numpy as np
 import streamlit as st
 
-from explorer import heads, links, models, player, results, state, stepping, tokens
+from explorer import heads, links, models, player, results, show, state, stepping, tokens
 from explorer.choices import clamp_choice, forget_if_not_offered, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
@@ -19,9 +19,8 @@ from transformer.inference.gradients import DEFAULT_STEPS, MAX_STEPS
 
 LENGTH_PENALTY = inspect.signature(beam_search).parameters["length_penalty"].default
 OWN_SEARCH, OPTIONS_SEARCH = "As the sidebar's translation", "With the options here"
-GRADIENTS = {"Saliency": ("saliency", "‖∇ log p‖"),
-             "Input × gradient": ("input_x_gradient", "‖e ⊙ ∇ log p‖"),
-             "Integrated gradients": ("integrated_gradients", "attribution")}
+GRADIENTS = {show.METHOD_LABELS[m]: m for m in ("saliency", "input_x_gradient",
+                                                "integrated_gradients")}  # label: method
 
 ckpt = models.active_checkpoint()
 cfg, source, typed = ckpt.config, state.current_source(), state.current_target()
@@ -121,7 +120,8 @@ def step_gradients(ckpt, source: str, result, typed, silenced: tuple, t: int,
     c1, c2 = st.columns([3, 2])
     label = c1.radio("Gradient method", list(GRADIENTS), key="dec_grad_method",
                      horizontal=True)
-    method, value_name = GRADIENTS[label]
+    method = GRADIENTS[label]
+    value_name = show.METHOD_VALUES[method]
     steps = None
     if method == "integrated_gradients":
         steps = c2.number_input("Integrated gradients' steps", 1, MAX_STEPS, step=1,

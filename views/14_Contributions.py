@@ -13,14 +13,7 @@ from transformer.analysis.flow import attention_rollout, source_to_target_flow
 from transformer.inference.gradients import DEFAULT_STEPS, MAX_STEPS
 
 ALTI = "alti"
-VALUES = {  # method: (what a value is, signed)
-    ALTI: ("contribution", False),
-    "saliency": ("‖∇ log p‖", False),
-    "input_x_gradient": ("‖e ⊙ ∇ log p‖", False),
-    "integrated_gradients": ("attribution", True),
-}
-METHODS = {method: (show.METHOD_LABELS[method], *VALUES[method]) for method in VALUES}
-LABELS = {label: method for method, (label, _, _) in METHODS.items()}
+LABELS = {label: method for method, label in show.METHOD_LABELS.items()}
 ABOUT = {
     ALTI: "**ALTI+** (Ferrando et al. 2022, *Towards Opening the Black Box of Neural Machine "
           "Translation: Source and Target Contributions of Each Token*): every attention "
@@ -78,7 +71,8 @@ def views(ckpt, source: str, typed) -> None:
                                 help="Points on the path from the baseline to the sentence, "
                                      "all computed in one batch; more steps, a smaller "
                                      "completeness gap.")
-    label, value_name, signed = METHODS[method]
+    label, value_name = show.METHOD_LABELS[method], show.METHOD_VALUES[method]
+    signed = method in show.SIGNED_METHODS
     st.markdown(ABOUT[method])
     alti = results.contributions(ckpt, source, typed, ALTI)
     picked = alti if method == ALTI else results.contributions(ckpt, source, typed, method,
