@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from transformer import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
+from transformer.inference import gradients
 from transformer.inference.gradients import _log_probs_and_grads, gradient_attributions
 from transformer.model.transformer import Transformer
 
@@ -136,6 +137,25 @@ def test_integrated_gradients_are_complete_and_converge(pre_ln):
     baseline = _score(pre_ln, setup, t, np.broadcast_to(pad_src, setup[3].shape),
                       np.broadcast_to(pad_tgt, setup[4].shape))
     assert ig["baseline_log_probs"][t] == pytest.approx(baseline, abs=1e-5)
+
+
+@pytest.mark.parametrize("method", ["saliency", "integrated_gradients"])
+def test_small_batches_give_what_one_batch_gives(pre_ln, method, monkeypatch):
+    """The rows split into batches (a budget of a few rows: integrated gradients' split inside
+    one output token's steps and at each token's end, every batch's decoder cut after its last
+    step) give the one-batch result."""
+    whole = pre_ln.contributions(SOURCE, TARGET, method=method, steps=7)
+    calls = []
+    monkeypatch.setattr(gradients, "_ACTIVATION_CELLS", 1)  # one row per batch
+    one_row = pre_ln.contributions(SOURCE, TARGET, method=method, steps=7,
+                                   on_progress=lambda done, total: calls.append((done, total)))
+    rows = len(whole["output_tokens"]) * (9 if method == "integrated_gradients" else 1)
+    assert calls == [(i + 1, rows) for i in range(rows)]
+    monkeypatch.setattr(gradients, "_batch_rows", lambda model, n, t: 4)  # 4 rows a batch
+    fours = pre_ln.contributions(SOURCE, TARGET, method=method, steps=7)
+    for got in (one_row, fours):
+        for key in ("source", "target", "log_probs"):
+            np.testing.assert_allclose(got[key], whole[key], rtol=1e-5, atol=1e-6)
 
 
 def test_the_translation_is_attributed_when_no_target_is_typed(bundled):
