@@ -140,20 +140,23 @@ def test_integrated_gradients_are_complete_and_converge(pre_ln):
 
 
 @pytest.mark.parametrize("method", ["saliency", "integrated_gradients"])
-def test_small_batches_give_what_one_batch_gives(pre_ln, method, monkeypatch):
-    """The rows split into batches (a budget of a few rows: integrated gradients' split inside
-    one output token's steps and at each token's end, every batch's decoder cut after its last
-    step) give the one-batch result."""
+def test_both_batchings_and_small_batches_give_one_results(pre_ln, method, monkeypatch):
+    """The rows batched by point (every output token of a point in one pass, its backward
+    vectorized) and by output token (the decoder cut after the token's step), in passes of
+    every size down to one row, give one result; the progress bar counts every row once."""
     whole = pre_ln.contributions(SOURCE, TARGET, method=method, steps=7)
-    calls = []
-    monkeypatch.setattr(gradients, "_ACTIVATION_CELLS", 1)  # one row per batch
-    one_row = pre_ln.contributions(SOURCE, TARGET, method=method, steps=7,
-                                   on_progress=lambda done, total: calls.append((done, total)))
-    rows = len(whole["output_tokens"]) * (9 if method == "integrated_gradients" else 1)
-    assert calls == [(i + 1, rows) for i in range(rows)]
-    monkeypatch.setattr(gradients, "_batch_rows", lambda model, n, t: 4)  # 4 rows a batch
-    fours = pre_ln.contributions(SOURCE, TARGET, method=method, steps=7)
-    for got in (one_row, fours):
+    t_len = len(whole["output_tokens"])
+    rows = t_len * (9 if method == "integrated_gradients" else 1)
+    results = []
+    for per_batch in (1, 4, 2 * t_len):  # by token, one row and 4; by point, 2 points a pass
+        calls = []
+        monkeypatch.setattr(gradients, "_batch_rows", lambda model, n, t, k=per_batch: k)
+        results.append(pre_ln.contributions(SOURCE, TARGET, method=method, steps=7,
+                                            on_progress=lambda d, total: calls.append((d, total))))
+        assert calls[-1] == (rows, rows) and [d for d, _ in calls] == sorted({d for d, _ in calls})
+        if per_batch == 1:
+            assert len(calls) == rows
+    for got in results:
         for key in ("source", "target", "log_probs"):
             np.testing.assert_allclose(got[key], whole[key], rtol=1e-5, atol=1e-6)
 

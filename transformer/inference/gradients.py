@@ -15,14 +15,18 @@ Transformer.decode's target_vectors) gives, per token:
   attributions of one output token sum to log p(x) - log p(baseline) up to the rule's error,
   O(1 / steps^2), which the result reports.
 
-Every row (an output token at one step) goes through one compiled forward and backward pass
-(shared by every model of the architecture), batched: saliency's and input x gradient's rows
-together, integrated gradients' steps per output token together (never a Python loop over
-steps), split only where one batch's activations would pass _ACTIVATION_CELLS. The pass
-computes only what the row's gradient needs: the decoder on the inputs up to its step (the
-look-ahead mask makes later ones irrelevant), the output projection of its one step, no
-weight gradients. Row t's target columns are the decoder inputs (the start token, then
-y_1 .. y_{T-1}); those after t are 0 (the look-ahead mask: no gradient reaches them).
+Every row (an output token at one point on the path) goes through a compiled pass (shared by
+every model of the architecture), batched, never a Python loop over the steps:
+- by point (_by_point): one forward pass per point, its backward vectorized over the output
+  tokens (tape.batch_jacobian), several points to a pass; a row costs one backward, and the
+  forward is paid once per point instead of once per (point, token);
+- by token (_by_token), where one point's every output token would not fit one pass
+  (_ACTIVATION_CELLS): up to a pass's worth of one token's points, the decoder run on the
+  inputs up to its step only (the look-ahead mask makes later ones irrelevant) and only its
+  step through the output projection.
+Neither computes a weight gradient. Row t's target columns are the decoder inputs (the start
+token, then y_1 .. y_{T-1}); those after t are 0 (the look-ahead mask: no gradient reaches
+them).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ __all__ = ["DEFAULT_STEPS", "GRADIENT_METHODS", "MAX_STEPS", "gradient_attributi
 GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients")
 DEFAULT_STEPS = 32  # integrated gradients' steps
 MAX_STEPS = 256
-_ACTIVATION_CELLS = 1 << 26  # float32 values one batch's forward pass keeps (256 MB)
+_ACTIVATION_CELLS = 1 << 27  # float32 values one pass keeps, as _batch_rows counts them (512 MB)
 
 
 def _gradient_step(model):
@@ -106,6 +110,100 @@ def _batch_rows(model, source_len: int, target_len: int) -> int:
     return max(1, _ACTIVATION_CELLS // (per_layer * layers + c.tgt_vocab_size))
 
 
+def _jacobian_step(model):
+    """The compiled whole-sentence pass: for each batch row (one point on the path, every row
+    the same ids), every output token's log-probability at its step and its gradients with
+    respect to the row's token vectors: one forward pass, then the backward pass vectorized
+    over the output tokens (tape.batch_jacobian: pfor), not one forward per output token.
+
+    Output token t's log-probability depends on the last hidden states h (B, T, d_model) only
+    through h[:, t] (the output projection and softmax act per step), so the projection's
+    backward runs once: g = d(sum_t score_t)/dh holds each step's own gradient in its own row,
+    and score_t's gradient with respect to the token vectors is that of h[:, t] . g[:, t]
+    (g held constant), which batch_jacobian vectorizes. (Vectorizing the projection's backward
+    too would cost T times a (T, vocabulary) matmul per point.)"""
+    def run(sources, targets, picked, source_vectors, target_vectors):
+        n = tf.shape(source_vectors)[1]
+        vectors = tf.concat([source_vectors, target_vectors], axis=1)  # (B, N + T, d_model)
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(vectors)
+            enc = model.encode(sources, source_vectors=vectors[:, :n])
+            dec = model.decode(targets, enc["memory"], enc["mask"],
+                               target_vectors=vectors[:, n:], return_hidden_states=True)
+            final = dec["hidden_states"][-1]  # (B, T, d_model), after any final norm
+            with tf.GradientTape(watch_accessed_variables=False) as head:
+                head.watch(final)
+                logits = tf.cast(model.project(final), tf.float32)  # (B, T, V)
+                log_probs = tf.nn.log_softmax(logits, axis=-1)
+                scores = tf.gather(log_probs, picked[:, :, None], axis=2, batch_dims=2)[..., 0]
+            step_grads = tf.stop_gradient(head.gradient(scores, final))  # (B, T, d_model)
+            linear = tf.reduce_sum(final * step_grads, axis=-1)  # (B, T): h_t . g_t
+        grads = tape.batch_jacobian(linear, vectors)  # (B, T, N + T, d_model)
+        return {"scores": scores, "source": grads[:, :, :n], "target": grads[:, :, n:]}
+    return run
+
+
+def _jacobian_function(model):
+    """The whole-sentence pass of this model's architecture, compiled once and shared."""
+    ids = tf.TensorSpec([None, None], tf.int32)
+    vectors = tf.TensorSpec([None, None, model.config.d_model], tf.float32)
+    return shared_function(model, "gradients_jacobian", _jacobian_step,
+                           [ids, ids, ids, vectors, vectors])
+
+
+def _by_point(model, source_ids, target_ids, output_ids, points, vectors, per_batch,
+              on_progress):
+    """Rows batched by point: each pass takes whole points (per_batch // T of them), every
+    output token of each (_jacobian_step). Returns scores (P, T), and the gradients summed
+    over the points on the path: source (T, N, d_model), target (T, T, d_model)."""
+    t_len, count = len(output_ids), len(points)
+    scores = np.zeros((count, t_len), np.float32)
+    g_src = g_tgt = 0.0
+    step = max(1, per_batch // t_len)
+    for start in range(0, count, step):
+        chunk = points[start: start + step]
+        src, tgt = vectors([alpha for alpha, _ in chunk])
+        batch = len(chunk)
+        out = _jacobian_function(model)(
+            model, tf.constant(np.tile([source_ids], (batch, 1)), tf.int32),
+            tf.constant(np.tile([target_ids], (batch, 1)), tf.int32),
+            tf.constant(np.tile([output_ids], (batch, 1)), tf.int32),
+            tf.constant(src), tf.constant(tgt))
+        scores[start: start + batch] = out["scores"].numpy()
+        on_path = np.array([p for _, p in chunk], np.float64)[:, None, None, None]
+        g_src = g_src + (out["source"].numpy() * on_path).sum(0)  # (T, N, d_model)
+        g_tgt = g_tgt + (out["target"].numpy() * on_path).sum(0)  # (T, T, d_model)
+        if on_progress is not None:
+            on_progress((start + batch) * t_len, count * t_len)
+    return scores, g_src, g_tgt
+
+
+def _by_token(model, source_ids, target_ids, output_ids, points, vectors, per_batch,
+              on_progress):
+    """Rows batched by output token, where one point's every output token would not fit one
+    pass (long sentences on big models): each pass takes up to per_batch of one token's points
+    (_gradient_step, the decoder cut after the token's step). Returns what _by_point does."""
+    t_len, count = len(output_ids), len(points)
+    scores = np.zeros((count, t_len), np.float32)
+    g_src = np.zeros((t_len, len(source_ids), model.config.d_model), np.float64)
+    g_tgt = np.zeros((t_len, t_len, model.config.d_model), np.float64)
+    done = 0
+    for t in range(t_len):
+        for start in range(0, count, per_batch):
+            chunk = points[start: start + per_batch]
+            src, tgt = vectors([alpha for alpha, _ in chunk])
+            s, gs, gt = _log_probs_and_grads(model, source_ids, target_ids, output_ids,
+                                             [t] * len(chunk), src, tgt)
+            scores[start: start + len(chunk), t] = s
+            on_path = np.array([p for _, p in chunk], np.float64)[:, None, None]
+            g_src[t] += (gs * on_path).sum(0)
+            g_tgt[t] += (gt * on_path).sum(0)
+            done += len(chunk)
+            if on_progress is not None:
+                on_progress(done, count * t_len)
+    return scores, g_src, g_tgt
+
+
 def _embedded(model, ids, side: str) -> np.ndarray:
     layer = model.source_embedding if side == "source" else model.target_embedding
     return layer.token_embedding(tf.constant([ids], tf.int32))[0].numpy()  # (len, d_model)
@@ -151,52 +249,31 @@ def gradient_attributions(ckpt, source: str, output_ids, *, method: str = "salie
         alphas = (np.arange(steps, dtype=np.float32) + 0.5) / steps  # (S,)
     else:
         b_src, b_tgt, alphas = 0.0, 0.0, np.ones(1, np.float32)
-    # Every (output token, step) is one row (integrated gradients: also the input itself and
-    # the baseline, alpha 1 and 0, for their log-probabilities). Saliency's rows go through
-    # together; integrated gradients' go per output token (its steps and ends together, the
-    # decoder cut after its step), each split only where the activations would not fit.
-    ends = (1.0, 0.0) if method == "integrated_gradients" else ()
-    rows = [(t, a, True) for t in range(t_len) for a in alphas]
-    rows += [(t, a, False) for t in range(t_len) for a in ends]
-    if method == "integrated_gradients":
-        rows.sort(key=lambda row: row[0])  # stable: each token's path, then its two ends
+    # Every point on the path (integrated gradients: the steps, then the input itself and the
+    # baseline, alpha 1 and 0, for their log-probabilities alone; the others: the input) and
+    # every output token make one row.
+    points = [(float(a), True) for a in alphas]
+    points += [(1.0, False), (0.0, False)] if method == "integrated_gradients" else []
+
+    def vectors(point_alphas):  # the points' token vectors: (P, N, d_model), (P, T, d_model)
+        a = np.asarray(point_alphas, np.float32)[:, None, None]
+        return ((b_src + a * (e_src - b_src)).astype(np.float32),
+                (b_tgt + a * (e_tgt - b_tgt)).astype(np.float32))
+
     per_batch = _batch_rows(model, n, t_len)
-    batches, start = [], 0
-    while start < len(rows):
-        stop = min(start + per_batch, len(rows))
-        if method == "integrated_gradients":  # no batch spans two output tokens
-            stop = next((i for i in range(start + 1, stop) if rows[i][0] != rows[start][0]),
-                        stop)
-        batches.append((start, stop))
-        start = stop
-    scores = np.zeros(len(rows), np.float32)
-    g_src = np.zeros((t_len, n, e_src.shape[-1]), np.float64)  # summed over the steps
-    g_tgt = np.zeros((t_len, t_len, e_tgt.shape[-1]), np.float64)
-    for start, stop in batches:
-        chunk = rows[start: stop]
-        a = np.array([alpha for _, alpha, _ in chunk], np.float32)[:, None, None]  # (B, 1, 1)
-        src = (b_src + a * (e_src - b_src)).astype(np.float32)  # (B, N, d_model)
-        tgt = (b_tgt + a * (e_tgt - b_tgt)).astype(np.float32)  # (B, T, d_model)
-        which = [t for t, _, _ in chunk]
-        s, gs, gt = _log_probs_and_grads(model, source_ids, target_ids, out, which, src, tgt)
-        scores[start: stop] = s
-        for b, (t, _, on_path) in enumerate(chunk):
-            if on_path:
-                g_src[t] += gs[b]
-                g_tgt[t] += gt[b]
-        if on_progress is not None:
-            on_progress(stop, len(rows))
+    run = _by_point if per_batch >= t_len else _by_token
+    scores, g_src, g_tgt = run(model, source_ids, target_ids, out, points, vectors, per_batch,
+                               on_progress)
     if method == "integrated_gradients":
         g_src, g_tgt = g_src / steps, g_tgt / steps  # the mean gradient along the path
         source = np.einsum("tnd,nd->tn", g_src, e_src - b_src)  # (T, N)
         target = np.einsum("tjd,jd->tj", g_tgt, e_tgt - b_tgt)  # (T, T)
-        per_token = scores.reshape(t_len, steps + 2)  # each token's path, then alpha 1 and 0
-        log_probs, baseline = per_token[:, steps], per_token[:, steps + 1]
+        log_probs, baseline = scores[steps], scores[steps + 1]  # alpha 1 and 0
         result.update(steps=steps, baseline_log_probs=baseline,
                       completeness_gap=(source.sum(1) + target.sum(1)
                                         - (log_probs - baseline)).astype(np.float32))
     else:
-        log_probs = scores
+        log_probs = scores[0]
         if method == "saliency":
             source, target = np.linalg.norm(g_src, axis=-1), np.linalg.norm(g_tgt, axis=-1)
         else:
