@@ -140,10 +140,10 @@ def test_integrated_gradients_are_complete_and_converge(pre_ln):
 
 
 @pytest.mark.parametrize("method", ["saliency", "integrated_gradients"])
-def test_both_batchings_and_small_batches_give_one_results(pre_ln, method, monkeypatch):
+def test_both_batchings_in_passes_of_every_size_agree(pre_ln, method, monkeypatch):
     """The rows batched by point (every output token of a point in one pass, its backward
     vectorized) and by output token (the decoder cut after the token's step), in passes of
-    every size down to one row, give one result; the progress bar counts every row once."""
+    every size down to one row, give the same result; the progress bar counts every row once."""
     whole = pre_ln.contributions(SOURCE, TARGET, method=method, steps=7)
     t_len = len(whole["output_tokens"])
     rows = t_len * (9 if method == "integrated_gradients" else 1)
