@@ -58,24 +58,32 @@ def _gradient_step(model):
             # (B, 1, d_model): row b's step of the last hidden state (after any final norm);
             # only it goes through the output projection (the all-steps logits go unused)
             final = tf.gather(dec["hidden_states"][-1], rows[:, None], axis=1, batch_dims=1)
-            logits = model.project(final)[:, 0]  # (B, V)
-            log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-            scores = tf.gather(log_probs, picked, axis=1, batch_dims=1)  # (B,)
+            scores = _scores(model, final, picked[:, None])[:, 0]  # (B,)
             total = tf.reduce_sum(scores)
         source_grads, target_grads = tape.gradient(total, [source_vectors, target_vectors])
         return {"scores": scores, "source": source_grads, "target": target_grads}
     return run
 
 
+def _scores(model, final, picked):
+    """log p(picked[b, k]) from the last hidden states final (B, K, d_model) through the output
+    projection (float32 log-softmax): (B, K)."""
+    log_probs = tf.nn.log_softmax(tf.cast(model.project(final), tf.float32), axis=-1)
+    return tf.gather(log_probs, picked[:, :, None], axis=2, batch_dims=2)[..., 0]
+
+
+def _compiled(model, kind: str, make_step, id_ranks):
+    """A gradient pass of this model's architecture, compiled once and shared
+    (decoding.shared_function): int32 id inputs of the given ranks (their dimensions open),
+    then the source and target token vectors (B, len, d_model)."""
+    vectors = tf.TensorSpec([None, None, model.config.d_model], tf.float32)
+    ids = [tf.TensorSpec([None] * rank, tf.int32) for rank in id_ranks]
+    return shared_function(model, kind, make_step, ids + [vectors, vectors])
+
+
 def _gradient_function(model):
-    """The gradient pass of this model's architecture, compiled once and shared
-    (decoding.shared_function)."""
-    d_model = model.config.d_model
-    ids, vectors = tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None, None, d_model],
-                                                                       tf.float32)
-    signature = [ids, ids, tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int32),
-                 vectors, vectors]
-    return shared_function(model, "gradients", _gradient_step, signature)
+    """The by-token pass: sources, targets (B, len), rows, picked (B,)."""
+    return _compiled(model, "gradients", _gradient_step, (2, 2, 1, 1))
 
 
 def _log_probs_and_grads(model, source_ids, target_ids, output_ids, rows, source_vectors,
@@ -133,9 +141,7 @@ def _jacobian_step(model):
             final = dec["hidden_states"][-1]  # (B, T, d_model), after any final norm
             with tf.GradientTape(watch_accessed_variables=False) as head:
                 head.watch(final)
-                logits = tf.cast(model.project(final), tf.float32)  # (B, T, V)
-                log_probs = tf.nn.log_softmax(logits, axis=-1)
-                scores = tf.gather(log_probs, picked[:, :, None], axis=2, batch_dims=2)[..., 0]
+                scores = _scores(model, final, picked)  # (B, T)
             step_grads = tf.stop_gradient(head.gradient(scores, final))  # (B, T, d_model)
             linear = tf.reduce_sum(final * step_grads, axis=-1)  # (B, T): h_t . g_t
         grads = tape.batch_jacobian(linear, vectors)  # (B, T, N + T, d_model)
@@ -144,11 +150,8 @@ def _jacobian_step(model):
 
 
 def _jacobian_function(model):
-    """The whole-sentence pass of this model's architecture, compiled once and shared."""
-    ids = tf.TensorSpec([None, None], tf.int32)
-    vectors = tf.TensorSpec([None, None, model.config.d_model], tf.float32)
-    return shared_function(model, "gradients_jacobian", _jacobian_step,
-                           [ids, ids, ids, vectors, vectors])
+    """The by-point pass: sources, targets, picked (B, len)."""
+    return _compiled(model, "gradients_jacobian", _jacobian_step, (2, 2, 2))
 
 
 def _by_point(model, source_ids, target_ids, output_ids, points, vectors, per_batch,
