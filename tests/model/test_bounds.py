@@ -238,6 +238,30 @@ def test_pre_ln_bounds_grow_with_depth_and_stay_finite():
     assert "the encoder's final LayerNorm" in message and "'encoder_norm/gamma'" in message
 
 
+def test_a_deep_pre_ln_model_keeps_each_weight_once_in_a_bounds_sources(monkeypatch):
+    """24 + 24 pre-LN layers (mBART's, NLLB's arrangement): each sublayer joins the stream's
+    sources with its own output's, which share everything since the last cut; kept as a plain
+    tuple they doubled at every sublayer (2**120 names by the last one). Each bound names every
+    weight at most once, so the walk's bookkeeping is bounded by the model's weight count."""
+    from transformer.model import bounds
+
+    config = small_config(norm_first=True, num_encoder_layers=24, num_decoder_layers=24,
+                          d_model=8, num_heads=2, dff=8)
+    weights = random_weights(config, seed=3, scale=0.2)
+    longest = []
+    checked = bounds._Walk._checked
+
+    def spy(self, bound, what, quantity):
+        longest.append(len(bound.sources))
+        assert len(bound.sources) == len(set(bound.sources))
+        return checked(self, bound, what, quantity)
+
+    monkeypatch.setattr(bounds._Walk, "_checked", spy)
+    found = check_weight_bounds(config, weights)
+    assert found["logits"] < SAFE_LIMIT
+    assert max(longest) <= len(weights)
+
+
 def test_weights_of_the_wrong_shape_are_named_before_any_bound():
     config = small_config()
     weights = random_weights(config)
