@@ -88,12 +88,12 @@ def built_in_description(ckpt: Checkpoint) -> str:
 # ------------------------------------------------------------------ scoring
 def _maps(ckpt: Checkpoint, pairs: list[tuple[str, str]]) -> list[dict]:
     """Checkpoint.attention of every (source, target) pair with the target teacher-forced, in
-    padded passes of at most MAX_BATCH sentences whose maps fit limits.MAX_MAPS_BYTES."""
+    padded passes of at most MAX_BATCH sentences whose maps fit the model's maps budget."""
     source_ids = [ckpt.encode_source(source) for source, _ in pairs]
     output_ids = [ckpt.encode_target(target) for _, target in pairs]
     longest = max(max(map(len, source_ids)), max(map(len, output_ids)) + 1)
     one = limits.maps_copies() * limits.maps_bytes(ckpt.config, longest)
-    size = max(1, min(MAX_BATCH, int(limits.MAX_MAPS_BYTES // one)))
+    size = max(1, min(MAX_BATCH, int(ckpt.budgets.maps_bytes // one)))
     maps: list[dict] = []
     for start in range(0, len(pairs), size):
         maps.extend(attention_maps(ckpt, source_ids[start:start + size],

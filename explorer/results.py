@@ -20,7 +20,6 @@ import streamlit as st
 
 from transformer import Checkpoint
 from transformer.analysis.head_stats import batch_statistics, head_similarity_matrix
-from transformer.core import limits
 from transformer.core.kinds import KIND_NAMES, head_masks, parse_head_label
 from transformer.inference import batch
 from transformer.inference.ablation import ablate, head_importance
@@ -137,7 +136,7 @@ def _batch_translations(content_hash: str, sources: tuple, max_len: int, _ckpt: 
         return []
     return greedy_decode_batch(_ckpt.model, [_ckpt.encode_source(s) for s in sources],
                                max_len=max_len, tokenizer=_ckpt.target_tokenizer, capture=False,
-                               seconds=limits.MAX_DECODE_SECONDS)
+                               seconds=_ckpt.budgets.decode_seconds)
 
 
 @_said

@@ -21,7 +21,7 @@ import pytest
 
 from transformer.checkpoint.format import CheckpointError
 from transformer.core.kinds import KIND_NAMES as KINDS
-from transformer.core.limits import MAX_LAYERS
+from transformer.core.limits import NAMED_MAX_LAYERS
 from transformer.importers.marian import (
     OPTIONAL_FILES,
     REQUIRED_FILES,
@@ -315,8 +315,8 @@ T5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]}
     ({"decoder_start_token_id": 0, "eos_token_id": 1}, r"decoder_start_token_id 0 but "
                                                         r"pad_token_id 188"),
     ({"layer_norm_type": "rms"}, r"field 'layer_norm_type', which this converter does not know"),
-    ({"encoder_layers": MAX_LAYERS + 1, "num_hidden_layers": None},
-     rf"encoder_layers {MAX_LAYERS + 1}; the limit is {MAX_LAYERS}"),
+    ({"encoder_layers": NAMED_MAX_LAYERS + 1, "num_hidden_layers": None},
+     rf"encoder_layers {NAMED_MAX_LAYERS + 1}; the limit is {NAMED_MAX_LAYERS}"),
 ])
 def test_refuses_configs_it_does_not_implement(changes, message):
     with pytest.raises(CheckpointError, match=r"config\.json in the given files .*" + message):
@@ -352,7 +352,8 @@ def test_pickled_weights_are_never_read():
     files = fixture_files()
     del files["model.safetensors"]
     files["pytorch_model.bin"] = b"\x80\x04 a pickle"
-    with pytest.raises(CheckpointError, match=r"missing model\.safetensors.*never loaded"):
+    with pytest.raises(CheckpointError, match=r"only in pytorch_model\.bin, a pickle, which can "
+                                              r"run code.*never read.*save_pretrained"):
         read_marian(files)
 
 

@@ -235,7 +235,8 @@ def test_refuses_missing_tokenizer_and_weights():
                                               r"sentencepiece.bpe.model\)"):
         convert_mbart(files)
     with pytest.raises(CheckpointError, match=r"missing model.safetensors"):
-        convert_mbart({n: v for n, v in fixture_files().items() if n != "model.safetensors"})
+        convert_mbart({n: v for n, v in fixture_files().items()
+                       if n not in ("model.safetensors", "tf_model.h5")})
     with pytest.raises(CheckpointError, match=r"missing config.json"):
         convert_mbart({n: v for n, v in fixture_files().items() if n != "config.json"})
 

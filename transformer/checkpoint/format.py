@@ -54,7 +54,6 @@ from transformer.core.limits import (
     MAX_COMPRESSION_RATIO,
     MAX_FILE_BYTES,
     MAX_JSON_BYTES,
-    MAX_LAYERS,
     MAX_MEMBER_BYTES,
     MAX_POSITIONS,
     MAX_TOKENIZER_BYTES,
@@ -189,6 +188,9 @@ class CheckpointData:
     # A Hugging Face model's generation_config.json, as given (read, bounded and checked when the
     # model opens: transformer.inference.generation_config); None for models without one.
     generation_config: bytes | None = None
+    # Who gave it (core.limits.Budgets): a stranger's upload (UPLOAD, the default) or a model
+    # the person running the server named (limits.named_budgets()).
+    budgets: limits.Budgets = limits.UPLOAD
 
 
 def read_checkpoint(source) -> CheckpointData:
@@ -237,14 +239,15 @@ def read_checkpoint(source) -> CheckpointData:
 
 
 def build_model(config: TransformerConfig, weights: dict[str, np.ndarray],
-                where: str = "the checkpoint") -> Transformer:
+                where: str = "the checkpoint", budgets: limits.Budgets = limits.UPLOAD
+                ) -> Transformer:
     """The model `config` describes with `weights` ({our path: array}) in it, checked to compute
     finite numbers: for every input, by the weights' bounds (transformer.model.bounds, before
     anything is built), then on a probe sentence (_check_finite, after). Raises
     CheckpointError."""
     from transformer.model.bounds import check_weight_bounds
 
-    check_size(config, weights)
+    check_size(config, weights, budgets)
     try:
         check_weight_bounds(config, weights, where)
     except WeightError as err:
@@ -496,19 +499,20 @@ def _read_safetensors(raw, expected: dict[str, tuple], tensors: dict[str, safete
     return safetensors.arrays(raw, tensors)
 
 
-def check_size(config: TransformerConfig, weights) -> None:
-    """Before building anything: every config value must be one the model can run and the pages
-    can show, and the config must describe the weights the file really holds, so a small file
-    cannot make us allocate a huge model. weights: {name: array} or {name: bounded_zip.Member}."""
+def check_config(config: TransformerConfig, budgets: limits.Budgets = limits.UPLOAD) -> None:
+    """Every config value must be one the model can run and the pages can show, within the
+    budgets of who gave it (limits.UPLOAD for a stranger's file): checked from the config alone,
+    before any weight is read."""
+    max_layers = budgets.layers
     for name in ("num_encoder_layers", "num_decoder_layers"):
-        if getattr(config, name) > MAX_LAYERS:
+        if getattr(config, name) > max_layers:
             raise CheckpointError(f"The checkpoint's {name} is {getattr(config, name)}; the "
-                                  f"limit is {MAX_LAYERS}.")
+                                  f"limit is {max_layers}.")
     layers = config.num_encoder_layers + config.num_decoder_layers
-    if layers > limits.MAX_TOTAL_LAYERS:  # tracing and compiling grow with layers, not width
+    if layers > budgets.total_layers:  # tracing and compiling grow with layers, not width
         raise CheckpointError(
             f"The checkpoint's model has {config.num_encoder_layers} + "
-            f"{config.num_decoder_layers} layers; the limit is {limits.MAX_TOTAL_LAYERS} in all "
+            f"{config.num_decoder_layers} layers; the limit is {budgets.total_layers} in all "
             "(each layer takes time to prepare for decoding, however narrow it is).")
     for name in ("src_vocab_size", "tgt_vocab_size"):
         if getattr(config, name) > limits.MAX_VOCAB:
@@ -524,20 +528,37 @@ def check_size(config: TransformerConfig, weights) -> None:
     if config.num_heads > limits.MAX_HEADS:  # heads cost no weights (d_model heads of 1)
         raise CheckpointError(f"The checkpoint's num_heads is {config.num_heads:,}; the limit "
                               f"is {limits.MAX_HEADS}.")
-    if config.pad_source_to > limits.maps_length(config):  # never cut: padding is its input
+    if config.pad_source_to > limits.maps_length(config, 1, budgets):  # padding is its input
         need = limits.maps_copies() * limits.maps_bytes(config, config.pad_source_to)
         raise CheckpointError(
             f"The checkpoint's model is fed every source padded to {config.pad_source_to:,} ids "
             f"(pad_source_to): with its {config.num_encoder_layers} + "
             f"{config.num_decoder_layers} layers of {config.num_heads} heads, the attention "
             f"maps of one sentence would take {need / limits.MB:,.0f} MB; the limit is "
-            f"{limits.MAX_MAPS_BYTES // limits.MB} MB.")
-    if config.pad_source_to > limits.flops_length(config):
+            f"{budgets.maps_bytes // limits.MB} MB.")
+    if config.pad_source_to > limits.flops_length(config, budgets):
         raise CheckpointError(
             f"The checkpoint's model is fed every source padded to {config.pad_source_to:,} ids "
             f"(pad_source_to): one pass over a sentence would take "
             f"{limits.pass_flops(config, config.pad_source_to):.1e} operations; the limit is "
-            f"{limits.MAX_PASS_FLOPS:.1e}.")
+            f"{budgets.pass_flops:.1e}.")
+    if budgets.memory_bytes:  # a named model: what the load will take against what is free
+        need = limits.load_bytes(config)
+        if need > budgets.memory_bytes:
+            raise CheckpointError(
+                f"Opening this model ({config.parameter_count():,} weights, "
+                f"{config.num_encoder_layers} + {config.num_decoder_layers} layers) would take "
+                f"about {need / 2**30:.1f} GB of memory; {budgets.memory_bytes / 2**30:.1f} GB "
+                "are available. Close other programs or models, or use a machine with more "
+                "memory.")
+
+
+def check_size(config: TransformerConfig, weights, budgets: limits.Budgets = limits.UPLOAD
+               ) -> None:
+    """Before building anything: the config (check_config), and the config must describe the
+    weights the file really holds, so a small file cannot make us allocate a huge model.
+    weights: {name: array} or {name: bounded_zip.Member}."""
+    check_config(config, budgets)
     expected = config.parameter_count()
     held = sum(int(w.size) if isinstance(w, np.ndarray) else w.size // 4 for w in weights.values())
     # Small differences (a weight missing or extra) get a precise message once the model is

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from transformer.checkpoint.errors import CheckpointError
@@ -23,7 +24,9 @@ MAX_WEIGHT_DIMS = 8  # dimensions of one weight: ours have 1 or 2
 # Checked on every dimension, so that a zero dimension cannot hide a huge other one (a shape
 # (0, 2**63 - 1) holds no bytes, but NumPy cannot make an array of it).
 MAX_DIMENSION = limits.MAX_MEMBER_BYTES // 2
-DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8"}  # safetensors' float dtypes NumPy holds
+# safetensors' float dtypes, as NumPy holds them (bfloat16: ml_dtypes', which TensorFlow uses)
+DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "F64": np.dtype("<f8"),
+          "BF16": np.dtype(ml_dtypes.bfloat16)}
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,9 @@ source padded beyond that is refused), and a translation stops after MAX_DECODE_
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, replace
+
 MB = 2**20
 
 # ---------------------------------------------------------------- the file and its archive
@@ -102,6 +105,76 @@ def load_budget(file_bytes: int) -> int:
     return min(MAX_TOTAL_BYTES, LOAD_BUDGET_FLOOR + LOAD_BUDGET_PER_FILE_BYTE * file_bytes)
 
 
+# ---------------------------------------------------------------- two kinds of source
+@dataclass(frozen=True)
+class Budgets:
+    """What one opened model may make the server do, by who gave it.
+
+    UPLOAD: a file a stranger sent through the browser, held to every limit above.
+    named_budgets(): a model the person running the server named (a folder, a Hugging Face name:
+    `load_checkpoint(NAME_OR_DIR)`, `--model`, the sidebar box on a local server). Still data,
+    read by the same bounded readers, but its budgets come from the machine: the memory the load
+    will take (computed from config.json and the weight files' headers before any weight is
+    read) against the memory available, the model's own positions for typed text, its own
+    lengths for translations; no fixed time cut (a translation shows progress)."""
+    source: str  # "upload" or "named"
+    weights_bytes: int  # all weight files together, as stored (safetensors, shards, tf_model.h5)
+    layers: int  # encoder or decoder layers
+    total_layers: int  # encoder + decoder layers
+    maps_bytes: int  # the attention maps of one request at their peak
+    input_tokens: int  # ids of one typed source or target
+    decode_steps: int  # tokens one translation may emit
+    decode_seconds: float  # seconds one translation may take (math.inf: none)
+    pass_flops: float  # arithmetic of one pass
+    memory_bytes: int = 0  # what a load may grow the process by (named: the memory available)
+
+    @property
+    def named(self) -> bool:
+        return self.source == "named"
+
+
+UPLOAD = Budgets("upload", MAX_MEMBER_BYTES, MAX_LAYERS, MAX_TOTAL_LAYERS, MAX_MAPS_BYTES,
+                 MAX_INPUT_TOKENS, MAX_DECODE_STEPS, MAX_DECODE_SECONDS, MAX_PASS_FLOPS)
+NAMED_MAX_LAYERS = 64  # encoder or decoder layers of a named model: flan-t5-xxl has 24 + 24; every
+# layer is a row of the pages' grids
+NAMED_MAPS_SHARE = 4  # a request's maps may take a quarter of the memory available after the load
+NAMED_MAX_MAPS_BYTES = 8 * 1024 * MB  # ... and at most this, however big the machine
+
+
+def memory_available() -> int:
+    """Bytes the kernel says can be allocated without swapping (/proc/meminfo's MemAvailable),
+    or total physical memory where that is not readable."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import os
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 4096 * MB
+
+
+def named_budgets(available: int | None = None) -> Budgets:
+    """The budgets of a model the person running the server named, from the memory available
+    now (bytes; /proc/meminfo by default)."""
+    available = memory_available() if available is None else int(available)
+    return Budgets("named", weights_bytes=available, layers=NAMED_MAX_LAYERS,
+                   total_layers=2 * NAMED_MAX_LAYERS,
+                   maps_bytes=max(MAX_MAPS_BYTES, min(NAMED_MAX_MAPS_BYTES,
+                                                      available // NAMED_MAPS_SHARE)),
+                   input_tokens=MAX_POSITIONS, decode_steps=MAX_POSITIONS,
+                   decode_seconds=math.inf, pass_flops=math.inf, memory_bytes=available)
+
+
+def with_memory(budgets: Budgets, available: int) -> Budgets:
+    """The same budgets with memory_bytes set (for a load's check)."""
+    return replace(budgets, memory_bytes=int(available))
+
+
 def maps_bytes(config, length: int) -> int:
     """Bytes of the float32 attention maps of one pass whose source and target both have
     `length` ids: encoder (L_enc, H, N, N), decoder (L_dec, H, T, T), cross (L_dec, H, T, N)."""
@@ -115,12 +188,12 @@ def maps_copies(beam_width: int = 1) -> float:
     return max(MAPS_COPIES, MAPS_COPIES_PER_BEAM * beam_width)
 
 
-def maps_length(config, beam_width: int = 1) -> int:
-    """The longest source and target (in ids) whose maps fit MAX_MAPS_BYTES at their peak (see
-    maps_copies), never below MIN_POSITIONS: a model with the most layers and heads allowed
+def maps_length(config, beam_width: int = 1, budgets: Budgets = UPLOAD) -> int:
+    """The longest source and target (in ids) whose maps fit budgets.maps_bytes at their peak
+    (see maps_copies), never below MIN_POSITIONS: a model with the most layers and heads allowed
     still reads <s>, a piece and </s>."""
     per_id2 = maps_copies(beam_width) * maps_bytes(config, 1)  # bytes per length squared
-    return max(MIN_POSITIONS, int((MAX_MAPS_BYTES / per_id2) ** 0.5))
+    return max(MIN_POSITIONS, int((budgets.maps_bytes / per_id2) ** 0.5))
 
 
 def pass_flops(config, length: int) -> float:
@@ -139,30 +212,47 @@ def pass_flops(config, length: int) -> float:
     return n * per_id
 
 
-def flops_length(config) -> int:
-    """The longest source and target (in ids) whose pass stays within MAX_PASS_FLOPS, never below
-    MIN_POSITIONS (found by bisection: pass_flops grows with the length)."""
+def flops_length(config, budgets: Budgets = UPLOAD) -> int:
+    """The longest source and target (in ids) whose pass stays within budgets.pass_flops, never
+    below MIN_POSITIONS (found by bisection: pass_flops grows with the length)."""
     low, high = MIN_POSITIONS, max(MIN_POSITIONS, MAX_POSITIONS)
-    if pass_flops(config, high) <= MAX_PASS_FLOPS:
+    if pass_flops(config, high) <= budgets.pass_flops:
         return high
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (mid, high) if pass_flops(config, mid) <= MAX_PASS_FLOPS else (low, mid)
+        low, high = (mid, high) if pass_flops(config, mid) <= budgets.pass_flops else (low, mid)
     return low
 
 
-def token_budget(config) -> int:
+def token_budget(config, budgets: Budgets = UPLOAD) -> int:
     """The most ids of one typed source or target (<s>, </s> included) a request reads: the
-    model's max_len, MAX_INPUT_TOKENS, the length whose attention maps fit MAX_MAPS_BYTES and
-    the length whose pass fits MAX_PASS_FLOPS, whichever is least. Text is cut to it when it
-    is tokenized, before any tensor exists."""
-    return min(config.max_len, MAX_INPUT_TOKENS, maps_length(config), flops_length(config))
+    model's max_len, budgets.input_tokens, the length whose attention maps fit
+    budgets.maps_bytes and the length whose pass fits budgets.pass_flops, whichever is least.
+    Text is cut to it when it is tokenized, before any tensor exists."""
+    return min(config.max_len, budgets.input_tokens, maps_length(config, 1, budgets),
+               flops_length(config, budgets))
 
 
-def step_budget(config, beam_width: int = 1) -> int:
-    """The most tokens one translation may emit: the model's max_len, MAX_DECODE_STEPS, the
+def step_budget(config, beam_width: int = 1, budgets: Budgets = UPLOAD) -> int:
+    """The most tokens one translation may emit: the model's max_len, budgets.decode_steps, the
     length whose attention maps (those of the decode, then of the pass over its output) fit
-    MAX_MAPS_BYTES with beam_width hypotheses and the length whose pass fits MAX_PASS_FLOPS,
-    whichever is least."""
-    return min(config.max_len, MAX_DECODE_STEPS, maps_length(config, beam_width),
-               flops_length(config))
+    budgets.maps_bytes with beam_width hypotheses and the length whose pass fits
+    budgets.pass_flops, whichever is least."""
+    return min(config.max_len, budgets.decode_steps, maps_length(config, beam_width, budgets),
+               flops_length(config, budgets))
+
+
+def load_bytes(config, stored_float32: bool = True) -> int:
+    """What opening a model grows the process by, from its config and weight files' headers,
+    before anything is read: the model's float32 variables (parameter_count x 4), TensorFlow's
+    working copy of the largest pass the probe runs, and, where the files are not float32, one
+    widening block at a time (the files themselves are memory-mapped: the page cache, not the
+    process, holds them)."""
+    variables = 4 * config.parameter_count()
+    widen = 0 if stored_float32 else 64 * MB
+    return int(variables * LOAD_OVERHEAD + widen + LOAD_FIXED_BYTES)
+
+
+LOAD_OVERHEAD = 1.25  # the variables, plus what building and the probe pass take (measured on
+# bart-large-cnn- and NLLB-shaped folders: see bench/real_models.py)
+LOAD_FIXED_BYTES = 512 * MB  # TensorFlow's runtime and the tokenizers

@@ -21,6 +21,7 @@ from transformer.checkpoint.readers import read_weights
 from transformer.core import limits
 from transformer.importers import (
     bart,
+    hub,
     keras_seq2seq,
     m2m100,
     marian,
@@ -96,12 +97,22 @@ def detect_recipe(files) -> str | None:
     return recipe_of_weights(arrays)[0]
 
 
-def load_checkpoint(source) -> Checkpoint:
-    """Open a model: our checkpoint file (a path, bytes or a binary file object), or a Hugging
-    Face model given as its folder, a .zip of it or its files ({file name: bytes}) - a Marian
-    (opus-mt) model opens as it is, mapped on load, with no conversion step. The Keras recipes'
-    files need answers the files cannot give (python -m transformer.convert, or the app's import
-    form). Raises CheckpointError."""
+def load_checkpoint(source, *, budgets: limits.Budgets | None = None,
+                    progress=None) -> Checkpoint:
+    """Open a model. Two kinds of source (core.limits.Budgets):
+
+    - what a person running this code names: a folder path, a Hugging Face name ("org/name",
+      or "name" as the hub allows: resolved by transformer.importers.hub, the local cache first,
+      else a download of only the files the family reads), a .zip path or our checkpoint file's
+      path. Budgets from the machine (limits.named_budgets: the memory available, the model's
+      own lengths);
+    - files given as bytes ({file name: bytes}, uploaded file objects, a .zip's bytes): a
+      stranger's upload, held to every upload limit (limits.UPLOAD).
+
+    budgets overrides either. A Hugging Face model opens as it is, mapped on load, with no
+    conversion step. The Keras recipes' files need answers the files cannot give (python -m
+    transformer.convert, or the app's import form). progress(fraction, text): a download's
+    progress. Raises CheckpointError."""
     if isinstance(source, (dict, list, tuple)):
         names = source if isinstance(source, dict) else {getattr(f, "name", ""): f for f in source}
         given = set(map(_base_name, names))
@@ -111,12 +122,26 @@ def load_checkpoint(source) -> Checkpoint:
                                   "Face model's files (config.json, model.safetensors and its "
                                   "tokenizer's), or convert Keras files with python -m "
                                   "transformer.convert.")
-        return hf_family(source).convert(source)
-    if isinstance(source, (str, Path)) and marian.is_folder(Path(source)):
-        return hf_family(source).convert(source)  # its sentence names the files it lacks
-    if isinstance(source, (str, Path)) and Path(source).suffix.lower() == ".zip":
-        return hf_family(source).convert(source)
+        return hf_family(source).convert(source, budgets=budgets or limits.UPLOAD)
+    if not isinstance(source, (str, Path)):
+        return session.load_checkpoint(source)  # bytes or a file object: our checkpoint file
+    budgets = budgets or limits.named_budgets()
+    path = Path(source).expanduser()
+    if marian.is_folder(path):
+        return hf_family(path).convert(path, budgets=budgets)  # its sentence names what it lacks
+    if path.suffix.lower() == ".zip":
+        return hf_family(path).convert(path, budgets=budgets)
+    if not _exists(path) and isinstance(source, str) and hub.is_hub_name(source):
+        folder = hub.resolve(source, progress=progress)
+        return hf_family(folder).convert(folder, budgets=budgets)
     return session.load_checkpoint(source)
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return path.exists()
+    except OSError:
+        return False
 
 
 def _base_name(name) -> str:

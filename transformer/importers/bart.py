@@ -36,6 +36,7 @@ from transformer.importers.bart_layout import (
 )
 from transformer.importers.hf_common import (
     REQUIRED_FILES,
+    WEIGHT_FILE_BYTES,
     ModelFiles,
     build_config,
     check_tokenizers,
@@ -44,7 +45,8 @@ from transformer.importers.hf_common import (
     tokenizers,
 )
 from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec, read_safetensors
+from transformer.importers.hf_folder import FolderSpec
+from transformer.importers.hf_weights import PICKLE_FILES
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
@@ -60,11 +62,11 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt")  # tokenizer.js
 FOLDER = FolderSpec({
     "config.json": limits.MAX_JSON_BYTES,
     "generation_config.json": limits.MAX_JSON_BYTES,
-    "model.safetensors": limits.MAX_MEMBER_BYTES,
+    **WEIGHT_FILE_BYTES,
     "tokenizer.json": limits.MAX_TOKENIZER_BYTES,
     "vocab.json": limits.MAX_TOKENIZER_BYTES,
     "merges.txt": limits.MAX_TOKENIZER_BYTES,
-}, ("pytorch_model.bin", "tf_model.h5"), "the BART model")
+}, PICKLE_FILES, "the BART model")
 FOLDER_FILES = tuple(FOLDER.file_bytes)  # the names read of a folder
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; BartConfig has no field for it
 POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: row = position + 2
@@ -94,14 +96,15 @@ _FIELD_MEANINGS = {
 }
 
 
-def read_bart(source) -> tuple[ModelFiles, dict]:
+def read_bart(source, budgets: limits.Budgets = limits.UPLOAD
+              ) -> tuple[ModelFiles, dict]:
     """A BART model's files, read and checked, and its config mapped (bart_config); sentences
     name every missing or malformed file."""
-    files, safetensors_bytes = read_folder(
+    files = read_folder(
         source, FOLDER, TOKENIZER_FILES, (("tokenizer.json",), ("vocab.json", "merges.txt")),
-        "BART")
+        "BART", budgets=budgets)
     config = bart_config(files.hf_config, files.label)
-    files.weights = read_safetensors(safetensors_bytes, files.label)
+    files.read_weights(config)
     return files, config
 
 
@@ -151,10 +154,11 @@ def bart_weights(hf_weights: dict[str, np.ndarray], config: dict,
     return ours
 
 
-def bart_data(source, *, name: str | None = None, command: str | None = None) -> CheckpointData:
+def bart_data(source, *, name: str | None = None, command: str | None = None,
+              budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
     """A BART model's files mapped onto our config, weights and tokenizers (nothing built): the
     byte-level BPE of tokenizer.json, or of vocab.json + merges.txt."""
-    files, c = read_bart(source)
+    files, c = read_bart(source, budgets)
     source_tok, target_tok = tokenizers(files.tokenizer_files, "bart", files.label)
     check_tokenizers(source_tok, target_tok, c, files.label)
     config = build_config(c, files.label)
@@ -165,10 +169,12 @@ def bart_data(source, *, name: str | None = None, command: str | None = None) ->
                            name=name, command=command)
 
 
-def convert_bart(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:
+def convert_bart(source, *, name: str | None = None, command: str | None = None,
+                 budgets: limits.Budgets = limits.UPLOAD) -> Checkpoint:
     """A BART model (folder path, .zip path or bytes, or {file name: bytes}) -> an opened
     Checkpoint, checked as any checkpoint is."""
-    data = bart_data(source, name=name, command=command)
+    data = bart_data(source, name=name, command=command,
+                     budgets=budgets)
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 

@@ -3,7 +3,9 @@ M2M100 / NLLB), so that a family's module holds only what makes it differ: its F
 config.json allow-list and mapping, and its weight names.
 
     read_folder       the folder's files (hf_folder.gather), a sentence naming every missing one,
-                      config.json parsed, the files' names, sizes and SHA-256 for the provenance
+                      config.json parsed, the files' names, sizes and SHA-256 for the provenance;
+                      the weights found, not yet read (ModelFiles.read_weights reads them once
+                      the mapped config passed every check: hf_weights)
     tokenizer_family  which tokenizer tokenizer_config.json names (its tokenizer_class)
     tokenizers        the (source, target) pair of the folder's tokenizer files
     check_tokenizers  the tokenizer and config.json agree on the vocabulary and the special ids;
@@ -12,10 +14,11 @@ config.json allow-list and mapping, and its weight names.
     build_config      the TransformerConfig, or a sentence saying why it cannot be built
     checkpoint_data   the CheckpointData of a mapped model, with its provenance
 
-A family's importer reads the folder (read_folder), maps config.json, reads model.safetensors
-(hf_folder.read_safetensors), builds the tokenizers and checks them against the config, builds the
-config, maps the weights and hands everything to checkpoint_data, which checks the tokenizers
-against the model once more (checkpoint.format.check_consistent).
+A family's importer reads the folder (read_folder), maps config.json, reads the weights
+(ModelFiles.read_weights: model.safetensors, shards or tf_model.h5, any stored precision),
+builds the tokenizers and checks them against the config, builds the config, maps the weights
+and hands everything to checkpoint_data, which checks the tokenizers against the model once
+more (checkpoint.format.check_consistent).
 """
 
 from __future__ import annotations
@@ -23,18 +26,39 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from transformer.checkpoint.format import CheckpointData, CheckpointError, check_consistent
+from transformer.checkpoint.format import (
+    CheckpointData,
+    CheckpointError,
+    check_config,
+    check_consistent,
+)
 from transformer.checkpoint.metadata import clean_metadata
-from transformer.importers.hf_folder import FolderSpec, gather, parse_json
+from transformer.core import limits
+from transformer.importers.hf_folder import SHARD_FILE, FolderSpec, gather, is_folder, parse_json
+from transformer.importers.hf_weights import (
+    INDEX,
+    PICKLE_FILES,
+    SAFETENSORS,
+    TF_WEIGHTS,
+    WEIGHT_FILES,
+    StoredWeights,
+    read_weights,
+    refuse_pickle,
+)
 from transformer.model.config import TransformerConfig
 
-__all__ = ["REQUIRED_FILES", "ModelFiles", "build_config", "check_tokenizers", "checkpoint_data",
-           "read_folder", "tokenizer_family", "tokenizers"]
+__all__ = ["REQUIRED_FILES", "WEIGHT_FILE_BYTES", "ModelFiles", "build_config",
+           "check_tokenizers", "checkpoint_data", "read_folder", "tokenizer_family", "tokenizers"]
 
 REQUIRED_FILES = ("config.json", "model.safetensors")  # every family's, besides its tokenizer
+# (model.safetensors, or the shards its index names, or tf_model.h5: hf_weights). The caps of
+# given files (an upload's); a folder's are memory-mapped within the budgets of who named it.
+WEIGHT_FILE_BYTES = {SAFETENSORS: limits.MAX_MEMBER_BYTES, INDEX: limits.MAX_JSON_BYTES,
+                     TF_WEIGHTS: limits.MAX_MEMBER_BYTES}
 
 
 @dataclass
@@ -42,21 +66,43 @@ class ModelFiles:
     """A Hugging Face model's files, read and checked (the config not yet mapped)."""
     label: str
     hf_config: dict
-    weights: dict[str, np.ndarray]  # model.safetensors, float32, by Hugging Face's names
+    weights: dict[str, np.ndarray]  # by Hugging Face's names, in their stored precision
     tokenizer_files: dict[str, bytes]
     generation_config: bytes | None  # generation_config.json, when given
     files: list[dict]
+    stored: StoredWeights | None = None  # the weights found, read by read_weights
+
+    @property
+    def budgets(self) -> limits.Budgets:
+        return self.stored.budgets if self.stored is not None else limits.UPLOAD
+
+    def read_weights(self, c: dict) -> None:
+        """The weights into self.weights, once config.json's mapped fields `c` passed every
+        config check for who gave the model (format.check_config: layers, vocabulary,
+        positions, heads, and for a named model the memory the load will take): nothing of a
+        weight file is read before."""
+        check_config(build_config(c, self.label), self.budgets)
+        self.weights, entries = read_weights(self.stored)
+        self.files = sorted(self.files + entries, key=lambda entry: entry["name"])
 
 
 def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
-                tokenizer_sets: tuple[tuple[str, ...], ...], what: str
-                ) -> tuple[ModelFiles, bytes]:
-    """(A model's files, its model.safetensors as bytes) from a folder path, a .zip (path or
-    bytes) or {file name: bytes}: config.json and model.safetensors, and one of tokenizer_sets
-    (each a set of file names that makes a tokenizer); a sentence names every missing or
-    malformed file. what: "mBART"."""
+                tokenizer_sets: tuple[tuple[str, ...], ...], what: str,
+                budgets: limits.Budgets = limits.UPLOAD) -> ModelFiles:
+    """A model's files from a folder path, a .zip (path or bytes) or {file name: bytes}:
+    config.json, its weights (found, not read: ModelFiles.read_weights), and one of
+    tokenizer_sets (each a set of file names that makes a tokenizer); a sentence names every
+    missing or malformed file. what: "mBART". budgets: who gave it (limits.UPLOAD: a
+    stranger's files; limits.named_budgets(): a model the person running the server named)."""
     raw, label = gather(source, spec)
-    missing = [n for n in REQUIRED_FILES if n not in raw]
+    weight_files = {n: v for n, v in raw.items()
+                    if (n in WEIGHT_FILES or SHARD_FILE.fullmatch(n)) and (
+                        isinstance(v, Path) or v)}
+    if not any(n in weight_files for n in WEIGHT_FILES) and any(
+            n in raw for n in PICKLE_FILES):
+        raise refuse_pickle(label, what)
+    missing = [n for n in REQUIRED_FILES
+               if n not in raw and not (n == SAFETENSORS and weight_files)]
     if not any(all(raw.get(n) for n in names_) for names_ in tokenizer_sets):
         missing.append(" (or ".join(" and ".join(s) for s in tokenizer_sets)
                        + ")" * (len(tokenizer_sets) - 1))
@@ -64,12 +110,15 @@ def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
         raise CheckpointError(f"The {what} model in {label} is missing {', '.join(missing)}; "
                               "download them from the model's page.")
     hf_config = parse_json(raw["config.json"], "config.json", label)
+    folder = Path(source) if isinstance(source, (str, Path)) and is_folder(Path(source)) \
+        else None
     return ModelFiles(label, hf_config, {}, {n: raw[n] for n in tokenizer_files if raw.get(n)},
                       raw.get("generation_config.json") or None,
                       [{"name": name, "bytes": len(data),
                         "sha256": hashlib.sha256(data).hexdigest()}
-                       for name, data in sorted(raw.items()) if name in spec.file_bytes]
-                      ), raw["model.safetensors"]
+                       for name, data in sorted(raw.items())
+                       if name in spec.file_bytes and name not in weight_files],
+                      StoredWeights(label, weight_files, folder, budgets))
 
 
 def tokenizers(files: dict[str, bytes], family: str, label: str):
@@ -164,4 +213,4 @@ def checkpoint_data(files: ModelFiles, config: TransformerConfig, weights: dict,
     digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
                             .encode()).hexdigest()
     return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
-                          generation_config=files.generation_config)
+                          generation_config=files.generation_config, budgets=files.budgets)

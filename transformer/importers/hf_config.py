@@ -128,5 +128,5 @@ class ConfigReader:
             d_model=d_model, num_heads=heads,
             dff=self.same("encoder_ffn_dim", "decoder_ffn_dim"),
             num_encoder_layers=self.same("encoder_layers", "num_hidden_layers",
-                                         high=limits.MAX_LAYERS),
-            num_decoder_layers=self.integer("decoder_layers", high=limits.MAX_LAYERS))
+                                         high=limits.NAMED_MAX_LAYERS),
+            num_decoder_layers=self.integer("decoder_layers", high=limits.NAMED_MAX_LAYERS))

@@ -1,6 +1,7 @@
 """Reading a Hugging Face model folder as data: the files one family reads, from a folder, a
 .zip of it, or the files given one by one ({file name: bytes}, an upload), each within its own
-byte cap; its JSON files; its model.safetensors (no torch, no pickle).
+byte cap; its JSON files. Its weights are read by transformer.importers.hf_weights (no torch, no
+pickle).
 
 Every family's importer (marian, bart, ...) names the files it reads and their caps in a
 FolderSpec; nothing else in a folder is read (a folder is never listed: the names are looked
@@ -11,26 +12,31 @@ read. Every failure is a CheckpointError sentence naming the file.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import numpy as np
-
-from transformer.checkpoint import archive, safetensors
+from transformer.checkpoint import archive
 from transformer.checkpoint.format import CheckpointError, read_input
 from transformer.core import limits
 
-__all__ = ["FolderSpec", "gather", "is_folder", "parse_json", "read_safetensors"]
+__all__ = ["MAPPED_FILES", "SHARD_FILE", "FolderSpec", "gather", "is_folder", "parse_json"]
 
 MAX_ZIP_BYTES = limits.MAX_TOTAL_BYTES  # a zipped model folder (only the files read are unpacked)
 MAX_ZIP_MEMBERS = 256
+# Weight files (transformer.importers.hf_weights): in a folder they are memory-mapped when the
+# weights are read, not read here; the shards a sharded model's index names are looked up then.
+MAPPED_FILES = ("model.safetensors", "model.safetensors.index.json", "tf_model.h5")
+SHARD_FILE = re.compile(r"model-[0-9]{5}-of-[0-9]{5}\.safetensors")  # as the hub names them
 
 
 @dataclass(frozen=True)
 class FolderSpec:
     """What one family reads of a folder. file_bytes: {file name: its byte cap}, every file it
     may read; hinted: names looked for only to say something about them (never read); what:
-    the model in sentences ("the Marian model")."""
+    the model in sentences ("the Marian model"). A folder's weight files (MAPPED_FILES) are
+    given as their Path, to be memory-mapped by the weights' reader; given files hold shards
+    (SHARD_FILE) read within model.safetensors' cap."""
     file_bytes: dict
     hinted: tuple[str, ...] = ()
     what: str = "the model"
@@ -57,9 +63,12 @@ def gather(source, spec: FolderSpec) -> tuple[dict[str, bytes], str]:
         if zips:
             raise CheckpointError(f"Give either a .zip of {spec.what} or its files, not "
                                   f"both ({zips[0]!r} came with other files).")
-        wanted = {n: v for n, v in named.items() if n in spec.file_bytes}
-        present = {n: b"" for n in named if n not in spec.file_bytes}  # named in hints only
-        files = {n: read_input(v, n, spec.file_bytes[n]) for n, v in wanted.items()}
+        shard_cap = spec.file_bytes.get("model.safetensors", 0)
+        wanted = {n: v for n, v in named.items()
+                  if n in spec.file_bytes or shard_cap and SHARD_FILE.fullmatch(n)}
+        present = {n: b"" for n in named if n not in wanted}  # named in hints only
+        files = {n: read_input(v, n, spec.file_bytes.get(n, shard_cap))
+                 for n, v in wanted.items()}
         return {**present, **files}, "the given files"
     if isinstance(source, (str, Path)):
         path = Path(source)
@@ -105,7 +114,9 @@ def _from_folder(path: Path, spec: FolderSpec) -> tuple[dict[str, bytes], str]:
                                   f"({err.strerror or type(err).__name__}).") from None
         if not present:
             continue
-        if name in spec.file_bytes:
+        if name in spec.file_bytes and name in MAPPED_FILES:
+            raw[name] = child  # read (memory-mapped) with the weights: hf_weights
+        elif name in spec.file_bytes:
             raw[name] = read_input(child, name, spec.file_bytes[name])
         else:
             raw[name] = b""  # present: named in a hint, never read
@@ -155,17 +166,3 @@ def parse_json(data: bytes, name: str, label: str) -> dict:
         raise CheckpointError(f"{name} in {label} must hold a JSON object, not "
                               f"{type(value).__name__}.")
     return value
-
-
-def read_safetensors(data: bytes, label: str) -> dict[str, np.ndarray]:
-    """Every tensor as float32 NumPy: the header checked whole first (transformer.checkpoint.
-    safetensors), then float32 tensors as views of the file's bytes (no copy), float16 and
-    float64 ones converted; every value finite. No torch, no pickle."""
-    where = f"model.safetensors in {label}"
-    source = safetensors.Source(where, "model.safetensors", f"In {where}, the weight")
-    try:
-        tensors = safetensors.header(data, source, dtypes=tuple(safetensors.DTYPES))
-    except CheckpointError as err:
-        raise CheckpointError(f"{where} is not a valid safetensors file ({err})") from None
-    return {name: array if array.dtype == np.float32 else array.astype(np.float32)
-            for name, array in safetensors.arrays(data, tensors, source).items()}

@@ -44,6 +44,7 @@ from transformer.core import limits
 from transformer.importers.bart_layout import mapped_layers, take_output
 from transformer.importers.hf_common import (
     REQUIRED_FILES,
+    WEIGHT_FILE_BYTES,
     ModelFiles,
     build_config,
     check_tokenizers,
@@ -53,7 +54,8 @@ from transformer.importers.hf_common import (
     tokenizers,
 )
 from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec, read_safetensors
+from transformer.importers.hf_folder import FolderSpec
+from transformer.importers.hf_weights import PICKLE_FILES
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
@@ -71,12 +73,12 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "sentencepiece.bpe.model",
 FOLDER = FolderSpec({
     "config.json": limits.MAX_JSON_BYTES,
     "generation_config.json": limits.MAX_JSON_BYTES,
-    "model.safetensors": limits.MAX_MEMBER_BYTES,
+    **WEIGHT_FILE_BYTES,
     "tokenizer.json": limits.MAX_TOKENIZER_BYTES,
     "vocab.json": limits.MAX_TOKENIZER_BYTES,
     "sentencepiece.bpe.model": limits.MAX_TOKENIZER_BYTES,
     "tokenizer_config.json": limits.MAX_JSON_BYTES,
-}, ("pytorch_model.bin", "tf_model.h5"), "the M2M100 or NLLB model")
+}, PICKLE_FILES, "the M2M100 or NLLB model")
 FOLDER_FILES = tuple(FOLDER.file_bytes)  # the names read of a folder
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; M2M100Config has no field for it
 TOKENIZER_FAMILIES = ("nllb", "m2m100")  # NllbTokenizer (tokenizer.json), M2M100Tokenizer
@@ -141,21 +143,22 @@ def m2m100_weights(hf_weights: dict[str, np.ndarray], config: dict,
     return ours
 
 
-def read_m2m100(source) -> tuple[ModelFiles, dict]:
+def read_m2m100(source, budgets: limits.Budgets = limits.UPLOAD
+                ) -> tuple[ModelFiles, dict]:
     """An M2M100 or NLLB model's files, read and checked, and its config mapped."""
-    files, safetensors_bytes = read_folder(
+    files = read_folder(
         source, FOLDER, TOKENIZER_FILES,
-        (("tokenizer.json",), ("vocab.json", "sentencepiece.bpe.model")), "M2M100 or NLLB")
+        (("tokenizer.json",), ("vocab.json", "sentencepiece.bpe.model")), "M2M100 or NLLB", budgets=budgets)
     config = m2m100_config(files.hf_config, files.label)
-    files.weights = read_safetensors(safetensors_bytes, files.label)
+    files.read_weights(config)
     return files, config
 
 
 def m2m100_data(source, *, name: str | None = None,
-                command: str | None = None) -> CheckpointData:
+                command: str | None = None, budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
     """An M2M100 or NLLB model's files mapped onto our config, weights and tokenizers (nothing
     built)."""
-    files, c = read_m2m100(source)
+    files, c = read_m2m100(source, budgets)
     default = "nllb" if "tokenizer.json" in files.tokenizer_files else "m2m100"
     family = tokenizer_family(files.tokenizer_files, TOKENIZER_FAMILIES, default, files.label,
                               "M2M100 / NLLB")
@@ -178,10 +181,12 @@ def m2m100_data(source, *, name: str | None = None,
                            name=name, command=command)
 
 
-def convert_m2m100(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:
+def convert_m2m100(source, *, name: str | None = None, command: str | None = None,
+                   budgets: limits.Budgets = limits.UPLOAD) -> Checkpoint:
     """An M2M100 or dense NLLB-200 model (folder path, .zip path or bytes, or {file name:
     bytes}) -> an opened Checkpoint, checked as any checkpoint is."""
-    data = m2m100_data(source, name=name, command=command)
+    data = m2m100_data(source, name=name, command=command,
+                       budgets=budgets)
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 

@@ -38,25 +38,27 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 
 from transformer.checkpoint.format import (
     CheckpointData,
     CheckpointError,
+    check_config,
     check_consistent,
     data_bytes,
 )
 from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
 from transformer.importers.bart_layout import take_layers, take_output, take_shared_embedding
-from transformer.importers.hf_folder import (
-    FolderSpec,
-    gather,
-    is_folder,
-    parse_json,
-    read_safetensors,
+from transformer.importers.hf_common import WEIGHT_FILE_BYTES, build_config
+from transformer.importers.hf_folder import SHARD_FILE, FolderSpec, gather, is_folder, parse_json
+from transformer.importers.hf_weights import (
+    WEIGHT_FILES,
+    StoredWeights,
+    read_weights,
+    refuse_pickle,
 )
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
@@ -79,7 +81,7 @@ MAX_FILE_BYTES = {
     "config.json": limits.MAX_JSON_BYTES,
     "tokenizer_config.json": limits.MAX_JSON_BYTES,
     "generation_config.json": limits.MAX_JSON_BYTES,
-    "model.safetensors": limits.MAX_MEMBER_BYTES,
+    **WEIGHT_FILE_BYTES,  # model.safetensors, or its shards' index, or tf_model.h5
     "source.spm": limits.MAX_TOKENIZER_BYTES,
     "target.spm": limits.MAX_TOKENIZER_BYTES,
     "vocab.json": limits.MAX_TOKENIZER_BYTES,
@@ -157,24 +159,27 @@ class MarianFiles:
     files: list[dict] = field(default_factory=list)  # [{"name", "bytes", "sha256"}] read
     languages: dict = field(default_factory=dict)  # {"source_lang", "target_lang"} when given
     generation_config: bytes | None = None  # generation_config.json, when given
+    budgets: limits.Budgets = limits.UPLOAD  # who gave it (core.limits.Budgets)
 
 
 # ============================================================================ reading the files
-def read_marian(source) -> MarianFiles:
+def read_marian(source, budgets: limits.Budgets = limits.UPLOAD) -> MarianFiles:
     """Read a Marian model from a folder path, a .zip (path or bytes) or {file name: bytes}
     (several uploaded files; a name may carry a folder, which is ignored). Raises CheckpointError
-    sentences that name the file and what was wrong."""
+    sentences that name the file and what was wrong. The weights are model.safetensors, a
+    sharded model or tf_model.h5 (hf_weights), read once config.json passed every check."""
     raw, label = _gather(source)
-    missing = [name for name in REQUIRED_FILES if name not in raw]
+    weight_files = {n: v for n, v in raw.items()
+                    if (n in WEIGHT_FILES or SHARD_FILE.fullmatch(n)) and (
+                        isinstance(v, Path) or v)}
+    if not any(n in weight_files for n in WEIGHT_FILES) and "pytorch_model.bin" in raw:
+        raise refuse_pickle(label, "Marian")
+    missing = [name for name in REQUIRED_FILES
+               if name not in raw and not (name == "model.safetensors" and weight_files)]
     if missing:
-        hint = ""
-        if "model.safetensors" in missing and ({"pytorch_model.bin", "tf_model.h5"} & set(raw)):
-            hint = (" It has PyTorch or TensorFlow weights instead: those are pickles or Keras "
-                    "files and are never loaded; download model.safetensors from the model's "
-                    "page (every opus-mt model has one).")
         raise CheckpointError(
             f"The Marian model in {label} is missing {_join(missing)}; a Marian model holds "
-            f"{_join(REQUIRED_FILES)} (download them from the model's page).{hint}")
+            f"{_join(REQUIRED_FILES)} (download them from the model's page).")
     if "target_vocab.json" in raw:
         raise CheckpointError(
             f"The Marian model in {label} has a target_vocab.json: it has separate source and "
@@ -182,15 +187,20 @@ def read_marian(source) -> MarianFiles:
             "vocab.json).")
     hf_config = parse_json(raw["config.json"], "config.json", label)
     config = marian_config(hf_config, label)
-    weights = read_safetensors(raw["model.safetensors"], label)
+    folder = Path(source) if isinstance(source, (str, Path)) and is_folder(Path(source)) \
+        else None
+    check_config(build_config(config, label), budgets)  # before any weight is read
+    weights, entries = read_weights(StoredWeights(label, weight_files, folder, budgets))
     files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-             for name, data in sorted(raw.items()) if name in REQUIRED_FILES + OPTIONAL_FILES]
+             for name, data in sorted(raw.items())
+             if name in REQUIRED_FILES + OPTIONAL_FILES and name not in weight_files]
+    files = sorted(files + entries, key=lambda entry: entry["name"])
     return MarianFiles(label, hf_config, config, weights, raw["source.spm"], raw["target.spm"],
                        raw["vocab.json"], files, _languages(raw.get("tokenizer_config.json")),
-                       raw.get("generation_config.json") or None)
+                       raw.get("generation_config.json") or None, budgets)
 
 
-HINTED_FILES = ("pytorch_model.bin", "tf_model.h5", "target_vocab.json")  # named, never read
+HINTED_FILES = ("pytorch_model.bin", "target_vocab.json")  # named, never read
 FOLDER = FolderSpec(MAX_FILE_BYTES, HINTED_FILES, "the Marian model")
 FOLDER_FILES = tuple(MAX_FILE_BYTES)  # the names read of a folder
 
@@ -280,9 +290,9 @@ def marian_config(hf_config: dict, label: str = "the Marian model") -> dict:
         raise CheckpointError(f"{where} gives d_model {d_model} and {heads} heads; Marian's "
                               "heads split d_model evenly.")
     for name, value in (("encoder_layers", encoder_layers), ("decoder_layers", decoder_layers)):
-        if value > limits.MAX_LAYERS:
+        if value > limits.NAMED_MAX_LAYERS:  # who gave it may allow fewer (check_config)
             raise CheckpointError(f"{where} gives {name} {value}; the limit is "
-                                  f"{limits.MAX_LAYERS}.")
+                                  f"{limits.NAMED_MAX_LAYERS}.")
     if heads > limits.MAX_HEADS:
         raise CheckpointError(f"{where} gives {heads} heads; the limit is {limits.MAX_HEADS}.")
     # Widths and the vocabulary need no limit here: the weights must have exactly these shapes,
@@ -402,11 +412,12 @@ def marian_tokenizers(source_spm: bytes, target_spm: bytes, vocab_json: bytes,
 
 
 # ============================================================================ conversion
-def marian_data(source, *, name: str | None = None, command: str | None = None) -> CheckpointData:
+def marian_data(source, *, name: str | None = None, command: str | None = None,
+                budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
     """A Marian model's files (see read_marian for `source`) mapped onto our config, weight
     names and tokenizers: what Checkpoint.open builds the model from. Nothing is built here, and
     no file of ours is written: the model opens from the Hugging Face files as they are."""
-    files = read_marian(source)
+    files = read_marian(source, budgets)
     source_tok, target_tok = marian_tokenizers(files.source_spm, files.target_spm,
                                                files.vocab_json, files.label)
     c = files.config
@@ -447,14 +458,15 @@ def marian_data(source, *, name: str | None = None, command: str | None = None) 
     digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
                             .encode()).hexdigest()
     return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
-                          generation_config=files.generation_config)
+                          generation_config=files.generation_config, budgets=files.budgets)
 
 
-def convert_marian(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:
+def convert_marian(source, *, name: str | None = None, command: str | None = None,
+                   budgets: limits.Budgets = limits.UPLOAD) -> Checkpoint:
     """A Marian model (folder path, .zip path or bytes, or {file name: bytes}) -> an opened
     Checkpoint: mapped on load, the weights copied once (into the model), checked as any
     checkpoint is (Checkpoint.open)."""
-    data = marian_data(source, name=name, command=command)
+    data = marian_data(source, name=name, command=command, budgets=budgets)
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 

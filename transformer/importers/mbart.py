@@ -43,6 +43,7 @@ from transformer.core import limits
 from transformer.importers.bart_layout import mapped_layers, take_norm, take_output
 from transformer.importers.hf_common import (
     REQUIRED_FILES,
+    WEIGHT_FILE_BYTES,
     ModelFiles,
     build_config,
     check_tokenizers,
@@ -52,7 +53,8 @@ from transformer.importers.hf_common import (
     tokenizers,
 )
 from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec, read_safetensors
+from transformer.importers.hf_folder import FolderSpec
+from transformer.importers.hf_weights import PICKLE_FILES
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
@@ -68,11 +70,11 @@ TOKENIZER_FILES = ("tokenizer.json", "sentencepiece.bpe.model", "tokenizer_confi
 FOLDER = FolderSpec({
     "config.json": limits.MAX_JSON_BYTES,
     "generation_config.json": limits.MAX_JSON_BYTES,
-    "model.safetensors": limits.MAX_MEMBER_BYTES,
+    **WEIGHT_FILE_BYTES,
     "tokenizer.json": limits.MAX_TOKENIZER_BYTES,
     "sentencepiece.bpe.model": limits.MAX_TOKENIZER_BYTES,
     "tokenizer_config.json": limits.MAX_JSON_BYTES,
-}, ("pytorch_model.bin", "tf_model.h5"), "the mBART model")
+}, PICKLE_FILES, "the mBART model")
 FOLDER_FILES = tuple(FOLDER.file_bytes)  # the names read of a folder
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; MBartConfig has no field for it
 POSITION_OFFSET = 2  # MBartLearnedPositionalEmbedding: row = position + 2
@@ -149,19 +151,21 @@ def mbart_weights(hf_weights: dict[str, np.ndarray], config: dict,
     return ours
 
 
-def read_mbart(source) -> tuple[ModelFiles, dict]:
+def read_mbart(source, budgets: limits.Budgets = limits.UPLOAD
+               ) -> tuple[ModelFiles, dict]:
     """An mBART model's files, read and checked, and its config mapped (mbart_config)."""
-    files, safetensors_bytes = read_folder(
+    files = read_folder(
         source, FOLDER, TOKENIZER_FILES, (("tokenizer.json",), ("sentencepiece.bpe.model",)),
-        "mBART")
+        "mBART", budgets=budgets)
     config = mbart_config(files.hf_config, files.label)
-    files.weights = read_safetensors(safetensors_bytes, files.label)
+    files.read_weights(config)
     return files, config
 
 
-def mbart_data(source, *, name: str | None = None, command: str | None = None) -> CheckpointData:
+def mbart_data(source, *, name: str | None = None, command: str | None = None,
+               budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
     """An mBART model's files mapped onto our config, weights and tokenizers (nothing built)."""
-    files, c = read_mbart(source)
+    files, c = read_mbart(source, budgets)
     family = tokenizer_family(files.tokenizer_files, TOKENIZER_FAMILIES, "mbart", files.label,
                               "mBART")
     source_tok, target_tok = tokenizers(files.tokenizer_files, family, files.label)
@@ -177,10 +181,12 @@ def mbart_data(source, *, name: str | None = None, command: str | None = None) -
                            default_name="mBART model", name=name, command=command)
 
 
-def convert_mbart(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:
+def convert_mbart(source, *, name: str | None = None, command: str | None = None,
+                  budgets: limits.Budgets = limits.UPLOAD) -> Checkpoint:
     """An mBART model (folder path, .zip path or bytes, or {file name: bytes}) -> an opened
     Checkpoint, checked as any checkpoint is."""
-    data = mbart_data(source, name=name, command=command)
+    data = mbart_data(source, name=name, command=command,
+                      budgets=budgets)
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 

@@ -33,6 +33,7 @@ from transformer.core import limits
 from transformer.importers.bart_layout import mapped_layers, take_output
 from transformer.importers.hf_common import (
     REQUIRED_FILES,
+    WEIGHT_FILE_BYTES,
     ModelFiles,
     build_config,
     check_tokenizers,
@@ -42,7 +43,8 @@ from transformer.importers.hf_common import (
     tokenizers,
 )
 from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec, read_safetensors
+from transformer.importers.hf_folder import FolderSpec
+from transformer.importers.hf_weights import PICKLE_FILES
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
@@ -58,11 +60,11 @@ TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "tokenizer_config.json")
 FOLDER = FolderSpec({
     "config.json": limits.MAX_JSON_BYTES,
     "generation_config.json": limits.MAX_JSON_BYTES,
-    "model.safetensors": limits.MAX_MEMBER_BYTES,
+    **WEIGHT_FILE_BYTES,
     "tokenizer.json": limits.MAX_TOKENIZER_BYTES,
     "spiece.model": limits.MAX_TOKENIZER_BYTES,
     "tokenizer_config.json": limits.MAX_JSON_BYTES,
-}, ("pytorch_model.bin", "tf_model.h5"), "the Pegasus model")
+}, PICKLE_FILES, "the Pegasus model")
 FOLDER_FILES = tuple(FOLDER.file_bytes)  # the names read of a folder
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; PegasusConfig has no field for it
 SINUSOID_TOLERANCE = 1e-5  # a saved position table further from ours is not Pegasus's sinusoids
@@ -150,19 +152,20 @@ def pegasus_weights(hf_weights: dict[str, np.ndarray], config: dict,
     return ours
 
 
-def read_pegasus(source) -> tuple[ModelFiles, dict]:
+def read_pegasus(source, budgets: limits.Budgets = limits.UPLOAD
+                 ) -> tuple[ModelFiles, dict]:
     """A Pegasus model's files, read and checked, and its config mapped (pegasus_config)."""
-    files, safetensors_bytes = read_folder(
-        source, FOLDER, TOKENIZER_FILES, (("tokenizer.json",), ("spiece.model",)), "Pegasus")
+    files = read_folder(
+        source, FOLDER, TOKENIZER_FILES, (("tokenizer.json",), ("spiece.model",)), "Pegasus", budgets=budgets)
     config = pegasus_config(files.hf_config, files.label)
-    files.weights = read_safetensors(safetensors_bytes, files.label)
+    files.read_weights(config)
     return files, config
 
 
 def pegasus_data(source, *, name: str | None = None,
-                 command: str | None = None) -> CheckpointData:
+                 command: str | None = None, budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
     """A Pegasus model's files mapped onto our config, weights and tokenizers (nothing built)."""
-    files, c = read_pegasus(source)
+    files, c = read_pegasus(source, budgets)
     family = tokenizer_family(files.tokenizer_files, ("pegasus",), "pegasus", files.label,
                               "Pegasus")
     source_tok, target_tok = tokenizers(files.tokenizer_files, family, files.label)
@@ -175,10 +178,12 @@ def pegasus_data(source, *, name: str | None = None,
                            default_name="Pegasus model", name=name, command=command)
 
 
-def convert_pegasus(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:
+def convert_pegasus(source, *, name: str | None = None, command: str | None = None,
+                    budgets: limits.Budgets = limits.UPLOAD) -> Checkpoint:
     """A Pegasus model (folder path, .zip path or bytes, or {file name: bytes}) -> an opened
     Checkpoint, checked as any checkpoint is."""
-    data = pegasus_data(source, name=name, command=command)
+    data = pegasus_data(source, name=name, command=command,
+                        budgets=budgets)
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 

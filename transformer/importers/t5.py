@@ -38,6 +38,7 @@ from transformer.checkpoint.format import CheckpointData, CheckpointError
 from transformer.core import limits
 from transformer.importers.hf_common import (
     REQUIRED_FILES,
+    WEIGHT_FILE_BYTES,
     ModelFiles,
     build_config,
     check_tokenizers,
@@ -46,7 +47,8 @@ from transformer.importers.hf_common import (
     tokenizers,
 )
 from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec, read_safetensors
+from transformer.importers.hf_folder import FolderSpec
+from transformer.importers.hf_weights import PICKLE_FILES
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
@@ -62,10 +64,10 @@ TOKENIZER_FILES = ("tokenizer.json", "spiece.model")
 FOLDER = FolderSpec({
     "config.json": limits.MAX_JSON_BYTES,
     "generation_config.json": limits.MAX_JSON_BYTES,
-    "model.safetensors": limits.MAX_MEMBER_BYTES,
+    **WEIGHT_FILE_BYTES,
     "tokenizer.json": limits.MAX_TOKENIZER_BYTES,
     "spiece.model": limits.MAX_TOKENIZER_BYTES,
-}, ("pytorch_model.bin", "tf_model.h5"), "the T5 model")
+}, PICKLE_FILES, "the T5 model")
 FOLDER_FILES = tuple(FOLDER.file_bytes)  # the names read of a folder
 DEFAULT_MAX_LEN = 512  # T5 has no absolute positions: the longest sequence read (its n_positions)
 FEED_FORWARD = {"relu": ("dense", "relu"), "gated-gelu": ("gated", "gelu_tanh"),
@@ -84,12 +86,13 @@ ALLOWED_FIELDS = {
 }
 
 
-def read_t5(source) -> tuple[ModelFiles, dict]:
+def read_t5(source, budgets: limits.Budgets = limits.UPLOAD
+            ) -> tuple[ModelFiles, dict]:
     """A T5 model's files, read and checked, and its config mapped (t5_config)."""
-    files, safetensors_bytes = read_folder(
-        source, FOLDER, TOKENIZER_FILES, (("tokenizer.json",), ("spiece.model",)), "T5")
+    files = read_folder(
+        source, FOLDER, TOKENIZER_FILES, (("tokenizer.json",), ("spiece.model",)), "T5", budgets=budgets)
     config = t5_config(files.hf_config, files.label)
-    files.weights = read_safetensors(safetensors_bytes, files.label)
+    files.read_weights(config)
     return files, config
 
 
@@ -101,7 +104,7 @@ def t5_config(hf_config: dict, label: str = "the T5 model") -> dict:
                         ALLOWED_FIELDS)
     vocab = read.integer("vocab_size", high=limits.MAX_VOCAB)
     heads = read.integer("num_heads", 8, high=limits.MAX_HEADS)
-    encoder_layers = read.integer("num_layers", 6, high=limits.MAX_LAYERS)
+    encoder_layers = read.integer("num_layers", 6, high=limits.NAMED_MAX_LAYERS)
     proj = hf_config.get("feed_forward_proj", "relu")
     if not isinstance(proj, str) or proj not in FEED_FORWARD:
         raise CheckpointError(f"{where} gives feed_forward_proj {json.dumps(proj)[:80]}; only "
@@ -130,7 +133,7 @@ def t5_config(hf_config: dict, label: str = "the T5 model") -> dict:
         head_dim=read.integer("d_kv", 64), dff=read.integer("d_ff", 2048),
         num_encoder_layers=encoder_layers,
         num_decoder_layers=read.integer("num_decoder_layers", encoder_layers,
-                                        high=limits.MAX_LAYERS),
+                                        high=limits.NAMED_MAX_LAYERS),
         dropout_rate=0.1,
         max_len=read.integer("n_positions", DEFAULT_MAX_LEN, high=limits.MAX_POSITIONS),
         positional="none", scale_embeddings=False, share_embeddings=True, tie_output=tied,
@@ -209,9 +212,10 @@ def t5_weights(hf_weights: dict[str, np.ndarray], config: dict,
     return ours
 
 
-def t5_data(source, *, name: str | None = None, command: str | None = None) -> CheckpointData:
+def t5_data(source, *, name: str | None = None, command: str | None = None,
+            budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
     """A T5 model's files mapped onto our config, weights and tokenizers (nothing built)."""
-    files, c = read_t5(source)
+    files, c = read_t5(source, budgets)
     source_tok, target_tok = tokenizers(files.tokenizer_files, "t5", files.label)
     check_tokenizers(source_tok, target_tok, c, files.label)
     config = build_config(c, files.label)
@@ -222,10 +226,12 @@ def t5_data(source, *, name: str | None = None, command: str | None = None) -> C
                            name=name, command=command)
 
 
-def convert_t5(source, *, name: str | None = None, command: str | None = None) -> Checkpoint:
+def convert_t5(source, *, name: str | None = None, command: str | None = None,
+               budgets: limits.Budgets = limits.UPLOAD) -> Checkpoint:
     """A T5 model (folder path, .zip path or bytes, or {file name: bytes}) -> an opened
     Checkpoint, checked as any checkpoint is."""
-    data = t5_data(source, name=name, command=command)
+    data = t5_data(source, name=name, command=command,
+                   budgets=budgets)
     return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
 

@@ -26,14 +26,14 @@ def attention_batch(ckpt, sources: Sequence[str], *, batch_size: int = 32,
                     on_progress: Callable[[int, int], None] | None = None) -> list[dict]:
     """Checkpoint.attention(source) of every source (the model's own greedy translation as the
     target), computed batch_size sentences at a time (fewer when the maps of that many would not
-    fit limits.MAX_MAPS_BYTES). on_progress(done, total) is called after each batch with the
+    fit the model's maps budget). on_progress(done, total) is called after each batch with the
     number of sentences done so far."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     source_ids = [ckpt.encode_source(str(s)) for s in sources]
     if not source_ids:
         return []
-    batch_size = min(batch_size, _rows_within_budget(ckpt.config, max(map(len, source_ids))))
+    batch_size = min(batch_size, _rows_within_budget(ckpt, max(map(len, source_ids))))
     pad_id = ckpt.config.pad_id
     batches = tf.data.Dataset.from_generator(
         lambda: iter(source_ids), output_signature=tf.TensorSpec([None], tf.int32),
@@ -46,13 +46,13 @@ def attention_batch(ckpt, sources: Sequence[str], *, batch_size: int = 32,
     return results
 
 
-def _rows_within_budget(config, longest_source: int) -> int:
+def _rows_within_budget(ckpt, longest_source: int) -> int:
     """How many sentences one padded pass may hold: their maps, with sources of longest_source
     ids and translations as long as the step budget, at their peak (limits.maps_copies) fit
-    limits.MAX_MAPS_BYTES; at least one."""
-    longest = max(longest_source, limits.step_budget(config))
-    one = limits.maps_copies() * limits.maps_bytes(config, longest)
-    return max(1, int(limits.MAX_MAPS_BYTES // one))
+    the model's maps budget (ckpt.budgets.maps_bytes); at least one."""
+    longest = max(longest_source, ckpt.step_budget())
+    one = limits.maps_copies() * limits.maps_bytes(ckpt.config, longest)
+    return max(1, int(ckpt.budgets.maps_bytes // one))
 
 
 def _one_batch(ckpt, source_ids: list[list[int]], src: np.ndarray) -> list[dict]:

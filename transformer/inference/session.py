@@ -41,6 +41,9 @@ class Checkpoint:
     # How the original decodes it: its generation_config.json read (GenerationSettings), or None
     # for a model without one (ours: greedy, translate's default).
     generation: Any = None
+    # Who gave it (core.limits.Budgets): a stranger's upload (UPLOAD) or a model the person
+    # running the server named (limits.named_budgets()): the length and time budgets follow it.
+    budgets: limits.Budgets = limits.UPLOAD
 
     @property
     def name(self) -> str:
@@ -52,13 +55,13 @@ class Checkpoint:
         the length budget of typed text (limits.token_budget: the source is padded back to a
         fixed length, which the load checked against the budget of the attention maps)."""
         return min(self.config.pad_source_to or self.config.max_len,
-                   limits.token_budget(self.config))
+                   limits.token_budget(self.config, self.budgets))
 
     @property
     def target_len(self) -> int:
         """The most ids a typed target may have (its pieces and </s>): max_len, cut to the
         length budget of typed text (limits.token_budget)."""
-        return min(self.config.max_len, limits.token_budget(self.config))
+        return min(self.config.max_len, limits.token_budget(self.config, self.budgets))
 
     def pieces_cut(self, text: str, side: str = "source") -> int:
         """How many pieces of `text` do not fit (source_len or target_len), cut on encoding."""
@@ -82,12 +85,12 @@ class Checkpoint:
             return f"the source length the model is fed ({limit} tokens)"
         if limit == c.max_len:
             return f"the model's max_len ({limit} tokens)"
-        if limit == limits.MAX_INPUT_TOKENS:
+        if limit == self.budgets.input_tokens:
             return (f"the length budget of typed text ({limit} tokens; the model's max_len is "
                     f"{c.max_len})")
         return (f"the length budget of typed text for a model of this size ({limit} tokens: "
                 f"the attention maps of one request must fit in "
-                f"{limits.MAX_MAPS_BYTES // limits.MB} MB)")
+                f"{self.budgets.maps_bytes // limits.MB} MB)")
 
     def encode_source(self, text: str) -> list[int]:
         """The encoder's input ids: <s> pieces </s> (each special as the config says), cut to
@@ -106,7 +109,7 @@ class Checkpoint:
 
     def step_budget(self, beam_width: int = 1) -> int:
         """The most tokens one translation may emit (limits.step_budget)."""
-        return limits.step_budget(self.config, beam_width)
+        return limits.step_budget(self.config, beam_width, self.budgets)
 
     def translate(self, source: str, max_len: int | None = None, use_cache: bool = True,
                   head_mask=None, beam_width: int = 1, stop_at_end: bool = True,
@@ -119,7 +122,7 @@ class Checkpoint:
         default. seconds: the time budget, by default limits.MAX_DECODE_SECONDS (math.inf:
         none); the result's stopped_by says "end", "length" or "time" (see stopped_by_budget)."""
         if seconds is None:
-            seconds = limits.MAX_DECODE_SECONDS
+            seconds = self.budgets.decode_seconds
         budget = self.step_budget(beam_width)
         max_len = budget if max_len is None else min(max_len, budget)
         if beam_width != 1:
@@ -135,16 +138,16 @@ class Checkpoint:
         shows ("the step budget of one translation (512 tokens)"), or None when it ended, or
         stopped at a max_len the user chose below the step budget."""
         if result.stopped_by == "time":
-            return f"the time budget of one translation ({limits.MAX_DECODE_SECONDS:g} s)"
+            return f"the time budget of one translation ({self.budgets.decode_seconds:g} s)"
         budget = self.step_budget(getattr(result, "beam_width", 1))
         if result.stopped_by == "length" and len(result.token_ids) >= budget:
-            if budget == limits.MAX_DECODE_STEPS:
+            if budget == self.budgets.decode_steps:
                 return f"the step budget of one translation ({budget} tokens)"
             if budget == self.config.max_len:
                 return f"the model's max_len ({budget} tokens)"
             return (f"the step budget of one translation for a model of this size ({budget} "
                     f"tokens: the attention maps of one request must fit in "
-                    f"{limits.MAX_MAPS_BYTES // limits.MB} MB)")
+                    f"{self.budgets.maps_bytes // limits.MB} MB)")
         return None
 
     def attention(self, source: str, target: str | None = None, head_mask=None,
@@ -202,7 +205,7 @@ class Checkpoint:
         return greedy_decode_batch(self.model, [self.encode_source(source)],
                                    max_len=self.step_budget(), head_mask=head_mask,
                                    tokenizer=self.target_tokenizer, capture=False,
-                                   seconds=limits.MAX_DECODE_SECONDS)[0]
+                                   seconds=self.budgets.decode_seconds)[0]
 
     def _translation_ids(self, source: str, head_mask=None) -> list[int]:
         """translate(source, head_mask=head_mask).token_ids (the maps come from one
@@ -216,11 +219,15 @@ class Checkpoint:
         from transformer.inference.generation_config import read_generation_config
 
         generation = (None if data.generation_config is None else
-                      read_generation_config(data.generation_config, data.config))
-        model = build_model(data.config, data.weights, where)
+                      read_generation_config(
+                          data.generation_config, data.config,
+                          beam_budget=lambda beams: limits.step_budget(data.config, beams,
+                                                                       data.budgets)))
+        model = build_model(data.config, data.weights, where, data.budgets)
         data.weights = {}
         return cls(data.config, model, data.source_tokenizer, data.target_tokenizer,
-                   data.metadata, data.content_hash, data.metadata_warnings, generation)
+                   data.metadata, data.content_hash, data.metadata_warnings, generation,
+                   data.budgets)
 
     def generate(self, source: str, settings=None, head_mask=None,
                  seconds: float | None = None) -> Decoding:
@@ -236,7 +243,7 @@ class Checkpoint:
             settings = self.generation or read_generation_config(None, self.config)
         return generate(self.model, self.encode_source(source), settings,
                         tokenizer=self.target_tokenizer, head_mask=head_mask,
-                        seconds=limits.MAX_DECODE_SECONDS if seconds is None else seconds)
+                        seconds=self.budgets.decode_seconds if seconds is None else seconds)
 
 
 def load_checkpoint(source) -> Checkpoint:

@@ -1,0 +1,857 @@
+"""Real-sized Hugging Face models (random weights, the hub's real config.json values), ours against
+transformers on the same files, in one run.
+
+    .venv/bin/python bench/real_models.py [--models t5-base,...] [--keep DIR] [--tokens N]
+    .venv/bin/python bench/real_models.py --configs DIR   # the config.json transformers writes
+
+Models (--models, comma-separated; all by default): t5-base, flan-t5-base, bart-large-cnn,
+bart-large-cnn-bf16 (the same weights saved in bfloat16), nllb-200-distilled-600M, pegasus-xsum.
+
+Each folder is built once, with a Python that has torch and transformers (HF_PYTHON, by default
+/work/hfenv/bin/python; skipped with exit 0 and the reason where there is none), and kept in
+--keep DIR (default /work/models), reused when present: the hub's config.json (the values of the
+real checkpoint, written out here: HUB_CONFIGS) and generation_config.json (HUB_GENERATION) read
+with AutoConfig / GenerationConfig as a download is, a model of it with transformers' default
+initialisation (torch seed 0, eval) saved with save_pretrained in float32 (bart-large-cnn-bf16:
+model.to(torch.bfloat16).save_pretrained), and a real tokenizer of the family's kind at the
+model's vocabulary size, trained here on English text (the docstrings of Python's standard
+library) and saved by transformers' class for the family:
+
+    T5        a SentencePiece unigram model (<pad> 0, </s> 1, <unk> 2) padded with synthetic pieces
+              to 32,000 (T5TokenizerFast: + 100 extra ids = 32,100 entries; vocab_size 32,128)
+    BART      a byte-level BPE vocab.json + merges.txt of 50,265 entries (<s> <pad> </s> <unk>
+              first, <mask> last; BartTokenizerFast); bart-large-cnn's vocab_size is 50,264
+    Pegasus   a SentencePiece unigram model padded to 96,000 pieces (PegasusTokenizerFast: + 103
+              reserved ids = 96,103 entries)
+    NLLB      a SentencePiece BPE model padded to 256,000 pieces (sentencepiece.bpe.model;
+              NllbTokenizerFast: fairseq's 4 specials, the pieces, the 202 language codes,
+              <mask> = 256,204 entries; vocab_size 256,206)
+
+The folder is then reloaded with AutoTokenizer + AutoModelForSeq2SeqLM, as a check that
+transformers reads it.
+
+Each side then runs in a fresh process (as bench/open_real.py): files to the first translation
+(import, load, one greedy translation of SOURCE with exactly --tokens new tokens: ours
+load_checkpoint(folder) then ckpt.generate(SOURCE, settings), the folder's generation config made
+greedy with min = max = N new tokens; theirs from_pretrained(dtype=float32) + AutoTokenizer +
+generate(num_beams=1, min_new_tokens=max_new_tokens=N), the folder's generation config otherwise
+(forced tokens, no_repeat_ngram_size, ...) on both sides); the warm translation (median of 3); the
+maps of SOURCE with a typed TARGET (ckpt.attention(source, target) against a forward pass with
+output_attentions=True, eager attention; median of 3); the growth of the RSS high-water mark
+(VmHWM) during the load, against the weights' size on disk; and whether the greedy ids are equal
+(ours decoding.token_ids against generate's output less the decoder start id). A model our side
+refuses shows "refused: <its sentence>" and the run goes on.
+
+--configs DIR: for t5-small, t5-base, flan-t5-base, flan-t5-large, bart-large, bart-large-cnn,
+distilbart-cnn-12-6, mbart-large-50, m2m100_418M, nllb-200-distilled-600M, opus-mt-en-de and
+pegasus-xsum, the config.json (and generation_config.json) that transformers writes when it saves
+the model read from the hub's files (DIR/<name>/config.json; the hub's own as hub_config.json),
+the fields it adds, drops or changes against the hub's, and what our config readers say of
+each (every refusal, a field at a time: a refused field is dropped and the reader run again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+DEFAULT_HF_PYTHON = "/work/hfenv/bin/python"
+DEFAULT_KEEP = "/work/models"
+SOURCE = ("The old man walked slowly to the station with my friend, because the last train to the "
+          "city leaves at nine o'clock every evening in the winter.")  # 27 words
+TARGET = "The old man takes the last train to the city at nine every winter evening."
+NEW_TOKENS, REPEATS = 24, 3
+
+# ----------------------------------------------------------------------------- the hub's files
+# config.json and generation_config.json of each checkpoint as the hub has them (transformers
+# 4.x wrote them), by name; "hub" is the repository. Written out from the hub's files.
+_LABELS3 = ({"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"},
+            {"LABEL_0": 0, "LABEL_1": 1, "LABEL_2": 2})
+_T5_TASKS = {
+    "summarization": {"early_stopping": True, "length_penalty": 2.0, "max_length": 200,
+                      "min_length": 30, "no_repeat_ngram_size": 3, "num_beams": 4,
+                      "prefix": "summarize: "},
+    "translation_en_to_de": {"early_stopping": True, "max_length": 300, "num_beams": 4,
+                             "prefix": "translate English to German: "},
+    "translation_en_to_fr": {"early_stopping": True, "max_length": 300, "num_beams": 4,
+                             "prefix": "translate English to French: "},
+    "translation_en_to_ro": {"early_stopping": True, "max_length": 300, "num_beams": 4,
+                             "prefix": "translate English to Romanian: "},
+}
+
+
+def _t5(d_model, d_ff, heads, layers, v11=False):
+    config = {
+        "architectures": ["T5ForConditionalGeneration" if v11 else "T5WithLMHeadModel"],
+        "d_ff": d_ff, "d_kv": 64, "d_model": d_model, "decoder_start_token_id": 0,
+        "dropout_rate": 0.1, "eos_token_id": 1, "initializer_factor": 1.0,
+        "is_encoder_decoder": True, "layer_norm_epsilon": 1e-06, "model_type": "t5",
+        "n_positions": 512, "num_heads": heads, "num_layers": layers, "output_past": True,
+        "pad_token_id": 0, "relative_attention_num_buckets": 32,
+        "task_specific_params": _T5_TASKS, "vocab_size": 32128}
+    if v11:  # flan-t5-*: T5 v1.1 (gated-gelu, its own lm_head)
+        config.update({
+            "dense_act_fn": "gelu_new", "feed_forward_proj": "gated-gelu", "is_gated_act": True,
+            "num_decoder_layers": layers, "relative_attention_max_distance": 128,
+            "tie_word_embeddings": False, "torch_dtype": "float32",
+            "transformers_version": "4.23.1", "use_cache": True})
+    return config
+
+
+_T5_GENERATION = {"_from_model_config": True, "decoder_start_token_id": 0, "eos_token_id": 1,
+                  "pad_token_id": 0, "transformers_version": "4.27.0.dev0"}
+_CNN_TASK = {"summarization": {"early_stopping": True, "length_penalty": 2.0, "max_length": 142,
+                               "min_length": 56, "no_repeat_ngram_size": 3, "num_beams": 4}}
+_BART_COMMON = {
+    "_num_labels": 3, "activation_function": "gelu", "add_bias_logits": False,
+    "add_final_layer_norm": False, "architectures": ["BartForConditionalGeneration"],
+    "bos_token_id": 0, "d_model": 1024, "decoder_attention_heads": 16, "decoder_ffn_dim": 4096,
+    "decoder_layerdrop": 0.0, "decoder_start_token_id": 2, "dropout": 0.1,
+    "encoder_attention_heads": 16, "encoder_ffn_dim": 4096, "encoder_layerdrop": 0.0,
+    "encoder_layers": 12, "eos_token_id": 2, "id2label": _LABELS3[0], "init_std": 0.02,
+    "is_encoder_decoder": True, "label2id": _LABELS3[1], "max_position_embeddings": 1024,
+    "model_type": "bart", "normalize_before": False, "num_hidden_layers": 12, "pad_token_id": 1,
+    "scale_embedding": False}
+
+HUB_CONFIGS = {
+    "t5-small": _t5(512, 2048, 8, 6),
+    "t5-base": _t5(768, 3072, 12, 12),
+    "flan-t5-base": _t5(768, 2048, 12, 12, v11=True),
+    "flan-t5-large": _t5(1024, 2816, 16, 24, v11=True),
+    "bart-large": {
+        **_BART_COMMON, "activation_dropout": 0.1, "architectures": ["BartModel"],
+        "attention_dropout": 0.1, "classif_dropout": 0.1, "classifier_dropout": 0.0,
+        "decoder_layers": 12, "early_stopping": True, "forced_eos_token_id": 2,
+        "gradient_checkpointing": False, "no_repeat_ngram_size": 3, "num_beams": 4,
+        "task_specific_params": {
+            "summarization": {"length_penalty": 1.0, "max_length": 128, "min_length": 12,
+                              "num_beams": 4},
+            "summarization_cnn": {"length_penalty": 2.0, "max_length": 142, "min_length": 56,
+                                  "num_beams": 4},
+            "summarization_xsum": {"length_penalty": 1.0, "max_length": 62, "min_length": 11,
+                                   "num_beams": 6}},
+        "transformers_version": "4.12.0.dev0", "use_cache": True, "vocab_size": 50265},
+    "bart-large-cnn": {
+        **_BART_COMMON, "activation_dropout": 0.0, "attention_dropout": 0.0,
+        "classif_dropout": 0.0, "classifier_dropout": 0.0, "decoder_layers": 12,
+        "early_stopping": True, "force_bos_token_to_be_generated": True, "forced_bos_token_id": 0,
+        "forced_eos_token_id": 2, "gradient_checkpointing": False, "length_penalty": 2.0,
+        "max_length": 142, "min_length": 56, "no_repeat_ngram_size": 3, "num_beams": 4,
+        "output_past": True, "prefix": " ", "task_specific_params": _CNN_TASK,
+        "transformers_version": "4.7.0.dev0", "use_cache": True, "vocab_size": 50264},
+    "distilbart-cnn-12-6": {
+        **_BART_COMMON, "activation_dropout": 0.0, "attention_dropout": 0.0,
+        "classif_dropout": 0.0, "decoder_layers": 6, "early_stopping": True,
+        "extra_pos_embeddings": 2, "force_bos_token_to_be_generated": True,
+        "length_penalty": 2.0, "max_length": 142, "min_length": 56, "no_repeat_ngram_size": 3,
+        "normalize_embedding": True, "num_beams": 4, "output_past": True, "prefix": " ",
+        "replacing_rate": 0, "static_position_embeddings": False,
+        "student_decoder_layers": None, "student_encoder_layers": None,
+        "task_specific_params": _CNN_TASK, "vocab_size": 50264},
+    "mbart-large-50": {
+        "_name_or_path": "/home/suraj/projects/mbart-50/hf_models/mbart-50-large",
+        "_num_labels": 3, "activation_dropout": 0.0, "activation_function": "gelu",
+        "add_bias_logits": False, "add_final_layer_norm": True,
+        "architectures": ["MBartForConditionalGeneration"], "attention_dropout": 0.0,
+        "bos_token_id": 0, "classif_dropout": 0.0, "classifier_dropout": 0.0, "d_model": 1024,
+        "decoder_attention_heads": 16, "decoder_ffn_dim": 4096, "decoder_layerdrop": 0.0,
+        "decoder_layers": 12, "decoder_start_token_id": 2, "dropout": 0.1,
+        "early_stopping": True, "encoder_attention_heads": 16, "encoder_ffn_dim": 4096,
+        "encoder_layerdrop": 0.0, "encoder_layers": 12, "eos_token_id": 2,
+        "forced_eos_token_id": 2, "gradient_checkpointing": False, "id2label": _LABELS3[0],
+        "init_std": 0.02, "is_encoder_decoder": True, "label2id": _LABELS3[1],
+        "max_length": 200, "max_position_embeddings": 1024, "model_type": "mbart",
+        "normalize_before": True, "normalize_embedding": True, "num_beams": 5,
+        "num_hidden_layers": 12, "output_past": True, "pad_token_id": 1, "scale_embedding": True,
+        "static_position_embeddings": False, "tokenizer_class": "MBart50Tokenizer",
+        "transformers_version": "4.4.0.dev0", "use_cache": True, "vocab_size": 250054},
+    "m2m100_418M": {
+        "_name_or_path": "hf_models/m2m100_418M", "activation_dropout": 0.0,
+        "activation_function": "relu", "architectures": ["M2M100ForConditionalGeneration"],
+        "attention_dropout": 0.1, "bos_token_id": 0, "d_model": 1024,
+        "decoder_attention_heads": 16, "decoder_ffn_dim": 4096, "decoder_layerdrop": 0.05,
+        "decoder_layers": 12, "decoder_start_token_id": 2, "dropout": 0.1,
+        "early_stopping": True, "encoder_attention_heads": 16, "encoder_ffn_dim": 4096,
+        "encoder_layerdrop": 0.05, "encoder_layers": 12, "eos_token_id": 2,
+        "gradient_checkpointing": False, "init_std": 0.02, "is_encoder_decoder": True,
+        "max_length": 200, "max_position_embeddings": 1024, "model_type": "m2m_100",
+        "num_beams": 5, "num_hidden_layers": 12, "pad_token_id": 1, "scale_embedding": True,
+        "transformers_version": "4.4.0.dev0", "use_cache": True, "vocab_size": 128112},
+    "nllb-200-distilled-600M": {
+        "_name_or_path": "/home/patrick/nllb-200-distilled-600M", "activation_dropout": 0.0,
+        "activation_function": "relu", "architectures": ["M2M100ForConditionalGeneration"],
+        "attention_dropout": 0.1, "bos_token_id": 0, "d_model": 1024,
+        "decoder_attention_heads": 16, "decoder_ffn_dim": 4096, "decoder_layerdrop": 0,
+        "decoder_layers": 12, "decoder_start_token_id": 2, "dropout": 0.1,
+        "encoder_attention_heads": 16, "encoder_ffn_dim": 4096, "encoder_layerdrop": 0,
+        "encoder_layers": 12, "eos_token_id": 2, "init_std": 0.02, "is_encoder_decoder": True,
+        "max_length": 200, "max_position_embeddings": 1024, "model_type": "m2m_100",
+        "num_hidden_layers": 12, "pad_token_id": 1, "scale_embedding": True,
+        "tokenizer_class": "NllbTokenizer", "torch_dtype": "float32",
+        "transformers_version": "4.21.0.dev0", "use_cache": True, "vocab_size": 256206},
+    "opus-mt-en-de": {
+        "_name_or_path": "/tmp/Helsinki-NLP/opus-mt-en-de", "_num_labels": 3,
+        "activation_dropout": 0.0, "activation_function": "swish", "add_bias_logits": False,
+        "add_final_layer_norm": False, "architectures": ["MarianMTModel"],
+        "attention_dropout": 0.0, "bad_words_ids": [[58100]], "bos_token_id": 0,
+        "classif_dropout": 0.0, "classifier_dropout": 0.0, "d_model": 512,
+        "decoder_attention_heads": 8, "decoder_ffn_dim": 2048, "decoder_layerdrop": 0.0,
+        "decoder_layers": 6, "decoder_start_token_id": 58100, "decoder_vocab_size": 58101,
+        "dropout": 0.1, "encoder_attention_heads": 8, "encoder_ffn_dim": 2048,
+        "encoder_layerdrop": 0.0, "encoder_layers": 6, "eos_token_id": 0,
+        "extra_pos_embeddings": 58101, "forced_eos_token_id": 0, "gradient_checkpointing": False,
+        "id2label": _LABELS3[0], "init_std": 0.02, "is_encoder_decoder": True,
+        "label2id": _LABELS3[1], "max_length": 512, "max_position_embeddings": 512,
+        "model_type": "marian", "normalize_before": False, "normalize_embedding": False,
+        "num_beams": 4, "num_hidden_layers": 6, "pad_token_id": 58100, "scale_embedding": True,
+        "share_encoder_decoder_embeddings": True, "static_position_embeddings": True,
+        "transformers_version": "4.22.0.dev0", "use_cache": True, "vocab_size": 58101},
+    "pegasus-xsum": {
+        "_name_or_path": "google/pegasus-xsum", "activation_dropout": 0.1,
+        "activation_function": "relu", "add_bias_logits": False, "add_final_layer_norm": True,
+        "architectures": ["PegasusForConditionalGeneration"], "attention_dropout": 0.1,
+        "bos_token_id": 0, "classif_dropout": 0.0, "classifier_dropout": 0.0, "d_model": 1024,
+        "decoder_attention_heads": 16, "decoder_ffn_dim": 4096, "decoder_layerdrop": 0.0,
+        "decoder_layers": 16, "decoder_start_token_id": 0, "dropout": 0.1,
+        "encoder_attention_heads": 16, "encoder_ffn_dim": 4096, "encoder_layerdrop": 0.0,
+        "encoder_layers": 16, "eos_token_id": 1, "extra_pos_embeddings": 0,
+        "force_bos_token_to_be_generated": False, "forced_eos_token_id": 1,
+        "gradient_checkpointing": False, "id2label": _LABELS3[0], "init_std": 0.02,
+        "is_encoder_decoder": True, "label2id": _LABELS3[1], "length_penalty": 0.6,
+        "max_length": 64, "max_position_embeddings": 512, "model_type": "pegasus",
+        "normalize_before": True, "normalize_embedding": False, "num_beams": 8,
+        "num_hidden_layers": 16, "pad_token_id": 0, "scale_embedding": True,
+        "static_position_embeddings": True,
+        "task_specific_params": {"summarization_xsum": {"length_penalty": 0.6, "max_length": 64,
+                                                        "max_position_embeddings": 512}},
+        "transformers_version": "4.5.0.dev0", "use_cache": True, "vocab_size": 96103},
+}
+HUB_GENERATION = {
+    "t5-small": _T5_GENERATION, "t5-base": _T5_GENERATION,
+    "flan-t5-base": {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
+                     "transformers_version": "4.26.0.dev0"},
+    "flan-t5-large": {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
+                      "transformers_version": "4.26.0.dev0"},
+    "bart-large": {"_from_model_config": True, "bos_token_id": 0, "decoder_start_token_id": 2,
+                   "early_stopping": True, "eos_token_id": 2, "forced_bos_token_id": 0,
+                   "forced_eos_token_id": 2, "no_repeat_ngram_size": 3, "num_beams": 4,
+                   "pad_token_id": 1, "transformers_version": "4.27.0.dev0"},
+    "bart-large-cnn": {"_from_model_config": True, "bos_token_id": 0,
+                       "decoder_start_token_id": 2, "early_stopping": True, "eos_token_id": 2,
+                       "forced_bos_token_id": 0, "forced_eos_token_id": 2, "length_penalty": 2.0,
+                       "max_length": 142, "min_length": 56, "no_repeat_ngram_size": 3,
+                       "num_beams": 4, "pad_token_id": 1, "transformers_version": "4.27.0.dev0"},
+    "distilbart-cnn-12-6": {"_from_model_config": True, "bos_token_id": 0,
+                            "decoder_start_token_id": 2, "early_stopping": True,
+                            "eos_token_id": 2, "forced_bos_token_id": 0, "forced_eos_token_id": 2,
+                            "length_penalty": 2.0, "max_length": 142, "min_length": 56,
+                            "no_repeat_ngram_size": 3, "num_beams": 4, "pad_token_id": 1,
+                            "transformers_version": "4.27.0.dev0"},
+    "mbart-large-50": {"_from_model_config": True, "bos_token_id": 0,
+                       "decoder_start_token_id": 2, "early_stopping": True, "eos_token_id": 2,
+                       "forced_eos_token_id": 2, "max_length": 200, "num_beams": 5,
+                       "pad_token_id": 1, "transformers_version": "4.27.0.dev0"},
+    "m2m100_418M": {"_from_model_config": True, "bos_token_id": 0, "decoder_start_token_id": 2,
+                    "early_stopping": True, "eos_token_id": 2, "max_length": 200,
+                    "num_beams": 5, "pad_token_id": 1, "transformers_version": "4.27.0.dev0"},
+    "nllb-200-distilled-600M": {"_from_model_config": True, "bos_token_id": 0,
+                                "decoder_start_token_id": 2, "eos_token_id": 2,
+                                "max_length": 200, "pad_token_id": 1,
+                                "transformers_version": "4.27.0.dev0"},
+    "opus-mt-en-de": {"bad_words_ids": [[58100]], "bos_token_id": 0,
+                      "decoder_start_token_id": 58100, "eos_token_id": 0,
+                      "forced_eos_token_id": 0, "max_length": 512, "num_beams": 4,
+                      "pad_token_id": 58100, "renormalize_logits": True,
+                      "transformers_version": "4.32.0.dev0"},
+    "pegasus-xsum": {"bos_token_id": 0, "decoder_start_token_id": 0, "eos_token_id": 1,
+                     "forced_eos_token_id": 1, "length_penalty": 0.6, "max_length": 64,
+                     "num_beams": 8, "pad_token_id": 0, "transformers_version": "4.27.0.dev0"},
+}
+HUB = {"t5-small": "google-t5/t5-small", "t5-base": "google-t5/t5-base",
+       "flan-t5-base": "google/flan-t5-base", "flan-t5-large": "google/flan-t5-large",
+       "bart-large": "facebook/bart-large", "bart-large-cnn": "facebook/bart-large-cnn",
+       "distilbart-cnn-12-6": "sshleifer/distilbart-cnn-12-6",
+       "mbart-large-50": "facebook/mbart-large-50", "m2m100_418M": "facebook/m2m100_418M",
+       "nllb-200-distilled-600M": "facebook/nllb-200-distilled-600M",
+       "opus-mt-en-de": "Helsinki-NLP/opus-mt-en-de", "pegasus-xsum": "google/pegasus-xsum"}
+# The benchmarked folders: name -> (the hub model it is, its tokenizer's kind, dtype saved).
+BENCH_MODELS = {
+    "t5-base": ("t5-base", "t5", "float32"),
+    "flan-t5-base": ("flan-t5-base", "t5", "float32"),
+    "bart-large-cnn": ("bart-large-cnn", "bart", "float32"),
+    "bart-large-cnn-bf16": ("bart-large-cnn", "bart", "bfloat16"),
+    "nllb-200-distilled-600M": ("nllb-200-distilled-600M", "nllb", "float32"),
+    "pegasus-xsum": ("pegasus-xsum", "pegasus", "float32"),
+}
+# The tokenizer entries each kind has in the real checkpoint (len(tokenizer)).
+TOKENIZER_ENTRIES = {"t5": 32100, "bart": 50265, "pegasus": 96103, "nllb": 256204}
+
+
+# ============================================================ the build (transformers' Python)
+def english_lines(limit: int = 60_000) -> list[str]:
+    """English sentences: the docstrings of Python's standard library, in a fixed order."""
+    import ast
+    import re
+    import sysconfig
+
+    lines, seen = [], set()
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for path in sorted(stdlib.rglob("*.py")):
+        if {"site-packages", "dist-packages", "test", "tests"} & set(path.relative_to(stdlib).parts):
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                     ast.AsyncFunctionDef)):
+                continue
+            doc = ast.get_docstring(node) or ""
+            for sentence in re.split(r"(?<=[.!?])\s+", " ".join(doc.split())):
+                words = sentence.split()
+                if 5 <= len(words) <= 40 and sentence not in seen and \
+                        sum(c.isalpha() or c == " " for c in sentence) > 0.85 * len(sentence):
+                    seen.add(sentence)
+                    lines.append(sentence)
+                    if len(lines) >= limit:
+                        return lines
+    return lines
+
+
+def _synthetic(i: int) -> str:
+    """A word no English text holds: 'zq' then i in base 26."""
+    letters = ""
+    while True:
+        i, r = divmod(i, 26)
+        letters = chr(97 + r) + letters
+        if not i:
+            return "zq" + letters
+
+
+def train_spm(lines: list[str], vocab_size: int, model_type: str, **ids) -> bytes:
+    """A SentencePiece model trained on lines (one thread, seed 0, nmt_nfkc as the real ones)."""
+    import io
+
+    import sentencepiece as spm
+
+    writer = io.BytesIO()
+    spm.set_random_generator_seed(0)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=writer, model_type=model_type,
+        vocab_size=vocab_size, character_coverage=1.0, num_threads=1, hard_vocab_limit=False,
+        normalization_rule_name="nmt_nfkc", minloglevel=2, **ids)
+    return writer.getvalue()
+
+
+def pad_spm(model: bytes, pieces: int) -> bytes:
+    """The SentencePiece model with synthetic pieces ('▁zq..', scores below every real one)
+    appended up to `pieces` pieces."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    have = {p.piece for p in proto.pieces}
+    low = min(p.score for p in proto.pieces) - 1.0
+    i = 0
+    while len(proto.pieces) < pieces:
+        piece = "▁" + _synthetic(i)
+        i += 1
+        if piece in have:
+            continue
+        new = proto.pieces.add()
+        new.piece, new.score, new.type = piece, low - i * 1e-4, 1  # NORMAL
+    assert len(proto.pieces) == pieces, (len(proto.pieces), pieces)
+    return proto.SerializeToString()
+
+
+def build_tokenizer(kind: str, out: Path):
+    """The family's tokenizer at the real checkpoint's size, saved into out by transformers'
+    class for the family; returns it as reloaded."""
+    from transformers import (
+        AutoTokenizer,
+        BartTokenizerFast,
+        NllbTokenizerFast,
+        PegasusTokenizerFast,
+        T5TokenizerFast,
+    )
+
+    lines = english_lines()
+    entries = TOKENIZER_ENTRIES[kind]
+    if kind == "bart":
+        from tokenizers import ByteLevelBPETokenizer
+
+        bpe = ByteLevelBPETokenizer(add_prefix_space=False)
+        bpe.train_from_iterator(lines, vocab_size=entries - 1, min_frequency=2,
+                                special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+                                show_progress=False)
+        vocab = dict(sorted(bpe.get_vocab().items(), key=lambda kv: kv[1]))
+        assert list(vocab)[:4] == ["<s>", "<pad>", "</s>", "<unk>"]
+        i = 0
+        while len(vocab) < entries - 1:
+            piece = "Ġ" + _synthetic(i)
+            i += 1
+            vocab.setdefault(piece, len(vocab))
+        vocab["<mask>"] = len(vocab)  # as in bart-large: <mask> is the last id
+        (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        merges = json.loads(bpe.to_str())["model"]["merges"]
+        text = ["#version: 0.2"] + [m if isinstance(m, str) else " ".join(m) for m in merges]
+        (out / "merges.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
+        tokenizer = BartTokenizerFast(vocab=str(out / "vocab.json"),
+                                      merges=str(out / "merges.txt"))
+    elif kind in ("t5", "pegasus"):
+        # T5: 32,000 pieces + 100 extra ids; Pegasus: 96,000 pieces after 103 reserved ids.
+        pieces = {"t5": 32000, "pegasus": 96000}[kind]
+        model = train_spm(lines, 16000, "unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+        (out / "spiece.model").write_bytes(pad_spm(model, pieces))
+        cls = T5TokenizerFast if kind == "t5" else PegasusTokenizerFast
+        (out / "tokenizer_config.json").write_text(json.dumps(
+            {"tokenizer_class": cls.__name__.removesuffix("Fast")}))
+        tokenizer = cls.from_pretrained(out)
+    else:  # NLLB-200: sentencepiece.bpe.model, fairseq's ids, the language codes, <mask>
+        from transformers.models.nllb.tokenization_nllb import FAIRSEQ_LANGUAGE_CODES
+
+        model = train_spm(lines, 12000, "bpe", unk_id=0, bos_id=1, eos_id=2, pad_id=-1)
+        (out / "sentencepiece.bpe.model").write_bytes(pad_spm(model, 256000))
+        (out / "tokenizer_config.json").write_text(json.dumps(
+            {"tokenizer_class": "NllbTokenizer", "src_lang": "eng_Latn", "tgt_lang": "fra_Latn",
+             "extra_special_tokens": FAIRSEQ_LANGUAGE_CODES}))
+        NllbTokenizerFast.from_pretrained(out).save_pretrained(out)
+        # The codes right after the pieces, <mask> last, as facebook/nllb-200's tokenizer.json
+        # has them (transformers' conversion puts <mask> first): tests/fixtures' NLLB layout.
+        data = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))
+        first = len(data["model"]["vocab"])
+        order = {code: first + i for i, code in enumerate(FAIRSEQ_LANGUAGE_CODES)}
+        order["<mask>"] = first + len(FAIRSEQ_LANGUAGE_CODES)
+        for token in data["added_tokens"]:
+            token["id"] = order.get(token["content"], token["id"])
+        data["added_tokens"].sort(key=lambda token: token["id"])
+        for token in data["post_processor"]["special_tokens"].values():
+            token["ids"] = [order.get(t, i) for t, i in zip(token["tokens"], token["ids"])]
+        (out / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False),
+                                            encoding="utf-8")
+        tokenizer = NllbTokenizerFast.from_pretrained(out)
+        assert tokenizer.convert_tokens_to_ids("<mask>") == len(tokenizer) - 1
+    tokenizer.save_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert len(tokenizer) == entries, (kind, len(tokenizer), entries)
+    return tokenizer
+
+
+def _stage(name: str, where: Path) -> Path:
+    """A folder holding the hub's config.json and generation_config.json of `name`."""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "config.json").write_text(json.dumps(HUB_CONFIGS[name], indent=2))
+    (where / "generation_config.json").write_text(json.dumps(HUB_GENERATION[name], indent=2))
+    return where
+
+
+def build_folder(name: str, out: Path) -> dict:
+    """The folder of BENCH_MODELS[name] (see the docstring), checked by reloading it."""
+    import tempfile
+
+    import torch
+    from transformers import (
+        AutoConfig,
+        AutoModelForSeq2SeqLM,
+        AutoTokenizer,
+        GenerationConfig,
+    )
+
+    hub_name, kind, dtype = BENCH_MODELS[name]
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    if dtype == "bfloat16":  # the float32 folder's weights, saved in bfloat16
+        base = out.parent / hub_name
+        if not (out.parent / f"{hub_name}.built.json").exists():
+            build_folder(hub_name, base)
+        model = AutoModelForSeq2SeqLM.from_pretrained(base, dtype=torch.float32).eval()
+        model.to(torch.bfloat16).save_pretrained(out)
+        AutoTokenizer.from_pretrained(base).save_pretrained(out)
+    else:
+        tokenizer = build_tokenizer(kind, out)
+        with tempfile.TemporaryDirectory() as tmp:
+            stage = _stage(hub_name, Path(tmp))
+            config = AutoConfig.from_pretrained(stage)  # as a download is read
+            generation = GenerationConfig.from_pretrained(stage)
+        torch.manual_seed(0)
+        model = AutoModelForSeq2SeqLM.from_config(config).eval()
+        if HUB_CONFIGS[hub_name].get("tie_word_embeddings") is False:
+            # T5 v1.1 / flan-T5 hold an lm_head of their own; transformers 5 ties it on init
+            # (T5Config forces tie_word_embeddings), so it is drawn here as _init_weights draws
+            # an untied one: N(0, initializer_factor).
+            factor = config.initializer_factor
+            generator = torch.Generator().manual_seed(1)
+            model.lm_head.weight = torch.nn.Parameter(torch.normal(
+                0.0, factor, model.lm_head.weight.shape, generator=generator))
+        model.generation_config = generation
+        model.save_pretrained(out)  # float32, model.safetensors
+    assert (out / "model.safetensors").exists(), sorted(p.name for p in out.iterdir())
+    # transformers reads it back
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    again = AutoModelForSeq2SeqLM.from_pretrained(out, dtype=torch.float32).eval()
+    want = dict(model.float().named_parameters())
+    for key, value in again.named_parameters():
+        assert torch.equal(value, want[key].to(value.dtype)), key
+    ids = tokenizer(SOURCE)["input_ids"]
+    info = {"name": name, "hub": HUB[hub_name], "dtype": dtype,
+            "class": type(again).__name__, "tokenizer": type(tokenizer).__name__,
+            "tokenizer_entries": len(tokenizer), "vocab_size": again.config.vocab_size,
+            "parameters": sum(p.numel() for p in again.parameters()),
+            "source_pieces": len(ids), "files": {p.name: p.stat().st_size
+                                                  for p in sorted(out.iterdir())}}
+    if hasattr(again, "lm_head") and hasattr(again, "shared"):
+        info["lm_head_tied"] = again.lm_head.weight.data_ptr() == again.shared.weight.data_ptr()
+    (out.parent / f"{name}.built.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def write_configs(where: Path) -> None:
+    """where/<name>/config.json and generation_config.json as transformers saves a model read
+    from the hub's files (hub_config.json, hub_generation_config.json beside them)."""
+    import tempfile
+
+    import torch
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, GenerationConfig
+
+    for name in HUB_CONFIGS:
+        out = where / name
+        if out.exists():
+            shutil.rmtree(out)
+        with tempfile.TemporaryDirectory() as tmp:
+            stage = _stage(name, Path(tmp) / "stage")
+            config = AutoConfig.from_pretrained(stage)
+            generation = GenerationConfig.from_pretrained(stage)
+            with torch.device("meta"):
+                model = AutoModelForSeq2SeqLM.from_config(config)
+            model = model.to_empty(device="cpu").eval()  # no values: only the files' config
+            model.generation_config = generation
+            model.save_pretrained(Path(tmp) / "saved")
+            out.mkdir(parents=True)
+            for file in ("config.json", "generation_config.json"):
+                shutil.copy(Path(tmp) / "saved" / file, out / file)
+        (out / "hub_config.json").write_text(json.dumps(HUB_CONFIGS[name], indent=2) + "\n")
+        (out / "hub_generation_config.json").write_text(
+            json.dumps(HUB_GENERATION[name], indent=2) + "\n")
+        print(f"wrote {out}", file=sys.stderr)
+
+
+# ========================================================================== the measurement
+COMMON = r"""
+import json, math, resource, statistics, sys, time
+def now(): return time.perf_counter()
+def rss():  # VmHWM (Linux's ru_maxrss survives fork + exec: a big parent's mark would show)
+    with open("/proc/self/status") as f:
+        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:"))
+def timed(fn):
+    t = now(); fn(); return now() - t
+def median(fn): return statistics.median(timed(fn) for _ in range(%(repeats)d))
+r = {}
+def done():
+    print("RESULT " + json.dumps(r)); sys.exit(0)
+"""
+
+OURS = COMMON + r"""
+import dataclasses
+t = now(); from transformer import load_checkpoint; r["import"] = now() - t
+r["rss_import"] = rss()
+t = now()
+try:
+    ckpt = load_checkpoint(%(folder)r)  # the folder as it is: no conversion
+except Exception as err:
+    r["refused"] = f"{type(err).__name__}: {err}"
+    done()
+r["load"], r["rss_load"] = now() - t, rss()
+from transformer.inference.generation_config import read_generation_config
+base = ckpt.generation or read_generation_config(None, ckpt.config)
+settings = dataclasses.replace(base.greedy(), max_length=%(new)d + 1, min_length=%(new)d + 1)
+r["notes"] = list(settings.notes)
+def translate():
+    return ckpt.generate(%(source)r, settings, seconds=math.inf)
+try:
+    t = now(); out = translate(); r["first"], r["rss_first"] = now() - t, rss()
+    r["ids"], r["stopped_by"] = [int(i) for i in out.token_ids], out.stopped_by
+    r["warm"] = median(translate)
+    r["maps_first"] = timed(lambda: ckpt.attention(%(source)r, %(target)r))
+    r["maps"] = median(lambda: ckpt.attention(%(source)r, %(target)r))
+except Exception as err:
+    r["failed"] = f"{type(err).__name__}: {err}"
+done()
+"""
+
+THEIRS = COMMON + r"""
+t = now(); import torch; from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+r["import"] = now() - t
+r["rss_import"] = rss()
+torch.set_grad_enabled(False)
+t = now()
+model = AutoModelForSeq2SeqLM.from_pretrained(%(folder)r, dtype=torch.float32).eval()
+tok = AutoTokenizer.from_pretrained(%(folder)r)
+r["load"], r["rss_load"] = now() - t, rss()
+start = model.generation_config.decoder_start_token_id
+if start is None:
+    start = model.config.decoder_start_token_id
+def translate():
+    inputs = tok(%(source)r, return_tensors="pt")
+    out = model.generate(**inputs, max_new_tokens=%(new)d, min_new_tokens=%(new)d, num_beams=1,
+                         do_sample=False)
+    tok.decode(out[0], skip_special_tokens=True)
+    return out[0].tolist()
+t = now(); ids = translate(); r["first"], r["rss_first"] = now() - t, rss()
+assert ids[0] == start, (ids[0], start)
+r["ids"], r["source_ids"] = ids[1:], tok(%(source)r)["input_ids"]
+r["warm"] = median(translate)
+model.set_attn_implementation("eager")  # sdpa returns no attention weights
+def maps():
+    src = tok(%(source)r)["input_ids"]
+    labels = tok(text_target=%(target)r)["input_ids"]
+    out = model(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([[start] + labels[:-1]]),
+                output_attentions=True)
+    [a.numpy() for a in out.encoder_attentions + out.decoder_attentions + out.cross_attentions]
+r["maps_first"] = timed(maps)
+r["maps"] = median(maps)
+done()
+"""
+
+
+def hf_python() -> tuple[str | None, str]:
+    """(A Python with torch and transformers, or None; why not)."""
+    candidates = [os.environ.get("HF_PYTHON") or DEFAULT_HF_PYTHON, sys.executable]
+    for python in dict.fromkeys(candidates):
+        if not Path(python).exists():
+            continue
+        probe = subprocess.run([python, "-c", "import torch, transformers"], capture_output=True)
+        if probe.returncode == 0:
+            return python, ""
+    return None, (f"no Python with torch and transformers (HF_PYTHON, by default "
+                  f"{DEFAULT_HF_PYTHON}, nor {sys.executable})")
+
+
+def run(python: str, script: str, **values) -> dict:
+    code = script % {"repeats": REPEATS, "source": SOURCE, "target": TARGET, **values}
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore",
+                               "TRANSFORMERS_VERBOSITY": "error"})
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"failed": f"the measuring process exited {done.returncode}: "
+                      f"{done.stderr.strip().splitlines()[-1:] or ''}",
+            "stderr": done.stderr[-3000:]}
+
+
+def ensure_folder(python: str, name: str, keep: Path) -> dict:
+    marker = keep / f"{name}.built.json"
+    if marker.exists() and (keep / name / "model.safetensors").exists():
+        return json.loads(marker.read_text())
+    print(f"building {keep / name} (once; kept for later runs) ...", flush=True)
+    subprocess.run([python, __file__, "--build", name, "--keep", str(keep)], check=True,
+                   cwd=ROOT, env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                                  "PYTHONWARNINGS": "ignore", "TRANSFORMERS_VERBOSITY": "error",
+                                  "TQDM_DISABLE": "1"})
+    return json.loads(marker.read_text())
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:6.2f}" if a is not None and b else "     -"
+
+
+def _num(value, fmt="9.3f") -> str:
+    return format(value, fmt) if isinstance(value, (int, float)) else f"{'-':>9s}"
+
+
+def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int) -> dict:
+    weights = info["files"]["model.safetensors"]
+    line = {"model": name, "hub": info["hub"], "dtype": info["dtype"],
+            "weights_mb": round(weights / 2**20), "new_tokens": tokens}
+    print(f"\n== {name} ({info['hub']}, random weights; model.safetensors {weights / 2**20:.0f} MB "
+          f"{info['dtype']}, {info['parameters'] / 1e6:.0f}M parameters; source "
+          f"{info['source_pieces']} ids)")
+    totals = {}
+    for side, d in (("ours", ours), ("theirs", theirs)):
+        if all(k in d for k in ("import", "load", "first")):
+            totals[side] = d["import"] + d["load"] + d["first"]
+    refused = ours.get("refused") or ours.get("failed")
+    if refused:
+        what = "refused" if "refused" in ours else "failed"
+        print(f"  ours {what}: {refused}")
+        line["ours"] = f"{what}: {refused}"
+    if theirs.get("failed"):
+        print(f"  transformers failed: {theirs['failed']}\n{theirs.get('stderr', '')}")
+        line["theirs"] = f"failed: {theirs['failed']}"
+    print(f"  {'seconds (each side in a fresh process)':44s} {'ours':>9s} {'transformers':>13s} "
+          f"{'ratio':>6s}")
+    rows = [("import", "import"), ("load", "load"),
+            (f"first translation ({tokens} tokens)", "first"),
+            ("files to first translation", None),
+            (f"warm translation (median of {REPEATS})", "warm"),
+            ("maps with a typed target, first call", "maps_first"),
+            (f"maps with a typed target (median of {REPEATS})", "maps")]
+    for label, key in rows:
+        a, b = (totals.get("ours"), totals.get("theirs")) if key is None else (
+            ours.get(key), theirs.get(key))
+        print(f"  {label:44s} {_num(a)} {_num(b, '13.3f')} {_ratio(a, b)}")
+        line[key or "files_to_first"] = {"ours": a, "theirs": b,
+                                         "ratio": a / b if a is not None and b else None}
+    mem = {}
+    for side, d in (("ours", ours), ("theirs", theirs)):
+        if "rss_load" in d:
+            mem[side] = (d["rss_load"] - d["rss_import"]) / weights
+    print(f"  {'load: VmHWM growth / weights on disk':44s} {_num(mem.get('ours'), '9.2f')} "
+          f"{_num(mem.get('theirs'), '13.2f')} {_ratio(mem.get('ours'), mem.get('theirs'))}")
+    line["load_peak_over_weights"] = {**mem, "ratio": mem["ours"] / mem["theirs"]
+                                      if len(mem) == 2 else None}
+    if "ids" in ours and "ids" in theirs:
+        a, b = ours["ids"], theirs["ids"]
+        same = a == b
+        first_diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y),
+                          None if len(a) == len(b) else min(len(a), len(b)))
+        print(f"  greedy ids equal: {'yes' if same else 'NO'} (ours {len(a)}, transformers "
+              f"{len(b)} tokens" + ("" if same else f"; first difference at step {first_diff}: "
+                                    f"ours {a[first_diff:first_diff + 3]}, transformers "
+                                    f"{b[first_diff:first_diff + 3]}") + ")")
+        line.update(ids_equal=same, first_difference=first_diff, ours_ids=a, theirs_ids=b)
+        if ours.get("stopped_by") not in (None, "length"):
+            print(f"  ours stopped by {ours['stopped_by']}")
+    else:
+        line["ids_equal"] = None
+    if ours.get("notes"):
+        print("  our generation settings' notes: " + " ".join(ours["notes"]))
+    print("JSON " + json.dumps(line))
+    return line
+
+
+def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS) -> None:
+    keep.mkdir(parents=True, exist_ok=True)
+    print(f"load average {os.getloadavg()[0]:.2f}; folders in {keep}; transformers' side: "
+          f"{python}; sentence ({len(SOURCE.split())} words): {SOURCE!r}")
+    lines = []
+    for name in names:
+        info = ensure_folder(python, name, keep)
+        folder = str(keep / name)
+        ours = run(sys.executable, OURS, folder=folder, new=tokens)
+        theirs = run(python, THEIRS, folder=folder, new=tokens)
+        lines.append(report(name, info, ours, theirs, tokens))
+    print(f"\nsummary: ratios ours / transformers ({tokens} new tokens, greedy)")
+    print(f"{'model':26s} {'files->1st':>10s} {'warm':>7s} {'maps':>7s} {'load mem':>9s}  ids equal")
+    for line in lines:
+        if "ours" in line:  # refused or failed
+            print(f"{line['model']:26s} {line['ours'][:110]}")
+            continue
+        cells = [line[k]["ratio"] for k in ("files_to_first", "warm", "maps")]
+        cells.append(line["load_peak_over_weights"]["ratio"])
+        print(f"{line['model']:26s} " + " ".join(
+            f"{c:10.2f}" if i == 0 else f"{c:7.2f}" if i < 3 else f"{c:9.2f}"
+            for i, c in enumerate(cells)) + f"  {line['ids_equal']}")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
+# ============================================================== --configs: what readers say
+def _reader(model_type: str):
+    from transformer.importers import HF_FAMILIES
+
+    module = HF_FAMILIES[model_type]
+    return getattr(module, module.__name__.rsplit(".", 1)[-1] + "_config")
+
+
+def refusals(config: dict) -> list[str]:
+    """Every sentence our reader refuses config with: the field a sentence names is dropped and
+    the reader run again, until it reads the config or names no field of it."""
+    import re
+
+    from transformer.checkpoint.format import CheckpointError
+
+    config, said = dict(config), []
+    reader = _reader(config.get("model_type"))
+    for _ in range(50):
+        try:
+            reader(config, "the model")
+            return said
+        except CheckpointError as err:
+            sentence = str(err)
+            said.append(sentence)
+            named = re.search(r"field '([^']+)'|sets (\w+) to|gives (\w+)|describes (architectures)",
+                              sentence)
+            key = next((g for g in (named.groups() if named else ()) if g), None)
+            if key not in config:
+                return said
+            del config[key]
+    return said
+
+
+def diff(hub: dict, saved: dict) -> dict:
+    return {"added": {k: saved[k] for k in sorted(set(saved) - set(hub))},
+            "dropped": sorted(set(hub) - set(saved)),
+            "changed": {k: [hub[k], saved[k]] for k in sorted(set(hub) & set(saved))
+                        if hub[k] != saved[k]}}
+
+
+def configs(python: str, where: Path) -> None:
+    subprocess.run([python, __file__, "--write-configs", str(where)], check=True, cwd=ROOT,
+                   env={**os.environ, "PYTHONWARNINGS": "ignore", "TRANSFORMERS_VERBOSITY": "error",
+                        "TQDM_DISABLE": "1"})
+    version = subprocess.run([python, "-c", "import transformers; print(transformers.__version__)"],
+                             capture_output=True, text=True).stdout.strip()
+    for name in HUB_CONFIGS:
+        hub = json.loads((where / name / "hub_config.json").read_text())
+        saved = json.loads((where / name / "config.json").read_text())
+        gen_hub = json.loads((where / name / "hub_generation_config.json").read_text())
+        gen_saved = json.loads((where / name / "generation_config.json").read_text())
+        print(f"\n== {name} ({HUB[name]}): config.json as transformers {version} saves it, "
+              f"against the hub's")
+        for what, d in (("config.json", diff(hub, saved)),
+                        ("generation_config.json", diff(gen_hub, gen_saved))):
+            print(f"  {what}: added {json.dumps(d['added'])}")
+            print(f"  {what}: dropped {', '.join(d['dropped']) or '-'}")
+            print(f"  {what}: changed {json.dumps(d['changed'])}")
+        for label, config in (("the hub's config.json", hub),
+                              (f"transformers {version}'s config.json", saved)):
+            said = refusals(config)
+            print(f"  our reader on {label}: " + ("reads it" if not said else
+                                                   f"{len(said)} refusal(s)"))
+            for sentence in said:
+                print(f"    - {sentence}")
+        print("JSON " + json.dumps({"model": name, "config": diff(hub, saved),
+                                    "generation_config": diff(gen_hub, gen_saved),
+                                    "refusals_hub": refusals(hub),
+                                    "refusals_saved": refusals(saved)}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(BENCH_MODELS),
+                        help=f"comma-separated, of {', '.join(BENCH_MODELS)}")
+    parser.add_argument("--keep", default=DEFAULT_KEEP, help="where the folders are kept")
+    parser.add_argument("--tokens", type=int, default=NEW_TOKENS, help="new tokens per translation")
+    parser.add_argument("--configs", help="write the saved config.json of each model here, and "
+                                          "say what our readers make of them")
+    parser.add_argument("--build", help=argparse.SUPPRESS)
+    parser.add_argument("--write-configs", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.build:
+        return print(json.dumps(build_folder(args.build, Path(args.keep) / args.build)))
+    if args.write_configs:
+        return write_configs(Path(args.write_configs))
+    python, why = hf_python()
+    if python is None:
+        return print(f"skipped: {why}")
+    if args.configs:
+        return configs(python, Path(args.configs))
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BENCH_MODELS]
+    if unknown:
+        parser.error(f"unknown models {unknown}; known: {', '.join(BENCH_MODELS)}")
+    bench(python, names, Path(args.keep), args.tokens)
+
+
+if __name__ == "__main__":
+    main()

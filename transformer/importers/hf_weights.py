@@ -1,0 +1,200 @@
+"""A Hugging Face model's weights, read as data, in every layout and precision the hub uses for
+the families read here:
+
+    model.safetensors                       one file
+    model.safetensors.index.json            a model split in shards: its weight_map names, for
+      + model-00001-of-0000N.safetensors    every tensor, the shard that holds it
+    tf_model.h5                             a repository with no safetensors (many opus-mt ones),
+                                            read as data through the bounded HDF5 reader
+                                            (hf_tf_weights); never Keras objects
+    pytorch_model.bin alone                 refused with a sentence: a pickle can run code
+
+F32, F16, BF16 and F64 tensors are kept in their stored precision (BF16 as ml_dtypes.bfloat16)
+until the model's variables take them, a block of rows at a time
+(transformer.model.weights.assign_weights): a half-precision file is never widened whole. A
+file found in a folder is memory-mapped, not read: float32 tensors are views of the page cache
+and the process grows by the model's variables, not by the file. Files an upload gave are bytes
+already read within their caps.
+
+Every failure is a CheckpointError sentence naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from transformer.checkpoint import safetensors
+from transformer.checkpoint.format import CheckpointError, read_input
+from transformer.checkpoint.jsons import bounded_json
+from transformer.core import limits
+
+__all__ = ["INDEX", "PICKLE_FILES", "SAFETENSORS", "TF_WEIGHTS", "WEIGHT_FILES", "StoredWeights",
+           "read_safetensors", "read_weights", "refuse_pickle"]
+
+SAFETENSORS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+TF_WEIGHTS = "tf_model.h5"
+WEIGHT_FILES = (SAFETENSORS, INDEX, TF_WEIGHTS)  # looked up in a folder, in this order
+PICKLE_FILES = ("pytorch_model.bin",)  # noted when present, never read
+SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.safetensors")  # a plain file name
+MAX_SHARDS = 256
+STORED_DTYPES = ("F32", "F16", "BF16", "F64")  # what the hub's files hold for these families
+
+
+@dataclass
+class StoredWeights:
+    """Where one model's weights are, before any is read: the folder (weights looked up by name
+    in it) or the files given ({name: bytes}), and the budgets of who gave them."""
+    label: str
+    files: dict  # {name: bytes or Path} of WEIGHT_FILES (and shards, for given files)
+    folder: Path | None = None
+    budgets: limits.Budgets = limits.UPLOAD
+
+    def present(self) -> bool:
+        return any(name in self.files for name in WEIGHT_FILES)
+
+
+def refuse_pickle(label: str, what: str) -> CheckpointError:
+    """The sentence for a model whose only weights are pytorch_model.bin."""
+    return CheckpointError(
+        f"The {what} model in {label} has its weights only in pytorch_model.bin, a pickle, which "
+        "can run code when it is loaded, so it is never read here. Convert it once, on a "
+        "machine you trust, with transformers: `python -c \"from transformers import "
+        "AutoModelForSeq2SeqLM as M; M.from_pretrained('DIR').save_pretrained('DIR')\"` writes "
+        "model.safetensors beside it; or download the model's model.safetensors (or "
+        "tf_model.h5) from its page.")
+
+
+def read_weights(stored: StoredWeights) -> tuple[dict[str, np.ndarray], list[dict]]:
+    """({Hugging Face name: array in its stored precision}, [{"name", "bytes", "sha256"}] of
+    the weight files read) from model.safetensors, a sharded model or tf_model.h5, whichever
+    the files hold first."""
+    files, label = stored.files, stored.label
+    if SAFETENSORS in files:
+        data = _open(stored, SAFETENSORS, stored.budgets.weights_bytes)
+        return read_safetensors(data, label, SAFETENSORS), [_entry(SAFETENSORS, data, stored)]
+    if INDEX in files:
+        return _read_shards(stored)
+    if TF_WEIGHTS in files:
+        from transformer.importers.hf_tf_weights import read_tf_weights
+
+        data = _open(stored, TF_WEIGHTS, stored.budgets.weights_bytes)
+        return read_tf_weights(data, label), [_entry(TF_WEIGHTS, data, stored)]
+    raise CheckpointError(f"{label[:1].upper() + label[1:]} holds no weights "
+                          f"(model.safetensors, {INDEX} with its shards, or tf_model.h5).")
+
+
+def read_safetensors(data, label: str, name: str = SAFETENSORS) -> dict[str, np.ndarray]:
+    """Every tensor of one safetensors file (bytes or a memory map) as a read-only view in its
+    stored precision: the header checked whole first (transformer.checkpoint.safetensors), then
+    every value finite. No torch, no pickle."""
+    where = f"{name} in {label}"
+    source = safetensors.Source(where, name, f"In {where}, the weight")
+    try:
+        tensors = safetensors.header(data, source, dtypes=STORED_DTYPES)
+    except CheckpointError as err:
+        raise CheckpointError(f"{where} is not a valid safetensors file ({err})") from None
+    return safetensors.arrays(data, tensors, source)
+
+
+def _read_shards(stored: StoredWeights) -> tuple[dict[str, np.ndarray], list[dict]]:
+    """A model split in shards: the index's weight_map checked (every shard a plain file name,
+    every tensor in the shard the index names, none twice), every shard read."""
+    label = stored.label
+    index_data = _open(stored, INDEX, limits.MAX_JSON_BYTES)
+    index = bounded_json(index_data, f"{INDEX} in {label}")
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):
+        raise CheckpointError(f"{INDEX} in {label} has no weight_map of tensor names to shard "
+                              "files.")
+    shards = sorted(set(weight_map.values()))
+    if len(shards) > MAX_SHARDS:
+        raise CheckpointError(f"{INDEX} in {label} names {len(shards):,} shards; at most "
+                              f"{MAX_SHARDS} are read.")
+    for shard in shards:
+        if not SHARD_NAME.fullmatch(shard) or shard in (SAFETENSORS,):
+            raise CheckpointError(f"{INDEX} in {label} names the shard {shard[:80]!r}; a shard "
+                                  "is a .safetensors file beside it (a plain file name).")
+    weights, entries, budget = {}, [_entry(INDEX, index_data, stored)], stored.budgets.weights_bytes
+    for shard in shards:
+        data = _open(stored, shard, budget)
+        budget -= len(data)
+        tensors = read_safetensors(data, label, shard)
+        listed = {n for n, s in weight_map.items() if s == shard}
+        if set(tensors) != listed:
+            extra = sorted(set(tensors) - listed) or sorted(listed - set(tensors))
+            raise CheckpointError(
+                f"{shard} in {label} does not hold what {INDEX} says: "
+                f"{extra[0][:80]!r} is {'not listed for it' if extra[0] in tensors else 'missing'}.")
+        weights.update(tensors)
+        entries.append(_entry(shard, data, stored))
+    return weights, entries
+
+
+def _open(stored: StoredWeights, name: str, limit: int):
+    """The bytes of one weight file: given bytes (an upload's, within its cap), or a folder's
+    file memory-mapped read-only (a regular file, links followed: Hugging Face's cache links
+    every file into its blobs) of at most `limit` bytes."""
+    found = stored.files.get(name)
+    if found is None and stored.folder is not None:
+        found = stored.folder / name
+    if found is None:
+        raise CheckpointError(f"{stored.label[:1].upper() + stored.label[1:]} is missing "
+                              f"{name}, which {INDEX} names.")
+    if not isinstance(found, Path):
+        data = read_input(found, name, limit)
+        return data
+    try:
+        with open(found, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not _regular(info.st_mode):
+                raise CheckpointError(f"{name} in {stored.label} is not a regular file.")
+            if info.st_size > limit:
+                raise CheckpointError(
+                    f"{name} in {stored.label} is {info.st_size / 2**20:,.1f} MB; the limit is "
+                    f"{limit / 2**20:,.0f} MB"
+                    + (" (the memory available)." if stored.budgets.named else
+                       " for an uploaded model (a model you open by its folder or name on your "
+                       "own server has no such limit: python -m explorer.serve --model DIR)."))
+            if info.st_size == 0:
+                raise CheckpointError(f"{name} in {stored.label} is empty.")
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise CheckpointError(f"{stored.label[:1].upper() + stored.label[1:]} is missing "
+                              f"{name}, which {INDEX} names.") from None
+    except OSError as err:
+        raise CheckpointError(f"{name} in {stored.label} could not be read "
+                              f"({err.strerror or type(err).__name__}).") from None
+
+
+def _regular(mode: int) -> bool:
+    import stat
+
+    return stat.S_ISREG(mode)
+
+
+BLOB_NAME = re.compile(r"[0-9a-f]{64}")  # a Hugging Face cache blob of an LFS file: its SHA-256
+
+
+def _entry(name: str, data, stored: StoredWeights) -> dict:
+    """{"name", "bytes", "sha256"} of one weight file for the provenance and the cache key. A
+    file in Hugging Face's cache is a link to blobs/<its SHA-256> (for files stored in LFS, as
+    weights are): that name is the hash, so a 2 GB file is not read to hash it again."""
+    path = stored.folder / name if stored.folder is not None and name not in stored.files \
+        else stored.files.get(name)
+    if isinstance(path, Path):
+        try:
+            target = path.resolve()
+        except OSError:
+            target = path
+        if target.parent.name == "blobs" and BLOB_NAME.fullmatch(target.name):
+            return {"name": name, "bytes": len(data), "sha256": target.name}
+    return {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
