@@ -16,8 +16,11 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 
 install: $(STAMP)
 
+# MODEL="org/name ~/models/bart": models opened by folder or Hugging Face name, the first active.
+# Bound to localhost, where the sidebar may open a model by name or folder too.
 run: install
-	$(BIN)/python -m explorer.serve --server.port $(PORT)
+	$(BIN)/python -m explorer.serve --server.port $(PORT) --server.address localhost \
+		$(foreach m,$(MODEL),--model $(m))
 
 # The browser tests drive Debian's Chromium; installed here when missing (needs root + apt-get).
 chromium:

@@ -476,7 +476,9 @@ def build_folder(name: str, out: Path) -> dict:
             build_folder(hub_name, base)
         model = AutoModelForSeq2SeqLM.from_pretrained(base, dtype=torch.float32).eval()
         model.to(torch.bfloat16).save_pretrained(out)
-        AutoTokenizer.from_pretrained(base).save_pretrained(out)
+        for file in base.iterdir():  # the tokenizer's files as they are
+            if file.name not in ("config.json", "generation_config.json", "model.safetensors"):
+                shutil.copy(file, out / file.name)
     else:
         tokenizer = build_tokenizer(kind, out)
         with tempfile.TemporaryDirectory() as tmp:
@@ -710,6 +712,14 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int) -> dict
           f"{_num(mem.get('theirs'), '13.2f')} {_ratio(mem.get('ours'), mem.get('theirs'))}")
     line["load_peak_over_weights"] = {**mem, "ratio": mem["ours"] / mem["theirs"]
                                       if len(mem) == 2 else None}
+    # transformers maps model.safetensors: its pages count once touched, by the first translation
+    first = {side: (d["rss_first"] - d["rss_import"]) / weights
+             for side, d in (("ours", ours), ("theirs", theirs)) if "rss_first" in d}
+    print(f"  {'to first translation: VmHWM growth / weights':44s} "
+          f"{_num(first.get('ours'), '9.2f')} {_num(first.get('theirs'), '13.2f')} "
+          f"{_ratio(first.get('ours'), first.get('theirs'))}")
+    line["first_peak_over_weights"] = {**first, "ratio": first["ours"] / first["theirs"]
+                                       if len(first) == 2 else None}
     if "ids" in ours and "ids" in theirs:
         a, b = ours["ids"], theirs["ids"]
         same = a == b
@@ -742,16 +752,18 @@ def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS) -
         theirs = run(python, THEIRS, folder=folder, new=tokens)
         lines.append(report(name, info, ours, theirs, tokens))
     print(f"\nsummary: ratios ours / transformers ({tokens} new tokens, greedy)")
-    print(f"{'model':26s} {'files->1st':>10s} {'warm':>7s} {'maps':>7s} {'load mem':>9s}  ids equal")
+    print(f"{'model':26s} {'files->1st':>10s} {'warm':>7s} {'maps':>7s} {'load mem':>9s} "
+          f"{'1st mem':>8s}  ids equal")
     for line in lines:
         if "ours" in line:  # refused or failed
             print(f"{line['model']:26s} {line['ours'][:110]}")
             continue
         cells = [line[k]["ratio"] for k in ("files_to_first", "warm", "maps")]
-        cells.append(line["load_peak_over_weights"]["ratio"])
+        cells += [line["load_peak_over_weights"]["ratio"], line["first_peak_over_weights"]["ratio"]]
+        widths = (10, 7, 7, 9, 8)
         print(f"{line['model']:26s} " + " ".join(
-            f"{c:10.2f}" if i == 0 else f"{c:7.2f}" if i < 3 else f"{c:9.2f}"
-            for i, c in enumerate(cells)) + f"  {line['ids_equal']}")
+            f"{c:{w}.2f}" if c is not None else f"{'-':>{w}s}" for c, w in zip(cells, widths))
+            + f"  {line['ids_equal']}")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 

@@ -1,4 +1,11 @@
-"""The models a session can pick: bundled checkpoints and its uploads, loaded once and cached.
+"""The models a session can pick: bundled checkpoints, the models the person running the server
+named (--model, and the sidebar's "Open a model by name or folder" on a local server) and its
+uploads, loaded once and cached.
+
+Named models (a folder or a Hugging Face name) open with the budgets of the machine
+(transformer.core.limits.named_budgets), an upload with every upload limit. They are held in a
+process-wide cache of MAX_NAMED models, opened with a progress bar (a download's, then the
+load's).
 
 Models are cached with st.cache_resource keyed by the file's sha256 (bounded) and shared by every
 session, so they are never mutated. What they compute is cached in explorer.results.
@@ -16,6 +23,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import streamlit as st
@@ -31,6 +40,9 @@ logger = logging.getLogger(__name__)
 MAX_MODELS = 6  # checkpoints held in memory at once, over all sessions
 MAX_UPLOADS_PER_SESSION = 3  # uploaded models a session keeps (the oldest is forgotten first)
 MAX_NOTES = 10  # upload outcomes a session keeps for the Model page
+MAX_NAMED = 3  # named models (folders, hub names) held in memory at once, over all sessions
+_named: OrderedDict[str, Checkpoint] = OrderedDict()  # {folder or hub name: opened}, oldest first
+_named_lock = threading.Lock()  # one named model opens at a time
 
 
 def bundled_checkpoints() -> dict[str, Path]:
@@ -66,7 +78,12 @@ def training_run(file_names, name: str) -> list[tuple[int | None, str]]:
 
 def model_choices() -> dict[str, str]:
     """{choice id: label} for the model picker: bundled checkpoints, then this session's uploads."""
-    choices = {f"{state.BUNDLED}:{p.name}": label for label, p in bundled_checkpoints().items()}
+    choices = {}
+    for text in dict.fromkeys(state.served_models() + st.session_state.get(state.NAMED_OPENED,
+                                                                            [])):
+        choices[f"{state.NAMED}:{text}"] = named_label(text)
+    choices.update({f"{state.BUNDLED}:{p.name}": label
+                    for label, p in bundled_checkpoints().items()})
     for digest, (name, _) in state.uploads().items():
         choices[f"{state.UPLOADED}:{digest}"] = f"{name} (uploaded, {digest[:8]})"
     return choices
@@ -83,8 +100,34 @@ def _bundled_bytes(path: str, mtime: float) -> bytes:
     return Path(path).read_bytes()
 
 
+def named_label(text: str) -> str:
+    """The picker's label of a named model: the folder or the Hugging Face name, as given."""
+    try:
+        folder = Path(text).expanduser().is_dir()
+    except OSError:
+        folder = False
+    return f"{text} ({'folder' if folder else 'Hugging Face'})"
+
+
+def open_named(text: str, progress=None) -> Checkpoint:
+    """The model a folder path or Hugging Face name gives, opened with the machine's budgets
+    (load_checkpoint(text)), from the process-wide cache when it is there. progress(fraction,
+    text): a download's progress. CheckpointError when it cannot be opened."""
+    with _named_lock:
+        if text in _named:
+            _named.move_to_end(text)
+            return _named[text]
+        ckpt = load_checkpoint(text, progress=progress)
+        _named[text] = ckpt
+        while len(_named) > MAX_NAMED:
+            _named.popitem(last=False)
+        return ckpt
+
+
 def checkpoint_for(choice: str) -> Checkpoint:
     origin, _, name = choice.partition(":")
+    if origin == state.NAMED:
+        return open_named(name)
     if origin == state.UPLOADED:
         filename, data = st.session_state[state.UPLOADS][name]
         return _load(name, data)
@@ -98,7 +141,65 @@ def active_checkpoint() -> Checkpoint:
     choice = state.model_choice()
     if choice not in model_choices():
         choice = st.session_state[state.MODEL] = state.default_model_choice()
+    if choice.startswith(f"{state.NAMED}:") and choice.partition(":")[2] not in _named:
+        return _open_with_progress(choice)
     return checkpoint_for(choice)
+
+
+def _open_with_progress(choice: str) -> Checkpoint:
+    """A named model not opened yet, opened with a progress bar; when it cannot be, its sentence
+    and the bundled default model instead."""
+    text = choice.partition(":")[2]
+    try:
+        return _open_with_bar(text)
+    except CheckpointError as err:
+        st.error(f"{text} could not be opened: {err}")
+        st.session_state[state.MODEL] = state.bundled_default_choice()
+        return checkpoint_for(state.bundled_default_choice())
+
+
+def open_by_name() -> None:
+    """The sidebar's "Open a model by name or folder" box: on a server that allows it
+    (state.open_by_name_allowed: started on localhost), the folder or Hugging Face name typed
+    is opened with a progress bar and becomes the active model; on another server, a sentence
+    and nothing read. A model that cannot be opened is a sentence; the model in use stays."""
+    with st.form("open_by_name", border=False):
+        st.text_input("Folder or Hugging Face name", key=state.OPEN_NAME,
+                      placeholder="Helsinki-NLP/opus-mt-en-de or ~/models/bart",
+                      help="A folder holding a Hugging Face model (config.json, its weights "
+                           "and tokenizer files), or a name on the Hugging Face Hub: its local "
+                           "cache first, else downloaded (only the files read; never a "
+                           "pickle). Opened with this machine's memory as its budget.")
+        submitted = st.form_submit_button("Open")
+    text = str(st.session_state.get(state.OPEN_NAME) or "").strip()
+    if not submitted or not text:
+        return
+    if not state.open_by_name_allowed():
+        st.error("This server does not open models by name or folder: it was started for "
+                 "others (only a server started on localhost, as `make run` does, or with "
+                 "--open-by-name, opens them). Upload the model's files instead. " + KEEP)
+        return
+    choice = f"{state.NAMED}:{text}"
+    try:
+        _open_with_bar(text)
+    except CheckpointError as err:
+        st.error(f"{err} {KEEP}")
+        return
+    opened = st.session_state[state.NAMED_OPENED]
+    if text not in opened:
+        opened.append(text)
+    st.session_state[state.MODEL] = choice
+
+
+def _open_with_bar(text: str) -> Checkpoint:
+    """open_named with a progress bar (a download's) and a spinner while the model is built."""
+    bar = st.progress(0.0, text=f"Looking for {text}…")
+    try:
+        with st.spinner(f"Opening {text} (reading its weights, building the model)…"):
+            return open_named(text, progress=lambda fraction, said: bar.progress(
+                min(1.0, max(0.0, fraction)), text=said))
+    finally:
+        bar.empty()
 
 
 # ------------------------------------------------------------------ uploads

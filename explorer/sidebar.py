@@ -44,6 +44,8 @@ def render():
                              accept_multiple_files=True, key=state.uploader_key(),
                              on_change=models.accept_upload, help=UPLOAD_HELP)
             models.import_form()
+        with st.expander("Open a model by name or folder", icon=":material/folder_open:"):
+            models.open_by_name()
     with notices:
         models.run_requested_import()
         models.show_upload_outcome()

@@ -2,12 +2,17 @@
 
 Imports nothing else from explorer: the other modules import this one."""
 
+import json
+import os
+
 import streamlit as st
 
 from transformer.core.text import clean_text
 from transformer.inference.session import DEFAULT_CHECKPOINT
 
-MODEL = "model_choice"  # "bundled:<file name>" or "upload:<sha256>"
+MODEL = "model_choice"  # "bundled:<file name>", "named:<folder or hub name>" or "upload:<sha256>"
+NAMED_OPENED = "named_models_opened"  # [folder or hub name]: opened in this session's sidebar
+OPEN_NAME = "open_model_name"  # the sidebar's "Open a model by name or folder" box
 UPLOADS = "uploaded_checkpoints"  # {sha256: (file name, bytes)}: this session's uploads
 UPLOADER = "checkpoint_uploader"  # the file_uploader widget's key (uploader_key: its round)
 UPLOADER_ROUND = "uploader_round"  # how many times the uploader was cleared
@@ -31,11 +36,35 @@ TARGET_MODEL, TARGET_TYPED = "The model's translation", "A target I type (teache
 SEARCH_CONFIG, SEARCH_GREEDY = "As its generation config says", "Greedy"
 SEARCHES = (SEARCH_CONFIG, SEARCH_GREEDY)
 DEFAULT_SOURCE = "Friday, March 5, 2021"
-BUNDLED, UPLOADED = "bundled", "upload"  # the two origins of a model choice
+BUNDLED, UPLOADED, NAMED = "bundled", "upload", "named"  # the origins of a model choice
+# Set by explorer.serve from its command line: the models the person running the server named
+# (--model, a JSON list) and whether the sidebar may open one by name or folder (on for a server
+# on localhost, off for one started for others: --open-by-name / --no-open-by-name).
+SERVED_MODELS, OPEN_BY_NAME = "EXPLORER_MODELS", "EXPLORER_OPEN_BY_NAME"
+
+
+def served_models() -> list[str]:
+    """The folders or Hugging Face names the server was started with (--model), in order."""
+    try:
+        names = json.loads(os.environ.get(SERVED_MODELS, "[]"))
+    except ValueError:
+        return []
+    return [n for n in names if isinstance(n, str) and n] if isinstance(names, list) else []
+
+
+def open_by_name_allowed() -> bool:
+    """Whether this server lets the sidebar open a model by name or folder (explorer.serve)."""
+    return os.environ.get(OPEN_BY_NAME) == "1"
 
 
 def default_model_choice() -> str:
-    """The model picker's choice of the bundled default checkpoint."""
+    """The model picker's first choice: the first model the server was started with (--model),
+    else the bundled default checkpoint."""
+    served = served_models()
+    return f"{NAMED}:{served[0]}" if served else bundled_default_choice()
+
+
+def bundled_default_choice() -> str:
     return f"{BUNDLED}:{DEFAULT_CHECKPOINT.name}"
 
 
@@ -43,6 +72,7 @@ def init() -> None:
     """Set defaults for keys this session has not set yet."""
     st.session_state.setdefault(MODEL, default_model_choice())
     st.session_state.setdefault(UPLOADS, {})
+    st.session_state.setdefault(NAMED_OPENED, [])
     st.session_state.setdefault(SOURCE, DEFAULT_SOURCE)
     st.session_state.setdefault(TARGET_MODE, TARGET_MODEL)
     st.session_state.setdefault(TARGET, "")

@@ -25,17 +25,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, log, *, watch_files: bool = True, warm: bool = True
-                 ) -> subprocess.Popen:
+def start_server(port: int, log, *, watch_files: bool = True, warm: bool = True,
+                 args: tuple[str, ...] = ()) -> subprocess.Popen:
     """The app's server as `make run` starts it (`python -m explorer.serve`: `streamlit run
     app.py` with a warm start) headless on 127.0.0.1:port, its output into `log` (an open file).
     watch_files=False: no rerun when files under the tree change (benchmarks, while other work
-    edits the tree). warm=False: no warm start (explorer.warm.SWITCH), to measure a cold one."""
+    edits the tree). warm=False: no warm start (explorer.warm.SWITCH), to measure a cold one.
+    args: explorer.serve's own (--model NAME_OR_DIR, --no-open-by-name)."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "EXPLORER_WARM": "1" if warm else "0"}
     env.pop("STREAMLIT_LOGGER_LEVEL", None)
     command = [sys.executable, "-m", "explorer.serve", "--server.port", str(port),
                "--server.address", "127.0.0.1", "--server.headless", "true",
-               "--browser.gatherUsageStats", "false"]
+               "--browser.gatherUsageStats", "false", *args]
     if not watch_files:
         command += ["--server.fileWatcherType", "none", "--server.runOnSave", "false"]
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -20,7 +20,7 @@ import pytest
 from transformer.checkpoint.format import CheckpointError, save_checkpoint
 from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers import detect_recipe, load_checkpoint
-from transformer.importers.t5 import FOLDER_FILES, convert_t5
+from transformer.importers.t5 import FOLDER_FILES, convert_t5, t5_config
 from transformer.inference.forward import forward
 from transformer.inference.generation import generate
 from transformer.inference.generation_config import read_generation_config
@@ -252,3 +252,21 @@ def test_relative_buckets_equal_transformers_for_t5s_own_settings():
             theirs = bucket(torch.tensor(distances), bidirectional, buckets, max_distance).numpy()
             ours = relative_position_buckets(distances, bidirectional, buckets, max_distance)
             np.testing.assert_array_equal(ours, theirs)
+
+
+def test_a_config_written_by_transformers_5_24_opens_with_its_arithmetic():
+    """transformers 5.24 writes scale_decoder_outputs in every T5 config and forces
+    tie_word_embeddings to true (lm_head tied to the shared embedding): a v1.1 model saved by it
+    says scale_decoder_outputs false and holds no lm_head.weight. Our logits equal those
+    transformers 5.24 computed (tests/fixtures/make_t5_524_fixture.py)."""
+    folder = FIXTURES / "t5_v11_524"
+    config = json.loads((folder / "config.json").read_text())
+    assert config["scale_decoder_outputs"] is False and config["tie_word_embeddings"] is True
+    ckpt = load_checkpoint(folder)
+    assert ckpt.config.tie_output and ckpt.config.output_scale == 1.0
+    recorded = np.load(folder / "recorded.npz")
+    out = ckpt.model((recorded["source_ids"], recorded["decoder_ids"]), return_attention=True)
+    np.testing.assert_allclose(np.asarray(out["logits"]), recorded["logits"], rtol=0, atol=1e-4)
+    # a v1.0 model as 5.24 writes it scales, as the hub's v1.0 configs did without the field
+    assert t5_config({**config, "scale_decoder_outputs": True})["output_scale"] == \
+        config["d_model"] ** -0.5

@@ -131,8 +131,8 @@ def load_checkpoint(source, *, budgets: limits.Budgets | None = None,
         return hf_family(path).convert(path, budgets=budgets)  # its sentence names what it lacks
     if path.suffix.lower() == ".zip":
         return hf_family(path).convert(path, budgets=budgets)
-    if not _exists(path) and isinstance(source, str) and hub.is_hub_name(source):
-        folder = hub.resolve(source, progress=progress)
+    if not _exists(path) and path.suffix.lower() != ".ckpt":  # a hub name, or its sentence
+        folder = hub.resolve(str(source), progress=progress)
         return hf_family(folder).convert(folder, budgets=budgets)
     return session.load_checkpoint(source)
 

@@ -82,6 +82,7 @@ ALLOWED_FIELDS = {
     "feed_forward_proj": None, "dense_act_fn": None, "is_gated_act": None,
     "tie_word_embeddings": None, "pad_token_id": None, "eos_token_id": None,
     "decoder_start_token_id": None, "n_positions": None, "initializer_factor": None,
+    "scale_decoder_outputs": None,
     "is_encoder_decoder": (True,), "is_decoder": (False,),
 }
 
@@ -127,6 +128,11 @@ def t5_config(hf_config: dict, label: str = "the T5 model") -> dict:
         raise CheckpointError(f"{where} gives the same id {end_id} for eos_token_id and "
                               "pad_token_id; the end of an output could not be told apart.")
     tied = read.boolean("tie_word_embeddings", True)
+    # transformers 5.24 writes scale_decoder_outputs in every T5 config (and forces
+    # tie_word_embeddings to true, tying lm_head to the shared embedding): the decoder's output is
+    # scaled by d_model ** -0.5 before the projection when it is true. Configs written before
+    # (the hub's) have no such field: there tie_word_embeddings decides both, as 4.x did.
+    scaled = read.boolean("scale_decoder_outputs", tied)
     d_model = read.integer("d_model", 512)
     return dict(
         src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, num_heads=heads,
@@ -137,7 +143,7 @@ def t5_config(hf_config: dict, label: str = "the T5 model") -> dict:
         dropout_rate=0.1,
         max_len=read.integer("n_positions", DEFAULT_MAX_LEN, high=limits.MAX_POSITIONS),
         positional="none", scale_embeddings=False, share_embeddings=True, tie_output=tied,
-        output_bias=False, output_scale=d_model ** -0.5 if tied else 1.0, norm_first=True,
+        output_bias=False, output_scale=d_model ** -0.5 if scaled else 1.0, norm_first=True,
         norm="rms", use_bias=False, attention_scale=False, feedforward=feedforward,
         activation=activation, layer_norm_epsilon=float(epsilon),
         relative_attention=True,

@@ -1,0 +1,89 @@
+"""`python -m explorer.serve --model DIR` in headless Chromium (Debian's): the named model is
+active on the first page, prepared while the server started; a folder typed in the sidebar's
+"Open a model by name or folder" opens and becomes active; a name that is nothing is a sentence
+and the model stays.
+
+Screenshots land in test-artifacts/screenshots/ for a person to look at.
+"""
+
+import os
+
+import pytest
+from conftest import ARTIFACTS, ROOT
+from test_browser import browser, wait_for_app  # noqa: F401 - fixtures
+
+from testkit.browser import free_port, start_server, wait_healthy
+
+pytestmark = pytest.mark.browser
+
+BART = ROOT / "tests" / "fixtures" / "bart"
+MARIAN = ROOT / "tests" / "fixtures" / "marian"
+
+
+@pytest.fixture(scope="module")
+def named_server():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = open(ARTIFACTS / "streamlit_named.log", "w")
+    port = free_port()
+    offline = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"  # a hub name is looked for in the cache only
+    try:
+        proc = start_server(port, log, args=("--model", str(BART)))
+    finally:
+        if offline is None:
+            os.environ.pop("HF_HUB_OFFLINE")
+        else:
+            os.environ["HF_HUB_OFFLINE"] = offline
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc, timeout=120)
+    except RuntimeError as err:
+        proc.kill()
+        pytest.fail(f"{err}; see test-artifacts/streamlit_named.log")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+    log.close()
+
+
+def active_model(page) -> str:
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
+        has_text="Active model")
+    return box.inner_text()
+
+
+def test_model_named_at_start_and_one_opened_from_the_sidebar(named_server, browser):  # noqa: F811
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{named_server}/Model")
+    wait_for_app(page)
+    assert f"{BART} (folder)" in active_model(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(shots / "named_model_at_start.png"), full_page=True)
+
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text("Open a model by name or folder").click()
+    box = sidebar.get_by_label("Folder or Hugging Face name")
+    box.fill(str(MARIAN))
+    box.press("Enter")  # submits the form
+    page.wait_for_timeout(500)
+    wait_for_app(page, timeout=180_000)
+    assert f"{MARIAN} (folder)" in active_model(page)
+    page.locator('[data-testid="stMain"]').get_by_text("Marian", exact=False).first.wait_for(
+        timeout=60_000)
+    page.screenshot(path=str(shots / "named_model_opened_from_sidebar.png"), full_page=True)
+
+    box = sidebar.get_by_label("Folder or Hugging Face name")
+    box.fill("nobody/no-such-model-here")
+    box.press("Enter")
+    page.wait_for_timeout(500)
+    wait_for_app(page, timeout=120_000)
+    error = sidebar.locator('[data-testid="stAlert"]').filter(has_text="Hugging Face cache")
+    error.first.wait_for(timeout=60_000)
+    assert "did not change" in error.first.inner_text()
+    assert f"{MARIAN} (folder)" in active_model(page)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert not errors, errors
