@@ -47,9 +47,13 @@ def named_server():
 
 
 def active_model(page) -> str:
+    """The sidebar picker's shown choice (Streamlit draws it in the select's input or beside
+    it, by version: both are read)."""
     box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
         has_text="Active model")
-    return box.inner_text()
+    field = box.locator("input")
+    shown = field.first.input_value() if field.count() else ""
+    return f"{box.inner_text()} {shown} {box.locator('[value]').first.get_attribute('value') or ''}"
 
 
 def test_model_named_at_start_and_one_opened_from_the_sidebar(named_server, browser):  # noqa: F811
@@ -66,7 +70,8 @@ def test_model_named_at_start_and_one_opened_from_the_sidebar(named_server, brow
 
     sidebar = page.locator('[data-testid="stSidebar"]')
     sidebar.get_by_text("Open a model by name or folder").click()
-    box = sidebar.get_by_label("Folder or Hugging Face name")
+    box = sidebar.locator('[data-testid="stTextInput"]').filter(
+        has_text="Folder or Hugging Face name").locator("input")
     box.fill(str(MARIAN))
     box.press("Enter")  # submits the form
     page.wait_for_timeout(500)
@@ -76,7 +81,6 @@ def test_model_named_at_start_and_one_opened_from_the_sidebar(named_server, brow
         timeout=60_000)
     page.screenshot(path=str(shots / "named_model_opened_from_sidebar.png"), full_page=True)
 
-    box = sidebar.get_by_label("Folder or Hugging Face name")
     box.fill("nobody/no-such-model-here")
     box.press("Enter")
     page.wait_for_timeout(500)
