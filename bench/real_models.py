@@ -671,7 +671,7 @@ def _num(value, fmt="9.3f") -> str:
     return format(value, fmt) if isinstance(value, (int, float)) else f"{'-':>9s}"
 
 
-def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int) -> dict:
+def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: list) -> dict:
     weights = info["files"]["model.safetensors"]
     line = {"model": name, "hub": info["hub"], "dtype": info["dtype"],
             "weights_mb": round(weights / 2**20), "new_tokens": tokens}
@@ -730,10 +730,14 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int) -> dict
                                     f"ours {a[first_diff:first_diff + 3]}, transformers "
                                     f"{b[first_diff:first_diff + 3]}") + ")")
         line.update(ids_equal=same, first_difference=first_diff, ours_ids=a, theirs_ids=b)
-        if ours.get("stopped_by") not in (None, "length"):
-            print(f"  ours stopped by {ours['stopped_by']}")
+        if len(a) < tokens:
+            print(f"  ours stopped by {ours.get('stopped_by')}")
     else:
         line["ids_equal"] = None
+    print(f"  load average before ours, before theirs, after: "
+          f"{', '.join(f'{x:.2f}' for x in load)} (with 2 cores, above ~1 means another process "
+          "shared them)")
+    line["load_average"] = load
     if ours.get("notes"):
         print("  our generation settings' notes: " + " ".join(ours["notes"]))
     print("JSON " + json.dumps(line))
@@ -748,9 +752,12 @@ def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS) -
     for name in names:
         info = ensure_folder(python, name, keep)
         folder = str(keep / name)
+        load = [os.getloadavg()[0]]
         ours = run(sys.executable, OURS, folder=folder, new=tokens)
+        load.append(os.getloadavg()[0])
         theirs = run(python, THEIRS, folder=folder, new=tokens)
-        lines.append(report(name, info, ours, theirs, tokens))
+        load.append(os.getloadavg()[0])
+        lines.append(report(name, info, ours, theirs, tokens, load))
     print(f"\nsummary: ratios ours / transformers ({tokens} new tokens, greedy)")
     print(f"{'model':26s} {'files->1st':>10s} {'warm':>7s} {'maps':>7s} {'load mem':>9s} "
           f"{'1st mem':>8s}  ids equal")

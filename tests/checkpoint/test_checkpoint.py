@@ -24,6 +24,7 @@ import struct
 import tracemalloc
 import warnings
 import zipfile
+from dataclasses import replace
 
 import fuzz_cases
 import keras
@@ -1078,7 +1079,8 @@ def test_a_model_that_never_ends_stops_at_the_step_budget(monkeypatch):
     ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
     done = ckpt.translate("Friday, March 5, 2021")
     assert done.stopped_by == "end" and ckpt.stopped_by_budget(done) is None
-    monkeypatch.setattr(limits, "MAX_DECODE_STEPS", 3)  # a budget shorter than the answer
+    # a budget shorter than the answer
+    monkeypatch.setattr(ckpt, "budgets", replace(ckpt.budgets, decode_steps=3))
     cut = ckpt.translate("Friday, March 5, 2021")
     assert len(cut.token_ids) == 3 and cut.token_ids == done.token_ids[:3]
     assert cut.stopped_by == "length"
@@ -1095,7 +1097,7 @@ def test_a_translation_stops_at_the_time_budget(monkeypatch, beam_width):
 
     ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
     done = ckpt.translate("Friday, March 5, 2021", beam_width=beam_width)
-    monkeypatch.setattr(limits, "MAX_DECODE_SECONDS", 0.0)
+    monkeypatch.setattr(ckpt, "budgets", replace(ckpt.budgets, decode_seconds=0.0))
     cut = ckpt.translate("Friday, March 5, 2021", beam_width=beam_width)
     assert cut.stopped_by == "time" and len(cut.token_ids) == 1
     if beam_width == 1:
@@ -1192,8 +1194,8 @@ def test_the_model_s_max_len_cuts_below_the_budget_and_is_named(valid):
 
 def test_a_model_s_layers_and_heads_lower_the_budget_and_the_note_says_why(valid, monkeypatch):
     ckpt = load_checkpoint(with_config(valid, max_len=limits.MAX_POSITIONS))
-    monkeypatch.setattr(limits, "MAX_MAPS_BYTES", 40 * limits.maps_copies() *
-                        limits.maps_bytes(ckpt.config, 1) * 40)  # maps of 40 x 40 ids
+    monkeypatch.setattr(ckpt, "budgets", replace(ckpt.budgets, maps_bytes=40 * (
+        limits.maps_copies() * limits.maps_bytes(ckpt.config, 1)) * 40))  # maps of 40 x 40 ids
     assert ckpt.target_len == ckpt.source_len == 40 == ckpt.step_budget()
     assert len(ckpt.attention(LONG_TEXT, LONG_TEXT)["decoder"][0, 0]) == 40
     assert ckpt.length_limit("target").startswith(

@@ -289,12 +289,14 @@ def test_a_translation_cut_by_the_time_budget_says_so_in_the_sidebar_and_on_the_
         app, monkeypatch):
     """A model whose decode runs out of time (here a budget of 0 s: one step) shows the tokens
     it made and a warning naming the budget, in the sidebar and on the Decoding page."""
-    from transformer.core import limits
+    from transformer import Checkpoint
 
-    monkeypatch.setattr(limits, "MAX_DECODE_SECONDS", 0.0)
+    original = Checkpoint.translate  # the model's time budget spent at once: one step
+    monkeypatch.setattr(Checkpoint, "translate", lambda self, *a, seconds=None, **k: original(
+        self, *a, seconds=0.0 if seconds is None else seconds, **k))
     app.text_input(key=state.SOURCE).set_value("Sunday, 7 November 1999 (time budget)")
     at = run(open_page(app, PAGE))
     expected = "stopped after 1 token without an end token, at the time budget of one " \
-               "translation (0 s)"
+               "translation (10 s)"  # the model's budget (an upload's), spent here at once
     assert any(expected in w.value for w in at.sidebar.warning), [w.value for w in at.warning]
     assert any(expected in w.value for w in at.main.warning), [w.value for w in at.warning]

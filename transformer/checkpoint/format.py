@@ -54,6 +54,7 @@ from transformer.core.limits import (
     MAX_COMPRESSION_RATIO,
     MAX_FILE_BYTES,
     MAX_JSON_BYTES,
+    MAX_LAYERS,  # noqa: F401 - re-exported, as it always was
     MAX_MEMBER_BYTES,
     MAX_POSITIONS,
     MAX_TOKENIZER_BYTES,
