@@ -735,8 +735,8 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
     else:
         line["ids_equal"] = None
     print(f"  load average before ours, before theirs, after: "
-          f"{', '.join(f'{x:.2f}' for x in load)} (with 2 cores, above ~1 means another process "
-          "shared them)")
+          f"{', '.join(f'{x:.2f}' for x in load)} (2 cores; the measured process alone brings it "
+          "near 1.5: well above 2 means another process shared them)")
     line["load_average"] = load
     if ours.get("notes"):
         print("  our generation settings' notes: " + " ".join(ours["notes"]))

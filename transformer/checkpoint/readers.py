@@ -196,20 +196,23 @@ def read_weights(files, name: str | None = None) -> dict[str, np.ndarray]:
 TRAINING_STATE = ("optimizer", "metrics")  # top-level groups that are not the model's weights
 
 
-def read_keras_h5(source, name: str | None = None) -> dict[str, np.ndarray]:
+def read_keras_h5(source, name: str | None = None, limit: int | None = None
+                  ) -> dict[str, np.ndarray]:
     """Every float dataset of an HDF5 weights file, keyed by its path ("layers/dense/vars/0").
 
     Only plain groups and datasets whose bytes are in the file are read: links (soft, external,
     a group linked back into itself), external storage and virtual datasets are refused, and
     HDF5 never loads a filter plugin. The arrays' declared sizes are added up before any is
-    read: a few chunks of zeros (or none, read as the fill value) cannot make gigabytes."""
+    read: a few chunks of zeros (or none, read as the fill value) cannot make gigabytes.
+    limit: the file's bytes at most (read_input's default, an upload's), and its arrays' as
+    float32 (a named model's file: the memory its source may use)."""
     import h5py
 
     label = name or (Path(source).name if isinstance(source, (str, Path)) else "the weights file")
-    data = read_input(source, repr(label))
+    data = read_input(source, repr(label), limit)
     if not data.startswith(HDF5_MAGIC):
         raise CheckpointError(f"{label!r} is not an HDF5 file (a Keras .weights.h5).")
-    budget = min(MAX_ARRAY_BYTES, load_budget(len(data)))
+    budget = min(MAX_ARRAY_BYTES, load_budget(len(data))) if limit is None else limit
     while h5py.h5pl.size():  # no plugin folders: a filter HDF5 lacks is an error, not a library
         h5py.h5pl.remove(0)
     datasets, total, seen = [], 0, 0

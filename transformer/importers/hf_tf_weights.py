@@ -55,19 +55,21 @@ _LAST_LEVEL = {"kernel": "weight", "embeddings": "weight", "gamma": "weight", "b
 MAX_SCOPE_MARKERS = 10  # "___" in one name: transformers refuses more (its ReDoS check)
 
 
-def read_tf_weights(data_or_path, label: str) -> dict[str, np.ndarray]:
+def read_tf_weights(data_or_path, label: str, limit: int | None = None
+                    ) -> dict[str, np.ndarray]:
     """{PyTorch weight name: float32 array} of a tf_model.h5, in natural order of the names.
 
     data_or_path: the file's bytes, or a path to it. label: where it is, for the sentences ("the
     folder 'opus-mt-en-de'"; they read "tf_model.h5 in the folder 'opus-mt-en-de' ..."). Every
-    failure is a CheckpointError sentence naming the file."""
+    failure is a CheckpointError sentence naming the file. limit: the file's bytes at most
+    (by default an upload's, read_input's)."""
     where = f"{FILE_NAME} in {label}"
-    data = read_input(data_or_path, where)
+    data = read_input(data_or_path, where, limit)
     if not data.startswith(HDF5_MAGIC):
         raise CheckpointError(f"{where} is not an HDF5 file (the weights transformers' TF "
                               "classes save); it may be damaged or not that file.")
     try:
-        stored = read_keras_h5(data, name=FILE_NAME)
+        stored = read_keras_h5(data, name=FILE_NAME, limit=limit)
     except CheckpointError as err:  # its sentences begin with the quoted name: say where it is
         message, prefix = str(err), repr(FILE_NAME)
         raise CheckpointError(where + message[len(prefix):] if message.startswith(prefix)

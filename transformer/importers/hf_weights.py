@@ -86,7 +86,8 @@ def read_weights(stored: StoredWeights) -> tuple[dict[str, np.ndarray], list[dic
         from transformer.importers.hf_tf_weights import read_tf_weights
 
         data = _open(stored, TF_WEIGHTS, stored.budgets.weights_bytes)
-        return read_tf_weights(data, label), [_entry(TF_WEIGHTS, data, stored)]
+        limit = stored.budgets.weights_bytes if stored.budgets.named else None
+        return read_tf_weights(data, label, limit), [_entry(TF_WEIGHTS, data, stored)]
     raise CheckpointError(f"{label[:1].upper() + label[1:]} holds no weights "
                           f"(model.safetensors, {INDEX} with its shards, or tf_model.h5).")
 

@@ -13,6 +13,14 @@ from transformer.model.masks import look_ahead_mask, padding_mask
 from transformer.model.relative import RelativePositionBias
 
 ATTENTION_KINDS = KIND_NAMES  # ("encoder", "decoder", "cross")
+# Inside a compiled function shared by every model of a config (transformer.inference.decoding.
+# _SharedLoop: the weights are inputs, mapped in a keras.StatelessScope), a stack of at least this
+# many layers runs every layer through one function traced once with the first layer as its
+# template and each layer's weights as arguments, called once per layer and never inlined: the
+# time to trace and compile no longer grows with the depth (24 + 24 layers traced as 1 + 1). Below
+# it the layers are traced one by one, which costs a few ms per layer but keeps a decode step of
+# a small model free of call overhead.
+SHARED_LAYER_MIN = 4
 
 
 class Transformer(keras.Model):
@@ -125,6 +133,31 @@ class Transformer(keras.Model):
             real = tf.maximum(real, tf.one_hot(0, tf.shape(target_ids)[1], dtype=real.dtype))
         return real * causal
 
+    # ---------------------------------------------------------------- one layer of a stack
+    def _run_layer(self, stack: str, i: int, *args, **kwargs):
+        """Layer i of `stack` ("encoder" or "decoder") on these inputs. Inside a shared compiled
+        function (weights mapped in a keras.StatelessScope, graph mode) and for a stack of at
+        least SHARED_LAYER_MIN layers: through the stack's one layer function (see
+        SHARED_LAYER_MIN), with layer i's weight values as its arguments."""
+        from keras.src.backend.common.stateless_scope import get_stateless_scope
+
+        layers = self.encoder_layers if stack == "encoder" else self.decoder_layers
+        scope = get_stateless_scope()
+        if scope is None or len(layers) < SHARED_LAYER_MIN or not tf.inside_function():
+            return layers[i](*args, **kwargs)
+        functions = self.__dict__.setdefault("_layer_functions", {})
+        if stack not in functions:
+            template = layers[0]
+
+            def run(weights, args, kwargs):
+                with keras.StatelessScope(list(zip(template.weights, weights))):
+                    return template(*args, **kwargs)
+
+            functions[stack] = tf.function(run, autograph=False,
+                                           experimental_attributes={"_noinline": True})
+        weights = [scope.get_current_value(w) for w in layers[i].weights]
+        return functions[stack](weights, args, kwargs)
+
     # ---------------------------------------------------------------- encoder
     def encode(self, source_ids, training=False, head_mask=None, return_hidden_states=False,
                return_qkv=False, source_vectors=None):
@@ -146,8 +179,9 @@ class Transformer(keras.Model):
             bias = self.encoder_position_bias(positions, positions)  # (1, H, N, N)
         hidden, layer_results = [x], []
         for i, layer in enumerate(self.encoder_layers):
-            result = layer(x, attention_mask=mask, head_mask=_row(head_mask, i), training=training,
-                           return_qkv=return_qkv, position_bias=bias)
+            result = self._run_layer("encoder", i, x, attention_mask=mask,
+                                     head_mask=_row(head_mask, i), training=training,
+                                     return_qkv=return_qkv, position_bias=bias)
             x = result["output"]
             hidden.append(x)
             layer_results.append(result)
@@ -185,10 +219,11 @@ class Transformer(keras.Model):
             bias = self.decoder_position_bias(positions, positions)  # (1, H, T, T)
         hidden, self_results, cross_results = [x], [], []
         for i, layer in enumerate(self.decoder_layers):
-            result = layer(x, memory, self_mask=self_mask, cross_mask=memory_mask,
-                           self_head_mask=_row(self_head_mask, i),
-                           cross_head_mask=_row(cross_head_mask, i), training=training,
-                           return_qkv=return_qkv, position_bias=bias)
+            result = self._run_layer("decoder", i, x, memory, self_mask=self_mask,
+                                     cross_mask=memory_mask,
+                                     self_head_mask=_row(self_head_mask, i),
+                                     cross_head_mask=_row(cross_head_mask, i), training=training,
+                                     return_qkv=return_qkv, position_bias=bias)
             x = result["output"]
             hidden.append(x)
             self_results.append(result["self"])
@@ -260,11 +295,11 @@ class Transformer(keras.Model):
             bias = self.decoder_position_bias(positions, tf.range(size))  # (1, H, n, max_len)
         self_cache, self_weights, cross_weights = [], [], []
         for i, layer in enumerate(self.decoder_layers):
-            result = layer(x, self_mask=visible, cross_mask=memory_mask,
-                           self_head_mask=_row(self_head_mask, i),
-                           cross_head_mask=_row(cross_head_mask, i),
-                           self_cache=cache["self"][i], cross_cache=cache["cross"][i],
-                           cache_update_index=index, position_bias=bias)
+            result = self._run_layer("decoder", i, x, self_mask=visible, cross_mask=memory_mask,
+                                     self_head_mask=_row(self_head_mask, i),
+                                     cross_head_mask=_row(cross_head_mask, i),
+                                     self_cache=cache["self"][i], cross_cache=cache["cross"][i],
+                                     cache_update_index=index, position_bias=bias)
             x = result["output"]
             self_cache.append(result["self"]["cache"])
             self_weights.append(result["self"]["weights"])
