@@ -178,7 +178,7 @@ class Transformer(keras.Model):
             positions = tf.range(tf.shape(source_ids)[1])
             bias = self.encoder_position_bias(positions, positions)  # (1, H, N, N)
         hidden, layer_results = [x], []
-        for i, layer in enumerate(self.encoder_layers):
+        for i in range(len(self.encoder_layers)):
             result = self._run_layer("encoder", i, x, attention_mask=mask,
                                      head_mask=_row(head_mask, i), training=training,
                                      return_qkv=return_qkv, position_bias=bias)
@@ -218,7 +218,7 @@ class Transformer(keras.Model):
             positions = tf.range(tf.shape(target_ids)[1])
             bias = self.decoder_position_bias(positions, positions)  # (1, H, T, T)
         hidden, self_results, cross_results = [x], [], []
-        for i, layer in enumerate(self.decoder_layers):
+        for i in range(len(self.decoder_layers)):
             result = self._run_layer("decoder", i, x, memory, self_mask=self_mask,
                                      cross_mask=memory_mask,
                                      self_head_mask=_row(self_head_mask, i),
@@ -294,7 +294,7 @@ class Transformer(keras.Model):
         if self.decoder_position_bias is not None:  # the new positions against every slot
             bias = self.decoder_position_bias(positions, tf.range(size))  # (1, H, n, max_len)
         self_cache, self_weights, cross_weights = [], [], []
-        for i, layer in enumerate(self.decoder_layers):
+        for i in range(len(self.decoder_layers)):
             result = self._run_layer("decoder", i, x, self_mask=visible, cross_mask=memory_mask,
                                      self_head_mask=_row(self_head_mask, i),
                                      cross_head_mask=_row(cross_head_mask, i),
