@@ -270,3 +270,22 @@ def test_a_config_written_by_transformers_5_24_opens_with_its_arithmetic():
     # a v1.0 model as 5.24 writes it scales, as the hub's v1.0 configs did without the field
     assert t5_config({**config, "scale_decoder_outputs": True})["output_scale"] == \
         config["d_model"] ** -0.5
+
+
+def test_flan_t5_as_transformers_5_24_writes_it_keeps_its_own_output_head():
+    """transformers 5.24 writes tie_word_embeddings true for flan-t5 (v1.1), with
+    scale_decoder_outputs false, and keeps its lm_head.weight, which differs from the shared
+    embedding: it is not tied (modeling_utils.tie_weights leaves a head the file gives). The
+    v1.1 fixture with its config rewritten so computes the logits recorded from it."""
+    folder = FIXTURES / "t5_v11"
+    config = json.loads((folder / "config.json").read_text())
+    assert config["tie_word_embeddings"] is False
+    files = fixture_files(folder)
+    files["config.json"] = json.dumps({**config, "tie_word_embeddings": True,
+                                       "scale_decoder_outputs": False}).encode()
+    ckpt = convert_t5(files)
+    assert not ckpt.config.tie_output and ckpt.config.output_scale == 1.0
+    recorded = np.load(folder / "recorded.npz")
+    source, target = recorded["s0_source_ids"][None], recorded["s0_forced_target_ids"][None]
+    out = ckpt.model((source, target), return_attention=True)
+    np.testing.assert_allclose(out["logits"].numpy()[0], recorded["s0_forced_logits"], atol=TOL)

@@ -241,8 +241,15 @@ def test_a_padded_vocabulary_names_its_unused_ids_and_round_trips(files, family)
         assert again.decode(mixed) == tok.decode(mixed)
     unpadded = both(files, family)[0]
     assert "padded_vocab_size" not in unpadded.spec()  # a spec without it: no padding
-    for bad, message in ((own - 1, f"fewer than the tokenizer's {own} entries"),
-                         (10**6, "more than the 262,144"), (True, "expected an int")):
+    if unpadded.id_to_piece(own - 1) == "<mask>":  # a model may lack <mask>'s row: cut
+        cut = tokenizer_from_spec(dict(unpadded.spec(), padded_vocab_size=own - 1),
+                                  unpadded.model_bytes)
+        assert cut.vocab_size == own - 1 and cut.spec()["padded_vocab_size"] == own - 1
+        assert max(cut.encode(f"{TEXT} <mask>", add_start=True, add_end=True)) < own - 1
+        assert cut.unk_id in cut.encode("<mask>")
+    bad_sizes = ((own - 2, f"fewer than the tokenizer's {own} entries"),
+                 (10**6, "more than the 262,144"), (True, "expected an int"))
+    for bad, message in bad_sizes:
         with pytest.raises(TokenizerError, match=message):
             tokenizer_from_spec(dict(unpadded.spec(), padded_vocab_size=bad),
                                 unpadded.model_bytes)

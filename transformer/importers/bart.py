@@ -111,7 +111,11 @@ def read_bart(source, budgets: limits.Budgets = limits.UPLOAD
 def bart_config(hf_config: dict, label: str = "the BART model") -> dict:
     """TransformerConfig fields for a BartConfig (config.json as parsed)."""
     read = ConfigReader(hf_config, f"config.json in {label}", "BART", ("bart",),
-                        ("BartForConditionalGeneration",), ALLOWED_FIELDS, _FIELD_MEANINGS)
+                        # facebook/bart-large's config names BartModel: its file holds the
+                        # same weights, the output tied to the embedding (transformers' Auto
+                        # class reads it so)
+                        ("BartForConditionalGeneration", "BartModel"), ALLOWED_FIELDS,
+                        _FIELD_MEANINGS)
     vocab = read.integer("vocab_size", high=limits.MAX_VOCAB)
     max_len = read.integer("max_position_embeddings", 1024, high=limits.MAX_POSITIONS)
     pad_id = read.token_id("pad_token_id", 1, vocab)

@@ -162,10 +162,14 @@ def check_tokenizers(source_tok, target_tok, config: dict, label: str) -> None:
     from transformer.tokenizers.base import TokenizerError
 
     vocab = config["src_vocab_size"]
-    if source_tok.vocab_size > vocab:
-        raise CheckpointError(
-            f"The tokenizer in {label} has {source_tok.vocab_size} pieces, but config.json "
-            f"gives vocab_size {vocab}; they must be the same model's.")
+    if source_tok.vocab_size > vocab:  # only added special tokens past the rows may be cut
+        try:
+            for tok in (source_tok, target_tok):
+                tok.pad_vocabulary(vocab)
+        except TokenizerError:
+            raise CheckpointError(
+                f"The tokenizer in {label} has {source_tok.vocab_size} pieces, but config.json "
+                f"gives vocab_size {vocab}; they must be the same model's.") from None
     if vocab > source_tok.vocab_size:
         try:
             for tok in (source_tok, target_tok):

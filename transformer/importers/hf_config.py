@@ -35,6 +35,8 @@ IGNORED_FIELDS = frozenset({
     "cross_attention_hidden_size", "add_cross_attention", "tie_encoder_decoder",
     "_attn_implementation_autoset", "_commit_hash", "force_bos_token_to_be_generated",
     "dropout", "dropout_rate",
+    # distillation bookkeeping (sshleifer/distilbart-*): how the student was made from its teacher
+    "replacing_rate", "student_encoder_layers", "student_decoder_layers",
 })
 
 

@@ -101,7 +101,9 @@ def t5_config(hf_config: dict, label: str = "the T5 model") -> dict:
     """TransformerConfig fields for a T5Config (config.json as parsed)."""
     where = f"config.json in {label}"
     read = ConfigReader(hf_config, where, "T5", MODEL_TYPES,
-                        ("T5ForConditionalGeneration", "MT5ForConditionalGeneration"),
+                        # T5WithLMHeadModel: the old name t5-small's and t5-base's configs give
+                        ("T5ForConditionalGeneration", "MT5ForConditionalGeneration",
+                         "T5WithLMHeadModel"),
                         ALLOWED_FIELDS)
     vocab = read.integer("vocab_size", high=limits.MAX_VOCAB)
     heads = read.integer("num_heads", 8, high=limits.MAX_HEADS)
@@ -129,10 +131,13 @@ def t5_config(hf_config: dict, label: str = "the T5 model") -> dict:
                               "pad_token_id; the end of an output could not be told apart.")
     tied = read.boolean("tie_word_embeddings", True)
     # transformers 5.24 writes scale_decoder_outputs in every T5 config (and forces
-    # tie_word_embeddings to true, tying lm_head to the shared embedding): the decoder's output is
-    # scaled by d_model ** -0.5 before the projection when it is true. Configs written before
-    # (the hub's) have no such field: there tie_word_embeddings decides both, as 4.x did.
-    scaled = read.boolean("scale_decoder_outputs", tied)
+    # tie_word_embeddings to true): the decoder's output is scaled by d_model ** -0.5 before the
+    # projection when it is true. Configs written before (the hub's) have no such field: there
+    # tie_word_embeddings says it (T5 v1.0 true, v1.1 false), as it did in 4.x. MT5Config has no
+    # such field and MT5ForConditionalGeneration never scales. Whether the output projection is
+    # the shared embedding follows the weights (t5_data: tied_output).
+    scaled = False if hf_config.get("model_type") == "mt5" else \
+        read.boolean("scale_decoder_outputs", tied)
     d_model = read.integer("d_model", 512)
     return dict(
         src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, num_heads=heads,
@@ -206,10 +211,8 @@ def t5_weights(hf_weights: dict[str, np.ndarray], config: dict,
                                   "'shared.weight'; T5 shares one embedding.")
     ours[names.token_embedding("source")] = embedding
     if c["tie_output"]:
-        if "lm_head.weight" in weights and \
-                not np.array_equal(weights.take("lm_head.weight", (vocab, d)), embedding):
-            raise CheckpointError(f"The weight 'lm_head.weight' in {weights.where} differs from "
-                                  "the embedding, but config.json ties them.")
+        if "lm_head.weight" in weights:  # equal to the embedding (tied_output): not a weight
+            weights.take("lm_head.weight", (vocab, d))
     else:
         ours[f"{names.OUTPUT_PROJECTION}/kernel"] = weights.take(
             "lm_head.weight", (vocab, d), "the output projection").T
@@ -218,10 +221,22 @@ def t5_weights(hf_weights: dict[str, np.ndarray], config: dict,
     return ours
 
 
+def tied_output(hf_weights: dict) -> bool:
+    """Whether the output projection is the shared embedding, as transformers 5.24 decides it
+    for every T5 config (tie_word_embeddings is forced true, and modeling_utils.tie_weights ties
+    lm_head.weight to shared.weight unless the file holds an lm_head.weight that differs):
+    tied when the file has no lm_head.weight or one equal to shared.weight (v1.0, and v1.1 saved
+    by 5.24); flan-t5's own head otherwise, whatever tie_word_embeddings says."""
+    head, shared = hf_weights.get("lm_head.weight"), hf_weights.get("shared.weight")
+    return head is None or (shared is not None and head.shape == shared.shape
+                            and np.array_equal(head, shared))
+
+
 def t5_data(source, *, name: str | None = None, command: str | None = None,
             budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
     """A T5 model's files mapped onto our config, weights and tokenizers (nothing built)."""
     files, c = read_t5(source, budgets)
+    c["tie_output"] = tied_output(files.weights)
     source_tok, target_tok = tokenizers(files.tokenizer_files, "t5", files.label)
     check_tokenizers(source_tok, target_tok, c, files.label)
     config = build_config(c, files.label)

@@ -82,6 +82,7 @@ from transformer.tokenizers.base import (
     check_padded_vocab_size,
     check_spec_ids,
     check_text,
+    is_int,
 )
 from transformer.tokenizers.hf_backend import FAMILIES, build_backend, vocab_from_sentencepiece
 from transformer.tokenizers.hf_files import (
@@ -113,6 +114,11 @@ def _clean_up(text: str) -> str:
     return (text.replace(" .", ".").replace(" ?", "?").replace(" !", "!").replace(" ,", ",")
             .replace(" ' ", "'").replace(" n't", "n't").replace(" 'm", "'m").replace(" 's", "'s")
             .replace(" 've", "'ve").replace(" 're", "'re"))
+
+
+# Special tokens a model may lack a row for (a model fine-tuned from one that had it: bart-large-cnn
+# keeps BART's tokenizer with <mask> but has one row fewer): cut by pad_vocabulary.
+CUTTABLE = frozenset({"<mask>"})
 
 
 class HFTokenizer(Tokenizer):
@@ -178,8 +184,19 @@ class HFTokenizer(Tokenizer):
     def pad_vocabulary(self, size: int) -> None:
         """Serve a model whose embedding has ``size`` rows, at least the tokenizer's entries:
         ids from ``own_vocab_size`` to ``size`` are unused (named UNUSED_NAME, never encoded,
-        skipped by decode); ``vocab_size`` becomes ``size``. A TokenizerError for a size below
-        the entries or above limits.MAX_VOCAB."""
+        skipped by decode); ``vocab_size`` becomes ``size``. Fewer rows than entries only when
+        every id from ``size`` on is a special token in CUTTABLE (bart-large-cnn's <mask>, id
+        50,264, past its 50,264 rows): those ids are cut, and a text that names one gets <unk>
+        (transformers would index past the embedding). A TokenizerError for any other size
+        below the entries, or one above limits.MAX_VOCAB."""
+        if is_int(size) and 0 < size < self.own_vocab_size:
+            masks = {i for i, t in self.backend.get_added_tokens_decoder().items()
+                     if t.special and t.content in CUTTABLE}
+            beyond = [i for i in range(size, self.own_vocab_size) if i not in masks]
+            if not beyond and self.unk_id < size and max(self.pad_id, self.eos_id) < size:
+                self.pieces_by_id = self.pieces_by_id[:size]
+                self.vocab_size = size
+                return
         size = check_padded_vocab_size(size, self.own_vocab_size)
         self.pieces_by_id = self.pieces_by_id[:self.own_vocab_size] + [
             UNUSED_NAME.format(i) for i in range(self.own_vocab_size, size)]
@@ -260,7 +277,10 @@ class HFTokenizer(Tokenizer):
         return list(self._encoding(text).tokens)
 
     def _piece_ids(self, text: str) -> list[int]:
-        return list(self._encoding(text).ids)
+        ids = list(self._encoding(text).ids)
+        if self.vocab_size < self.own_vocab_size:  # a cut special token (pad_vocabulary): <unk>
+            ids = [i if i < self.vocab_size else self.unk_id for i in ids]
+        return ids
 
     def _piece_spans(self, text: str) -> list[tuple[int, int]]:
         n = len(text)
@@ -309,7 +329,7 @@ class HFTokenizer(Tokenizer):
                 "language": self.language, "options": dict(self.options),
                 "pad_id": self.pad_id, "unk_id": self.unk_id, "start_id": self.start_id,
                 "end_id": self.end_id, "vocab_size": self.own_vocab_size}
-        if self.vocab_size > self.own_vocab_size:
+        if self.vocab_size != self.own_vocab_size:  # more rows, or cut specials
             spec["padded_vocab_size"] = self.vocab_size
         return spec
 
@@ -326,8 +346,8 @@ class HFTokenizer(Tokenizer):
         names = ("pad_id", "unk_id", "start_id", "end_id")
         check_spec_ids(spec, names, optional=("start_id",))
         padded = spec.get("padded_vocab_size")
-        if padded is not None:
-            check_padded_vocab_size(padded, spec["vocab_size"])
+        if padded is not None and not (is_int(padded) and padded < spec["vocab_size"]):
+            check_padded_vocab_size(padded, spec["vocab_size"])  # fewer: pad_vocabulary checks
         data = read_tokenizer_json(model_bytes, "model_bytes (tokenizer.json)")
         tok = cls(spec["family"], data, spec["side"], spec["language"],
                   name="model_bytes (tokenizer.json)", options=spec["options"],
