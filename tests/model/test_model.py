@@ -870,7 +870,7 @@ def test_empty_model_has_every_weight_of_a_built_one_all_zero():
 
 
 def test_assign_weights_in_row_blocks_equals_a_whole_copy(monkeypatch):
-    """Large weights are copied a block of rows at a time; the model gets the same numbers,
+    """Weights not float32 are widened a block of rows at a time; the model gets the same numbers,
     from transposed views and float16 arrays too."""
     from transformer.model import weights as names
 

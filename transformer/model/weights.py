@@ -169,23 +169,28 @@ def assign_weights(model, weights: dict[str, np.ndarray], where: str = "the chec
         _assign_in_blocks(variable, weights[name])
 
 
-# opus-mt-shaped model: in 64 MB blocks 0.62 s and +129 MB; 16 MB 0.98 s; whole 0.45 s, +233 MB
-ASSIGN_BLOCK_BYTES = 64 * 2**20
+ASSIGN_BLOCK_BYTES = 64 * 2**20  # rows widened to float32 at a time
 
 
 def _assign_in_blocks(variable, array) -> None:
-    """variable = array, copied a block of rows at a time when it is large (a 59,514 x 512
-    embedding is 122 MB): what is in flight besides the model is one block, not a whole
-    float32 copy of the weight (of a transposed view, or of float16)."""
+    """variable = array, in one assignment: a float32 array (a view of a memory-mapped file)
+    as it is; any other (float16, bfloat16, a transposed view) widened into one float32 buffer a
+    block of rows at a time, so what is in flight besides the model is that one weight. Never
+    an assignment to a slice of the variable: TensorFlow then keeps the variable in its
+    copy-on-read mode, and every later read copied it whole (NLLB's 1 GB embedding: 2.7 s a
+    read, at every load's probe and every compiled call)."""
     array = np.asarray(array)
-    row_bytes = 4 * max(1, array[0].size if array.ndim > 1 else 1)
-    rows = max(1, ASSIGN_BLOCK_BYTES // row_bytes)
-    if array.ndim < 2 or array.shape[0] <= rows:
-        variable.assign(np.asarray(array, np.float32))
+    if array.dtype == np.float32 and array.flags.c_contiguous:
+        variable.assign(array)
         return
-    target = variable.value  # the backend's variable: its row blocks take assignments
-    for start in range(0, array.shape[0], rows):
-        target[start:start + rows].assign(np.asarray(array[start:start + rows], np.float32))
+    out = np.empty(array.shape, np.float32)
+    if array.ndim < 2:
+        out[...] = array
+    else:
+        rows = max(1, ASSIGN_BLOCK_BYTES // (4 * max(1, array[0].size)))
+        for start in range(0, array.shape[0], rows):
+            out[start:start + rows] = array[start:start + rows]
+    variable.assign(out)
 
 
 _INITIALIZERS = ("kernel_initializer", "bias_initializer", "embeddings_initializer",
