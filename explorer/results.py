@@ -14,6 +14,7 @@ page's run there (st.stop), so no page draws a map of NaN and none shows a trace
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 import streamlit as st
@@ -23,13 +24,15 @@ from transformer.analysis.head_stats import batch_statistics, head_similarity_ma
 from transformer.core.kinds import KIND_NAMES, head_masks, parse_head_label
 from transformer.inference import batch
 from transformer.inference.ablation import ablate, head_importance
-from transformer.inference.decoding import greedy_decode_batch
+from transformer.inference.decoding import Watch, greedy_decode_batch
 from transformer.inference.forward import forward
 from transformer.inference.numerics import NumericalError, check_forward
 
 from . import models, state
 
 MAX_RESULTS = 256
+MAX_STOPPED = 32  # translations a user stopped, kept (over all sessions) until asked again
+_STOPPED: dict[tuple, object] = {}  # (kind, content hash, source, options) -> the stopped decode
 
 
 def _said(function):
@@ -88,15 +91,68 @@ def translation(ckpt: Checkpoint, source: str):
 def generated(ckpt: Checkpoint, source: str, settings, silenced: tuple[str, ...] = ()):
     """Checkpoint.generate with these GenerationSettings (transformers' greedy or beam search)
     and the heads labelled in `silenced` silenced, cached per (model, sentence, settings)."""
-    return _generated(ckpt.content_hash, source, repr(settings), tuple(sorted(silenced)), ckpt,
-                      settings)
+    key = ("generate", ckpt.content_hash, source, repr(settings), tuple(sorted(silenced)))
+    if key in _STOPPED:
+        return _STOPPED[key]
+    return _generated(*key[1:], ckpt, settings)
 
 
 @st.cache_data(max_entries=64, show_spinner="Decoding as the model's generation config says…")
 def _generated(content_hash: str, source: str, settings_key: str, silenced: tuple,
                _ckpt: Checkpoint, _settings):
     mask = head_masks(_ckpt.config, silenced) if silenced else None
-    return _ckpt.generate(source, _settings, head_mask=mask)
+    return _watched(("generate", content_hash, source, settings_key, silenced), _ckpt,
+                    _settings.max_new_tokens,
+                    lambda seconds: _ckpt.generate(source, _settings, head_mask=mask,
+                                                   seconds=seconds))
+
+
+def _watched(key: tuple, ckpt: Checkpoint, most: int, run):
+    """run(seconds) -> a decode. A named model's (no time budget: its translations may be as
+    long as its generation config says) runs in a worker thread with a decoding.Watch, while
+    this run of the page draws its progress; when the user stops the run (Streamlit's Stop, or
+    any change that reruns the page), the decode ends at its next step and what it made is kept
+    (stopped(): the pages show it, said stopped, until the user asks for the rest). An upload's
+    has its time budget and runs here."""
+    if not ckpt.budgets.named:
+        return run(None)
+    watch, done = Watch(), {}
+
+    def work():
+        try:
+            done["result"] = run(watch)
+        except BaseException as err:  # noqa: BLE001 - handed to the page's run below
+            done["error"] = err
+
+    worker = threading.Thread(target=work, name="translation", daemon=True)
+    worker.start()
+    bar = st.progress(0.0, text="Translating…")
+    try:
+        while worker.is_alive():
+            worker.join(0.25)
+            bar.progress(min(1.0, watch.steps / max(1, most)),
+                         text=f"Translating: {watch.steps} of at most {most} tokens (Stop, at the "
+                              "top right, ends it where it is)")
+    except BaseException:  # the run was stopped or rerun: the decode ends with what it made
+        watch.stop()
+        worker.join()
+        if "result" in done:
+            _STOPPED[key] = done["result"]
+            while len(_STOPPED) > MAX_STOPPED:
+                _STOPPED.pop(next(iter(_STOPPED)))
+        raise
+    finally:
+        bar.empty()
+        watch.close()
+    if "error" in done:
+        raise done["error"]
+    return done["result"]
+
+
+def translate_to_the_end() -> None:
+    """Forget every stopped translation: the next run decodes them whole (a button's
+    on_click)."""
+    _STOPPED.clear()
 
 
 @_said
@@ -108,16 +164,22 @@ def decode(ckpt: Checkpoint, source: str, max_len: int | None = None, stop: bool
     settings share one decode whatever page asks."""
     budget = ckpt.step_budget(beam_width)
     max_len = budget if max_len is None else min(int(max_len), budget)
-    return _decode(ckpt.content_hash, source, max_len, bool(stop) or beam_width > 1,
-                   int(beam_width), tuple(sorted(silenced)), ckpt)
+    key = ("decode", ckpt.content_hash, source, max_len, bool(stop) or beam_width > 1,
+           int(beam_width), tuple(sorted(silenced)))
+    if key in _STOPPED:
+        return _STOPPED[key]
+    return _decode(*key[1:], ckpt)
 
 
 @st.cache_data(max_entries=64, show_spinner="Decoding…")
 def _decode(content_hash: str, source: str, max_len: int, stop: bool, beam_width: int,
             silenced: tuple, _ckpt: Checkpoint):
     mask = head_masks(_ckpt.config, silenced) if silenced else None
-    return _ckpt.translate(source, max_len=max_len, head_mask=mask, beam_width=beam_width,
-                           stop_at_end=stop)
+    return _watched(("decode", content_hash, source, max_len, stop, beam_width, silenced),
+                    _ckpt, max_len,
+                    lambda seconds: _ckpt.translate(source, max_len=max_len, head_mask=mask,
+                                                    beam_width=beam_width, stop_at_end=stop,
+                                                    seconds=seconds))
 
 
 @_said

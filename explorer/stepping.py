@@ -51,7 +51,7 @@ def show_text(column, title: str, run, other=None, tok=None) -> None:
     column.markdown(figs.tokens_html(chips, marked), unsafe_allow_html=True)
 
 
-def say_why_stopped(container, ckpt, run) -> None:
+def say_why_stopped(container, ckpt, run, where: str = "sidebar") -> None:
     """A warning when a translation stopped without its end token at a budget (steps, time or
     the model's max_len), naming it; nothing when it ended or stopped where the user chose."""
     why = ckpt.stopped_by_budget(run)
@@ -60,6 +60,13 @@ def say_why_stopped(container, ckpt, run) -> None:
         container.warning(f"The model's translation stopped after {n} token{'s' * (n != 1)} "
                           f"without an end token, at {why}: every page shows "
                           f"{'those tokens' if n != 1 else 'that token'}.")
+    if run.stopped_by == "stopped":  # a named model's translation the user stopped: kept
+        from . import results
+
+        container.button("Translate to the end", key=f"translate_to_the_end_{where}",
+                         on_click=results.translate_to_the_end,
+                         help="Decode the whole translation, as long as the model's generation "
+                              "config allows (its progress shows; Stop ends it again).")
 
 
 def forced_steps(settings, run) -> set[int]:

@@ -68,7 +68,7 @@ else:
             return results.decode(ckpt, source, max_len, stop or beam > 1, beam,
                                   silenced=silenced)
     result = decoded(tuple(ablate))
-    stepping.say_why_stopped(st, ckpt, result)
+    stepping.say_why_stopped(st, ckpt, result, where="decoding")
     if ablate:
         normal = decoded()
         left, right = st.columns(2)

@@ -19,6 +19,7 @@ numbers); only the cache is bucketed then.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -130,7 +131,7 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
                             (out["self_finite"][t][:, b], out["cross_finite"][t][:, b]))
                  for t in range(done)]
         results.append(Decoding(ids, names(ids), _text(ids, tokenizer), steps, stopped_by))
-    return results
+    return [mark_stopped(result, seconds) for result in results]
 
 
 @dataclass
@@ -221,7 +222,7 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
             if parents is None or t == max_len - 1:
                 break
             run.reorder(parents)
-    return book.result(length_penalty, tokenizer, max_len)
+    return mark_stopped(book.result(length_penalty, tokenizer, max_len), seconds)
 
 
 class _Beam:
@@ -313,16 +314,73 @@ def _bucketed(model, source_ids, max_len):
     return pad_to(source_ids, source_bucket(c, source_ids.shape[1]), c.pad_id), cache_len
 
 
+class Watch:
+    """A decode another thread follows and may stop (a long translation of a named model: the
+    app shows its progress and a Stop). Given where a decode takes `seconds`, it stands for no
+    time budget: the compiled loop reports before each step how many are done (`steps`) and
+    ends at the next step once `stop()` was called (the decode then says stopped_by "stopped"). The loop gets it
+    as a negative time budget, -id (budget_seconds), and a step of a watched loop calls back
+    into Python (watched_step: ~50 us a step; an unwatched loop never does)."""
+
+    _ids = itertools.count(1)
+    _live: dict[int, "Watch"] = {}
+
+    def __init__(self):
+        self.id = next(Watch._ids)
+        self.steps = 0
+        self._stop = threading.Event()
+        Watch._live[self.id] = self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def close(self) -> None:
+        Watch._live.pop(self.id, None)
+
+
+def budget_seconds(seconds) -> float:
+    """The float a compiled loop gets for a time budget: seconds (None: math.inf), or a Watch's
+    -id."""
+    if isinstance(seconds, Watch):
+        return -float(seconds.id)
+    return math.inf if seconds is None else float(seconds)
+
+
+def watched_step(watch_id, t) -> bool:
+    """A watched loop may start step t (t steps done): recorded; whether it may (no stop)."""
+    watch = Watch._live.get(int(-float(watch_id)))
+    if watch is None:
+        return True
+    watch.steps = int(t)
+    return not watch.stopped
+
+
+def mark_stopped(result, seconds):
+    """result with stopped_by "stopped" where a Watch's stop ended it (the loop says "time")."""
+    if isinstance(seconds, Watch) and seconds.stopped and result.stopped_by == "time":
+        result.stopped_by = "stopped"
+        for hypothesis in getattr(result, "hypotheses", None) or ():
+            if hypothesis.stopped_by == "time":
+                hypothesis.stopped_by = "stopped"
+    return result
+
+
 def _loop_args(model, source_ids, head_mask, max_len, seconds):
     sources, cache_len = _bucketed(model, source_ids, max_len)
-    seconds = math.inf if seconds is None else float(seconds)
+    seconds = budget_seconds(seconds)
     return (tf.constant(sources), tf.constant(cache_len, tf.int32), tf.constant(max_len, tf.int32),
             tf.constant(seconds, tf.float64), *(head_mask[kind] for kind in KIND_NAMES))
 
 
 def _deadline(seconds) -> float:
-    """time.monotonic() when a budget of `seconds` (None: no budget) started now is spent."""
-    return math.inf if seconds is None else time.monotonic() + float(seconds)
+    """time.monotonic() when a budget of `seconds` (None or a Watch: no budget) started now is
+    spent."""
+    seconds = budget_seconds(seconds)
+    return math.inf if seconds < 0 else time.monotonic() + seconds
 
 
 def _cached_greedy(model, source_ids, head_mask, max_len, stop_at_end, capture, seconds=None):
@@ -470,8 +528,19 @@ def _clock(xla):
 
 
 def _in_time(t, started, seconds, xla):
-    """May step t start? The first step always may; a later one while the time budget lasts."""
-    return (t == 0) | (_clock(xla) - started < seconds)
+    """May step t start? The first step always may; a later one while the time budget lasts. A
+    negative budget is a Watch's (budget_seconds): no time limit, the step reported, and none
+    after its stop."""
+    timed = (t == 0) | (_clock(xla) - started < seconds)
+    if xla:
+        return timed
+
+    def watched():
+        going = tf.py_function(watched_step, [seconds, t], tf.bool)
+        going.set_shape([])
+        return (t == 0) | going
+
+    return tf.cond(seconds < 0, watched, lambda: timed)
 
 
 def _banned(config):

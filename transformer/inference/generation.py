@@ -35,7 +35,6 @@ the step under way is the last and its best candidates are finished as at max_le
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,10 +86,10 @@ def generate(model, source_ids, settings: GenerationSettings, *, tokenizer=None,
     masks = _head_masks(model, head_mask)
     sources = pad_to(source_ids[None], source_bucket(config, len(source_ids)), config.pad_id)
     cache_len = bucket(max_new, config.max_len)
-    seconds = math.inf if seconds is None else float(seconds)
     processors = _processor_tensors(settings, config.tgt_vocab_size)
     common = (tf.constant(sources), tf.constant(cache_len, tf.int32),
-              tf.constant(settings.max_length, tf.int32), tf.constant(seconds, tf.float64),
+              tf.constant(settings.max_length, tf.int32),
+              tf.constant(decoding.budget_seconds(seconds), tf.float64),
               tf.constant(settings.decoder_start_token_id, tf.int32))
     head = tuple(masks[kind] for kind in KIND_NAMES)
     source_len = (int((source_ids != config.pad_id).sum()) if config.mask_padding
@@ -99,7 +98,8 @@ def generate(model, source_ids, settings: GenerationSettings, *, tokenizer=None,
     if settings.num_beams == 1:
         out = decoding._fetch(_compiled(model, "greedy")(model, *common, *processors, *head))
         check_encoder_flags(out["encoder_finite"][:, 0], real)
-        return _greedy_result(out, settings, tokenizer, source_len)
+        return decoding.mark_stopped(_greedy_result(out, settings, tokenizer, source_len),
+                                     seconds)
     beam = (tf.constant(settings.num_beams, tf.int32),
             tf.constant(settings.length_penalty, tf.float64),
             tf.constant(EARLY_MODES[settings.early_stopping], tf.int32))
@@ -107,7 +107,8 @@ def generate(model, source_ids, settings: GenerationSettings, *, tokenizer=None,
     final = {name: raw.pop(name).numpy() for name in list(raw) if name.startswith("final_")}
     out = decoding._fetch(raw)
     check_encoder_flags(out["encoder_finite"][:, 0], real)
-    return _beam_result(out, final, settings, tokenizer, source_len)
+    return decoding.mark_stopped(_beam_result(out, final, settings, tokenizer, source_len),
+                                 seconds)
 
 
 def generate_text(checkpoint, source: str, settings: GenerationSettings, *, seconds=None,
@@ -394,7 +395,7 @@ def _beam_loop(model, xla):
                                tf.gather_nd(log_probs, tf.stack([slot, token], axis=1))[:, None],
                                tf.gather(run["lp"], slot)),
             }
-            time_up = (t > 0) & (decoding._clock(xla) - started >= seconds)
+            time_up = (t > 0) & ~decoding._in_time(t, started, seconds, xla)
             hits = (tf.reduce_any(tf.equal(token[:, None], p["eos"][None, :]), axis=1) |
                     (cur + 1 >= max_length) | time_up)
 

@@ -137,6 +137,8 @@ class Checkpoint:
         """Why a translation stopped without its end token, as the end of a sentence the page
         shows ("the step budget of one translation (512 tokens)"), or None when it ended, or
         stopped at a max_len the user chose below the step budget."""
+        if result.stopped_by == "stopped":  # a watched decode (decoding.Watch) the user stopped
+            return "the Stop you pressed"
         if result.stopped_by == "time":
             return f"the time budget of one translation ({self.budgets.decode_seconds:g} s)"
         budget = self.step_budget(getattr(result, "beam_width", 1))
