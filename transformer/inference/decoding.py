@@ -318,9 +318,10 @@ class Watch:
     """A decode another thread follows and may stop (a long translation of a named model: the
     app shows its progress and a Stop). Given where a decode takes `seconds`, it stands for no
     time budget: the compiled loop reports before each step how many are done (`steps`) and
-    ends at the next step once `stop()` was called (the decode then says stopped_by "stopped"). The loop gets it
-    as a negative time budget, -id (budget_seconds), and a step of a watched loop calls back
-    into Python (watched_step: ~50 us a step; an unwatched loop never does)."""
+    ends at the next step once `stop()` was called (the decode then says stopped_by
+    "stopped"). The loop gets it as a negative time budget, -id (budget_seconds), and a step
+    of a watched loop calls back into Python (watched_step: ~50 us a step; an unwatched loop
+    never does)."""
 
     _ids = itertools.count(1)
     _live: dict[int, "Watch"] = {}
