@@ -226,6 +226,10 @@ def head_labels(kind: str, n_layers: int, n_heads: int) -> list[str]:
     return _kinds.head_labels({kind: (n_layers, n_heads)})
 
 
+SIMILARITY_BLOCK_VALUES = 2**24  # float64 values of one block of head pairs (128 MB): 192 heads
+# of 400 x 400 maps made 44 GB at once
+
+
 def head_similarity_matrix(list_of_maps: Sequence[Mapping], kind: str) -> np.ndarray:
     """(L*H, L*H): the mean JS divergence (head_divergence, over real query rows) between every
     pair of heads of one kind, averaged over the sentences (each sentence counts once). Heads are
@@ -239,10 +243,14 @@ def head_similarity_matrix(list_of_maps: Sequence[Mapping], kind: str) -> np.nda
         heads = weights.reshape(n_layers * n_heads, q, k)
         real = real.reshape(n_layers * n_heads, q)
         both = real[:, None] & real[None, :]  # (LH, LH, q)
-        divergence = js_divergence(heads[:, None], heads[None, :])  # (LH, LH, q)
         rows = both.sum(-1)
-        mean = np.divide(np.where(both, divergence, 0.0).sum(-1), rows,
-                         out=np.zeros(rows.shape), where=rows > 0)
+        divergence = np.zeros(rows.shape)  # (LH, LH): summed over the real rows
+        block = max(1, SIMILARITY_BLOCK_VALUES // max(1, len(heads) * q * k))
+        for start in range(0, len(heads), block):  # (block, LH, q, k) at a time, not all pairs
+            part = js_divergence(heads[start:start + block, None], heads[None, :])  # (b, LH, q)
+            divergence[start:start + block] = np.where(both[start:start + block], part,
+                                                       0.0).sum(-1)
+        mean = np.divide(divergence, rows, out=np.zeros(rows.shape), where=rows > 0)
         if total is None:
             total, count = np.zeros_like(mean), np.zeros_like(mean)
         if mean.shape != total.shape:
