@@ -1,5 +1,6 @@
 """Head statistics: what every head does, in numbers, over one sentence or a batch of them."""
 
+import numpy as np
 import streamlit as st
 
 from explorer import alignments, links, models, results, state, tokens
@@ -12,6 +13,8 @@ from transformer.core.kinds import head_label, head_labels
 SOURCES = {"current": "The sidebar's sentence", "held_out": "The task's held-out set",
            "pasted": "Sentences I paste"}
 MAX_SENTENCES = 512
+AUTO_SIMILARITY_VALUES = 3 * 10**8  # map values compared pairwise (~3 s here): more waits for a
+# toggle (pegasus-xsum's 256 heads at 400 tokens: 215 s)
 MAX_CHARS = 50_000
 ALIGNMENT_COLUMNS = {"aer": "AER", "aer_precision": "Alignment precision",
                      "aer_recall": "Alignment recall"}  # from the gold (Alignment quality)
@@ -189,10 +192,21 @@ def one_statistic(ckpt, sentences: list[str], target, batched: bool, stats: dict
         "Jensen–Shannon divergence (bits, 0 = the same pattern, 1 = disjoint keys) between every "
         "pair of heads, row by row, averaged over the query rows and then over the sentences. Heads "
         "are ordered by average-linkage hierarchical clustering, so similar heads sit together.")
-    matrix = results.similarity(ckpt, sentences, kind.name, target, batched)
-    labels = head_labels({kind.name: stats[kind.name]["entropy"].shape})  # layer-major
-    st.plotly_chart(similarity_matrix_fig(matrix, labels, cluster_order(matrix)),
-                    key="stats_similarity")
+    heads = int(np.prod(stats[kind.name]["entropy"].shape))
+    longest = max(len(ckpt.encode_source(s)) for s in sentences)
+    work = heads * heads * longest * longest * len(sentences)  # values compared, about
+    if work > AUTO_SIMILARITY_VALUES and not st.toggle(
+            f"Compare every pair of the {heads} heads (about {work / 1e8:,.0f} s here)",
+            key="stats_similarity_on",
+            help="Every pair of heads compared row by row: for a model this size and a sentence "
+                 "this long it takes a while, so it runs when asked."):
+        st.caption(f"{heads} heads make {heads * heads:,} pairs of {longest} x {longest} maps: "
+                   "switch it on to compute them.")
+    else:
+        matrix = results.similarity(ckpt, sentences, kind.name, target, batched)
+        labels = head_labels({kind.name: stats[kind.name]["entropy"].shape})  # layer-major
+        st.plotly_chart(similarity_matrix_fig(matrix, labels, cluster_order(matrix)),
+                        key="stats_similarity")
     links.follow_in_fragment()
 
 
