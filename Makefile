@@ -54,6 +54,7 @@ bench: install chromium
 	$(BIN)/python bench/value_norm.py
 	$(BIN)/python bench/gradients.py
 	$(BIN)/python bench/alti.py
+	$(BIN)/python bench/real_models.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache
