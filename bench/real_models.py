@@ -42,6 +42,18 @@ output_attentions=True, eager attention; median of 3); the growth of the RSS hig
 (ours decoding.token_ids against generate's output less the decoder start id). A model our side
 refuses shows "refused: <its sentence>" and the run goes on.
 
+Then, after every timing, equality as the project's standard asks (logits 1e-4, greedy and beam
+ids): the teacher-forced pass of the maps (SOURCE with TARGET; each side's ids, checked equal:
+source, decoder inputs <start> + labels[:-1], labels), ours the model called eagerly (its logits;
+bfloat16 weights widened to float32) and theirs model(input_ids, decoder_input_ids).logits in
+float32, each saved to a file and compared here: the max absolute difference of the log-softmax
+(float64; pass at LOGITS_TOLERANCE) and of the raw logits, whether every position's argmax is
+the same, and the compiled pass's log-probability of each label (forward's "log_probs") against
+transformers'; and generate with the folder's generation_config.json as saved (beam search where
+it gives num_beams; length_penalty, no_repeat_ngram_size, forced ids, min_length, ...) with
+max_new_tokens capped to --tokens (ours read_generation_config of the file's bytes, max_length
+set to N + 1; theirs generate(max_new_tokens=N)): ids equal, or the first differing step.
+
 --configs DIR: for t5-small, t5-base, flan-t5-base, flan-t5-large, bart-large, bart-large-cnn,
 distilbart-cnn-12-6, mbart-large-50, m2m100_418M, nllb-200-distilled-600M, opus-mt-en-de and
 pegasus-xsum, the config.json (and generation_config.json) that transformers writes when it saves
@@ -69,6 +81,7 @@ SOURCE = ("The old man walked slowly to the station with my friend, because the 
           "city leaves at nine o'clock every evening in the winter.")  # 27 words
 TARGET = "The old man takes the last train to the city at nine every winter evening."
 NEW_TOKENS, REPEATS = 24, 3
+LOGITS_TOLERANCE = 1e-4  # the project's standard: log-softmax of the logits within 1e-4
 
 # ----------------------------------------------------------------------------- the hub's files
 # config.json and generation_config.json of each checkpoint as the hub has them (transformers
@@ -587,6 +600,33 @@ try:
     r["maps"] = median(lambda: ckpt.attention(%(source)r, %(target)r))
 except Exception as err:
     r["failed"] = f"{type(err).__name__}: {err}"
+    done()
+# equality (after every timing): the teacher-forced logits of SOURCE with TARGET, and generate
+# with the folder's generation_config.json as saved, max_new_tokens capped to N
+import numpy as np
+try:
+    from transformer.inference.forward import forward
+    src, out_ids = ckpt.encode_source(%(source)r), ckpt.encode_target(%(target)r)
+    dec = [ckpt.config.start_id] + out_ids[:-1]
+    r["tf_source_ids"], r["tf_decoder_ids"], r["tf_output_ids"] = src, dec, out_ids
+    logits = ckpt.model((np.asarray([src], np.int32), np.asarray([dec], np.int32)))  # eager
+    np.save(%(logits)r, np.asarray(logits, np.float32)[0])  # (T, V)
+    # the compiled pass the pages use: the log-probability of each output id (float64)
+    r["tf_log_probs"] = forward(ckpt.model, [src], [dec], [out_ids])["log_probs"][0].tolist()
+except Exception as err:
+    r["logits_failed"] = f"{type(err).__name__}: {err}"
+try:
+    from pathlib import Path
+    saved = read_generation_config(Path(%(folder)r, "generation_config.json").read_bytes(),
+                                   ckpt.config)
+    beam = dataclasses.replace(saved, max_length=%(new)d + 1,  # max_new_tokens=N wins
+                               min_length=min(saved.min_length, %(new)d + 1))
+    r["beam_method"], r["beam_notes"] = beam.method, list(beam.notes)
+    t = now(); out = ckpt.generate(%(source)r, beam, seconds=math.inf)
+    r["beam_seconds"] = now() - t
+    r["beam_ids"], r["beam_stopped_by"] = [int(i) for i in out.token_ids], out.stopped_by
+except Exception as err:
+    r["beam_failed"] = f"{type(err).__name__}: {err}"
 done()
 """
 
@@ -612,6 +652,13 @@ t = now(); ids = translate(); r["first"], r["rss_first"] = now() - t, rss()
 assert ids[0] == start, (ids[0], start)
 r["ids"], r["source_ids"] = ids[1:], tok(%(source)r)["input_ids"]
 r["warm"] = median(translate)
+# generate with the folder's generation_config.json as saved, max_new_tokens capped to N
+inputs = tok(%(source)r, return_tensors="pt")
+t = now(); beam = model.generate(**inputs, max_new_tokens=%(new)d)[0].tolist()
+r["beam_seconds"] = now() - t
+assert beam[0] == start, (beam[0], start)
+r["beam_ids"] = beam[1:]
+r["beam_num_beams"] = model.generation_config.num_beams
 model.set_attn_implementation("eager")  # sdpa returns no attention weights
 def maps():
     src = tok(%(source)r)["input_ids"]
@@ -621,6 +668,15 @@ def maps():
     [a.numpy() for a in out.encoder_attentions + out.decoder_attentions + out.cross_attentions]
 r["maps_first"] = timed(maps)
 r["maps"] = median(maps)
+# the teacher-forced logits of the maps' pass, float32
+import numpy as np
+src = tok(%(source)r)["input_ids"]
+labels = tok(text_target=%(target)r)["input_ids"]
+dec = [start] + labels[:-1]
+r["tf_source_ids"], r["tf_decoder_ids"], r["tf_output_ids"] = src, dec, labels
+logits = model(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([dec])).logits
+assert logits.dtype == torch.float32, logits.dtype
+np.save(%(logits)r, logits[0].numpy())  # (T, V)
 done()
 """
 
@@ -671,7 +727,52 @@ def _num(value, fmt="9.3f") -> str:
     return format(value, fmt) if isinstance(value, (int, float)) else f"{'-':>9s}"
 
 
-def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: list) -> dict:
+def _first_difference(a: list, b: list):
+    """The first position where a and b differ (the shorter one's length when one is a prefix
+    of the other), or None when they are equal."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y),
+                None if len(a) == len(b) else min(len(a), len(b)))
+
+
+def compare_logits(ours: dict, theirs: dict, paths: dict) -> dict:
+    """The teacher-forced pass over SOURCE with TARGET on both sides: the ids each side fed
+    (which must be equal), then the max absolute difference of the raw logits and of their
+    log-softmax (float64) over every position and id, pass at LOGITS_TOLERANCE on the
+    log-softmax; and the compiled pass's log-probability of each output id (forward's
+    "log_probs", what the pages show) against transformers' log-softmax at those ids."""
+    import numpy as np
+
+    why = ours.get("logits_failed") or theirs.get("failed") or ours.get("failed") or (
+        None if all(Path(p).exists() for p in paths.values()) else "no logits written")
+    if why:
+        return {"error": why}
+    for key in ("tf_source_ids", "tf_decoder_ids", "tf_output_ids"):
+        if ours[key] != theirs[key]:
+            return {"error": f"{key[3:]} differ (ours {ours[key]}, transformers {theirs[key]})"}
+    a, b = np.load(paths["ours"]), np.load(paths["theirs"])
+    if a.shape != b.shape:
+        return {"error": f"logits' shapes differ (ours {a.shape}, transformers {b.shape})"}
+
+    def log_softmax(x):
+        x = x.astype(np.float64)
+        x = x - x.max(axis=-1, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+    la, lb = log_softmax(a), log_softmax(b)
+    diff = np.abs(la - lb)
+    where = np.unravel_index(int(diff.argmax()), diff.shape)
+    rows = np.arange(len(theirs["tf_output_ids"]))
+    theirs_scored = lb[rows, theirs["tf_output_ids"]]
+    return {"shape": list(a.shape), "raw": float(np.abs(a.astype(np.float64) - b).max()),
+            "log_softmax": float(diff.max()), "at": [int(i) for i in where],
+            "pass": bool(diff.max() <= LOGITS_TOLERANCE),
+            "argmax_equal": bool((a.argmax(-1) == b.argmax(-1)).all()),
+            "compiled_log_probs": float(np.abs(np.asarray(ours["tf_log_probs"])
+                                               - theirs_scored).max())}
+
+
+def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: list,
+           paths: dict) -> dict:
     weights = info["files"]["model.safetensors"]
     line = {"model": name, "hub": info["hub"], "dtype": info["dtype"],
             "weights_mb": round(weights / 2**20), "new_tokens": tokens}
@@ -723,8 +824,7 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
     if "ids" in ours and "ids" in theirs:
         a, b = ours["ids"], theirs["ids"]
         same = a == b
-        first_diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y),
-                          None if len(a) == len(b) else min(len(a), len(b)))
+        first_diff = _first_difference(a, b)
         print(f"  greedy ids equal: {'yes' if same else 'NO'} (ours {len(a)}, transformers "
               f"{len(b)} tokens" + ("" if same else f"; first difference at step {first_diff}: "
                                     f"ours {a[first_diff:first_diff + 3]}, transformers "
@@ -734,6 +834,39 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
             print(f"  ours stopped by {ours.get('stopped_by')}")
     else:
         line["ids_equal"] = None
+    logits = compare_logits(ours, theirs, paths)
+    if "error" in logits:
+        print(f"  teacher-forced logits: not compared: {logits['error']}")
+        line.update(logits_max_diff=None, logits_pass=None, logits_error=logits["error"])
+    else:
+        print(f"  teacher-forced logits {tuple(logits['shape'])}, same ids fed: max |diff| "
+              f"log-softmax {logits['log_softmax']:.2e} ({'pass' if logits['pass'] else 'FAIL'} "
+              f"at {LOGITS_TOLERANCE:g}; at position {logits['at'][0]}, id {logits['at'][1]}), "
+              f"raw logits {logits['raw']:.2e}, argmax equal: "
+              f"{'yes' if logits['argmax_equal'] else 'NO'}; the compiled pass's log-probs of "
+              f"the output ids {logits['compiled_log_probs']:.2e}")
+        line.update(logits_max_diff=logits["log_softmax"], raw_logits_max_diff=logits["raw"],
+                    logits_pass=logits["pass"], logits_argmax_equal=logits["argmax_equal"],
+                    compiled_log_probs_max_diff=logits["compiled_log_probs"])
+    why = ours.get("beam_failed") or ("no beam ids" if "beam_ids" not in ours else None) or (
+        theirs.get("failed") or ("no beam ids" if "beam_ids" not in theirs else None))
+    if why:
+        print(f"  generate with the folder's generation_config.json: not compared: {why}")
+        line.update(beam_ids_equal=None, beam_error=why)
+    else:
+        a, b = ours["beam_ids"], theirs["beam_ids"]
+        same, at = a == b, _first_difference(a, b)
+        print(f"  generate with the folder's generation_config.json ({ours['beam_method']}, at "
+              f"most {tokens} new tokens): ids equal: {'yes' if same else 'NO'} (ours {len(a)}, "
+              f"transformers {len(b)} tokens; {ours['beam_seconds']:.2f} s, "
+              f"{theirs['beam_seconds']:.2f} s" + ("" if same else
+                                                  f"; first difference at step {at}: ours "
+                                                  f"{a[at:at + 3]}, transformers {b[at:at + 3]}")
+              + ")")
+        if ours.get("beam_notes"):
+            print("    our settings' notes: " + " ".join(ours["beam_notes"]))
+        line.update(beam_ids_equal=same, beam_first_difference=at,
+                    beam_method=ours["beam_method"], ours_beam_ids=a, theirs_beam_ids=b)
     print(f"  load average before ours, before theirs, after: "
           f"{', '.join(f'{x:.2f}' for x in load)} (2 cores; the measured process alone brings it "
           "near 1.5: well above 2 means another process shared them)")
@@ -748,19 +881,23 @@ def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS) -
     keep.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()[0]:.2f}; folders in {keep}; transformers' side: "
           f"{python}; sentence ({len(SOURCE.split())} words): {SOURCE!r}")
+    import tempfile
+
     lines = []
     for name in names:
         info = ensure_folder(python, name, keep)
         folder = str(keep / name)
-        load = [os.getloadavg()[0]]
-        ours = run(sys.executable, OURS, folder=folder, new=tokens)
-        load.append(os.getloadavg()[0])
-        theirs = run(python, THEIRS, folder=folder, new=tokens)
-        load.append(os.getloadavg()[0])
-        lines.append(report(name, info, ours, theirs, tokens, load))
+        with tempfile.TemporaryDirectory() as tmp:  # each side's teacher-forced logits
+            paths = {side: str(Path(tmp) / f"{side}.npy") for side in ("ours", "theirs")}
+            load = [os.getloadavg()[0]]
+            ours = run(sys.executable, OURS, folder=folder, new=tokens, logits=paths["ours"])
+            load.append(os.getloadavg()[0])
+            theirs = run(python, THEIRS, folder=folder, new=tokens, logits=paths["theirs"])
+            load.append(os.getloadavg()[0])
+            lines.append(report(name, info, ours, theirs, tokens, load, paths))
     print(f"\nsummary: ratios ours / transformers ({tokens} new tokens, greedy)")
     print(f"{'model':26s} {'files->1st':>10s} {'warm':>7s} {'maps':>7s} {'load mem':>9s} "
-          f"{'1st mem':>8s}  ids equal")
+          f"{'1st mem':>8s}  ids equal  logits max diff  beam ids")
     for line in lines:
         if "ours" in line:  # refused or failed
             print(f"{line['model']:26s} {line['ours'][:110]}")
@@ -768,9 +905,15 @@ def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS) -
         cells = [line[k]["ratio"] for k in ("files_to_first", "warm", "maps")]
         cells += [line["load_peak_over_weights"]["ratio"], line["first_peak_over_weights"]["ratio"]]
         widths = (10, 7, 7, 9, 8)
+        diff = line.get("logits_max_diff")
+        logits = ("-" if diff is None else
+                  f"{diff:.1e} {'pass' if line['logits_pass'] else 'FAIL'}")
+        beam = line.get("beam_ids_equal")
+        beam = ("-" if beam is None else "equal" if beam else
+                f"differ at {line['beam_first_difference']}")
         print(f"{line['model']:26s} " + " ".join(
             f"{c:{w}.2f}" if c is not None else f"{'-':>{w}s}" for c, w in zip(cells, widths))
-            + f"  {line['ids_equal']}")
+            + f"  {str(line['ids_equal']):9s}  {logits:15s}  {beam}")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 
