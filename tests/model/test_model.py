@@ -857,16 +857,21 @@ def test_a_model_partly_built_by_a_call_builds_the_rest_and_decodes():
     np.testing.assert_allclose(model.encode(np.array([[1, 5, 6, 2]]))["memory"], memory, atol=1e-6)
 
 
-def test_empty_model_has_every_weight_of_a_built_one_all_zero():
-    from transformer.model.weights import empty_model
+def test_empty_model_has_every_weight_of_a_built_one_and_assign_fills_each():
+    """empty_model allocates every variable without writing it (their values are whatever the
+    memory held); assign_weights, which needs a value for each, gives every one its own."""
+    from transformer.model.weights import assign_weights, empty_model
 
     config = TransformerConfig(src_vocab_size=50, tgt_vocab_size=40, d_model=16, num_heads=2,
                                dff=32, num_encoder_layers=2, num_decoder_layers=1, max_len=12,
                                positional="learned", norm_first=True)
     empty, built = empty_model(config), Transformer(config).build_weights()
     assert weight_shapes(config) == {k: v.shape for k, v in weight_arrays(empty).items()}
-    assert all(not v.any() for v in weight_arrays(empty).values())
-    assert any(v.any() for v in weight_arrays(built).values())  # the usual build draws values
+    values = weight_arrays(built)
+    assert any(v.any() for v in values.values())  # the usual build draws values
+    assign_weights(empty, values)
+    for name, value in weight_arrays(empty).items():
+        np.testing.assert_array_equal(value, values[name], err_msg=name)
 
 
 def test_assign_weights_in_row_blocks_equals_a_whole_copy(monkeypatch):

@@ -575,7 +575,7 @@ def _build_model(config: TransformerConfig) -> Transformer:
     assigned next); a config that passes validation but that TensorFlow cannot build is refused
     like any other bad setting."""
     try:
-        return empty_model(config)  # zeros: every weight is assigned next
+        return empty_model(config)  # unwritten: every weight is assigned next
     except Exception as err:  # noqa: BLE001 - whatever TF raises, the file is at fault
         raise CheckpointError(f"The checkpoint's model settings cannot be built "
                               f"({type(err).__name__}).") from None
