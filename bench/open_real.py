@@ -34,6 +34,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.timing import CHILD_PRELUDE  # noqa: E402
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 SOURCE = "the old man walks slowly to the station with my friend"
@@ -41,18 +44,7 @@ TARGET = "le vieil homme marche lentement vers la gare avec mon ami"
 NEW_TOKENS, REPEATS, VOCAB = 21, 5, 59_514
 PAD = VOCAB - 1
 
-# Shared by both sides' scripts: timers, RSS, median, and printing the result.
-COMMON = r"""
-import json, resource, statistics, sys, time
-def now(): return time.perf_counter()
-def rss():  # VmHWM (Linux's ru_maxrss survives fork + exec: a big parent's mark would show)
-    with open("/proc/self/status") as f:
-        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:"))
-def timed(fn):
-    t = now(); fn(); return now() - t
-def median(fn): return statistics.median(timed(fn) for _ in range(%(repeats)d))
-r = {}
-"""
+COMMON = CHILD_PRELUDE  # shared by both sides' scripts: timers, RSS, median, the result
 
 OURS = COMMON + r"""
 import subprocess

@@ -73,6 +73,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.timing import CHILD_PRELUDE  # noqa: E402
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 DEFAULT_HF_PYTHON = "/work/hfenv/bin/python"
@@ -561,19 +564,7 @@ def write_configs(where: Path) -> None:
 
 
 # ========================================================================== the measurement
-COMMON = r"""
-import json, math, resource, statistics, sys, time
-def now(): return time.perf_counter()
-def rss():  # VmHWM (Linux's ru_maxrss survives fork + exec: a big parent's mark would show)
-    with open("/proc/self/status") as f:
-        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:"))
-def timed(fn):
-    t = now(); fn(); return now() - t
-def median(fn): return statistics.median(timed(fn) for _ in range(%(repeats)d))
-r = {}
-def done():
-    print("RESULT " + json.dumps(r)); sys.exit(0)
-"""
+COMMON = CHILD_PRELUDE
 
 OURS = COMMON + r"""
 import dataclasses

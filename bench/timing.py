@@ -1,11 +1,28 @@
 """How the benchmarks time a call: one run's seconds, a median of repeats, and several cases
-interleaved so that machine noise hits each alike."""
+interleaved so that machine noise hits each alike; and the same helpers as the text that starts
+a measured child process's script (CHILD_PRELUDE: bench/open_real.py, bench/real_models.py)."""
 
 from __future__ import annotations
 
 import statistics
 import time
 from collections.abc import Callable
+
+# Timers, the process's peak RSS, a median of %(repeats)d runs, r = {} for the results and
+# done(), which prints them as "RESULT {json}" and exits: the start of a child's script.
+CHILD_PRELUDE = r"""
+import json, math, resource, statistics, sys, time
+def now(): return time.perf_counter()
+def rss():  # VmHWM (Linux's ru_maxrss survives fork + exec: a big parent's mark would show)
+    with open("/proc/self/status") as f:
+        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:"))
+def timed(fn):
+    t = now(); fn(); return now() - t
+def median(fn): return statistics.median(timed(fn) for _ in range(%(repeats)d))
+r = {}
+def done():
+    print("RESULT " + json.dumps(r)); sys.exit(0)
+"""
 
 
 def seconds(fn: Callable[[], object]) -> float:

@@ -4,6 +4,7 @@ and Debian's Chromium with the flags this machine needs (never a downloaded brow
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -40,6 +41,27 @@ def start_server(port: int, log, *, watch_files: bool = True, warm: bool = True,
     if not watch_files:
         command += ["--server.fileWatcherType", "none", "--server.runOnSave", "false"]
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+@contextlib.contextmanager
+def served(log_path, *, args: tuple[str, ...] = (), timeout: float = 120):
+    """The app's server (start_server with explorer.serve's `args`) on a free port, its output
+    in log_path, healthy: yields its URL, and stops it after. RuntimeError when it never
+    answers (it is killed)."""
+    with open(log_path, "w") as log:
+        port = free_port()
+        proc = start_server(port, log, args=args)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_healthy(url, proc, timeout=timeout)
+        except RuntimeError:
+            proc.kill()
+            raise
+        try:
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> float:

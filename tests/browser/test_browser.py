@@ -9,7 +9,7 @@ import re
 import pytest
 from conftest import ARTIFACTS
 
-from testkit.browser import CHROMIUM, free_port, launch_options, start_server, wait_healthy
+from testkit.browser import CHROMIUM, launch_options, served
 
 pytestmark = pytest.mark.browser
 
@@ -25,19 +25,12 @@ PAGES = [("", "Attention Explorer"), ("Model", "Model: dates"), ("Tokenization",
 
 @pytest.fixture(scope="module")
 def server():
-    log = open(ARTIFACTS.mkdir(parents=True, exist_ok=True) or ARTIFACTS / "streamlit.log", "w")
-    port = free_port()
-    proc = start_server(port, log)
-    url = f"http://127.0.0.1:{port}"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     try:
-        wait_healthy(url, proc, timeout=120)
+        with served(ARTIFACTS / "streamlit.log") as url:
+            yield url
     except RuntimeError as err:
-        proc.kill()
         pytest.fail(f"{err}; see test-artifacts/streamlit.log")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
-    log.close()
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 from conftest import ARTIFACTS, ROOT
 from test_browser import browser, wait_for_app  # noqa: F401 - fixtures
 
-from testkit.browser import free_port, start_server, wait_healthy
+from testkit.browser import served
 
 pytestmark = pytest.mark.browser
 
@@ -23,27 +23,18 @@ MARIAN = ROOT / "tests" / "fixtures" / "marian"
 @pytest.fixture(scope="module")
 def named_server():
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    log = open(ARTIFACTS / "streamlit_named.log", "w")
-    port = free_port()
     offline = os.environ.get("HF_HUB_OFFLINE")
-    os.environ["HF_HUB_OFFLINE"] = "1"  # a hub name is looked for in the cache only
+    os.environ["HF_HUB_OFFLINE"] = "1"  # the server's hub names: looked for in the cache only
     try:
-        proc = start_server(port, log, args=("--model", str(BART)))
+        with served(ARTIFACTS / "streamlit_named.log", args=("--model", str(BART))) as url:
+            yield url
+    except RuntimeError as err:
+        pytest.fail(f"{err}; see test-artifacts/streamlit_named.log")
     finally:
         if offline is None:
             os.environ.pop("HF_HUB_OFFLINE")
         else:
             os.environ["HF_HUB_OFFLINE"] = offline
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc, timeout=120)
-    except RuntimeError as err:
-        proc.kill()
-        pytest.fail(f"{err}; see test-artifacts/streamlit_named.log")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
-    log.close()
 
 
 def active_model(page) -> str:
