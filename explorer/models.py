@@ -77,7 +77,9 @@ def training_run(file_names, name: str) -> list[tuple[int | None, str]]:
 
 
 def model_choices() -> dict[str, str]:
-    """{choice id: label} for the model picker: bundled checkpoints, then this session's uploads."""
+    """{choice id: label} for the model picker: the models named (the server's --model, then
+    those this session opened by name or folder), the bundled checkpoints, this session's
+    uploads."""
     choices = {}
     for text in dict.fromkeys(state.served_models() + st.session_state.get(state.NAMED_OPENED,
                                                                             [])):
