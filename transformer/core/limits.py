@@ -30,7 +30,8 @@ source padded beyond that is refused), and a translation stops after MAX_DECODE_
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+import os
+from dataclasses import dataclass
 
 MB = 2**20
 
@@ -114,8 +115,8 @@ class Budgets:
     named_budgets(): a model the person running the server named (a folder, a Hugging Face name:
     `load_checkpoint(NAME_OR_DIR)`, `--model`, the sidebar box on a local server). Still data,
     read by the same bounded readers, but its budgets come from the machine: the memory the load
-    will take (computed from config.json and the weight files' headers before any weight is
-    read) against the memory available, the model's own positions for typed text, its own
+    will take (load_bytes, from config.json before any weight is read) against the memory
+    available, the model's own positions for typed text, its own
     lengths for translations; no fixed time cut (a translation shows progress)."""
     source: str  # "upload" or "named"
     weights_bytes: int  # all weight files together, as stored (safetensors, shards, tf_model.h5)
@@ -151,7 +152,6 @@ def memory_available() -> int:
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    import os
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -168,11 +168,6 @@ def named_budgets(available: int | None = None) -> Budgets:
                                                       available // NAMED_MAPS_SHARE)),
                    input_tokens=MAX_POSITIONS, decode_steps=MAX_POSITIONS,
                    decode_seconds=math.inf, pass_flops=math.inf, memory_bytes=available)
-
-
-def with_memory(budgets: Budgets, available: int) -> Budgets:
-    """The same budgets with memory_bytes set (for a load's check)."""
-    return replace(budgets, memory_bytes=int(available))
 
 
 def maps_bytes(config, length: int) -> int:
@@ -242,17 +237,15 @@ def step_budget(config, beam_width: int = 1, budgets: Budgets = UPLOAD) -> int:
                flops_length(config, budgets))
 
 
-def load_bytes(config, stored_float32: bool = True) -> int:
-    """What opening a model grows the process by, from its config and weight files' headers,
-    before anything is read: the model's float32 variables (parameter_count x 4), TensorFlow's
-    working copy of the largest pass the probe runs, and, where the files are not float32, one
-    widening block at a time (the files themselves are memory-mapped: the page cache, not the
-    process, holds them)."""
-    variables = 4 * config.parameter_count()
-    widen = 0 if stored_float32 else 64 * MB
-    return int(variables * LOAD_OVERHEAD + widen + LOAD_FIXED_BYTES)
+def load_bytes(config) -> int:
+    """What opening a model takes of the memory available, from its config alone, before
+    anything is read: the model's float32 variables (parameter_count x 4) with a margin for the
+    one weight widened at a time and the probe pass, and TensorFlow's runtime and the
+    tokenizers. The weight files are memory-mapped: their pages are the kernel's cache, which it
+    takes back under pressure (bench/real_models.py counts them in the peak it prints: 2.1 to
+    2.5 x the weights at the first translation)."""
+    return int(4 * config.parameter_count() * LOAD_OVERHEAD + LOAD_FIXED_BYTES)
 
 
-LOAD_OVERHEAD = 1.25  # the variables, plus what building and the probe pass take (measured on
-# bart-large-cnn- and NLLB-shaped folders: see bench/real_models.py)
+LOAD_OVERHEAD = 1.25  # the variables, and a quarter more (a margin, not a measurement)
 LOAD_FIXED_BYTES = 512 * MB  # TensorFlow's runtime and the tokenizers
