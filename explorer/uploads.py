@@ -32,8 +32,7 @@ from transformer.checkpoint import archive
 from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
 from transformer.core import limits
-from transformer.importers import HF_FILES, HF_MODULES, RECIPES, hf_family, is_weights_file
-from transformer.importers.hf_folder import SHARD_FILE
+from transformer.importers import HF_FILES, HF_MODULES, RECIPES, hf_family, hf_weights, is_weights_file
 from transformer.importers.keras_seq2seq import FORM_LABELS, KERAS_FORMS, recipe_of_weights
 
 RECIPE_LABELS = {name: recipe.label for name, recipe in RECIPES.items()}
@@ -120,8 +119,9 @@ def read_upload(named: dict[str, bytes]) -> Upload:
     if names & HF_MARKERS:
         family = hf_family(named)  # config.json's model_type; CheckpointError names an unknown one
         files = {n: v for n, v in named.items() if PurePosixPath(n).name in family.FOLDER_FILES
-                 or SHARD_FILE.fullmatch(PurePosixPath(n).name)}
-        files = _one_weights_form(files)
+                 or hf_weights.is_weight_file(PurePosixPath(n).name)}
+        unread = hf_weights.unread(PurePosixPath(n).name for n in files)  # another form's
+        files = {n: v for n, v in files.items() if PurePosixPath(n).name not in unread}
         if archive_name is None and files:  # name what is read, not what came beside it
             label = f"the files {_join(sorted(files))}"
         return _finish(Upload(files, label, family.RECIPE.name, archive_name=archive_name,
@@ -146,20 +146,6 @@ def read_upload(named: dict[str, bytes]) -> Upload:
     files = {n: named[n] for n in weights + vocabularies}
     return _finish(Upload(files, label, recipe, form, weights, vocabulary_roles(vocabularies),
                           ignored, archive_name=archive_name))
-
-
-def _one_weights_form(files: dict) -> dict:
-    """The files without the weight forms the model is not read from: model.safetensors is read
-    when present, else the shards its index names, else tf_model.h5 (hf_weights' order)."""
-    names = {PurePosixPath(n).name: n for n in files}
-    for form, others in (("model.safetensors", ("model.safetensors.index.json", "tf_model.h5")),
-                         ("model.safetensors.index.json", ("tf_model.h5",))):
-        if form in names:
-            dropped = {names[o] for o in others if o in names}
-            if form == "model.safetensors":
-                dropped |= {n for n in files if SHARD_FILE.fullmatch(PurePosixPath(n).name)}
-            return {n: v for n, v in files.items() if n not in dropped}
-    return files
 
 
 def _finish(upload: Upload) -> Upload:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -38,16 +37,13 @@ from transformer.checkpoint.format import (
 )
 from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
-from transformer.importers.hf_folder import SHARD_FILE, FolderSpec, gather, is_folder, parse_json
+from transformer.importers.hf_folder import FolderSpec, gather, parse_json
 from transformer.importers.hf_weights import (
-    INDEX,
-    PICKLE_FILES,
     SAFETENSORS,
-    TF_WEIGHTS,
-    WEIGHT_FILES,
+    WEIGHT_FILE_BYTES,
     StoredWeights,
+    found,
     read_weights,
-    refuse_pickle,
 )
 from transformer.model.config import TransformerConfig
 
@@ -55,10 +51,8 @@ __all__ = ["REQUIRED_FILES", "WEIGHT_FILE_BYTES", "ModelFiles", "build_config",
            "check_tokenizers", "checkpoint_data", "read_folder", "tokenizer_family", "tokenizers"]
 
 REQUIRED_FILES = ("config.json", "model.safetensors")  # every family's, besides its tokenizer
-# (model.safetensors, or the shards its index names, or tf_model.h5: hf_weights). The caps of
-# given files (an upload's); a folder's are memory-mapped within the budgets of who named it.
-WEIGHT_FILE_BYTES = {SAFETENSORS: limits.MAX_MEMBER_BYTES, INDEX: limits.MAX_JSON_BYTES,
-                     TF_WEIGHTS: limits.MAX_MEMBER_BYTES}
+# (model.safetensors, or the shards its index names, or tf_model.h5: hf_weights, which holds
+# WEIGHT_FILE_BYTES, their caps as given files)
 
 
 @dataclass
@@ -95,14 +89,9 @@ def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
     missing or malformed file. what: "mBART". budgets: who gave it (limits.UPLOAD: a
     stranger's files; limits.named_budgets(): a model the person running the server named)."""
     raw, label = gather(source, spec)
-    weight_files = {n: v for n, v in raw.items()
-                    if (n in WEIGHT_FILES or SHARD_FILE.fullmatch(n)) and (
-                        isinstance(v, Path) or v)}
-    if not any(n in weight_files for n in WEIGHT_FILES) and any(
-            n in raw for n in PICKLE_FILES):
-        raise refuse_pickle(label, what)
+    stored = found(raw, label, what, budgets)
     missing = [n for n in REQUIRED_FILES
-               if n not in raw and not (n == SAFETENSORS and weight_files)]
+               if n not in raw and not (n == SAFETENSORS and stored.files)]
     if not any(all(raw.get(n) for n in names_) for names_ in tokenizer_sets):
         missing.append(" (or ".join(" and ".join(s) for s in tokenizer_sets)
                        + ")" * (len(tokenizer_sets) - 1))
@@ -110,15 +99,13 @@ def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
         raise CheckpointError(f"The {what} model in {label} is missing {', '.join(missing)}; "
                               "download them from the model's page.")
     hf_config = parse_json(raw["config.json"], "config.json", label)
-    folder = Path(source) if isinstance(source, (str, Path)) and is_folder(Path(source)) \
-        else None
     return ModelFiles(label, hf_config, {}, {n: raw[n] for n in tokenizer_files if raw.get(n)},
                       raw.get("generation_config.json") or None,
                       [{"name": name, "bytes": len(data),
                         "sha256": hashlib.sha256(data).hexdigest()}
                        for name, data in sorted(raw.items())
-                       if name in spec.file_bytes and name not in weight_files],
-                      StoredWeights(label, weight_files, folder, budgets))
+                       if name in spec.file_bytes and name not in stored.files],
+                      stored)
 
 
 def tokenizers(files: dict[str, bytes], family: str, label: str):

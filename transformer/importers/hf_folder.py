@@ -12,31 +12,28 @@ read. Every failure is a CheckpointError sentence naming the file.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from transformer.checkpoint import archive
 from transformer.checkpoint.format import CheckpointError, read_input
 from transformer.core import limits
+from transformer.importers.hf_weights import SAFETENSORS, SHARD_FILE, WEIGHT_FILES
 
-__all__ = ["MAPPED_FILES", "SHARD_FILE", "FolderSpec", "gather", "is_folder", "parse_json"]
+__all__ = ["FolderSpec", "gather", "is_folder", "parse_json"]
 
 MAX_ZIP_BYTES = limits.MAX_TOTAL_BYTES  # a zipped model folder (only the files read are unpacked)
 MAX_ZIP_MEMBERS = 256
-# Weight files (transformer.importers.hf_weights): in a folder they are memory-mapped when the
-# weights are read, not read here; the shards a sharded model's index names are looked up then.
-MAPPED_FILES = ("model.safetensors", "model.safetensors.index.json", "tf_model.h5")
-SHARD_FILE = re.compile(r"model-[0-9]{5}-of-[0-9]{5}\.safetensors")  # as the hub names them
 
 
 @dataclass(frozen=True)
 class FolderSpec:
     """What one family reads of a folder. file_bytes: {file name: its byte cap}, every file it
     may read; hinted: names looked for only to say something about them (never read); what:
-    the model in sentences ("the Marian model"). A folder's weight files (MAPPED_FILES) are
-    given as their Path, to be memory-mapped by the weights' reader; given files hold shards
-    (SHARD_FILE) read within model.safetensors' cap."""
+    the model in sentences ("the Marian model"). A folder's weight files (hf_weights.WEIGHT_FILES)
+    are given as their Path, memory-mapped when the weights are read (hf_weights; the shards its
+    index names are looked up then); given files hold shards (SHARD_FILE) read within
+    model.safetensors' cap."""
     file_bytes: dict
     hinted: tuple[str, ...] = ()
     what: str = "the model"
@@ -63,7 +60,7 @@ def gather(source, spec: FolderSpec) -> tuple[dict[str, bytes], str]:
         if zips:
             raise CheckpointError(f"Give either a .zip of {spec.what} or its files, not "
                                   f"both ({zips[0]!r} came with other files).")
-        shard_cap = spec.file_bytes.get("model.safetensors", 0)
+        shard_cap = spec.file_bytes.get(SAFETENSORS, 0)
         wanted = {n: v for n, v in named.items()
                   if n in spec.file_bytes or shard_cap and SHARD_FILE.fullmatch(n)}
         present = {n: b"" for n in named if n not in wanted}  # named in hints only
@@ -114,7 +111,7 @@ def _from_folder(path: Path, spec: FolderSpec) -> tuple[dict[str, bytes], str]:
                                   f"({err.strerror or type(err).__name__}).") from None
         if not present:
             continue
-        if name in spec.file_bytes and name in MAPPED_FILES:
+        if name in spec.file_bytes and name in WEIGHT_FILES:
             raw[name] = child  # read (memory-mapped) with the weights: hf_weights
         elif name in spec.file_bytes:
             raw[name] = read_input(child, name, spec.file_bytes[name])

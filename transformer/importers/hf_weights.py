@@ -25,6 +25,7 @@ import hashlib
 import mmap
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,14 +36,20 @@ from transformer.checkpoint.format import CheckpointError, read_input
 from transformer.checkpoint.jsons import bounded_json
 from transformer.core import limits
 
-__all__ = ["INDEX", "PICKLE_FILES", "SAFETENSORS", "TF_WEIGHTS", "WEIGHT_FILES", "StoredWeights",
-           "read_safetensors", "read_weights", "refuse_pickle"]
+__all__ = ["INDEX", "PICKLE_FILES", "SAFETENSORS", "SHARD_FILE", "TF_WEIGHTS", "WEIGHT_FILES",
+           "WEIGHT_FILE_BYTES", "StoredWeights", "found", "is_weight_file", "read_safetensors",
+           "read_weights", "refuse_pickle", "unread"]
 
 SAFETENSORS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 TF_WEIGHTS = "tf_model.h5"
-WEIGHT_FILES = (SAFETENSORS, INDEX, TF_WEIGHTS)  # looked up in a folder, in this order
+WEIGHT_FILES = (SAFETENSORS, INDEX, TF_WEIGHTS)  # looked up in a folder, read in this order
+# The caps of given files (an upload's); a folder's are memory-mapped within its budgets.
+WEIGHT_FILE_BYTES = {SAFETENSORS: limits.MAX_MEMBER_BYTES, INDEX: limits.MAX_JSON_BYTES,
+                     TF_WEIGHTS: limits.MAX_MEMBER_BYTES}
 PICKLE_FILES = ("pytorch_model.bin",)  # noted when present, never read
+SHARD_FILE = re.compile(r"model-[0-9]{5}-of-[0-9]{5}\.safetensors")  # given shards, as the hub
+# names them; a folder's are the names its index gives:
 SHARD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.safetensors")  # a plain file name
 MAX_SHARDS = 256
 STORED_DTYPES = ("F32", "F16", "BF16", "F64")  # what the hub's files hold for these families
@@ -50,15 +57,42 @@ STORED_DTYPES = ("F32", "F16", "BF16", "F64")  # what the hub's files hold for t
 
 @dataclass
 class StoredWeights:
-    """Where one model's weights are, before any is read: the folder (weights looked up by name
-    in it) or the files given ({name: bytes}), and the budgets of who gave them."""
+    """Where one model's weights are, before any is read: a folder's files (Paths: the shards its
+    index names are looked up beside them) or the files given ({name: bytes}), and the budgets
+    of who gave them."""
     label: str
     files: dict  # {name: bytes or Path} of WEIGHT_FILES (and shards, for given files)
-    folder: Path | None = None
     budgets: limits.Budgets = limits.UPLOAD
 
-    def present(self) -> bool:
-        return any(name in self.files for name in WEIGHT_FILES)
+    @property
+    def folder(self) -> Path | None:
+        return next((v.parent for v in self.files.values() if isinstance(v, Path)), None)
+
+
+def is_weight_file(name: str) -> bool:
+    """Whether a file of a model is one of its weight files (WEIGHT_FILES, or a given shard)."""
+    return name in WEIGHT_FILES or bool(SHARD_FILE.fullmatch(name))
+
+
+def found(raw: dict, label: str, what: str, budgets: limits.Budgets) -> StoredWeights:
+    """The weight files among a model's files as hf_folder.gather gives them (a folder's as
+    Paths, given ones as bytes); a model whose only weights are pytorch_model.bin is refused
+    (refuse_pickle). what: "BART"."""
+    files = {n: v for n, v in raw.items() if is_weight_file(n) and (isinstance(v, Path) or v)}
+    if not any(n in files for n in WEIGHT_FILES) and any(n in raw for n in PICKLE_FILES):
+        raise refuse_pickle(label, what)
+    return StoredWeights(label, files, budgets)
+
+
+def unread(names) -> set[str]:
+    """Of these file names, the weight files the model is not read from: read_weights reads the
+    first of WEIGHT_FILES present, and the given shards only with their index."""
+    names = set(names)
+    form = next((n for n in WEIGHT_FILES if n in names), None)
+    if form is None:
+        return set()
+    return {n for n in names if is_weight_file(n) and n != form
+            and not (form == INDEX and SHARD_FILE.fullmatch(n))}
 
 
 def refuse_pickle(label: str, what: str) -> CheckpointError:
@@ -144,19 +178,19 @@ def _open(stored: StoredWeights, name: str, limit: int):
     """The bytes of one weight file: given bytes (an upload's, within its cap), or a folder's
     file memory-mapped read-only (a regular file, links followed: Hugging Face's cache links
     every file into its blobs) of at most `limit` bytes."""
-    found = stored.files.get(name)
-    if found is None and stored.folder is not None:
-        found = stored.folder / name
-    if found is None:
+    given = stored.files.get(name)
+    if given is None and stored.folder is not None:
+        given = stored.folder / name  # a shard its index names
+    if given is None:
         raise CheckpointError(f"{stored.label[:1].upper() + stored.label[1:]} is missing "
                               f"{name}, which {INDEX} names.")
-    if not isinstance(found, Path):
-        data = read_input(found, name, limit)
+    if not isinstance(given, Path):
+        data = read_input(given, name, limit)
         return data
     try:
-        with open(found, "rb") as f:
+        with open(given, "rb") as f:
             info = os.fstat(f.fileno())
-            if not _regular(info.st_mode):
+            if not stat.S_ISREG(info.st_mode):
                 raise CheckpointError(f"{name} in {stored.label} is not a regular file.")
             if info.st_size > limit:
                 raise CheckpointError(
@@ -176,12 +210,6 @@ def _open(stored: StoredWeights, name: str, limit: int):
                               f"({err.strerror or type(err).__name__}).") from None
 
 
-def _regular(mode: int) -> bool:
-    import stat
-
-    return stat.S_ISREG(mode)
-
-
 BLOB_NAME = re.compile(r"[0-9a-f]{64}")  # a Hugging Face cache blob of an LFS file: its SHA-256
 
 
@@ -189,7 +217,8 @@ def _entry(name: str, data, stored: StoredWeights) -> dict:
     """{"name", "bytes", "sha256"} of one weight file for the provenance and the cache key. A
     file in Hugging Face's cache is a link to blobs/<its SHA-256> (for files stored in LFS, as
     weights are): that name is the hash, so a 2 GB file is not read to hash it again."""
-    path = stored.folder / name if stored.folder is not None and name not in stored.files \
+    folder = stored.folder
+    path = folder / name if folder is not None and name not in stored.files \
         else stored.files.get(name)
     if isinstance(path, Path):
         try:

@@ -38,7 +38,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import numpy as np
 
@@ -52,14 +52,9 @@ from transformer.checkpoint.format import (
 from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
 from transformer.importers.bart_layout import take_layers, take_output, take_shared_embedding
-from transformer.importers.hf_common import WEIGHT_FILE_BYTES, build_config
-from transformer.importers.hf_folder import SHARD_FILE, FolderSpec, gather, is_folder, parse_json
-from transformer.importers.hf_weights import (
-    WEIGHT_FILES,
-    StoredWeights,
-    read_weights,
-    refuse_pickle,
-)
+from transformer.importers.hf_common import build_config
+from transformer.importers.hf_folder import FolderSpec, gather, is_folder, parse_json
+from transformer.importers.hf_weights import WEIGHT_FILE_BYTES, found, read_weights
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
@@ -169,13 +164,9 @@ def read_marian(source, budgets: limits.Budgets = limits.UPLOAD) -> MarianFiles:
     sentences that name the file and what was wrong. The weights are model.safetensors, a
     sharded model or tf_model.h5 (hf_weights), read once config.json passed every check."""
     raw, label = _gather(source)
-    weight_files = {n: v for n, v in raw.items()
-                    if (n in WEIGHT_FILES or SHARD_FILE.fullmatch(n)) and (
-                        isinstance(v, Path) or v)}
-    if not any(n in weight_files for n in WEIGHT_FILES) and "pytorch_model.bin" in raw:
-        raise refuse_pickle(label, "Marian")
+    stored = found(raw, label, "Marian", budgets)
     missing = [name for name in REQUIRED_FILES
-               if name not in raw and not (name == "model.safetensors" and weight_files)]
+               if name not in raw and not (name == "model.safetensors" and stored.files)]
     if missing:
         raise CheckpointError(
             f"The Marian model in {label} is missing {_join(missing)}; a Marian model holds "
@@ -187,13 +178,11 @@ def read_marian(source, budgets: limits.Budgets = limits.UPLOAD) -> MarianFiles:
             "vocab.json).")
     hf_config = parse_json(raw["config.json"], "config.json", label)
     config = marian_config(hf_config, label)
-    folder = Path(source) if isinstance(source, (str, Path)) and is_folder(Path(source)) \
-        else None
     check_config(build_config(config, label), budgets)  # before any weight is read
-    weights, entries = read_weights(StoredWeights(label, weight_files, folder, budgets))
+    weights, entries = read_weights(stored)
     files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
              for name, data in sorted(raw.items())
-             if name in REQUIRED_FILES + OPTIONAL_FILES and name not in weight_files]
+             if name in REQUIRED_FILES + OPTIONAL_FILES and name not in stored.files]
     files = sorted(files + entries, key=lambda entry: entry["name"])
     return MarianFiles(label, hf_config, config, weights, raw["source.spm"], raw["target.spm"],
                        raw["vocab.json"], files, _languages(raw.get("tokenizer_config.json")),
