@@ -441,17 +441,10 @@ def build_tokenizer(kind: str, out: Path):
             {"tokenizer_class": "NllbTokenizer", "src_lang": "eng_Latn", "tgt_lang": "fra_Latn",
              "extra_special_tokens": FAIRSEQ_LANGUAGE_CODES}))
         NllbTokenizerFast.from_pretrained(out).save_pretrained(out)
-        # The codes right after the pieces, <mask> last, as facebook/nllb-200's tokenizer.json
-        # has them (transformers' conversion puts <mask> first): tests/fixtures' NLLB layout.
-        data = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))
-        first = len(data["model"]["vocab"])
-        order = {code: first + i for i, code in enumerate(FAIRSEQ_LANGUAGE_CODES)}
-        order["<mask>"] = first + len(FAIRSEQ_LANGUAGE_CODES)
-        for token in data["added_tokens"]:
-            token["id"] = order.get(token["content"], token["id"])
-        data["added_tokens"].sort(key=lambda token: token["id"])
-        for token in data["post_processor"]["special_tokens"].values():
-            token["ids"] = [order.get(t, i) for t, i in zip(token["tokens"], token["ids"])]
+        sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+        from make_m2m100_fixture import nllb_layout  # facebook/nllb-200's ids, as the fixture's
+
+        data = nllb_layout(json.loads((out / "tokenizer.json").read_text(encoding="utf-8")))
         (out / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False),
                                             encoding="utf-8")
         tokenizer = NllbTokenizerFast.from_pretrained(out)
