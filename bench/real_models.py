@@ -30,7 +30,8 @@ library) and saved by transformers' class for the family:
 The folder is then reloaded with AutoTokenizer + AutoModelForSeq2SeqLM, as a check that
 transformers reads it.
 
-Each side then runs in a fresh process (as bench/open_real.py): files to the first translation
+Each side then runs in a fresh process (as bench/open_real.py), the folder's files read once before
+each (in_page_cache: both read them from memory, as a model used before): files to the first translation
 (import, load, one greedy translation of SOURCE with exactly --tokens new tokens: ours
 load_checkpoint(folder) then ckpt.generate(SOURCE, settings), the folder's generation config made
 greedy with min = max = N new tokens; theirs from_pretrained(dtype=float32) + AutoTokenizer +
@@ -861,6 +862,18 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
     return line
 
 
+def in_page_cache(folder: str) -> None:
+    """Read every file of the folder once, so that each side finds them in the page cache (as
+    a model opened before is): without it the side that runs first paid the disk reads of a
+    file the other models' runs had evicted (bart-large-cnn's load 10.5 s, then 1.2 s for
+    transformers right after)."""
+    for path in sorted(Path(folder).iterdir()):
+        if path.is_file():
+            with open(path, "rb") as f:
+                while f.read(64 * 2**20):
+                    pass
+
+
 def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS) -> None:
     keep.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()[0]:.2f}; folders in {keep}; transformers' side: "
@@ -874,8 +887,10 @@ def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS) -
         with tempfile.TemporaryDirectory() as tmp:  # each side's teacher-forced logits
             paths = {side: str(Path(tmp) / f"{side}.npy") for side in ("ours", "theirs")}
             load = [os.getloadavg()[0]]
+            in_page_cache(folder)
             ours = run(sys.executable, OURS, folder=folder, new=tokens, logits=paths["ours"])
             load.append(os.getloadavg()[0])
+            in_page_cache(folder)
             theirs = run(python, THEIRS, folder=folder, new=tokens, logits=paths["theirs"])
             load.append(os.getloadavg()[0])
             lines.append(report(name, info, ours, theirs, tokens, load, paths))

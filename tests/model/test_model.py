@@ -874,21 +874,30 @@ def test_empty_model_has_every_weight_of_a_built_one_and_assign_fills_each():
         np.testing.assert_array_equal(value, values[name], err_msg=name)
 
 
-def test_assign_weights_in_row_blocks_equals_a_whole_copy(monkeypatch):
-    """Weights not float32 are widened a block of rows at a time; the model gets the same numbers,
-    from transposed views and float16 arrays too."""
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_assign_weights_takes_every_layout_and_precision_exactly(monkeypatch, dtype):
+    """Transposed views (copied a tile at a time: tiles of 5 here, so the edges are partial
+    tiles) and C-ordered arrays, in every stored precision, give the model the same numbers
+    widened to float32, in memory of its own: changing the given arrays afterwards changes
+    nothing."""
+    import ml_dtypes
+
     from transformer.model import weights as names
 
     config = TransformerConfig(src_vocab_size=53, tgt_vocab_size=47, d_model=16, num_heads=2,
-                               dff=32, num_encoder_layers=1, num_decoder_layers=1, max_len=12)
-    source = Transformer(config).build_weights()
-    values = weight_arrays(source)
-    given = {k: (np.ascontiguousarray(v.T).T if v.ndim == 2 else v) for k, v in values.items()}
+                               dff=36, num_encoder_layers=1, num_decoder_layers=1, max_len=12)
+    values = weight_arrays(Transformer(config).build_weights())
+    stored = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    given = {k: (np.ascontiguousarray(v.T.astype(stored)).T if v.ndim == 2 else v.astype(stored))
+             for k, v in values.items()}
     embedding = names.token_embedding("source")
-    given[embedding] = values[embedding].astype(np.float16)
-    monkeypatch.setattr(names, "ASSIGN_BLOCK_BYTES", 3 * 16 * 4)  # 3 rows of 16 floats a block
+    given[embedding] = values[embedding].astype(stored)  # C-ordered
+    assert not all(v.flags.c_contiguous for v in given.values())
+    monkeypatch.setattr(names, "TILE", 5)
     target = names.empty_model(config)
     names.assign_weights(target, given)
+    expected = {name: value.astype(np.float32) for name, value in given.items()}
+    for value in given.values():
+        value[...] = 0
     for name, value in weight_arrays(target).items():
-        expected = given[name].astype(np.float32)
-        np.testing.assert_array_equal(value, expected, err_msg=name)
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)

@@ -24,7 +24,6 @@ more (checkpoint.format.check_consistent).
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +41,10 @@ from transformer.importers.hf_weights import (
     SAFETENSORS,
     WEIGHT_FILE_BYTES,
     StoredWeights,
+    files_digest,
     found,
     read_weights,
+    settled,
 )
 from transformer.model.config import TransformerConfig
 
@@ -187,6 +188,7 @@ def checkpoint_data(files: ModelFiles, config: TransformerConfig, weights: dict,
                     name: str | None, command: str | None) -> CheckpointData:
     """The CheckpointData of a mapped model, with its provenance."""
     check_consistent(config, source_tok, target_tok)
+    files.files = settled(files.files)  # the weight files' hashes, computed meanwhile
     hf_name = files.hf_config.get("_name_or_path")
     hf_name = hf_name.strip()[:80] if isinstance(hf_name, str) and hf_name.strip() else ""
     metadata = {
@@ -201,7 +203,6 @@ def checkpoint_data(files: ModelFiles, config: TransformerConfig, weights: dict,
         },
     }
     metadata, warnings = clean_metadata(metadata)
-    digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
-                            .encode()).hexdigest()
+    digest = files_digest(files.files)
     return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
                           generation_config=files.generation_config, budgets=files.budgets)

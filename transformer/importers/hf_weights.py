@@ -22,10 +22,13 @@ Every failure is a CheckpointError sentence naming the file.
 from __future__ import annotations
 
 import hashlib
+import json
 import mmap
 import os
 import re
 import stat
+import threading
+from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +41,7 @@ from transformer.core import limits
 
 __all__ = ["INDEX", "PICKLE_FILES", "SAFETENSORS", "SHARD_FILE", "TF_WEIGHTS", "WEIGHT_FILES",
            "WEIGHT_FILE_BYTES", "StoredWeights", "found", "is_weight_file", "read_safetensors",
-           "read_weights", "refuse_pickle", "unread"]
+           "read_weights", "refuse_pickle", "files_digest", "settled", "unread"]
 
 SAFETENSORS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -216,7 +219,10 @@ BLOB_NAME = re.compile(r"[0-9a-f]{64}")  # a Hugging Face cache blob of an LFS f
 def _entry(name: str, data, stored: StoredWeights) -> dict:
     """{"name", "bytes", "sha256"} of one weight file for the provenance and the cache key. A
     file in Hugging Face's cache is a link to blobs/<its SHA-256> (for files stored in LFS, as
-    weights are): that name is the hash, so a 2 GB file is not read to hash it again."""
+    weights are): that name is the hash, so a 2 GB file is not read to hash it again. Any
+    other file is hashed in a thread while the load goes on (hashlib lets go of the GIL: a
+    2 GB file's 1.1 s overlaps the tokenizers' building); "sha256" is then a Future until
+    settled() waits for it."""
     folder = stored.folder
     path = folder / name if folder is not None and name not in stored.files \
         else stored.files.get(name)
@@ -227,4 +233,32 @@ def _entry(name: str, data, stored: StoredWeights) -> dict:
             target = path
         if target.parent.name == "blobs" and BLOB_NAME.fullmatch(target.name):
             return {"name": name, "bytes": len(data), "sha256": target.name}
-    return {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    if len(data) < HASH_IN_THREAD_BYTES:
+        return {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    hashing = futures.Future()
+    threading.Thread(target=_hash, args=(data, hashing), name=f"sha256 of {name}",
+                     daemon=True).start()
+    return {"name": name, "bytes": len(data), "sha256": hashing}
+
+
+HASH_IN_THREAD_BYTES = 16 * 2**20
+
+
+def _hash(data, into: futures.Future) -> None:
+    try:
+        into.set_result(hashlib.sha256(data).hexdigest())
+    except BaseException as err:  # noqa: BLE001 - the reader of the Future raises it
+        into.set_exception(err)
+
+
+def settled(files: list[dict]) -> list[dict]:
+    """The file entries of a load with every hash computed (waiting for _entry's threads)."""
+    return [{**f, "sha256": f["sha256"].result()} if isinstance(f["sha256"], futures.Future)
+            else f for f in files]
+
+
+def files_digest(files: list[dict]) -> str:
+    """The cache key of a model read from these settled file entries: the SHA-256 of their
+    names and hashes."""
+    return hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files))
+                          .encode()).hexdigest()

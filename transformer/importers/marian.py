@@ -54,7 +54,13 @@ from transformer.core import limits
 from transformer.importers.bart_layout import take_layers, take_output, take_shared_embedding
 from transformer.importers.hf_common import build_config
 from transformer.importers.hf_folder import FolderSpec, gather, is_folder, parse_json
-from transformer.importers.hf_weights import WEIGHT_FILE_BYTES, found, read_weights
+from transformer.importers.hf_weights import (
+    WEIGHT_FILE_BYTES,
+    files_digest,
+    found,
+    read_weights,
+    settled,
+)
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.inference.session import Checkpoint
@@ -430,6 +436,7 @@ def marian_data(source, *, name: str | None = None, command: str | None = None,
     weights = marian_weights(files.weights, c, files.label)
     files.weights = {}  # the mapped arrays are ours now; free the originals
     check_consistent(config, source_tok, target_tok)
+    files.files = settled(files.files)  # the weight files' hashes, computed meanwhile
     hf_name = files.hf_config.get("_name_or_path")
     hf_name = hf_name if isinstance(hf_name, str) and hf_name.strip() else None
     metadata = {
@@ -444,8 +451,7 @@ def marian_data(source, *, name: str | None = None, command: str | None = None,
         },
     }
     metadata, warnings = clean_metadata(metadata)
-    digest = hashlib.sha256(json.dumps(sorted((f["name"], f["sha256"]) for f in files.files))
-                            .encode()).hexdigest()
+    digest = files_digest(files.files)
     return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
                           generation_config=files.generation_config, budgets=files.budgets)
 

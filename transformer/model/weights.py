@@ -4,6 +4,8 @@ loader call assign_weights, which names every missing, extra or mis-shaped weigh
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from transformer.core.text import quoted
@@ -165,36 +167,84 @@ def assign_weights(model, weights: dict[str, np.ndarray], where: str = "the chec
     """Copy {name: array} into a built model, after check_weights against its variables."""
     variables = {relative_path(model, w): w for w in model.weights}
     check_weights({name: tuple(v.shape) for name, v in variables.items()}, weights, where)
-    for name, variable in variables.items():
-        _assign_in_blocks(variable, weights[name])
+    with _small_pages():
+        for name, variable in variables.items():
+            _assign_in_blocks(variable, weights[name])
 
 
-ASSIGN_BLOCK_BYTES = 64 * 2**20  # rows widened to float32 at a time
+@contextlib.contextmanager
+def _small_pages():
+    """NumPy's large arrays in 4 KB pages for the duration. NumPy asks the kernel for 2 MB
+    pages (madvise) for them, and where the memory is fragmented each first touch then waits
+    for the kernel to compact: 2 GB of new arrays took 0.14-3.5 s here, in 4 KB pages 0.7 s
+    every time (PyTorch's allocator asks for none either)."""
+    try:
+        from numpy._core.multiarray import _set_madvise_hugepage
+    except ImportError:  # another NumPy: its default
+        yield
+        return
+    before = _set_madvise_hugepage(False)
+    try:
+        yield
+    finally:
+        _set_madvise_hugepage(before)
 
 
 def _assign_in_blocks(variable, array) -> None:
-    """variable = array, in one assignment: a float32 array (a view of a memory-mapped file)
-    as it is; any other (float16, bfloat16, a transposed view) widened into one float32 buffer a
-    block of rows at a time, so what is in flight besides the model is that one weight. Never
-    an assignment to a slice of the variable: TensorFlow then keeps the variable in its
-    copy-on-read mode, and every later read copied it whole (NLLB's 1 GB embedding: 2.7 s a
+    """variable = array, in one assignment of one weight, copied once into memory the variable
+    then owns (_owned: NumPy's, handed to TensorFlow through DLPack without a copy; tf.constant
+    of a NumPy array took 1.5-3.5 s for NLLB's 1 GB embedding, DLPack 0.24 s with the copy).
+    A transposed float32 view (a Hugging Face (out, in) matrix read as our (in, out) kernel) is
+    transposed a tile at a time as it is copied (NumPy's strided copy of the whole took 8x as
+    long); float16 / bfloat16 is copied as stored and transposed and widened to float32 by
+    TensorFlow. What is in flight besides the model is that one weight, in both precisions at
+    most. Never an assignment to a slice of the variable: TensorFlow then keeps the variable in
+    its copy-on-read mode, and every later read copied it whole (NLLB's 1 GB embedding: 2.7 s a
     read, at every load's probe and every compiled call)."""
-    array = np.asarray(array)
-    if array.dtype == np.float32 and array.flags.c_contiguous:
-        import tensorflow as tf
+    import tensorflow as tf
 
-        # the array as the op's own input: the variable takes the tensor made from it, not a
-        # copy of it into the buffer it had
-        tf.raw_ops.AssignVariableOp(resource=variable.value.handle, value=array)
-        return
-    out = np.empty(array.shape, np.float32)
-    if array.ndim < 2:
-        out[...] = array
+    array = np.asarray(array)
+    transposed = array.ndim == 2 and not array.flags.c_contiguous and array.T.flags.c_contiguous
+    if array.dtype == np.float32:
+        value = _shared_tensor(_owned(array))
     else:
-        rows = max(1, ASSIGN_BLOCK_BYTES // (4 * max(1, array[0].size)))
-        for start in range(0, array.shape[0], rows):
-            out[start:start + rows] = array[start:start + rows]
-    variable.assign(out)
+        value = _shared_tensor(_owned(array.T if transposed else array))
+        if transposed:
+            value = tf.transpose(value)  # (in, out) from the stored (out, in)
+        value = tf.cast(value, tf.float32)
+    tf.raw_ops.AssignVariableOp(resource=variable.value.handle, value=value)
+
+
+ALIGN_BYTES = 64  # Eigen's widest vector alignment: TensorFlow's kernels may assume it
+TILE = 64  # rows and columns of a tile of a transposing copy (16 KB of float32: in L1)
+
+
+def _owned(array: np.ndarray) -> np.ndarray:
+    """A C-ordered copy of array (a view of a memory-mapped file, in any order) in new memory
+    aligned to ALIGN_BYTES; a 2-D view in another order is copied a TILE x TILE tile at a time
+    (each tile's reads and writes stay in the cache)."""
+    buffer = np.empty(array.nbytes + ALIGN_BYTES, np.uint8)
+    start = -buffer.ctypes.data % ALIGN_BYTES
+    out = buffer[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    if array.ndim != 2 or array.flags.c_contiguous:
+        np.copyto(out, array)
+        return out
+    rows, cols = array.shape
+    for i in range(0, rows, TILE):
+        for j in range(0, cols, TILE):
+            out[i:i + TILE, j:j + TILE] = array[i:i + TILE, j:j + TILE]
+    return out
+
+
+def _shared_tensor(array: np.ndarray):
+    """A tensor over array's memory (DLPack: no copy; the tensor keeps the array alive).
+    bfloat16 (ml_dtypes, which DLPack does not name) travels as its bits."""
+    import tensorflow as tf
+
+    from_dlpack = tf.experimental.dlpack.from_dlpack
+    if array.dtype == tf.bfloat16.as_numpy_dtype:
+        return tf.bitcast(from_dlpack(array.view(np.uint16).__dlpack__()), tf.bfloat16)
+    return from_dlpack(array.__dlpack__())
 
 
 class _Unwritten:

@@ -182,18 +182,19 @@ class Tokenizer:
 
     # ----------------------------------------------------------------- probing at load
 
-    def probe(self, name: str) -> None:
+    def probe(self, name: str, every_id: bool = True) -> None:
         """Run the tokenizer as the pages will, so a broken model fails at load.
 
         The piece of every id must be text that can be encoded as UTF-8, the decoding of every
-        id too; every text of PROBE_TEXTS must go through ``preprocess``, ``pieces``,
+        id too (every_id=False: not again, for a tokenizer that shares its pieces and decoding
+        with one probed already); every text of PROBE_TEXTS must go through ``preprocess``, ``pieces``,
         ``piece_spans``, ``encode`` and ``decode`` with one piece, span and id each and spans
         inside the text. Anything else is a TokenizerError naming ``name`` (the file) and what
         failed.
         """
         what = "reading the piece of every id"
         try:
-            all_ids = np.arange(self.vocab_size)
+            all_ids = np.arange(self.vocab_size if every_id else 0)
             pieces = self.ids_to_pieces(all_ids)
             if (i := first_not_text(pieces)) is not None:
                 raise TokenizerError(f"the piece of id {i} ({pieces[i]!r:.40}) is not valid "

@@ -13,7 +13,7 @@ from __future__ import annotations
 from transformer.tokenizers.base import Tokenizer, TokenizerError
 from transformer.tokenizers.hf_backend import FAMILIES
 from transformer.tokenizers.hf_files import read_tokenizer_config
-from transformer.tokenizers.huggingface import HFTokenizer, forget_last_read
+from transformer.tokenizers.huggingface import HFTokenizer
 from transformer.tokenizers.m2m100 import M2M100Tokenizer
 
 __all__ = ["tokenizer_pair", "TOKENIZER_FILES"]
@@ -50,8 +50,5 @@ def tokenizer_pair(files: dict, family: str | None = None, src_lang: str | None 
     options = dict(config["options"])
     if config["extra_ids"] is not None:
         options["extra_ids"] = config["extra_ids"]
-    try:  # both sides from one reading of tokenizer.json
-        return (HFTokenizer.from_files(family, given, "source", src, **options),
-                HFTokenizer.from_files(family, given, "target", tgt, **options))
-    finally:
-        forget_last_read()
+    source = HFTokenizer.from_files(family, given, "source", src, **options)
+    return source, source.other_side("target", tgt)  # one reading of the files for both

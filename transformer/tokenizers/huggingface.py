@@ -71,6 +71,7 @@ Where this differs from transformers 5.23 (tests/tokenizers/test_hf_live.py chec
 
 from __future__ import annotations
 
+import copy
 import operator
 
 from transformer.core.text import clean_text
@@ -134,9 +135,7 @@ class HFTokenizer(Tokenizer):
                  padded_vocab_size: int | None = None):
         if family not in FAMILIES:
             raise TokenizerError(f"family: must be one of {tuple(FAMILIES)}, got {family!r}")
-        if side not in SIDES:
-            raise TokenizerError(f"side: must be one of {SIDES}, got {side!r}")
-        self.family, self.side = family, side
+        self.family = family
         self.options = _check_options(options)
         fam = FAMILIES[family]
         self.backend = build_backend(fam, data, name=name,
@@ -160,26 +159,44 @@ class HFTokenizer(Tokenizer):
         self.eos_id, self.pad_id, self.unk_id = (special_ids["eos"], special_ids["pad"],
                                                  special_ids["unk"])
         self.language_ids = {c: vocab[c] for c in fam.language_codes if c in vocab}
+        self._take_side(side, language)
+        self._special_ids = {t.content for t in self.backend.get_added_tokens_decoder().values()
+                             if t.special}
+        self.model_bytes = self.backend.to_str().encode("utf-8")
+        if padded_vocab_size is not None:
+            self.pad_vocabulary(padded_vocab_size)
+        self.probe(f"the {side} {family} tokenizer ({name})")
+
+    def _take_side(self, side: str, language: str | None) -> None:
+        """This tokenizer's side and language (checked against the vocabulary's codes), and the
+        ids it puts around a text."""
+        if side not in SIDES:
+            raise TokenizerError(f"side: must be one of {SIDES}, got {side!r}")
+        fam = FAMILIES[self.family]
         if fam.language_codes:
             language = fam.default_source_language if language is None else language
             if not isinstance(language, str) or language not in self.language_ids:
                 known = ", ".join(list(self.language_ids)[:8]) or "none"
                 raise TokenizerError(f"language: {str(language)[:40]!r} is not a language code "
-                                     f"of this {family} vocabulary (it has: {known})")
+                                     f"of this {self.family} vocabulary (it has: {known})")
         elif language is not None:
-            raise TokenizerError(f"language: a {family} tokenizer has no language codes, got "
-                                 f"{str(language)[:40]!r}")
-        self.language = language
+            raise TokenizerError(f"language: a {self.family} tokenizer has no language codes, "
+                                 f"got {str(language)[:40]!r}")
+        self.side, self.language = side, language
         self.prefix_ids, self.suffix_ids = self._layout()
         self.start_id = self.prefix_ids[0] if self.prefix_ids else None
         self.end_id = self.eos_id
-        self._special_ids = {t.content for t in self.backend.get_added_tokens_decoder().values()
-                             if t.special}
         self._cache: tuple[str, object] | None = None
-        self.model_bytes = self.backend.to_str().encode("utf-8")
-        if padded_vocab_size is not None:
-            self.pad_vocabulary(padded_vocab_size)
-        self.probe(f"the {side} {family} tokenizer ({name})")
+
+    def other_side(self, side: str, language: str | None = None) -> "HFTokenizer":
+        """The tokenizer of the pair's other side: this one's pipeline and vocabulary (the
+        same files make both sides; NLLB's 256,206 pieces took 1 s a side to build and probe),
+        with its own side, language and layout, whose texts are probed (every id's piece and
+        decoding are the shared pipeline's, probed once)."""
+        other = copy.copy(self)
+        other._take_side(side, language)
+        other.probe(f"the {side} {self.family} tokenizer", every_id=False)
+        return other
 
     def pad_vocabulary(self, size: int) -> None:
         """Serve a model whose embedding has ``size`` rows, at least the tokenizer's entries:
@@ -235,7 +252,7 @@ class HFTokenizer(Tokenizer):
         if not isinstance(extra_ids, int) or isinstance(extra_ids, bool) or not 0 <= extra_ids <= 1000:
             raise TokenizerError(f"extra_ids: expected an int in [0, 1000], got {extra_ids!r}")
         if "tokenizer.json" in files:
-            data = _read_once(files["tokenizer.json"])
+            data = read_tokenizer_json(files["tokenizer.json"], "tokenizer.json")
             name = "tokenizer.json"
         else:
             needed = FAMILY_FILES[family]
@@ -354,26 +371,6 @@ class HFTokenizer(Tokenizer):
                   padded_vocab_size=padded)
         check_matches(spec, tok.spec(), ("vocab_size",) + names, "tokenizer.json")
         return tok
-
-
-_LAST_READ: list = []  # [(the bytes object, its TokenizerJson)]: the last tokenizer.json read
-
-
-def _read_once(raw) -> TokenizerJson:
-    """read_tokenizer_json(raw), once for the two sides of a pair: a pair's source and target
-    are built from the same bytes object (NLLB's 17 MB tokenizer.json took 1.6 s a read). The
-    result is data nothing changes (build_backend reads it)."""
-    last = _LAST_READ[0] if _LAST_READ else None
-    if last is not None and last[0] is raw:
-        return last[1]
-    data = read_tokenizer_json(raw, "tokenizer.json")
-    _LAST_READ[:] = [(raw, data)]
-    return data
-
-
-def forget_last_read() -> None:
-    """Drop what _read_once keeps (the pair is built)."""
-    _LAST_READ.clear()
 
 
 def _spm_added_tokens(family: str, spm, vocab: list) -> list[dict]:
