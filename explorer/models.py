@@ -103,12 +103,17 @@ def _bundled_bytes(path: str, mtime: float) -> bytes:
 
 
 def named_label(text: str) -> str:
-    """The picker's label of a named model: the folder or the Hugging Face name, as given."""
+    """The picker's label of a named model: a folder's name first, then its path as given (the
+    picker cuts long labels at the end: "pegasus-xsum (folder /home/me/models/pegasus-xsum)"),
+    or the Hugging Face name as given."""
     try:
-        folder = Path(text).expanduser().is_dir()
+        folder = Path(text).expanduser()
+        is_folder = folder.is_dir()
     except OSError:
-        folder = False
-    return f"{text} ({'folder' if folder else 'Hugging Face'})"
+        is_folder = False
+    if is_folder:
+        return f"{folder.resolve().name or text} (folder {text})"
+    return f"{text} (Hugging Face)"
 
 
 def open_named(text: str, progress=None) -> Checkpoint:

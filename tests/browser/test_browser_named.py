@@ -55,7 +55,7 @@ def test_model_named_at_start_and_one_opened_from_the_sidebar(named_server, brow
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{named_server}/Model")
     wait_for_app(page)
-    assert f"{BART} (folder)" in active_model(page)
+    assert f"bart (folder {BART})" in active_model(page)
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(shots / "named_model_at_start.png"), full_page=True)
 
@@ -67,7 +67,7 @@ def test_model_named_at_start_and_one_opened_from_the_sidebar(named_server, brow
     box.press("Enter")  # submits the form
     page.wait_for_timeout(500)
     wait_for_app(page, timeout=180_000)
-    assert f"{MARIAN} (folder)" in active_model(page)
+    assert f"marian (folder {MARIAN})" in active_model(page)
     page.locator('[data-testid="stMain"]').get_by_text("Marian", exact=False).first.wait_for(
         timeout=60_000)
     page.screenshot(path=str(shots / "named_model_opened_from_sidebar.png"), full_page=True)
@@ -79,6 +79,6 @@ def test_model_named_at_start_and_one_opened_from_the_sidebar(named_server, brow
     error = sidebar.locator('[data-testid="stAlert"]').filter(has_text="Hugging Face cache")
     error.first.wait_for(timeout=60_000)
     assert "did not change" in error.first.inner_text()
-    assert f"{MARIAN} (folder)" in active_model(page)
+    assert f"marian (folder {MARIAN})" in active_model(page)
     assert page.locator('[data-testid="stException"]').count() == 0
     assert not errors, errors

@@ -16,6 +16,7 @@ import numpy as np
 from transformer.checkpoint.errors import CheckpointError
 from transformer.checkpoint.jsons import bounded_json
 from transformer.core import limits
+from transformer.core.mapped import release
 from transformer.core.text import quoted
 
 MAX_HEADER_BYTES = limits.MAX_WEIGHTS_DIRECTORY_BYTES
@@ -153,6 +154,7 @@ def arrays(raw, tensors: dict[str, Tensor], source: Source = OUR_MEMBER
         if not all_finite(array):
             raise CheckpointError(f"{source.weight} {quoted(name)} holds NaN or infinite "
                                   "values (training diverged?).")
+        release(array)  # a memory-mapped file's pages leave the process once checked
         out[name] = array
     return out
 

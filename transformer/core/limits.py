@@ -242,9 +242,9 @@ def load_bytes(config) -> int:
     """What opening a model takes of the memory available, from its config alone, before
     anything is read: the model's float32 variables (parameter_count x 4) with a margin for the
     one weight widened at a time and the probe pass, and TensorFlow's runtime and the
-    tokenizers. The weight files are memory-mapped: their pages are the kernel's cache, which it
-    takes back under pressure (bench/real_models.py counts them in the peak it prints: 2.1 to
-    2.5 x the weights at the first translation)."""
+    tokenizers. The weight files are memory-mapped, and their pages leave the process as they
+    are read (core.mapped.release): bench/real_models.py's peak at the first translation is
+    about 1.2 x the weights."""
     return int(4 * config.parameter_count() * LOAD_OVERHEAD + LOAD_FIXED_BYTES)
 
 

@@ -244,9 +244,17 @@ def _entry(name: str, data, stored: StoredWeights) -> dict:
 HASH_IN_THREAD_BYTES = 16 * 2**20
 
 
-def _hash(data, into: futures.Future) -> None:
+def _hash(data, into: futures.Future, chunk: int = 64 * 2**20) -> None:
+    """into's result: the SHA-256 of data (bytes, or a memory map whose pages leave this
+    process once hashed, as transformer.core.mapped.release does for the weights)."""
     try:
-        into.set_result(hashlib.sha256(data).hexdigest())
+        digest = hashlib.sha256()
+        with memoryview(data) as view:
+            for start in range(0, len(view), chunk):
+                digest.update(view[start:start + chunk])
+                if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+                    data.madvise(mmap.MADV_DONTNEED, start, min(chunk, len(view) - start))
+        into.set_result(digest.hexdigest())
     except BaseException as err:  # noqa: BLE001 - the reader of the Future raises it
         into.set_exception(err)
 

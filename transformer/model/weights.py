@@ -8,6 +8,7 @@ import contextlib
 
 import numpy as np
 
+from transformer.core.mapped import release
 from transformer.core.text import quoted
 from transformer.model.config import TransformerConfig
 
@@ -221,19 +222,30 @@ TILE = 64  # rows and columns of a tile of a transposing copy (16 KB of float32:
 
 def _owned(array: np.ndarray) -> np.ndarray:
     """A C-ordered copy of array (a view of a memory-mapped file, in any order) in new memory
-    aligned to ALIGN_BYTES; a 2-D view in another order is copied a TILE x TILE tile at a time
-    (each tile's reads and writes stay in the cache)."""
+    aligned to ALIGN_BYTES, the file's pages given back as they are copied (core.mapped.release:
+    a block of COPY_BLOCK_BYTES at a time, so NLLB's 1 GB embedding is never in memory twice);
+    a 2-D view in another order is copied a TILE x TILE tile at a time (each tile's reads and
+    writes stay in the cache)."""
     buffer = np.empty(array.nbytes + ALIGN_BYTES, np.uint8)
     start = -buffer.ctypes.data % ALIGN_BYTES
     out = buffer[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
-    if array.ndim != 2 or array.flags.c_contiguous:
+    if array.ndim == 2 and not array.flags.c_contiguous:
+        rows, cols = array.shape
+        for i in range(0, rows, TILE):
+            for j in range(0, cols, TILE):
+                out[i:i + TILE, j:j + TILE] = array[i:i + TILE, j:j + TILE]
+        release(array)
+    elif array.ndim == 0:
         np.copyto(out, array)
-        return out
-    rows, cols = array.shape
-    for i in range(0, rows, TILE):
-        for j in range(0, cols, TILE):
-            out[i:i + TILE, j:j + TILE] = array[i:i + TILE, j:j + TILE]
+    else:
+        rows = max(1, COPY_BLOCK_BYTES // max(1, array[0].nbytes))
+        for i in range(0, len(array), rows):
+            np.copyto(out[i:i + rows], array[i:i + rows])
+            release(array[i:i + rows])
     return out
+
+
+COPY_BLOCK_BYTES = 64 * 2**20
 
 
 def _shared_tensor(array: np.ndarray):

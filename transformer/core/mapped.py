@@ -1,0 +1,35 @@
+"""Views of memory-mapped files: giving their pages back once they are read.
+
+A weight file opened from a folder is memory-mapped (transformer.importers.hf_weights): its
+arrays are views of the page cache, and every page a reader touches counts in this process's
+resident memory until the map is closed. A load reads each weight twice (checked finite, then
+copied into the model's variables), so without giving pages back it held the whole file besides
+the variables at its peak (nllb-200-distilled-600M: 5.5 GB for 2.35 GB of weights).
+"""
+
+from __future__ import annotations
+
+import mmap
+
+import numpy as np
+
+__all__ = ["release"]
+
+
+def release(array: np.ndarray) -> None:
+    """Drop the pages under `array`, a view of a read-only memory map, from this process
+    (madvise MADV_DONTNEED: the page cache keeps them, so a later read maps them again without
+    touching the disk). Anything else (an array of its own, bytes an upload gave) is left."""
+    base = array
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
+    if base is None or base.closed or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    if not (array.flags.c_contiguous or array.flags.f_contiguous) or not array.nbytes:
+        return
+    origin = np.frombuffer(base, np.uint8, count=1).ctypes.data
+    low = array.ctypes.data - origin  # the view's first byte in the map (either order)
+    start = low // mmap.PAGESIZE * mmap.PAGESIZE
+    end = min(len(base), low + array.nbytes)
+    if 0 <= start < end:
+        base.madvise(mmap.MADV_DONTNEED, start, end - start)
