@@ -253,3 +253,23 @@ def test_a_padded_vocabulary_names_its_unused_ids_and_round_trips(files, family)
         with pytest.raises(TokenizerError, match=message):
             tokenizer_from_spec(dict(unpadded.spec(), padded_vocab_size=bad),
                                 unpadded.model_bytes)
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "m2m100"])
+def test_the_other_side_equals_a_tokenizer_built_for_it(files, family):
+    """tokenizer_pair builds the target from the source's pipeline (other_side): the same as a
+    target built from the files, for another language too; a language the vocabulary lacks is
+    refused there as well."""
+    src_lang, tgt_lang = LANGS.get(family, (None, None))
+    source = build(files, family, "source", src_lang)
+    target = source.other_side("target", tgt_lang)
+    built = build(files, family, "target", tgt_lang)
+    assert target.spec() == built.spec() and target.backend is source.backend
+    assert (target.prefix_ids, target.suffix_ids) == (built.prefix_ids, built.suffix_ids)
+    assert target.encode(TEXT, add_start=True, add_end=True) == built.encode(
+        TEXT, add_start=True, add_end=True)
+    if tgt_lang is not None and tgt_lang != src_lang:
+        assert target.prefix_ids + target.suffix_ids != source.prefix_ids + source.suffix_ids
+    if family in ("mbart", "mbart50", "nllb"):
+        with pytest.raises(TokenizerError, match="not a language code"):
+            source.other_side("target", "xx_YY")
