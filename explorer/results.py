@@ -27,6 +27,7 @@ from transformer.inference.ablation import ablate, head_importance
 from transformer.inference.decoding import Watch, greedy_decode_batch
 from transformer.inference.forward import forward
 from transformer.inference.numerics import NumericalError, check_forward
+from transformer.tokenizers.base import TokenizerError
 
 from . import models, state
 
@@ -36,14 +37,15 @@ _STOPPED: dict[tuple, object] = {}  # (kind, content hash, source, options) -> t
 
 
 def _said(function):
-    """`function`, with a NumericalError shown as its sentence where the caller draws (the
-    sidebar, or the page), after which this run of the page stops: nothing below it draws the
-    numbers. The error is not cached: the next run computes again, and says it again."""
+    """`function`, with a NumericalError (or a TokenizerError: a tokenizer that cannot read
+    the typed text, its library's panic included) shown as its sentence where the caller draws
+    (the sidebar, or the page), after which this run of the page stops: nothing below it draws
+    the numbers. The error is not cached: the next run computes again, and says it again."""
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         try:
             return function(*args, **kwargs)
-        except NumericalError as err:
+        except (NumericalError, TokenizerError) as err:
             st.error(str(err), icon=":material/error:")
             st.stop()
     return wrapper

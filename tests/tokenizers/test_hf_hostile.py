@@ -255,3 +255,46 @@ def test_tokenizer_config_is_checked():
                        (b" " * (limits.MAX_JSON_BYTES + 1), "more than the")):
         with pytest.raises(TokenizerError, match=match):
             read_tokenizer_config(doc)
+
+
+def _shifted_charsmap(blob: bytes, output: bytes = b"fi") -> bytes:
+    """The rules of `blob` with a trie size of 4k + 1 (one byte more than the trie holds), and
+    the byte before `output`'s rule output and its first byte made an 'é': SentencePiece (and
+    our check) read the outputs from 4 + trie size, the tokenizers library from 4 + 4k, so the
+    library's offset for that rule falls inside the 'é' (issue 37)."""
+    trie = int.from_bytes(blob[:4], "little")
+    outputs = bytearray(blob[4 + trie:])
+    at = outputs.find(b"\x00" + output + b"\x00") + 1
+    assert at > 0
+    outputs[at - 1:at + 1] = "é".encode()
+    return (trie + 1).to_bytes(4, "little") + blob[4:4 + trie] + bytes(outputs)
+
+
+def test_a_trie_size_the_tokenizers_library_reads_otherwise_is_refused(t5_json):
+    """A charsmap whose trie size is not a whole number of 4-byte units is refused before the
+    library sees it (the library would panic on a typed 'ﬁ', or normalize unlike SentencePiece)."""
+    import base64
+
+    doc = json.loads(json.dumps(t5_json))
+    blob = base64.b64decode(doc["normalizer"]["precompiled_charsmap"])
+    doc["normalizer"]["precompiled_charsmap"] = base64.b64encode(_shifted_charsmap(blob)).decode()
+    refused("t5", doc, "not a whole number of 4-byte units")
+
+
+def test_a_panic_in_the_tokenizers_library_is_a_tokenizer_error(t5_json):
+    """What the library panics on (pyo3's PanicException, a BaseException) leaves the
+    tokenizer as a TokenizerError, whatever let it through: here the shifted rules of the test
+    above, put in a tokenizer's pipeline directly."""
+    import base64
+
+    from tokenizers import normalizers
+
+    tok = HFTokenizer.from_files("t5", {"tokenizer.json": json.dumps(t5_json).encode()}, "source")
+    blob = base64.b64decode(t5_json["normalizer"]["precompiled_charsmap"])
+    tok.backend.normalizer = normalizers.Precompiled(_shifted_charsmap(blob))
+    assert tok.encode("a b")  # what the broken rule does not touch still runs
+    with pytest.raises(TokenizerError, match="panicked: start byte index .* is not a char "
+                                             "boundary"):
+        tok.encode("a ﬁ b")
+    with pytest.raises(TokenizerError, match="probe text .* fails .* panicked"):
+        tok.other_side("target")  # the load's probe types a 'ﬁ' too

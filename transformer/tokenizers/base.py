@@ -34,6 +34,7 @@ kind             what                                         class
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from typing import Iterable
 
@@ -60,6 +61,23 @@ PROBE_TEXTS = (
 
 class TokenizerError(ValueError):
     """A tokenizer model or spec cannot be built, loaded or validated."""
+
+
+@contextlib.contextmanager
+def library_panics(what: str):
+    """A panic inside a tokenizer library, as a TokenizerError naming `what`: the Rust
+    `tokenizers` library raises pyo3's PanicException, a BaseException that `except Exception`
+    at the app's boundaries does not catch. Every other exception passes as it is."""
+    try:
+        yield
+    except Exception:
+        raise
+    except BaseException as err:
+        if type(err).__name__ != "PanicException":  # KeyboardInterrupt, SystemExit, Streamlit's
+            raise
+        detail = " ".join(str(err).split())[:200]
+        raise TokenizerError(f"{what} fails inside the tokenizers library (it panicked: "
+                             f"{detail})") from None
 
 
 class Tokenizer:

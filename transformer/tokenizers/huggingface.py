@@ -84,6 +84,7 @@ from transformer.tokenizers.base import (
     check_spec_ids,
     check_text,
     is_int,
+    library_panics,
 )
 from transformer.tokenizers.hf_backend import FAMILIES, build_backend, vocab_from_sentencepiece
 from transformer.tokenizers.hf_files import (
@@ -138,8 +139,9 @@ class HFTokenizer(Tokenizer):
         self.family = family
         self.options = _check_options(options)
         fam = FAMILIES[family]
-        self.backend = build_backend(fam, data, name=name,
-                                     add_prefix_space=self.options["add_prefix_space"])
+        with library_panics(name):
+            self.backend = build_backend(fam, data, name=name,
+                                         add_prefix_space=self.options["add_prefix_space"])
         vocab = self.backend.get_vocab(with_added_tokens=True)
         self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
         self.own_vocab_size = self.vocab_size  # the tokenizer's entries (len(tokenizer))
@@ -282,7 +284,8 @@ class HFTokenizer(Tokenizer):
         cached = self._cache  # read once: another thread may replace it (the tuple is whole)
         if cached is not None and cached[0] == text:
             return cached[1]
-        enc = self.backend.encode(text, add_special_tokens=False)
+        with library_panics(f"tokenizing a text with the {self.side} tokenizer"):
+            enc = self.backend.encode(text, add_special_tokens=False)
         self._cache = (text, enc)
         return enc
 
@@ -332,7 +335,8 @@ class HFTokenizer(Tokenizer):
         """The backend's decode of the ids the tokenizer has (an unused id is skipped, as
         transformers' decode skips an id it has no piece for)."""
         own = self.own_vocab_size
-        text = self.backend.decode([i for i in ids if i < own], skip_special_tokens=True)
+        with library_panics(f"decoding ids with the {self.side} tokenizer"):
+            text = self.backend.decode([i for i in ids if i < own], skip_special_tokens=True)
         if self.options["clean_up_tokenization_spaces"] and FAMILIES[self.family].model_type != "BPE":
             text = _clean_up(text)
         return text

@@ -108,6 +108,12 @@ def check_charsmap(blob: bytes, what: str) -> None:
     if not 4 <= trie_bytes <= len(blob) - 4:  # SentencePiece itself only checks the upper end
         raise TokenizerError(f"{what} are broken (the table's header gives {trie_bytes:,} "
                              f"bytes of trie in {len(blob):,})")
+    if trie_bytes % 4:
+        # The trie is 4-byte units. SentencePiece reads the outputs from 4 + trie_bytes, the
+        # tokenizers library from 4 + 4 * (trie_bytes // 4): the two would normalize one text
+        # differently, and the library panics where its offset falls inside a character.
+        raise TokenizerError(f"{what} are broken (the table's header gives {trie_bytes:,} "
+                             f"bytes of trie, not a whole number of 4-byte units)")
     units = np.frombuffer(blob, dtype="<u4", count=trie_bytes // 4, offset=4).astype(np.int64)
     values = _rule_outputs(units, what)
     _check_outputs(values, blob[4 + trie_bytes:], what)
