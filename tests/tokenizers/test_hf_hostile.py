@@ -317,3 +317,28 @@ def test_thousands_of_added_tokens_build_in_one_pass(nllb_json):
     assert tok.vocab_size >= first + 3900 and tok.encode(last["content"]) == [last["id"]]
     decoders = tok.backend.get_added_tokens_decoder()
     assert [decoders[first + i].special for i in range(4)] == [False, True, False, True]
+
+
+def test_a_unigram_piece_longer_than_the_limit_is_refused(t5_json):
+    """Tokenizing costs a text's length times the longest piece's: pieces 'a' x 2..2,000 took
+    40 s for 100,000 typed characters (issue 37). A longer piece than
+    limits.MAX_UNIGRAM_PIECE_CHARS is refused, in tokenizer.json and in a SentencePiece model;
+    at the limit, 100,000 characters tokenize within the open budget."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    from transformer.tokenizers.sentencepiece_model import check_sentencepiece_model
+
+    longest = limits.MAX_UNIGRAM_PIECE_CHARS
+    doc = json.loads(json.dumps(t5_json))
+    doc["model"]["vocab"] += [["a" * n, -float(n)] for n in range(2, longest + 2)]
+    refused("t5", doc, f"has {longest + 1} characters; a Unigram piece may have at most")
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(t5_files()["spiece.model"])
+    proto.pieces[-1].piece = "a" * (longest + 1)
+    with pytest.raises(TokenizerError, match="a Unigram piece may have at most"):
+        check_sentencepiece_model(proto.SerializeToString(), "spiece.model")
+    doc["model"]["vocab"].pop()  # pieces 'a' x 2 .. the limit
+    tok = HFTokenizer.from_files("t5", {"tokenizer.json": json.dumps(doc).encode()}, "source")
+    start = time.perf_counter()
+    ids = tok.encode("a" * 100_000)
+    assert time.perf_counter() - start < 10 and len(ids) < 1000

@@ -50,6 +50,7 @@ from transformer.tokenizers.marian import check_vocab
 from transformer.tokenizers.sentencepiece_model import (
     MAX_CHARSMAP_BYTES,
     check_charsmap,
+    check_piece_lengths,
     check_sentencepiece_model,
 )
 
@@ -329,6 +330,7 @@ def _read_unigram(model: dict, name: str) -> TokenizerJson:
                                  f"{str(item)[:60]}")
         out.append((item[0], float(item[1])))
     pieces = [p for p, _ in out]
+    check_piece_lengths(pieces, name)
     if (k := first_not_text(pieces)) is not None:
         raise TokenizerError(f"{name}: the piece of id {k} holds a lone surrogate, which is "
                              f"not valid UTF-8")

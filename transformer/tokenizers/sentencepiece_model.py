@@ -30,6 +30,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from sentencepiece import sentencepiece_model_pb2
 
+from transformer.core import limits
 from transformer.tokenizers.base import TokenizerError, is_text
 
 __all__ = ["check_sentencepiece_model", "check_charsmap", "MAX_CHARSMAP_BYTES",
@@ -88,11 +89,24 @@ def _check(model_bytes: bytes, name: str) -> None:
         if not is_text(piece.piece):
             raise TokenizerError(f"{name}: piece {i} ({piece.piece[:20]!r}) holds a lone "
                                  f"surrogate, which is not valid UTF-8")
+    if proto.trainer_spec.model_type in (0, 1):  # UNIGRAM (the default): a lattice of pieces
+        check_piece_lengths([p.piece for p in proto.pieces if p.type in (0, 1)], name)
     for field, what in (("normalizer_spec", "normalization rules"),
                         ("denormalizer_spec", "denormalization rules")):
         if proto.HasField(field):
             check_charsmap(bytes(getattr(proto, field).precompiled_charsmap),
                            f"{name}: its {what}")
+
+
+def check_piece_lengths(pieces, name: str) -> None:
+    """A Unigram vocabulary's pieces at most limits.MAX_UNIGRAM_PIECE_CHARS characters long:
+    tokenizing a text costs its length times the longest piece's."""
+    longest = max(pieces, key=len, default="")
+    if len(longest) > limits.MAX_UNIGRAM_PIECE_CHARS:
+        raise TokenizerError(f"{name}: the piece {longest[:20]!r}... has {len(longest):,} "
+                             f"characters; a Unigram piece may have at most "
+                             f"{limits.MAX_UNIGRAM_PIECE_CHARS} (tokenizing a text costs its "
+                             f"length times the longest piece's)")
 
 
 def check_charsmap(blob: bytes, what: str) -> None:
