@@ -428,3 +428,47 @@ def test_settings_are_frozen(marian):
     settings = read_generation_config(b"{\"num_beams\": 2}", marian.config)
     with pytest.raises(AttributeError):
         settings.num_beams = 3
+
+
+def test_an_end_list_of_the_whole_vocabulary_keeps_every_candidate(marian):
+    """eos_token_id listing every id makes transformers' beam search ask top-k for (1 + #eos) x
+    beams candidates out of beams x vocab (its top-k fails: issue 37): every candidate is kept,
+    with a note, and the search runs."""
+    vocab = marian.config.tgt_vocab_size
+    settings = settings_for(marian, {"num_beams": 4, "eos_token_id": list(range(vocab)),
+                                     "max_length": 6})
+    assert any("every candidate is kept" in note for note in settings.notes)
+    result = generate(marian.model, marian.encode_source("I like cats."), settings,
+                      tokenizer=marian.target_tokenizer)
+    assert len(result.token_ids) == 1 and result.stopped_by == "end"  # every id ends it
+    assert np.isfinite(result.sequence_scores).all()
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_a_step_with_no_token_left_ends_the_search_without_nan(marian, num_beams):
+    """Every id banned (suppress_tokens; renormalize_logits made the scores NaN, issue 37): the
+    search stops before that step with stopped_by "banned", and the model says why; banned
+    from the third step on (bad words of every id but two, which end the allowed ones), it
+    stops after two tokens."""
+    vocab = marian.config.tgt_vocab_size
+    settings = settings_for(marian, {"num_beams": num_beams, "suppress_tokens": list(range(vocab)),
+                                     "renormalize_logits": True, "max_length": 8})
+    assert any("ban every id" in note for note in settings.notes)
+    result = generate(marian.model, marian.encode_source("I like cats."), settings,
+                      tokenizer=marian.target_tokenizer)
+    assert result.token_ids == [] and result.stopped_by == "banned"
+    assert "banned every token" in marian.stopped_by_budget(result)
+    if num_beams > 1:
+        assert not np.isnan(result.sequence_scores).any()
+    # two ids allowed, none repeated (no_repeat_ngram_size 1): two steps, then none is left
+    allowed = [5, 6]
+    settings = settings_for(marian, {
+        "num_beams": num_beams, "renormalize_logits": True, "max_length": 8,
+        "suppress_tokens": [i for i in range(vocab) if i not in allowed],
+        "no_repeat_ngram_size": 1, "eos_token_id": [vocab - 1]})
+    result = generate(marian.model, marian.encode_source("I like cats."), settings,
+                      tokenizer=marian.target_tokenizer)
+    assert sorted(result.token_ids) == allowed and result.stopped_by == "banned"
+    assert all(np.isfinite(step.log_prob) for step in result.steps)
+    if num_beams > 1:
+        assert np.isfinite(result.sequence_scores).all()

@@ -63,7 +63,9 @@ class Decoding:
     tokens: list[str]
     text: str
     steps: list[DecodeStep] = field(default_factory=list)
-    stopped_by: str = "end"  # "end" (the end token), "length" (max_len) or "time" (seconds)
+    # "end" (the end token), "length" (max_len), "time" (seconds), "stopped" (a Watch's stop) or
+    # "banned" (transformers' search: a step whose processors banned every id)
+    stopped_by: str = "end"
 
     @property
     def log_prob(self) -> float:
@@ -567,7 +569,11 @@ def _stacked(arrays, steps, xla):
     shapes (the host cuts them), only those written otherwise."""
     if xla:
         return {name: a.stack() for name, a in arrays.items()}
-    return {name: a.gather(tf.range(steps)) for name, a in arrays.items()}
+    # at least the first (written by every loop that ran a step: one that found no token
+    # left wrote it and did not count it), cut to `steps`: a list with no fully known
+    # element shape cannot gather none
+    return {name: a.gather(tf.range(tf.maximum(steps, 1)))[:steps]
+            for name, a in arrays.items()}
 
 
 def _encoder_finite(enc):

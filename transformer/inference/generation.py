@@ -96,19 +96,34 @@ def generate(model, source_ids, settings: GenerationSettings, *, tokenizer=None,
                   else sources.shape[1])
     real = _real_positions(config, sources[0])
     if settings.num_beams == 1:
-        out = decoding._fetch(_compiled(model, "greedy")(model, *common, *processors, *head))
+        raw = _compiled(model, "greedy")(model, *common, *processors, *head)
+        empty = bool(raw.pop("no_token_left"))
+        out = decoding._fetch(raw)
         check_encoder_flags(out["encoder_finite"][:, 0], real)
-        return decoding.mark_stopped(_greedy_result(out, settings, tokenizer, source_len),
-                                     seconds)
+        return _no_token_left(decoding.mark_stopped(
+            _greedy_result(out, settings, tokenizer, source_len), seconds), empty)
     beam = (tf.constant(settings.num_beams, tf.int32),
             tf.constant(settings.length_penalty, tf.float64),
             tf.constant(EARLY_MODES[settings.early_stopping], tf.int32))
     raw = _compiled(model, "beam")(model, *common, *beam, *processors, *head)
+    empty = bool(raw.pop("no_token_left"))
     final = {name: raw.pop(name).numpy() for name in list(raw) if name.startswith("final_")}
     out = decoding._fetch(raw)
     check_encoder_flags(out["encoder_finite"][:, 0], real)
-    return decoding.mark_stopped(_beam_result(out, final, settings, tokenizer, source_len),
-                                 seconds)
+    return _no_token_left(decoding.mark_stopped(
+        _beam_result(out, final, settings, tokenizer, source_len), seconds), empty)
+
+
+def _no_token_left(result, empty: bool):
+    """result with stopped_by "banned" where the search ended at a step at which the
+    generation config's processors had banned every id (suppress_tokens, bad_words_ids,
+    min_length and the rest together): no token was left to choose, and none was."""
+    if empty and result.stopped_by != "end":
+        result.stopped_by = "banned"
+        for hypothesis in getattr(result, "hypotheses", None) or ():
+            if hypothesis.stopped_by != "end":
+                hypothesis.stopped_by = "banned"
+    return result
 
 
 def generate_text(checkpoint, source: str, settings: GenerationSettings, *, seconds=None,
@@ -283,7 +298,10 @@ def _apply_processors(scores, seqs, cur, max_length, p):
 
     suppressed = p["suppress"] | ((cur == p["begin_index"]) & p["begin_suppress"])
     scores = tf.where(suppressed[None, :], neg, scores)
-    return tf.cond(p["renormalize"], lambda: tf.nn.log_softmax(scores, axis=-1),
+    # a row with no token left (every id banned) stays -inf: log_softmax would make it NaN
+    left = tf.reduce_any(scores > neg, axis=-1, keepdims=True)
+    return tf.cond(p["renormalize"],
+                   lambda: tf.where(left, tf.nn.log_softmax(scores, axis=-1), scores),
                    lambda: scores)
 
 
@@ -325,13 +343,14 @@ def _greedy_loop(model, xla):
         seqs = tf.fill([1, cache_len + 1], start_id)
         none = _no_bans(c)
 
-        def going(t, seqs, done, cache, arrays):
+        def going(t, seqs, done, empty, cache, arrays):
             return ~done & decoding._in_time(t, started, seconds, xla)
 
-        def step(t, seqs, done, cache, arrays):
+        def step(t, seqs, done, empty, cache, arrays):
             log_probs, _, cache, self_row, cross_row = decoding._step_log_probs(
                 model, seqs[:, t], t, cache, enc["mask"], self_mask, cross_mask, none)
             scores = _apply_processors(log_probs, seqs, t + 1, max_length, p)
+            empty = ~tf.reduce_any(scores > -np.inf)  # every id banned: no token left
             token = tf.argmax(scores, axis=-1, output_type=tf.int32)  # (1,): ties, lowest id
             seqs = tf.tensor_scatter_nd_update(seqs, [[0, t + 1]], token)
             top = tf.math.top_k(log_probs, k)
@@ -339,14 +358,15 @@ def _greedy_loop(model, xla):
                       "top_ids": top.indices, "top_log_probs": top.values,
                       "self": self_row, "cross": cross_row}
             arrays = {name: a.write(t, values[name]) for name, a in arrays.items()}
-            done = (tf.reduce_any(tf.equal(token[0], p["eos"])) | (t + 2 >= max_length))
-            return t + 1, seqs, done, cache, arrays
+            done = (tf.reduce_any(tf.equal(token[0], p["eos"])) | (t + 2 >= max_length) |
+                    empty)
+            return t + 1 - tf.cast(empty, tf.int32), seqs, done, empty, cache, arrays
 
-        start = (tf.constant(0), seqs, tf.constant(False), cache,
+        start = (tf.constant(0), seqs, tf.constant(False), tf.constant(False), cache,
                  decoding._arrays(cache_len, specs))
-        t, _, _, _, arrays = tf.while_loop(going, step, start)
+        t, _, _, empty, _, arrays = tf.while_loop(going, step, start)
         return {"steps": t, "encoder_finite": decoding._encoder_finite(enc),
-                **decoding._stacked(arrays, t, xla)}
+                "no_token_left": empty, **decoding._stacked(arrays, t, xla)}
 
     return loop
 
@@ -371,19 +391,22 @@ def _beam_loop(model, xla):
         vocab = c.tgt_vocab_size
         none = _no_bans(c)
         columns = cache_len + 1
-        keep = tf.maximum(2, 1 + tf.size(p["eos"])) * width  # transformers' beams_to_keep
+        # transformers' beams_to_keep, at most the width x vocab candidates there are (an
+        # eos_token_id listing most of the vocabulary: transformers' top-k fails there)
+        keep = tf.minimum(tf.maximum(2, 1 + tf.size(p["eos"])) * width, width * vocab)
         top_beams = tf.range(keep) < width
         never_improves = tf.constant(NEG, f64)
 
         def going(t, go, *_):
             return go
 
-        def step(t, go, timed_out, unsat, cache, run, fin, arrays):
+        def step(t, go, timed_out, unsat, empty, cache, run, fin, arrays):
             cur = t + 1  # the decoder input's length (the start token included)
             log_probs, _, cache, self_row, cross_row = decoding._step_log_probs(
                 model, run["seq"][:, t], t, cache, memory_mask, self_mask, cross_mask, none)
             scores = _apply_processors(log_probs, run["seq"], cur, max_length, p)
             total = tf.reshape(scores + run["score"][:, None], [-1])
+            empty = ~tf.reduce_any(total > -np.inf)  # every id banned on every beam
             best = tf.math.top_k(total, keep)
             slot = best.indices // vocab
             token = best.indices % vocab
@@ -432,14 +455,17 @@ def _beam_loop(model, xla):
             worst = tf.where(new_fin["flag"], tf.reduce_min(new_fin["score"]), never_improves)
             unsat = unsat & tf.reduce_any(best_possible > worst)
             all_done = tf.reduce_all(new_fin["flag"]) & tf.equal(early, 1)
-            go = unsat & ~all_done & ~tf.reduce_all(hits)
+            go = unsat & ~all_done & ~tf.reduce_all(hits) & ~empty
 
             top = tf.math.top_k(log_probs, k)
             values = {"run_slot": parents, "run_token": tf.gather(token, chosen),
                       "run_score": new_run["score"], "top_ids": top.indices,
                       "top_log_probs": top.values, "self": self_row, "cross": cross_row}
             arrays = {name: a.write(t, values[name]) for name, a in arrays.items()}
-            return t + 1, go, time_up, unsat, cache, new_run, new_fin, arrays
+            # a step with no token left is not taken: the beams stay as they were, and end
+            new_run, new_fin = tf.cond(empty, lambda: (run, fin), lambda: (new_run, new_fin))
+            return (t + 1 - tf.cast(empty, tf.int32), go, time_up, unsat, empty, cache, new_run,
+                    new_fin, arrays)
 
         seq = tf.fill([width, columns], start_id)
         run = {"seq": seq, "slots": tf.zeros([width, columns], tf.int32),
@@ -449,14 +475,16 @@ def _beam_loop(model, xla):
         fin = {"seq": seq, "slots": tf.zeros([width, columns], tf.int32),
                "lp": tf.zeros([width, columns], f64), "score": tf.fill([width], never_improves),
                "flag": tf.zeros([width], tf.bool), "len": tf.zeros([width], tf.int32)}
-        start = (tf.constant(0), tf.constant(True), tf.constant(False), tf.constant(True), cache,
+        start = (tf.constant(0), tf.constant(True), tf.constant(False), tf.constant(True),
+                 tf.constant(False), cache,
                  run, fin, decoding._arrays(cache_len, specs))
-        t, _, timed_out, _, _, run, fin, arrays = tf.while_loop(going, step, start)
+        t, _, timed_out, _, empty, _, run, fin, arrays = tf.while_loop(going, step, start)
         out = {"steps": t, "encoder_finite": decoding._encoder_finite(enc),
                **decoding._stacked(arrays, t, xla)}
         out.update({f"final_{name}": value for name, value in fin.items()})
         out.update({f"final_run_{name}": value for name, value in run.items()})
         out["final_timed_out"] = timed_out
+        out["no_token_left"] = empty
         return out
 
     return loop

@@ -232,6 +232,14 @@ def generation_settings(values, config, *, label: str = "'generation_config.json
     begin_suppress = reader.ids("begin_suppress_tokens", vocab) or ()
     renormalize = reader.boolean("renormalize_logits", False)
 
+    if num_beams > 1 and max(2, 1 + len(eos)) > vocab:
+        notes.append(f"eos_token_id lists {len(eos):,} ids: beam search keeps (1 + that) x "
+                     f"num_beams candidates a step, more than the {vocab:,} x num_beams there "
+                     "are (transformers' top-k fails on it); every candidate is kept here.")
+    banned = set(suppress) | {word[0] for word in bad_words if len(word) == 1}
+    if len(banned) >= vocab:
+        notes.append("suppress_tokens and bad_words_ids ban every id of the target vocabulary: "
+                     "no token can be generated, and the search stops at its first step.")
     returned = reader.integer("num_return_sequences", 1, low=1)
     if returned > num_beams:
         notes.append(f"num_return_sequences {_shown(returned)} is capped to num_beams ({num_beams}).")

@@ -141,6 +141,9 @@ class Checkpoint:
             return "the Stop you pressed"
         if result.stopped_by == "time":
             return f"the time budget of one translation ({self.budgets.decode_seconds:g} s)"
+        if result.stopped_by == "banned":  # transformers' search: generation.generate
+            return ("a step at which the generation config banned every token (its "
+                    "suppress_tokens, bad_words_ids or minimum length left none to choose)")
         budget = self.step_budget(getattr(result, "beam_width", 1))
         if result.stopped_by == "length" and len(result.token_ids) >= budget:
             if budget == self.budgets.decode_steps:
