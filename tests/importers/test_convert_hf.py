@@ -87,3 +87,24 @@ def test_the_command_line_of_each_family_is_one_the_cli_takes():
         assert argv[4:] == ["--model-dir", "MODEL_DIR", "--out", "m.ckpt"]
     assert hf_argv("marian", "D", "o.ckpt")[3] == "marian"  # Marian keeps its own subcommand
     assert hf_argv("bart", "D", "o.ckpt")[3] == "hf"
+
+
+@pytest.mark.parametrize("model_type, family", [("bart", "BART"), ("t5", "T5"),
+                                                ("mbart", "mBART"), ("pegasus", "Pegasus")])
+def test_a_marian_folder_whose_config_names_another_family_says_so(model_type, family):
+    """A Marian folder whose config.json says model_type "bart" (or another family's): the
+    sentence names what that family misses and that the files are a Marian model's (issue 37:
+    the upload reader failed with a ValueError once)."""
+    import json as json_
+
+    from transformer import CheckpointError
+    from transformer.importers import load_checkpoint as open_model
+
+    files = {p.name: p.read_bytes() for p in sorted((FIXTURES / "marian").iterdir())
+             if p.suffix in (".json", ".safetensors", ".spm")}
+    config = json_.loads(files["config.json"])
+    files["config.json"] = json_.dumps({**config, "model_type": model_type}).encode()
+    with pytest.raises(CheckpointError, match=f"The {family} model in the given files is "
+                                              r"missing .* The files hold source.spm and "
+                                              r"target.spm, which a Marian model has"):
+        open_model(files)

@@ -98,7 +98,7 @@ def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
                        + ")" * (len(tokenizer_sets) - 1))
     if missing:
         raise CheckpointError(f"The {what} model in {label} is missing {', '.join(missing)}; "
-                              "download them from the model's page.")
+                              f"download them from the model's page.{_other_family(raw, tokenizer_sets)}")
     hf_config = parse_json(raw["config.json"], "config.json", label)
     return ModelFiles(label, hf_config, {}, {n: raw[n] for n in tokenizer_files if raw.get(n)},
                       raw.get("generation_config.json") or None,
@@ -107,6 +107,25 @@ def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
                        for name, data in sorted(raw.items())
                        if name in spec.file_bytes and name not in stored.files],
                       stored)
+
+
+# Tokenizer files only some families' folders hold, by the families that hold them.
+FAMILY_TOKENIZER_FILES = {"source.spm": "Marian", "target.spm": "Marian",
+                          "spiece.model": "T5 or Pegasus",
+                          "sentencepiece.bpe.model": "mBART, M2M100 or NLLB",
+                          "merges.txt": "BART"}
+
+
+def _other_family(raw: dict, tokenizer_sets) -> str:
+    """A sentence when the files hold tokenizer files of another family than the one
+    config.json's model_type names (a Marian folder whose config.json says "bart"), else ""."""
+    others = [n for n in FAMILY_TOKENIZER_FILES
+              if n in raw and not any(n in names for names in tokenizer_sets)]
+    if not others:
+        return ""
+    return (f" The files hold {' and '.join(others)}, which a "
+            f"{FAMILY_TOKENIZER_FILES[others[0]]} model has: is config.json's model_type the "
+            f"model's?")
 
 
 def tokenizers(files: dict[str, bytes], family: str, label: str):
