@@ -1,21 +1,47 @@
 """Real-sized Hugging Face models (random weights, the hub's real config.json values), ours against
 transformers on the same files, in one run.
 
-    .venv/bin/python bench/real_models.py [--models t5-base,...] [--keep DIR] [--tokens N]
+    .venv/bin/python bench/real_models.py [--models SELECTION|NAME,...] [--hub] [--keep DIR]
+                                          [--tokens N] [--repeats N]
     .venv/bin/python bench/real_models.py --configs DIR   # the config.json transformers writes
 
-Models (--models, comma-separated; all by default): t5-base, flan-t5-base, bart-large-cnn,
-bart-large-cnn-bf16 (the same weights saved in bfloat16), nllb-200-distilled-600M, pegasus-xsum.
+Models (--models, comma-separated names or selections; "default" when not given):
+
+    default     what `make bench` runs: t5-base, flan-t5-base, bart-large-cnn,
+                bart-large-cnn-bf16, nllb-200-distilled-600M, pegasus-xsum
+    all         the 15 checkpoints issue 36 lists: opus-mt-en-de, opus-mt-tc-big-en-tr
+                (Helsinki-NLP/opus-mt-tc-big-en-tr, the opus-mt-tc-big shape: transformer-big,
+                57,060 entries), t5-small, flan-t5-small, flan-t5-large, t5-base, flan-t5-base,
+                bart-base, bart-large, bart-large-cnn, distilbart-cnn-12-6, mbart-large-50
+                (facebook/mbart-large-50), nllb-200-distilled-600M, m2m100_418M, pegasus-xsum
+    forms       the other stored forms: bart-large-cnn-bf16 (bart-large-cnn's weights saved in
+                bfloat16), opus-mt-en-de-tf and opus-mt-tc-big-en-tr-tf (the Helsinki-NLP
+                repositories' own weight files: tf_model.h5 + pytorch_model.bin, no
+                model.safetensors; ours reads tf_model.h5, transformers 5 pytorch_model.bin)
+    everything  all, then forms
+
+--hub: each model opened by its hub name (HUB: "Helsinki-NLP/opus-mt-en-de", ...) instead of its
+folder: the folder's files laid out as that repository's main revision in a Hugging Face cache
+(testkit.hub_cache: blobs/<sha256>, hard links to the folder's files; snapshots/<commit>/<file>
+as relative links; refs/main) under a temporary HF_HOME, both sides run with HF_HOME set to it
+and HF_HUB_OFFLINE=1: ours load_checkpoint(name), theirs from_pretrained(name) for the model and
+the tokenizer; everything else as by folder. --repeats: the runs of each timed median (3).
 
 Each folder is built once, with a Python that has torch and transformers (HF_PYTHON, by default
-/work/hfenv/bin/python; skipped with exit 0 and the reason where there is none), and kept in
---keep DIR (default /work/models), reused when present: the hub's config.json (the values of the
-real checkpoint, written out here: HUB_CONFIGS) and generation_config.json (HUB_GENERATION) read
-with AutoConfig / GenerationConfig as a download is, a model of it with transformers' default
-initialisation (torch seed 0, eval) saved with save_pretrained in float32 (bart-large-cnn-bf16:
-model.to(torch.bfloat16).save_pretrained), and a real tokenizer of the family's kind at the
-model's vocabulary size, trained here on English text (the docstrings of Python's standard
-library) and saved by transformers' class for the family:
+/work/hfenv/bin/python; skipped with exit 0 and the reason where there is none), and kept in --keep
+DIR (default /work/models), reused when present: the hub's config.json (the values of the real
+checkpoint, written out here: HUB_CONFIGS) and generation_config.json (HUB_GENERATION) read with
+AutoConfig / GenerationConfig as a download is, a model of it with transformers' default
+initialisation (torch seed 0, eval) saved with save_pretrained in float32 (opus-mt-tc-big-en-tr in
+float16, as its config's torch_dtype says the hub holds it; bart-large-cnn-bf16:
+model.to(torch.bfloat16).save_pretrained; the -tf forms: tf_model.h5 written by transformers 4 +
+TensorFlow, HF4_PYTHON, by default /work/hf4env/bin/python:
+TFMarianMTModel.from_pretrained(from_pt=True).save_pretrained, checked by reading it back with
+from_tf=True, and pytorch_model.bin in the stored dtype), then the hub's own config.json and
+generation_config.json written over the ones save_pretrained wrote (a folder built before they were
+gets them on the next run), and a real tokenizer of the family's kind at the model's vocabulary
+size, trained here on English text (the docstrings of Python's standard library) and saved by
+transformers' class for the family:
 
     T5        a SentencePiece unigram model (<pad> 0, </s> 1, <unk> 2) padded with synthetic pieces
               to 32,000 (T5TokenizerFast: + 100 extra ids = 32,100 entries; vocab_size 32,128)
@@ -26,22 +52,32 @@ library) and saved by transformers' class for the family:
     NLLB      a SentencePiece BPE model padded to 256,000 pieces (sentencepiece.bpe.model;
               NllbTokenizerFast: fairseq's 4 specials, the pieces, the 202 language codes,
               <mask> = 256,204 entries; vocab_size 256,206)
+    Marian    source.spm + target.spm (SentencePiece unigram models padded to 32,000 pieces) and
+              the shared vocab.json of both at the config's vocab_size (MarianTokenizer):
+              opus-mt-en-de 58,101 (</s> 0, <unk> 1, <pad> 58,100), opus-mt-tc-big-en-tr 57,060
+              (</s> 43,741 as its config's eos_token_id, <unk> 0, <pad> 57,059)
+    M2M100    sentencepiece.bpe.model (BPE, 128,000 pieces) + vocab.json (fairseq's 4 specials,
+              then the pieces: 128,004 entries, what M2M100Tokenizer's len() counts in
+              transformers 5.24), the 100 language codes after them (__en__ 128,022, __fr__
+              128,028, as in the real one); vocab_size 128,112 (8 <madeupword> rows)
+    mBART-50  sentencepiece.bpe.model (unigram, 250,000 pieces), MBart50Tokenizer: fairseq's ids,
+              the 52 language codes, <mask> = 250,054 entries
 
 The folder is then reloaded with AutoTokenizer + AutoModelForSeq2SeqLM, as a check that
 transformers reads it.
 
 Each side then runs in a fresh process (as bench/open_real.py), the folder's files read once before
-each (in_page_cache: both read them from memory, as a model used before): files to the first translation
-(import, load, one greedy translation of SOURCE with exactly --tokens new tokens: ours
+each (in_page_cache: both read them from memory, as a model used before): files to the first
+translation (import, load, one greedy translation of SOURCE with exactly --tokens new tokens: ours
 load_checkpoint(folder) then ckpt.generate(SOURCE, settings), the folder's generation config made
 greedy with min = max = N new tokens; theirs from_pretrained(dtype=float32) + AutoTokenizer +
 generate(num_beams=1, min_new_tokens=max_new_tokens=N), the folder's generation config otherwise
 (forced tokens, no_repeat_ngram_size, ...) on both sides); the warm translation (median of 3); the
 maps of SOURCE with a typed TARGET (ckpt.attention(source, target) against a forward pass with
-output_attentions=True, eager attention; median of 3); the growth of the RSS high-water mark
-(VmHWM) during the load, against the weights' size on disk; and whether the greedy ids are equal
-(ours decoding.token_ids against generate's output less the decoder start id). A model our side
-refuses shows "refused: <its sentence>" and the run goes on.
+output_attentions=True, eager attention; median of 3); the growth of the RSS high-water mark (VmHWM)
+during the load, against the weights' size on disk; and whether the greedy ids are equal (ours
+decoding.token_ids against generate's output less the decoder start id). A model our side refuses
+shows "refused: <its sentence>" and the run goes on.
 
 Then, after every timing, equality as the project's standard asks (logits 1e-4, greedy and beam
 ids): the teacher-forced pass of the maps (SOURCE with TARGET; each side's ids, checked equal:
@@ -55,12 +91,11 @@ it gives num_beams; length_penalty, no_repeat_ngram_size, forced ids, min_length
 max_new_tokens capped to --tokens (ours read_generation_config of the file's bytes, max_length
 set to N + 1; theirs generate(max_new_tokens=N)): ids equal, or the first differing step.
 
---configs DIR: for t5-small, t5-base, flan-t5-base, flan-t5-large, bart-large, bart-large-cnn,
-distilbart-cnn-12-6, mbart-large-50, m2m100_418M, nllb-200-distilled-600M, opus-mt-en-de and
-pegasus-xsum, the config.json (and generation_config.json) that transformers writes when it saves
-the model read from the hub's files (DIR/<name>/config.json; the hub's own as hub_config.json),
-the fields it adds, drops or changes against the hub's, and what our config readers say of
-each (every refusal, a field at a time: a refused field is dropped and the reader run again).
+--configs DIR: for every model of HUB_CONFIGS, the config.json (and generation_config.json) that
+transformers writes when it saves the model read from the hub's files (DIR/<name>/config.json; the
+hub's own as hub_config.json), the fields it adds, drops or changes against the hub's, and what our
+config readers say of each (every refusal, a field at a time: a refused field is dropped and the
+reader run again).
 """
 
 from __future__ import annotations
@@ -138,23 +173,60 @@ _BART_COMMON = {
     "model_type": "bart", "normalize_before": False, "num_hidden_layers": 12, "pad_token_id": 1,
     "scale_embedding": False}
 
+_BART_LARGE_TASKS = {
+    "summarization": {"length_penalty": 1.0, "max_length": 128, "min_length": 12, "num_beams": 4},
+    "summarization_cnn": {"length_penalty": 2.0, "max_length": 142, "min_length": 56,
+                          "num_beams": 4},
+    "summarization_xsum": {"length_penalty": 1.0, "max_length": 62, "min_length": 11,
+                           "num_beams": 6}}
+
+
+def _opus_tc_big(vocab: int, eos: int, name: str) -> dict:
+    """An opus-mt-tc-big config.json as the hub has it (converted with transformers 4.18, saved
+    again by the commit that added tf_model.h5, 4.22): transformer-big, relu, 1024 positions,
+    the vocabulary's </s> where the Marian vocabulary put it, <pad> last, float16 weights."""
+    pad = vocab - 1
+    return {
+        "_name_or_path": f"/tmp/Helsinki-NLP/{name}", "activation_dropout": 0.0,
+        "activation_function": "relu", "architectures": ["MarianMTModel"],
+        "attention_dropout": 0.0, "bad_words_ids": [[pad]], "bos_token_id": 0,
+        "classifier_dropout": 0.0, "d_model": 1024, "decoder_attention_heads": 16,
+        "decoder_ffn_dim": 4096, "decoder_layerdrop": 0.0, "decoder_layers": 6,
+        "decoder_start_token_id": pad, "decoder_vocab_size": vocab, "dropout": 0.1,
+        "encoder_attention_heads": 16, "encoder_ffn_dim": 4096, "encoder_layerdrop": 0.0,
+        "encoder_layers": 6, "eos_token_id": eos, "forced_eos_token_id": eos, "init_std": 0.02,
+        "is_encoder_decoder": True, "max_length": 512, "max_position_embeddings": 1024,
+        "model_type": "marian", "normalize_embedding": False, "num_beams": 4,
+        "num_hidden_layers": 6, "pad_token_id": pad, "scale_embedding": True,
+        "share_encoder_decoder_embeddings": True, "static_position_embeddings": True,
+        "torch_dtype": "float16", "transformers_version": "4.22.0.dev0", "use_cache": True,
+        "vocab_size": vocab}
+
+
 HUB_CONFIGS = {
     "t5-small": _t5(512, 2048, 8, 6),
     "t5-base": _t5(768, 3072, 12, 12),
+    "flan-t5-small": _t5(512, 1024, 6, 8, v11=True),  # 6 heads of 64: 384 wide, not 512
     "flan-t5-base": _t5(768, 2048, 12, 12, v11=True),
     "flan-t5-large": _t5(1024, 2816, 16, 24, v11=True),
+    "bart-base": {  # no _num_labels
+        **{k: v for k, v in _BART_COMMON.items() if k != "_num_labels"},
+        "_name_or_path": "bart-base", "activation_dropout": 0.1,
+        "architectures": ["BartModel"], "attention_dropout": 0.1, "classif_dropout": 0.1,
+        "classifier_dropout": 0.0, "d_model": 768, "decoder_attention_heads": 12,
+        "decoder_ffn_dim": 3072, "decoder_layers": 6, "early_stopping": True,
+        "encoder_attention_heads": 12, "encoder_ffn_dim": 3072, "encoder_layers": 6,
+        "forced_bos_token_id": 0, "forced_eos_token_id": 2, "gradient_checkpointing": False,
+        "no_repeat_ngram_size": 3, "normalize_embedding": True, "num_beams": 4,
+        "num_hidden_layers": 6, "task_specific_params": _BART_LARGE_TASKS,
+        "torch_dtype": "float32", "transformers_version": "4.12.0.dev0", "use_cache": True,
+        "vocab_size": 50265},
     "bart-large": {
         **_BART_COMMON, "activation_dropout": 0.1, "architectures": ["BartModel"],
         "attention_dropout": 0.1, "classif_dropout": 0.1, "classifier_dropout": 0.0,
         "decoder_layers": 12, "early_stopping": True, "forced_eos_token_id": 2,
         "gradient_checkpointing": False, "no_repeat_ngram_size": 3, "num_beams": 4,
-        "task_specific_params": {
-            "summarization": {"length_penalty": 1.0, "max_length": 128, "min_length": 12,
-                              "num_beams": 4},
-            "summarization_cnn": {"length_penalty": 2.0, "max_length": 142, "min_length": 56,
-                                  "num_beams": 4},
-            "summarization_xsum": {"length_penalty": 1.0, "max_length": 62, "min_length": 11,
-                                   "num_beams": 6}},
+        "task_specific_params": _BART_LARGE_TASKS,
         "transformers_version": "4.12.0.dev0", "use_cache": True, "vocab_size": 50265},
     "bart-large-cnn": {
         **_BART_COMMON, "activation_dropout": 0.0, "attention_dropout": 0.0,
@@ -231,6 +303,8 @@ HUB_CONFIGS = {
         "num_beams": 4, "num_hidden_layers": 6, "pad_token_id": 58100, "scale_embedding": True,
         "share_encoder_decoder_embeddings": True, "static_position_embeddings": True,
         "transformers_version": "4.22.0.dev0", "use_cache": True, "vocab_size": 58101},
+    # Helsinki-NLP/opus-mt-tc-big-en-tr: 57,060 entries, </s> 43741, <pad> 57059
+    "opus-mt-tc-big-en-tr": _opus_tc_big(57060, 43741, "opus-mt-tc-big-en-tr"),
     "pegasus-xsum": {
         "_name_or_path": "google/pegasus-xsum", "activation_dropout": 0.1,
         "activation_function": "relu", "add_bias_logits": False, "add_final_layer_norm": True,
@@ -251,16 +325,17 @@ HUB_CONFIGS = {
                                                         "max_position_embeddings": 512}},
         "transformers_version": "4.5.0.dev0", "use_cache": True, "vocab_size": 96103},
 }
+_FLAN_GENERATION = {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
+                    "transformers_version": "4.26.0.dev0"}
+_BART_GENERATION = {"_from_model_config": True, "bos_token_id": 0, "decoder_start_token_id": 2,
+                    "early_stopping": True, "eos_token_id": 2, "forced_bos_token_id": 0,
+                    "forced_eos_token_id": 2, "no_repeat_ngram_size": 3, "num_beams": 4,
+                    "pad_token_id": 1, "transformers_version": "4.27.0.dev0"}
 HUB_GENERATION = {
     "t5-small": _T5_GENERATION, "t5-base": _T5_GENERATION,
-    "flan-t5-base": {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
-                     "transformers_version": "4.26.0.dev0"},
-    "flan-t5-large": {"decoder_start_token_id": 0, "eos_token_id": 1, "pad_token_id": 0,
-                      "transformers_version": "4.26.0.dev0"},
-    "bart-large": {"_from_model_config": True, "bos_token_id": 0, "decoder_start_token_id": 2,
-                   "early_stopping": True, "eos_token_id": 2, "forced_bos_token_id": 0,
-                   "forced_eos_token_id": 2, "no_repeat_ngram_size": 3, "num_beams": 4,
-                   "pad_token_id": 1, "transformers_version": "4.27.0.dev0"},
+    "flan-t5-small": _FLAN_GENERATION, "flan-t5-base": _FLAN_GENERATION,
+    "flan-t5-large": _FLAN_GENERATION,
+    "bart-base": _BART_GENERATION, "bart-large": _BART_GENERATION,
     "bart-large-cnn": {"_from_model_config": True, "bos_token_id": 0,
                        "decoder_start_token_id": 2, "early_stopping": True, "eos_token_id": 2,
                        "forced_bos_token_id": 0, "forced_eos_token_id": 2, "length_penalty": 2.0,
@@ -288,28 +363,65 @@ HUB_GENERATION = {
                       "forced_eos_token_id": 0, "max_length": 512, "num_beams": 4,
                       "pad_token_id": 58100, "renormalize_logits": True,
                       "transformers_version": "4.32.0.dev0"},
+    # as "Adding generation config file(s)" wrote it (no renormalize_logits commit followed)
+    "opus-mt-tc-big-en-tr": {"_from_model_config": True, "bad_words_ids": [[57059]],
+                             "bos_token_id": 0, "decoder_start_token_id": 57059,
+                             "eos_token_id": 43741, "forced_eos_token_id": 43741,
+                             "max_length": 512, "num_beams": 4, "pad_token_id": 57059,
+                             "transformers_version": "4.27.0.dev0"},
     "pegasus-xsum": {"bos_token_id": 0, "decoder_start_token_id": 0, "eos_token_id": 1,
                      "forced_eos_token_id": 1, "length_penalty": 0.6, "max_length": 64,
                      "num_beams": 8, "pad_token_id": 0, "transformers_version": "4.27.0.dev0"},
 }
 HUB = {"t5-small": "google-t5/t5-small", "t5-base": "google-t5/t5-base",
-       "flan-t5-base": "google/flan-t5-base", "flan-t5-large": "google/flan-t5-large",
+       "flan-t5-small": "google/flan-t5-small", "flan-t5-base": "google/flan-t5-base",
+       "flan-t5-large": "google/flan-t5-large", "bart-base": "facebook/bart-base",
        "bart-large": "facebook/bart-large", "bart-large-cnn": "facebook/bart-large-cnn",
        "distilbart-cnn-12-6": "sshleifer/distilbart-cnn-12-6",
        "mbart-large-50": "facebook/mbart-large-50", "m2m100_418M": "facebook/m2m100_418M",
        "nllb-200-distilled-600M": "facebook/nllb-200-distilled-600M",
-       "opus-mt-en-de": "Helsinki-NLP/opus-mt-en-de", "pegasus-xsum": "google/pegasus-xsum"}
-# The benchmarked folders: name -> (the hub model it is, its tokenizer's kind, dtype saved).
+       "opus-mt-en-de": "Helsinki-NLP/opus-mt-en-de",
+       "opus-mt-tc-big-en-tr": "Helsinki-NLP/opus-mt-tc-big-en-tr",
+       "pegasus-xsum": "google/pegasus-xsum"}
+# The benchmarked folders: name -> (the hub model it is, its tokenizer's kind, dtype saved,
+# weight files: "safetensors", model.safetensors as transformers 5 saves it; "tf", the hub's
+# Marian layout: tf_model.h5 written by transformers 4 + TensorFlow and pytorch_model.bin, no
+# model.safetensors).
 BENCH_MODELS = {
-    "t5-base": ("t5-base", "t5", "float32"),
-    "flan-t5-base": ("flan-t5-base", "t5", "float32"),
-    "bart-large-cnn": ("bart-large-cnn", "bart", "float32"),
-    "bart-large-cnn-bf16": ("bart-large-cnn", "bart", "bfloat16"),
-    "nllb-200-distilled-600M": ("nllb-200-distilled-600M", "nllb", "float32"),
-    "pegasus-xsum": ("pegasus-xsum", "pegasus", "float32"),
+    "opus-mt-en-de": ("opus-mt-en-de", "marian", "float32", "safetensors"),
+    "opus-mt-tc-big-en-tr": ("opus-mt-tc-big-en-tr", "marian", "float16", "safetensors"),
+    "t5-small": ("t5-small", "t5", "float32", "safetensors"),
+    "flan-t5-small": ("flan-t5-small", "t5", "float32", "safetensors"),
+    "flan-t5-large": ("flan-t5-large", "t5", "float32", "safetensors"),
+    "t5-base": ("t5-base", "t5", "float32", "safetensors"),
+    "flan-t5-base": ("flan-t5-base", "t5", "float32", "safetensors"),
+    "bart-base": ("bart-base", "bart", "float32", "safetensors"),
+    "bart-large": ("bart-large", "bart", "float32", "safetensors"),
+    "bart-large-cnn": ("bart-large-cnn", "bart", "float32", "safetensors"),
+    "distilbart-cnn-12-6": ("distilbart-cnn-12-6", "bart", "float32", "safetensors"),
+    "mbart-large-50": ("mbart-large-50", "mbart50", "float32", "safetensors"),
+    "nllb-200-distilled-600M": ("nllb-200-distilled-600M", "nllb", "float32", "safetensors"),
+    "m2m100_418M": ("m2m100_418M", "m2m100", "float32", "safetensors"),
+    "pegasus-xsum": ("pegasus-xsum", "pegasus", "float32", "safetensors"),
+    # the other stored forms: bfloat16 weights; the Marian repositories' own weight files
+    "bart-large-cnn-bf16": ("bart-large-cnn", "bart", "bfloat16", "safetensors"),
+    "opus-mt-en-de-tf": ("opus-mt-en-de", "marian", "float32", "tf"),
+    "opus-mt-tc-big-en-tr-tf": ("opus-mt-tc-big-en-tr", "marian", "float16", "tf"),
 }
-# The tokenizer entries each kind has in the real checkpoint (len(tokenizer)).
-TOKENIZER_ENTRIES = {"t5": 32100, "bart": 50265, "pegasus": 96103, "nllb": 256204}
+# --models takes these names for a list: "default" what `make bench` runs, "all" the 15
+# checkpoints, "forms" the other stored forms, "everything" both.
+SELECTIONS = {
+    "default": ("t5-base", "flan-t5-base", "bart-large-cnn", "bart-large-cnn-bf16",
+                "nllb-200-distilled-600M", "pegasus-xsum"),
+    "all": tuple(name for name in BENCH_MODELS if name in HUB),
+    "forms": tuple(name for name in BENCH_MODELS if name not in HUB),
+}
+SELECTIONS["everything"] = SELECTIONS["all"] + SELECTIONS["forms"]
+# The tokenizer entries each kind has in the real checkpoint (len(tokenizer)); Marian's are its
+# config's vocab_size.
+TOKENIZER_ENTRIES = {"t5": 32100, "bart": 50265, "pegasus": 96103, "nllb": 256204,
+                     "mbart50": 250054, "m2m100": 128004}
+DEFAULT_HF4_PYTHON = "/work/hf4env/bin/python"  # transformers 4 + TensorFlow: writes tf_model.h5
 
 
 # ============================================================ the build (transformers' Python)
@@ -322,7 +434,8 @@ def english_lines(limit: int = 60_000) -> list[str]:
     lines, seen = [], set()
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     for path in sorted(stdlib.rglob("*.py")):
-        if {"site-packages", "dist-packages", "test", "tests"} & set(path.relative_to(stdlib).parts):
+        parts = set(path.relative_to(stdlib).parts)
+        if {"site-packages", "dist-packages", "test", "tests"} & parts:
             continue
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -344,14 +457,14 @@ def english_lines(limit: int = 60_000) -> list[str]:
     return lines
 
 
-def _synthetic(i: int) -> str:
-    """A word no English text holds: 'zq' then i in base 26."""
+def _synthetic(i: int, prefix: str = "zq") -> str:
+    """A word no English text holds: prefix ('zq') then i in base 26."""
     letters = ""
     while True:
         i, r = divmod(i, 26)
         letters = chr(97 + r) + letters
         if not i:
-            return "zq" + letters
+            return prefix + letters
 
 
 def train_spm(lines: list[str], vocab_size: int, model_type: str, **ids) -> bytes:
@@ -369,7 +482,7 @@ def train_spm(lines: list[str], vocab_size: int, model_type: str, **ids) -> byte
     return writer.getvalue()
 
 
-def pad_spm(model: bytes, pieces: int) -> bytes:
+def pad_spm(model: bytes, pieces: int, prefix: str = "zq") -> bytes:
     """The SentencePiece model with synthetic pieces ('▁zq..', scores below every real one)
     appended up to `pieces` pieces."""
     from sentencepiece import sentencepiece_model_pb2
@@ -380,7 +493,7 @@ def pad_spm(model: bytes, pieces: int) -> bytes:
     low = min(p.score for p in proto.pieces) - 1.0
     i = 0
     while len(proto.pieces) < pieces:
-        piece = "▁" + _synthetic(i)
+        piece = "▁" + _synthetic(i, prefix)
         i += 1
         if piece in have:
             continue
@@ -390,19 +503,57 @@ def pad_spm(model: bytes, pieces: int) -> bytes:
     return proto.SerializeToString()
 
 
-def build_tokenizer(kind: str, out: Path):
+def _fixture(module: str):
+    """A module of tests/fixtures (the tiny fixtures' builders)."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
+    return importlib.import_module(module)
+
+
+def marian_vocab(lines: list[str], out: Path, config: dict) -> dict[str, int]:
+    """source.spm and target.spm (SentencePiece unigram, <unk> 0, <s> 1, </s> 2, nmt_nfkc)
+    written into out, and opus-mt's shared vocab.json of them at config's vocab_size: every
+    piece of both models once (make_marian_fixture.build_vocab), </s> at config's eos_token_id
+    (0 in opus-mt-*, inside the pieces in opus-mt-tc-big-*), <unk> first of the rest, <pad>
+    last (pad_token_id). Each model is padded to 32,000 pieces (synthetic '▁zq..' in the
+    source, '▁zx..' in the target, which no English text holds), the target's padding chosen
+    so that the two hold exactly as many distinct pieces as the vocabulary's size leaves."""
+    fixture = _fixture("make_marian_fixture")
+    ids = dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1)
+    source = pad_spm(train_spm(lines, 8000, "unigram", **ids), 32000)
+    target = train_spm(lines[1::2], 6000, "unigram", **ids)
+    union = config["vocab_size"] - 3  # less </s>, <unk> and <pad>
+    have = set(fixture.spm_pieces(source))
+    own = set(fixture.spm_pieces(target)) - have
+    target = pad_spm(target, len(fixture.spm_pieces(target)) + 3 + union - len(have | own),
+                     prefix="zx")
+    order = [k for k in fixture.build_vocab(source, target) if k != "</s>"]
+    order.insert(config["eos_token_id"], "</s>")
+    vocab = {piece: i for i, piece in enumerate(order)}
+    assert len(vocab) == config["vocab_size"] and vocab["<pad>"] == config["pad_token_id"]
+    (out / "source.spm").write_bytes(source)
+    (out / "target.spm").write_bytes(target)
+    (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False, indent=2),
+                                    encoding="utf-8")
+    return vocab
+
+
+def build_tokenizer(kind: str, out: Path, hub_name: str):
     """The family's tokenizer at the real checkpoint's size, saved into out by transformers'
     class for the family; returns it as reloaded."""
     from transformers import (
         AutoTokenizer,
         BartTokenizerFast,
+        MarianTokenizer,
         NllbTokenizerFast,
         PegasusTokenizerFast,
         T5TokenizerFast,
     )
 
     lines = english_lines()
-    entries = TOKENIZER_ENTRIES[kind]
+    config = HUB_CONFIGS[hub_name]
+    entries = config["vocab_size"] if kind == "marian" else TOKENIZER_ENTRIES[kind]
     if kind == "bart":
         from tokenizers import ByteLevelBPETokenizer
 
@@ -433,6 +584,35 @@ def build_tokenizer(kind: str, out: Path):
         (out / "tokenizer_config.json").write_text(json.dumps(
             {"tokenizer_class": cls.__name__.removesuffix("Fast")}))
         tokenizer = cls.from_pretrained(out)
+    elif kind == "marian":  # opus-mt: source.spm, target.spm, the shared vocab.json
+        source_lang, target_lang = HUB[hub_name].rsplit("-", 2)[1:]
+        marian_vocab(lines, out, config)
+        tokenizer = MarianTokenizer(str(out / "source.spm"), str(out / "target.spm"),
+                                    str(out / "vocab.json"), source_lang=source_lang,
+                                    target_lang=target_lang, model_max_length=512)
+    elif kind == "m2m100":  # vocab.json (fairseq's 4 specials, then the pieces) + the model;
+        # the 100 language codes follow (M2M100Tokenizer), then 8 <madeupword> rows
+        model = pad_spm(train_spm(lines, 12000, "bpe", unk_id=0, bos_id=1, eos_id=2,
+                                  pad_id=-1), 128_003)  # 128,000 pieces, <unk>, <s>, </s>
+        (out / "sentencepiece.bpe.model").write_bytes(model)
+        vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+        for piece in _fixture("make_marian_fixture").spm_pieces(model):
+            vocab.setdefault(piece, len(vocab))
+        (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False, indent=2),
+                                        encoding="utf-8")
+        (out / "tokenizer_config.json").write_text(json.dumps(
+            {"tokenizer_class": "M2M100Tokenizer", "src_lang": "en", "tgt_lang": "fr",
+             "language_codes": "m2m100", "num_madeup_words": 8}))
+        tokenizer = AutoTokenizer.from_pretrained(out)
+        assert (tokenizer.get_lang_id("en"), tokenizer.get_lang_id("fr")) == (128022, 128028)
+    elif kind == "mbart50":  # sentencepiece.bpe.model (250,000 pieces) in fairseq's ids, the
+        # 52 language codes, <mask>: MBart50Tokenizer's 250,054
+        model = train_spm(lines, 12000, "unigram", unk_id=0, bos_id=1, eos_id=2, pad_id=-1)
+        (out / "sentencepiece.bpe.model").write_bytes(pad_spm(model, 250_000))
+        (out / "tokenizer_config.json").write_text(json.dumps(
+            {"tokenizer_class": "MBart50Tokenizer", "src_lang": "en_XX", "tgt_lang": "ro_RO"}))
+        tokenizer = AutoTokenizer.from_pretrained(out)
+        assert tokenizer.convert_tokens_to_ids("<mask>") == len(tokenizer) - 1
     else:  # NLLB-200: sentencepiece.bpe.model, fairseq's ids, the language codes, <mask>
         from transformers.models.nllb.tokenization_nllb import FAIRSEQ_LANGUAGE_CODES
 
@@ -442,9 +622,7 @@ def build_tokenizer(kind: str, out: Path):
             {"tokenizer_class": "NllbTokenizer", "src_lang": "eng_Latn", "tgt_lang": "fra_Latn",
              "extra_special_tokens": FAIRSEQ_LANGUAGE_CODES}))
         NllbTokenizerFast.from_pretrained(out).save_pretrained(out)
-        sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
-        from make_m2m100_fixture import nllb_layout  # facebook/nllb-200's ids, as the fixture's
-
+        nllb_layout = _fixture("make_m2m100_fixture").nllb_layout  # facebook/nllb-200's ids
         data = nllb_layout(json.loads((out / "tokenizer.json").read_text(encoding="utf-8")))
         (out / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False),
                                             encoding="utf-8")
@@ -459,9 +637,64 @@ def build_tokenizer(kind: str, out: Path):
 def _stage(name: str, where: Path) -> Path:
     """A folder holding the hub's config.json and generation_config.json of `name`."""
     where.mkdir(parents=True, exist_ok=True)
-    (where / "config.json").write_text(json.dumps(HUB_CONFIGS[name], indent=2))
-    (where / "generation_config.json").write_text(json.dumps(HUB_GENERATION[name], indent=2))
+    (where / "config.json").write_text(json.dumps(HUB_CONFIGS[name], indent=2) + "\n")
+    (where / "generation_config.json").write_text(
+        json.dumps(HUB_GENERATION[name], indent=2) + "\n")
     return where
+
+
+# Run by HF4_PYTHON (transformers 4 + TensorFlow): tf_model.h5 written as the hub's "Add TF
+# weights" commits wrote it (TFMarianMTModel from the PyTorch weights, save_pretrained), then
+# read back into transformers 4's PyTorch class as from_tf=True reads it: the names whose values
+# differ.
+TF_SAVE = r"""
+import json, sys
+import torch
+from transformers import MarianConfig, MarianMTModel, TFMarianMTModel
+from transformers.modeling_tf_pytorch_utils import load_tf2_checkpoint_in_pytorch_model
+stage, saved = sys.argv[1:3]
+TFMarianMTModel.from_pretrained(stage, from_pt=True).save_pretrained(saved)
+read = MarianMTModel(MarianConfig.from_pretrained(saved)).eval()  # what from_tf=True runs
+read = load_tf2_checkpoint_in_pytorch_model(read, saved + "/tf_model.h5").state_dict()
+given = torch.load(stage + "/pytorch_model.bin", weights_only=True)
+both = [key for key in given if key in read]
+print(json.dumps({"compared": len(both),
+                  "differ": [key for key in both if not torch.equal(read[key], given[key])]}))
+"""
+
+
+def write_tf_copy(model, base: Path, out: Path, dtype: str) -> dict:
+    """out/tf_model.h5 (float32) written from model's weights by transformers 4 + TensorFlow
+    (HF4_PYTHON, by default DEFAULT_HF4_PYTHON: TF_SAVE) and out/pytorch_model.bin, model's
+    state dict in dtype (tied weights stored once) without the sinusoid tables, which
+    transformers 4 never saved there (MarianMTModel's _keys_to_ignore_on_save; the hub's
+    opus-mt-tc-big-en-tr and -en-fr bins are 587 and 570 MB, their weights without them):
+    a Helsinki-NLP repository's weight files. Returns TF_SAVE's check (the weights compared,
+    none differing)."""
+    import tempfile
+
+    import torch
+
+    state = model.state_dict()
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".tf-") as tmp:
+        stage, saved = Path(tmp) / "stage", Path(tmp) / "saved"
+        stage.mkdir()
+        shutil.copy(base / "config.json", stage / "config.json")
+        torch.save(state, stage / "pytorch_model.bin")  # float32
+        python = os.environ.get("HF4_PYTHON") or DEFAULT_HF4_PYTHON
+        done = subprocess.run([python, "-c", TF_SAVE, str(stage), str(saved)],
+                              capture_output=True, text=True,
+                              env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+        if done.returncode:
+            raise RuntimeError(f"{python} could not write tf_model.h5:\n{done.stderr[-3000:]}")
+        check = json.loads(done.stdout.strip().splitlines()[-1])
+        assert check["compared"] and not check["differ"], check
+        shutil.move(saved / "tf_model.h5", out / "tf_model.h5")
+    once = {}  # the tied embedding stored once, as torch.save keeps one storage
+    torch.save({key: once.setdefault(value.data_ptr(), value.to(getattr(torch, dtype)))
+                for key, value in state.items() if "embed_positions" not in key},
+               out / "pytorch_model.bin")
+    return check
 
 
 def build_folder(name: str, out: Path) -> dict:
@@ -476,21 +709,25 @@ def build_folder(name: str, out: Path) -> dict:
         GenerationConfig,
     )
 
-    hub_name, kind, dtype = BENCH_MODELS[name]
+    hub_name, kind, dtype, form = BENCH_MODELS[name]
+    tf_check = None
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    if dtype == "bfloat16":  # the float32 folder's weights, saved in bfloat16
+    if name != hub_name:  # another form of the hub model's folder: its weights saved again
         base = out.parent / hub_name
         if not (out.parent / f"{hub_name}.built.json").exists():
             build_folder(hub_name, base)
         model = AutoModelForSeq2SeqLM.from_pretrained(base, dtype=torch.float32).eval()
-        model.to(torch.bfloat16).save_pretrained(out)
+        if form == "tf":
+            tf_check = write_tf_copy(model, base, out, dtype)
+        else:
+            model.to(getattr(torch, dtype)).save_pretrained(out)
         for file in base.iterdir():  # the tokenizer's files as they are
             if file.name not in ("config.json", "generation_config.json", "model.safetensors"):
                 shutil.copy(file, out / file.name)
     else:
-        tokenizer = build_tokenizer(kind, out)
+        tokenizer = build_tokenizer(kind, out, hub_name)
         with tempfile.TemporaryDirectory() as tmp:
             stage = _stage(hub_name, Path(tmp))
             config = AutoConfig.from_pretrained(stage)  # as a download is read
@@ -506,21 +743,28 @@ def build_folder(name: str, out: Path) -> dict:
             model.lm_head.weight = torch.nn.Parameter(torch.normal(
                 0.0, factor, model.lm_head.weight.shape, generator=generator))
         model.generation_config = generation
-        model.save_pretrained(out)  # float32, model.safetensors
-    assert (out / "model.safetensors").exists(), sorted(p.name for p in out.iterdir())
-    # transformers reads it back
+        model.to(getattr(torch, dtype)).save_pretrained(out)  # model.safetensors
+    _stage(hub_name, out)  # the hub's own config.json and generation_config.json
+    weights = "tf_model.h5" if form == "tf" else "model.safetensors"
+    assert (out / weights).exists(), sorted(p.name for p in out.iterdir())
+    # transformers reads it back (a tf copy: its pytorch_model.bin)
     tokenizer = AutoTokenizer.from_pretrained(out)
     again = AutoModelForSeq2SeqLM.from_pretrained(out, dtype=torch.float32).eval()
     want = dict(model.float().named_parameters())
+    computed = HUB_CONFIGS[hub_name].get("static_position_embeddings")  # sinusoids, never read
     for key, value in again.named_parameters():
-        assert torch.equal(value, want[key].to(value.dtype)), key
+        if not (computed and "embed_positions" in key):
+            assert torch.equal(value, want[key].to(value.dtype)), key
     ids = tokenizer(SOURCE)["input_ids"]
-    info = {"name": name, "hub": HUB[hub_name], "dtype": dtype,
-            "class": type(again).__name__, "tokenizer": type(tokenizer).__name__,
-            "tokenizer_entries": len(tokenizer), "vocab_size": again.config.vocab_size,
+    info = {"name": name, "hub": HUB[hub_name], "dtype": dtype, "weights": weights,
+            "hub_files": True, "class": type(again).__name__,
+            "tokenizer": type(tokenizer).__name__, "tokenizer_entries": len(tokenizer),
+            "vocab_size": again.config.vocab_size,
             "parameters": sum(p.numel() for p in again.parameters()),
             "source_pieces": len(ids), "files": {p.name: p.stat().st_size
                                                   for p in sorted(out.iterdir())}}
+    if tf_check:
+        info["tf_model_h5_read_back"] = tf_check
     if hasattr(again, "lm_head") and hasattr(again, "shared"):
         info["lm_head_tied"] = again.lm_head.weight.data_ptr() == again.shared.weight.data_ptr()
     (out.parent / f"{name}.built.json").write_text(json.dumps(info, indent=1))
@@ -602,7 +846,10 @@ except Exception as err:
     r["logits_failed"] = f"{type(err).__name__}: {err}"
 try:
     from pathlib import Path
-    saved = read_generation_config(Path(%(folder)r, "generation_config.json").read_bytes(),
+    from transformer.importers import hub
+    where = hub.resolve(%(folder)r)  # the folder, or the cached snapshot a hub name names
+    r["read_from"] = str(where)
+    saved = read_generation_config(Path(where, "generation_config.json").read_bytes(),
                                    ckpt.config)
     beam = dataclasses.replace(saved, max_length=%(new)d + 1,  # max_new_tokens=N wins
                                min_length=min(saved.min_length, %(new)d + 1))
@@ -648,8 +895,8 @@ model.set_attn_implementation("eager")  # sdpa returns no attention weights
 def maps():
     src = tok(%(source)r)["input_ids"]
     labels = tok(text_target=%(target)r)["input_ids"]
-    out = model(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([[start] + labels[:-1]]),
-                output_attentions=True)
+    out = model(input_ids=torch.tensor([src]),
+                decoder_input_ids=torch.tensor([[start] + labels[:-1]]), output_attentions=True)
     [a.numpy() for a in out.encoder_attentions + out.decoder_attentions + out.cross_attentions]
 r["maps_first"] = timed(maps)
 r["maps"] = median(maps)
@@ -662,6 +909,10 @@ r["tf_source_ids"], r["tf_decoder_ids"], r["tf_output_ids"] = src, dec, labels
 logits = model(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([dec])).logits
 assert logits.dtype == torch.float32, logits.dtype
 np.save(%(logits)r, logits[0].numpy())  # (T, V)
+# the same pass in float64: the exact result both sides' float32 rounding is measured against
+model.double()
+logits = model(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([dec])).logits
+np.save(%(logits64)r, logits[0].numpy())
 done()
 """
 
@@ -679,11 +930,14 @@ def hf_python() -> tuple[str | None, str]:
                   f"{DEFAULT_HF_PYTHON}, nor {sys.executable})")
 
 
-def run(python: str, script: str, **values) -> dict:
+def run(python: str, script: str, env: dict | None = None, **values) -> dict:
+    """The script run by python in a fresh process (env: variables to set, None to unset),
+    its RESULT."""
     code = script % {"repeats": REPEATS, "source": SOURCE, "target": TARGET, **values}
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "TRANSFORMERS_VERBOSITY": "error",
+           **(env or {})}
     done = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore",
-                               "TRANSFORMERS_VERBOSITY": "error"})
+                          env={key: value for key, value in env.items() if value is not None})
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
@@ -693,9 +947,18 @@ def run(python: str, script: str, **values) -> dict:
 
 
 def ensure_folder(python: str, name: str, keep: Path) -> dict:
+    """The built folder's marker (building it first where it is missing). A folder built before
+    it held the hub's own config.json and generation_config.json gets them now."""
     marker = keep / f"{name}.built.json"
-    if marker.exists() and (keep / name / "model.safetensors").exists():
-        return json.loads(marker.read_text())
+    if marker.exists():
+        info = json.loads(marker.read_text())
+        if all((keep / name / file).exists() for file in info["files"]):
+            if not info.get("hub_files"):
+                _stage(BENCH_MODELS[name][0], keep / name)
+                info["files"] = {p.name: p.stat().st_size for p in sorted((keep / name).iterdir())}
+                info["hub_files"] = True
+                marker.write_text(json.dumps(info, indent=1))
+            return info
     print(f"building {keep / name} (once; kept for later runs) ...", flush=True)
     subprocess.run([python, __file__, "--build", name, "--keep", str(keep)], check=True,
                    cwd=ROOT, env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1",
@@ -723,12 +986,14 @@ def compare_logits(ours: dict, theirs: dict, paths: dict) -> dict:
     """The teacher-forced pass over SOURCE with TARGET on both sides: the ids each side fed
     (which must be equal), then the max absolute difference of the raw logits and of their
     log-softmax (float64) over every position and id, pass at LOGITS_TOLERANCE on the
-    log-softmax; and the compiled pass's log-probability of each output id (forward's
-    "log_probs", what the pages show) against transformers' log-softmax at those ids."""
+    log-softmax; the compiled pass's log-probability of each output id (forward's "log_probs",
+    what the pages show) against transformers' log-softmax at those ids; and, where
+    paths["float64"] holds transformers' pass in float64, each side's distance from it."""
     import numpy as np
 
     why = ours.get("logits_failed") or theirs.get("failed") or ours.get("failed") or (
-        None if all(Path(p).exists() for p in paths.values()) else "no logits written")
+        None if all(Path(paths[side]).exists() for side in ("ours", "theirs"))
+        else "no logits written")
     if why:
         return {"error": why}
     for key in ("tf_source_ids", "tf_decoder_ids", "tf_output_ids"):
@@ -748,7 +1013,13 @@ def compare_logits(ours: dict, theirs: dict, paths: dict) -> dict:
     where = np.unravel_index(int(diff.argmax()), diff.shape)
     rows = np.arange(len(theirs["tf_output_ids"]))
     theirs_scored = lb[rows, theirs["tf_output_ids"]]
-    return {"shape": list(a.shape), "raw": float(np.abs(a.astype(np.float64) - b).max()),
+    reference = {}
+    if Path(paths.get("float64", "")).is_file():  # how far each side is from the exact result
+        exact = log_softmax(np.load(paths["float64"]))
+        reference = {"ours_vs_float64": float(np.abs(la - exact).max()),
+                     "theirs_vs_float64": float(np.abs(lb - exact).max())}
+    return {**reference, "shape": list(a.shape),
+            "raw": float(np.abs(a.astype(np.float64) - b).max()),
             "log_softmax": float(diff.max()), "at": [int(i) for i in where],
             "pass": bool(diff.max() <= LOGITS_TOLERANCE),
             "argmax_equal": bool((a.argmax(-1) == b.argmax(-1)).all()),
@@ -756,14 +1027,81 @@ def compare_logits(ours: dict, theirs: dict, paths: dict) -> dict:
                                                - theirs_scored).max())}
 
 
+def equality(ours: dict, theirs: dict, paths: dict, tokens: int, indent: str = "  ") -> dict:
+    """Greedy ids, teacher-forced logits (compare_logits) and generate with the folder's
+    generation_config.json, ours against theirs: printed, and returned as a dict."""
+    found = {}
+    if "ids" in ours and "ids" in theirs:
+        a, b = ours["ids"], theirs["ids"]
+        same = a == b
+        first_diff = _first_difference(a, b)
+        print(f"{indent}greedy ids equal: {'yes' if same else 'NO'} (ours {len(a)}, "
+              f"transformers {len(b)} tokens" + ("" if same else
+                                                 f"; first difference at step {first_diff}: "
+                                                 f"ours {a[first_diff:first_diff + 3]}, "
+                                                 f"transformers {b[first_diff:first_diff + 3]}")
+              + ")")
+        found.update(ids_equal=same, first_difference=first_diff, ours_ids=a, theirs_ids=b)
+        if len(a) < tokens:
+            print(f"{indent}ours stopped by {ours.get('stopped_by')}")
+    else:
+        found["ids_equal"] = None
+    logits = compare_logits(ours, theirs, paths)
+    if "error" in logits:
+        print(f"{indent}teacher-forced logits: not compared: {logits['error']}")
+        found.update(logits_max_diff=None, logits_pass=None, logits_error=logits["error"])
+    else:
+        print(f"{indent}teacher-forced logits {tuple(logits['shape'])}, same ids fed: max "
+              f"|diff| log-softmax {logits['log_softmax']:.2e} "
+              f"({'pass' if logits['pass'] else 'FAIL'} at {LOGITS_TOLERANCE:g}; at position "
+              f"{logits['at'][0]}, id {logits['at'][1]}), raw logits {logits['raw']:.2e}, argmax "
+              f"equal: {'yes' if logits['argmax_equal'] else 'NO'}; the compiled pass's "
+              f"log-probs of the output ids {logits['compiled_log_probs']:.2e}")
+        if "ours_vs_float64" in logits:
+            print(f"{indent}  each side's log-softmax against transformers' same pass in float64: "
+                  f"ours {logits['ours_vs_float64']:.2e}, transformers "
+                  f"{logits['theirs_vs_float64']:.2e}")
+        found.update(logits_max_diff=logits["log_softmax"], raw_logits_max_diff=logits["raw"],
+                     logits_pass=logits["pass"], logits_argmax_equal=logits["argmax_equal"],
+                     compiled_log_probs_max_diff=logits["compiled_log_probs"],
+                     **{key: logits[key] for key in ("ours_vs_float64", "theirs_vs_float64")
+                        if key in logits})
+    why = ours.get("beam_failed") or ("no beam ids" if "beam_ids" not in ours else None) or (
+        theirs.get("failed") or ("no beam ids" if "beam_ids" not in theirs else None))
+    if why:
+        print(f"{indent}generate with the folder's generation_config.json: not compared: {why}")
+        found.update(beam_ids_equal=None, beam_error=why)
+    else:
+        a, b = ours["beam_ids"], theirs["beam_ids"]
+        same, at = a == b, _first_difference(a, b)
+        print(f"{indent}generate with the folder's generation_config.json "
+              f"({ours['beam_method']}, at most {tokens} new tokens): ids equal: "
+              f"{'yes' if same else 'NO'} (ours {len(a)}, transformers {len(b)} tokens; "
+              f"{ours['beam_seconds']:.2f} s, {theirs['beam_seconds']:.2f} s"
+              + ("" if same else f"; first difference at step {at}: ours {a[at:at + 3]}, "
+                                 f"transformers {b[at:at + 3]}") + ")")
+        if ours.get("beam_notes"):
+            print(f"{indent}  our settings' notes: " + " ".join(ours["beam_notes"]))
+        found.update(beam_ids_equal=same, beam_first_difference=at,
+                     beam_method=ours["beam_method"], ours_beam_ids=a, theirs_beam_ids=b)
+    return found
+
+
 def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: list,
-           paths: dict) -> dict:
-    weights = info["files"]["model.safetensors"]
-    line = {"model": name, "hub": info["hub"], "dtype": info["dtype"],
+           paths: dict, source: str, repeats: int = REPEATS, also: tuple | None = None) -> dict:
+    """What the run of both sides on source (the folder, or the hub name) gave, printed; and
+    the same as a dict (printed as the JSON line). also: (label, base folder's name, theirs,
+    paths) of a second run of transformers that ours is compared with as well."""
+    file = info.get("weights", "model.safetensors")
+    weights = info["files"][file]
+    line = {"model": name, "hub": info["hub"], "dtype": info["dtype"], "opened_as": source,
             "weights_mb": round(weights / 2**20), "new_tokens": tokens}
-    print(f"\n== {name} ({info['hub']}, random weights; model.safetensors {weights / 2**20:.0f} MB "
+    by_name = source == info["hub"]
+    how = "by hub name, offline from a hub cache" if by_name else "by folder"
+    print(f"\n== {name} ({info['hub']}, random weights; {file} {weights / 2**20:.0f} MB "
           f"{info['dtype']}, {info['parameters'] / 1e6:.0f}M parameters; source "
-          f"{info['source_pieces']} ids)")
+          f"{info['source_pieces']} ids)\n  opened {how}: {source}"
+          + (f" (ours read {ours['read_from']})" if by_name and "read_from" in ours else ""))
     totals = {}
     for side, d in (("ours", ours), ("theirs", theirs)):
         if all(k in d for k in ("import", "load", "first")):
@@ -781,9 +1119,9 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
     rows = [("import", "import"), ("load", "load"),
             (f"first translation ({tokens} tokens)", "first"),
             ("files to first translation", None),
-            (f"warm translation (median of {REPEATS})", "warm"),
+            (f"warm translation (median of {repeats})", "warm"),
             ("maps with a typed target, first call", "maps_first"),
-            (f"maps with a typed target (median of {REPEATS})", "maps")]
+            (f"maps with a typed target (median of {repeats})", "maps")]
     for label, key in rows:
         a, b = (totals.get("ours"), totals.get("theirs")) if key is None else (
             ours.get(key), theirs.get(key))
@@ -806,52 +1144,12 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
           f"{_ratio(first.get('ours'), first.get('theirs'))}")
     line["first_peak_over_weights"] = {**first, "ratio": first["ours"] / first["theirs"]
                                        if len(first) == 2 else None}
-    if "ids" in ours and "ids" in theirs:
-        a, b = ours["ids"], theirs["ids"]
-        same = a == b
-        first_diff = _first_difference(a, b)
-        print(f"  greedy ids equal: {'yes' if same else 'NO'} (ours {len(a)}, transformers "
-              f"{len(b)} tokens" + ("" if same else f"; first difference at step {first_diff}: "
-                                    f"ours {a[first_diff:first_diff + 3]}, transformers "
-                                    f"{b[first_diff:first_diff + 3]}") + ")")
-        line.update(ids_equal=same, first_difference=first_diff, ours_ids=a, theirs_ids=b)
-        if len(a) < tokens:
-            print(f"  ours stopped by {ours.get('stopped_by')}")
-    else:
-        line["ids_equal"] = None
-    logits = compare_logits(ours, theirs, paths)
-    if "error" in logits:
-        print(f"  teacher-forced logits: not compared: {logits['error']}")
-        line.update(logits_max_diff=None, logits_pass=None, logits_error=logits["error"])
-    else:
-        print(f"  teacher-forced logits {tuple(logits['shape'])}, same ids fed: max |diff| "
-              f"log-softmax {logits['log_softmax']:.2e} ({'pass' if logits['pass'] else 'FAIL'} "
-              f"at {LOGITS_TOLERANCE:g}; at position {logits['at'][0]}, id {logits['at'][1]}), "
-              f"raw logits {logits['raw']:.2e}, argmax equal: "
-              f"{'yes' if logits['argmax_equal'] else 'NO'}; the compiled pass's log-probs of "
-              f"the output ids {logits['compiled_log_probs']:.2e}")
-        line.update(logits_max_diff=logits["log_softmax"], raw_logits_max_diff=logits["raw"],
-                    logits_pass=logits["pass"], logits_argmax_equal=logits["argmax_equal"],
-                    compiled_log_probs_max_diff=logits["compiled_log_probs"])
-    why = ours.get("beam_failed") or ("no beam ids" if "beam_ids" not in ours else None) or (
-        theirs.get("failed") or ("no beam ids" if "beam_ids" not in theirs else None))
-    if why:
-        print(f"  generate with the folder's generation_config.json: not compared: {why}")
-        line.update(beam_ids_equal=None, beam_error=why)
-    else:
-        a, b = ours["beam_ids"], theirs["beam_ids"]
-        same, at = a == b, _first_difference(a, b)
-        print(f"  generate with the folder's generation_config.json ({ours['beam_method']}, at "
-              f"most {tokens} new tokens): ids equal: {'yes' if same else 'NO'} (ours {len(a)}, "
-              f"transformers {len(b)} tokens; {ours['beam_seconds']:.2f} s, "
-              f"{theirs['beam_seconds']:.2f} s" + ("" if same else
-                                                  f"; first difference at step {at}: ours "
-                                                  f"{a[at:at + 3]}, transformers {b[at:at + 3]}")
-              + ")")
-        if ours.get("beam_notes"):
-            print("    our settings' notes: " + " ".join(ours["beam_notes"]))
-        line.update(beam_ids_equal=same, beam_first_difference=at,
-                    beam_method=ours["beam_method"], ours_beam_ids=a, theirs_beam_ids=b)
+    line.update(equality(ours, theirs, paths, tokens))
+    if also:  # a tf form: ours also against transformers on the folder it was written from
+        label, base, theirs_base, paths_base = also
+        print(f"  against transformers on {label}:")
+        line["against_base"] = {"opened_as": label, "base": base,
+                                **equality(ours, theirs_base, paths_base, tokens, "    ")}
     print(f"  load average before ours, before theirs, after: "
           f"{', '.join(f'{x:.2f}' for x in load)} (2 cores; the measured process alone brings it "
           "near 1.5: well above 2 means another process shared them)")
@@ -874,45 +1172,95 @@ def in_page_cache(folder: str) -> None:
                     pass
 
 
-def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS) -> None:
+def offline_cache(home: Path, repo: str, folder: Path) -> dict:
+    """A Hugging Face cache in home (HF_HOME) holding every file of folder as repo's main
+    revision (testkit.hub_cache.lay_out_cache: blobs named by their sha256, hard links to the
+    folder's files), and the environment in which both sides find it by name offline."""
+    from testkit.hub_cache import lay_out_cache
+
+    lay_out_cache(home / "hub", repo, {p.name: p for p in sorted(folder.iterdir()) if p.is_file()})
+    return {"HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": None,
+            "HUGGINGFACE_HUB_CACHE": None, "TRANSFORMERS_CACHE": None}
+
+
+def _equality_cells(found: dict) -> str:
+    """The summary's equality columns of what equality() found."""
+    diff = found.get("logits_max_diff")
+    logits = "-" if diff is None else f"{diff:.1e} {'pass' if found['logits_pass'] else 'FAIL'}"
+    beam = found.get("beam_ids_equal")
+    beam = "-" if beam is None else "equal" if beam else f"at {found['beam_first_difference']}"
+    exact = "-" if "ours_vs_float64" not in found else \
+        f"{found['ours_vs_float64']:.1e}, {found['theirs_vs_float64']:.1e}"
+    return f"{str(found['ids_equal']):9s}  {logits:15s}  {beam:10s}  {exact}"
+
+
+def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS,
+          hub: bool = False, repeats: int = REPEATS) -> None:
+    """Both sides on each model's folder (hub: on its hub name, from a cache laid out in a
+    temporary HF_HOME, offline), reported, then the summary."""
     keep.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()[0]:.2f}; folders in {keep}; transformers' side: "
-          f"{python}; sentence ({len(SOURCE.split())} words): {SOURCE!r}")
+          f"{python}; opened by {'hub name' if hub else 'folder'}; sentence "
+          f"({len(SOURCE.split())} words): {SOURCE!r}")
     import tempfile
 
     lines = []
     for name in names:
         info = ensure_folder(python, name, keep)
         folder = str(keep / name)
-        with tempfile.TemporaryDirectory() as tmp:  # each side's teacher-forced logits
-            paths = {side: str(Path(tmp) / f"{side}.npy") for side in ("ours", "theirs")}
+        # each side's teacher-forced logits (and the hub cache: on the folders' file system,
+        # where its blobs can be hard links)
+        with tempfile.TemporaryDirectory(dir=keep, prefix=".run-") as tmp:
+            paths = {side: str(Path(tmp) / f"{side}.npy")
+                     for side in ("ours", "theirs", "float64")}
+            source, env = folder, None
+            if hub:
+                source, env = info["hub"], offline_cache(Path(tmp) / "hf-home", info["hub"],
+                                                         Path(folder))
             load = [os.getloadavg()[0]]
             in_page_cache(folder)
-            ours = run(sys.executable, OURS, folder=folder, new=tokens, logits=paths["ours"])
+            ours = run(sys.executable, OURS, env, folder=source, new=tokens,
+                       logits=paths["ours"], repeats=repeats)
             load.append(os.getloadavg()[0])
             in_page_cache(folder)
-            theirs = run(python, THEIRS, folder=folder, new=tokens, logits=paths["theirs"])
+            theirs = run(python, THEIRS, env, folder=source, new=tokens, logits=paths["theirs"],
+                         logits64=paths["float64"], repeats=repeats)
             load.append(os.getloadavg()[0])
-            lines.append(report(name, info, ours, theirs, tokens, load, paths))
+            also = None
+            if BENCH_MODELS[name][3] == "tf":  # transformers on the weights the file holds
+                base = keep / BENCH_MODELS[name][0]
+                ensure_folder(python, base.name, keep)
+                base_paths = {**paths, "theirs": str(Path(tmp) / "base.npy"),
+                              "float64": str(Path(tmp) / "base64.npy")}
+                label, base_env = str(base), None
+                if hub:
+                    label = f"{info['hub']} (a cache of {base.name}: model.safetensors)"
+                    base_env = offline_cache(Path(tmp) / "hf-home-base", info["hub"], base)
+                in_page_cache(str(base))
+                also = (label, base.name,
+                        run(python, THEIRS, base_env, folder=source if hub else str(base),
+                            new=tokens, logits=base_paths["theirs"],
+                            logits64=base_paths["float64"], repeats=repeats), base_paths)
+            lines.append(report(name, info, ours, theirs, tokens, load, paths, source,
+                                repeats, also))
     print(f"\nsummary: ratios ours / transformers ({tokens} new tokens, greedy)")
     print(f"{'model':26s} {'files->1st':>10s} {'warm':>7s} {'maps':>7s} {'load mem':>9s} "
-          f"{'1st mem':>8s}  ids equal  logits max diff  beam ids")
+          f"{'1st mem':>8s}  ids equal  logits max diff  beam ids    vs float64: ours, theirs")
+    widths = (10, 7, 7, 9, 8)
     for line in lines:
         if "ours" in line:  # refused or failed
             print(f"{line['model']:26s} {line['ours'][:110]}")
             continue
         cells = [line[k]["ratio"] for k in ("files_to_first", "warm", "maps")]
         cells += [line["load_peak_over_weights"]["ratio"], line["first_peak_over_weights"]["ratio"]]
-        widths = (10, 7, 7, 9, 8)
-        diff = line.get("logits_max_diff")
-        logits = ("-" if diff is None else
-                  f"{diff:.1e} {'pass' if line['logits_pass'] else 'FAIL'}")
-        beam = line.get("beam_ids_equal")
-        beam = ("-" if beam is None else "equal" if beam else
-                f"differ at {line['beam_first_difference']}")
-        print(f"{line['model']:26s} " + " ".join(
-            f"{c:{w}.2f}" if c is not None else f"{'-':>{w}s}" for c, w in zip(cells, widths))
-            + f"  {str(line['ids_equal']):9s}  {logits:15s}  {beam}")
+        rows = [(line["model"], cells, line)]
+        if "against_base" in line:  # a tf form against transformers on its base folder
+            rows.append((f"  vs {line['against_base']['base']}", [None] * len(widths),
+                         line["against_base"]))
+        for model, cells, found in rows:
+            print(f"{model[:26]:26s} " + " ".join(
+                f"{c:{w}.2f}" if c is not None else f"{'-':>{w}s}" for c, w in zip(cells, widths))
+                + f"  {_equality_cells(found)}")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 
@@ -940,8 +1288,8 @@ def refusals(config: dict) -> list[str]:
         except CheckpointError as err:
             sentence = str(err)
             said.append(sentence)
-            named = re.search(r"field '([^']+)'|sets (\w+) to|gives (\w+)|describes (architectures)",
-                              sentence)
+            named = re.search(r"field '([^']+)'|sets (\w+) to|gives (\w+)|"
+                              r"describes (architectures)", sentence)
             key = next((g for g in (named.groups() if named else ()) if g), None)
             if key not in config:
                 return said
@@ -987,12 +1335,26 @@ def configs(python: str, where: Path) -> None:
                                     "refusals_saved": refusals(saved)}))
 
 
+def selected(text: str) -> list[str]:
+    """--models: comma-separated names of BENCH_MODELS or of SELECTIONS, in order, once each."""
+    names = []
+    for item in (n.strip() for n in text.split(",")):
+        names += SELECTIONS.get(item, [item] if item else [])
+    return list(dict.fromkeys(names))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(BENCH_MODELS),
-                        help=f"comma-separated, of {', '.join(BENCH_MODELS)}")
+    parser.add_argument("--models", default="default",
+                        help=f"comma-separated, of {', '.join(SELECTIONS)} (selections: "
+                             f"see the docstring) and {', '.join(BENCH_MODELS)}")
+    parser.add_argument("--hub", action="store_true",
+                        help="open each model by its hub name from a hub cache laid out in a "
+                             "temporary HF_HOME, offline, instead of by its folder")
     parser.add_argument("--keep", default=DEFAULT_KEEP, help="where the folders are kept")
     parser.add_argument("--tokens", type=int, default=NEW_TOKENS, help="new tokens per translation")
+    parser.add_argument("--repeats", type=int, default=REPEATS,
+                        help="runs each timed median takes")
     parser.add_argument("--configs", help="write the saved config.json of each model here, and "
                                           "say what our readers make of them")
     parser.add_argument("--build", help=argparse.SUPPRESS)
@@ -1007,11 +1369,11 @@ def main() -> None:
         return print(f"skipped: {why}")
     if args.configs:
         return configs(python, Path(args.configs))
-    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    names = selected(args.models)
     unknown = [n for n in names if n not in BENCH_MODELS]
     if unknown:
         parser.error(f"unknown models {unknown}; known: {', '.join(BENCH_MODELS)}")
-    bench(python, names, Path(args.keep), args.tokens)
+    bench(python, names, Path(args.keep), args.tokens, args.hub, args.repeats)
 
 
 if __name__ == "__main__":

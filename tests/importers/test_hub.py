@@ -1,11 +1,11 @@
 """A model's folder or its Hugging Face name turned into a local folder (transformer.importers.hub).
 
-The hub is never reached: a hub cache is laid out in tmp_path exactly as huggingface_hub lays
-it out (models--org--name/blobs/<sha256>, snapshots/<commit>/<file> as relative links to the
-blobs, refs/main holding the commit), holding the tiny BART of tests/fixtures/bart/, and found
-with HF_HUB_OFFLINE=1. Downloads run against a fake hub on 127.0.0.1 (FakeHub: the few routes
-huggingface_hub 2.4 calls), so that what is fetched, and what never is, is huggingface_hub's own
-behaviour with our patterns.
+The hub is never reached: a hub cache is laid out in tmp_path exactly as huggingface_hub lays it out
+(testkit.hub_cache.lay_out_cache: models--org--name/blobs/<sha256>, snapshots/<commit>/<file> as
+relative links to the blobs, refs/main holding the commit), holding the tiny BART of
+tests/fixtures/bart/, and found with HF_HUB_OFFLINE=1. Downloads run against a fake hub on 127.0.0.1
+(FakeHub: the few routes huggingface_hub 2.4 calls), so that what is fetched, and what never is, is
+huggingface_hub's own behaviour with our patterns.
 """
 
 import hashlib
@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants
 
+from testkit.hub_cache import COMMIT, lay_out_cache
 from transformer.checkpoint.format import CheckpointError
 from transformer.importers import HF_FILES, bart, hf_family, hub
 from transformer.importers.hub import (
@@ -34,26 +35,10 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "bart"
 BART_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
               "tokenizer_config.json", "vocab.json", "merges.txt")
 REPO = "org/tiny-bart"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def bart_files() -> dict[str, bytes]:
     return {name: (FIXTURE / name).read_bytes() for name in BART_FILES}
-
-
-def lay_out_cache(cache: Path, repo: str, files: dict[str, bytes], commit: str = COMMIT) -> Path:
-    """A repository's snapshot in a hub cache as huggingface_hub writes it; its folder."""
-    root = cache / f"models--{repo.replace('/', '--')}"
-    snapshot = root / "snapshots" / commit
-    (root / "blobs").mkdir(parents=True, exist_ok=True)
-    snapshot.mkdir(parents=True)
-    for name, data in files.items():
-        blob = root / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.write_bytes(data)
-        (snapshot / name).symlink_to(os.path.relpath(blob, snapshot))
-    (root / "refs").mkdir()
-    (root / "refs" / "main").write_text(commit)
-    return snapshot
 
 
 @pytest.fixture
@@ -126,6 +111,17 @@ def test_a_cached_model_is_found_offline(cache):
     folder = resolve(REPO)
     assert folder == snapshot.resolve()
     assert (folder / "config.json").is_symlink() and (folder / "config.json").is_file()
+
+
+def test_a_cache_of_files_on_disk_links_them(cache, tmp_path):
+    folder = tmp_path / "tiny-bart"  # as bench/real_models.py --hub lays out its folders
+    folder.mkdir()
+    for name, data in bart_files().items():
+        (folder / name).write_bytes(data)
+    snapshot = lay_out_cache(cache, REPO, {p.name: p for p in folder.iterdir()})
+    assert resolve(REPO) == snapshot.resolve()
+    blob = (snapshot / "model.safetensors").resolve()
+    assert blob.parent.name == "blobs" and os.path.samefile(blob, folder / "model.safetensors")
 
 
 def test_the_cached_folder_opens_as_the_model(cache):
