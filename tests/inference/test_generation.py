@@ -472,25 +472,3 @@ def test_a_step_with_no_token_left_ends_the_search_without_nan(marian, num_beams
     assert all(np.isfinite(step.log_prob) for step in result.steps)
     if num_beams > 1:
         assert np.isfinite(result.sequence_scores).all()
-
-
-@pytest.mark.parametrize("folder, kind", [("bart", "beam"), ("marian", "greedy")])
-def test_the_search_a_model_translates_with_is_traced_while_it_opens(monkeypatch, folder,
-                                                                     kind):
-    """Opening a model with a generation config traces its search (beam or greedy, as the config
-    says) in a thread while the weights are read; the first translation then traces nothing."""
-    from collections import OrderedDict
-
-    from transformer.importers import load_checkpoint
-    from transformer.inference.generation import _compiled
-
-    monkeypatch.setattr(decoding, "_SHARED_LOOPS", OrderedDict())  # no architecture traced yet
-    ckpt = load_checkpoint(FIXTURES / folder)
-    loop = _compiled(ckpt.model, kind)
-    deadline = time.monotonic() + 120
-    while loop.tracing_count() == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert loop.tracing_count() == 1
-    assert (ckpt.generation.num_beams > 1) == (kind == "beam")
-    ckpt.generate("I like cats.")
-    assert loop.tracing_count() == 1

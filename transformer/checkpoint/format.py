@@ -240,13 +240,12 @@ def read_checkpoint(source) -> CheckpointData:
 
 
 def build_model(config: TransformerConfig, weights: dict[str, np.ndarray],
-                where: str = "the checkpoint", budgets: limits.Budgets = limits.UPLOAD,
-                on_built=None) -> Transformer:
+                where: str = "the checkpoint", budgets: limits.Budgets = limits.UPLOAD
+                ) -> Transformer:
     """The model `config` describes with `weights` ({our path: array}) in it, checked to compute
     finite numbers: for every input, by the weights' bounds (transformer.model.bounds, before
-    anything is built), then on a probe sentence (_check_finite, after). on_built(model): called
-    once the variables exist, before any is written (what needs their shapes alone may start
-    then). Raises CheckpointError."""
+    anything is built), then on a probe sentence (_check_finite, after). Raises
+    CheckpointError."""
     from transformer.model.bounds import check_weight_bounds
 
     check_size(config, weights, budgets)
@@ -255,8 +254,6 @@ def build_model(config: TransformerConfig, weights: dict[str, np.ndarray],
     except WeightError as err:
         raise CheckpointError(str(err)) from None
     model = _build_model(config)  # as large as the weights hold
-    if on_built is not None:
-        on_built(model)
     try:
         assign_weights(model, weights, where)
     except WeightError as err:

@@ -306,12 +306,6 @@ def _apply_processors(scores, seqs, cur, max_length, p):
 
 
 # ================================================================================ loops
-def prepare(model, beams: bool) -> None:
-    """Trace the search generate runs for this model's architecture (beam search or greedy),
-    without running it: for a caller that knows which one the first translation will need."""
-    _compiled(model, "beam" if beams else "greedy").trace(model)
-
-
 def _compiled(model, kind):
     make = _greedy_loop if kind == "greedy" else _beam_loop
     return shared_function(model, f"generate_{kind}", lambda m: make(m, decoding.JIT_COMPILE),

@@ -228,9 +228,7 @@ class Checkpoint:
                           data.generation_config, data.config,
                           beam_budget=lambda beams: limits.step_budget(data.config, beams,
                                                                        data.budgets)))
-        model = build_model(data.config, data.weights, where, data.budgets,
-                            on_built=None if generation is None else
-                            lambda built: _trace_search(built, generation.num_beams > 1))
+        model = build_model(data.config, data.weights, where, data.budgets)
         data.weights = {}
         return cls(data.config, model, data.source_tokenizer, data.target_tokenizer,
                    data.metadata, data.content_hash, data.metadata_warnings, generation,
@@ -251,28 +249,6 @@ class Checkpoint:
         return generate(self.model, self.encode_source(source), settings,
                         tokenizer=self.target_tokenizer, head_mask=head_mask,
                         seconds=self.budgets.decode_seconds if seconds is None else seconds)
-
-
-def _trace_search(model, beams: bool) -> None:
-    """Trace the compiled search the model's first translation runs (its generation config's:
-    greedy or beam, transformer.inference.generation) in a thread, while the weights are read
-    into the variables: tracing needs their shapes alone, and the GIL is free while the load
-    copies (t5-base's files to first translation 6.0-6.3 -> 4.9-5.4 s). The search's first call
-    waits for this trace (one trace per architecture); a trace that fails here is made again
-    there."""
-    import threading
-
-    from transformer.inference.generation import prepare
-
-    def trace():
-        try:
-            prepare(model, beams)
-        except Exception:  # noqa: BLE001 - the first translation traces it again, and says why
-            pass
-
-    # not a daemon: a process that exits while it traces waits for it (TensorFlow aborts the
-    # interpreter's exit under a thread still tracing)
-    threading.Thread(target=trace, name="trace the search").start()
 
 
 def load_checkpoint(source) -> Checkpoint:
