@@ -170,7 +170,7 @@ def assign_weights(model, weights: dict[str, np.ndarray], where: str = "the chec
     check_weights({name: tuple(v.shape) for name, v in variables.items()}, weights, where)
     with _small_pages():
         for name, variable in variables.items():
-            _assign_in_blocks(variable, weights[name])
+            _assign_weight(variable, weights[name])
 
 
 @contextlib.contextmanager
@@ -191,7 +191,7 @@ def _small_pages():
         _set_madvise_hugepage(before)
 
 
-def _assign_in_blocks(variable, array) -> None:
+def _assign_weight(variable, array) -> None:
     """variable = array, in one assignment of one weight, copied once into memory the variable
     then owns (_owned: NumPy's, handed to TensorFlow through DLPack without a copy; tf.constant
     of a NumPy array took 1.5-3.5 s for NLLB's 1 GB embedding, DLPack 0.24 s with the copy).
