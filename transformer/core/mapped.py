@@ -13,7 +13,7 @@ import mmap
 
 import numpy as np
 
-__all__ = ["release"]
+__all__ = ["give_back", "release"]
 
 
 def release(array: np.ndarray) -> None:
@@ -23,13 +23,18 @@ def release(array: np.ndarray) -> None:
     base = array
     while base is not None and not isinstance(base, mmap.mmap):
         base = base.obj if isinstance(base, memoryview) else getattr(base, "base", None)
-    if base is None or base.closed or not hasattr(mmap, "MADV_DONTNEED"):
+    if base is None or base.closed:
         return
     if not (array.flags.c_contiguous or array.flags.f_contiguous) or not array.nbytes:
         return
     origin = np.frombuffer(base, np.uint8, count=1).ctypes.data
-    low = array.ctypes.data - origin  # the view's first byte in the map (either order)
-    start = low // mmap.PAGESIZE * mmap.PAGESIZE
-    end = min(len(base), low + array.nbytes)
-    if 0 <= start < end:
-        base.madvise(mmap.MADV_DONTNEED, start, end - start)
+    give_back(base, array.ctypes.data - origin, array.nbytes)  # its first byte, either order
+
+
+def give_back(mapped: mmap.mmap, start: int, length: int) -> None:
+    """Drop the pages of bytes start .. start + length of a memory map from this process
+    (the pages at either end whole: a neighbour's next read maps them again)."""
+    low = start // mmap.PAGESIZE * mmap.PAGESIZE
+    high = min(len(mapped), start + length)
+    if 0 <= low < high and hasattr(mmap, "MADV_DONTNEED"):
+        mapped.madvise(mmap.MADV_DONTNEED, low, high - low)

@@ -27,7 +27,6 @@ import mmap
 import os
 import re
 import stat
-import threading
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from transformer.checkpoint import safetensors
 from transformer.checkpoint.format import CheckpointError, read_input
 from transformer.checkpoint.jsons import bounded_json
 from transformer.core import limits
+from transformer.core.mapped import give_back
 
 __all__ = ["INDEX", "PICKLE_FILES", "SAFETENSORS", "SHARD_FILE", "TF_WEIGHTS", "WEIGHT_FILES",
            "WEIGHT_FILE_BYTES", "StoredWeights", "found", "is_weight_file", "read_safetensors",
@@ -235,28 +235,23 @@ def _entry(name: str, data, stored: StoredWeights) -> dict:
             return {"name": name, "bytes": len(data), "sha256": target.name}
     if len(data) < HASH_IN_THREAD_BYTES:
         return {"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-    hashing = futures.Future()
-    threading.Thread(target=_hash, args=(data, hashing), name=f"sha256 of {name}",
-                     daemon=True).start()
-    return {"name": name, "bytes": len(data), "sha256": hashing}
+    return {"name": name, "bytes": len(data), "sha256": _HASHING.submit(_sha256, data)}
 
 
 HASH_IN_THREAD_BYTES = 16 * 2**20
+_HASHING = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sha256")
 
 
-def _hash(data, into: futures.Future, chunk: int = 64 * 2**20) -> None:
-    """into's result: the SHA-256 of data (bytes, or a memory map whose pages leave this
-    process once hashed, as transformer.core.mapped.release does for the weights)."""
-    try:
-        digest = hashlib.sha256()
-        with memoryview(data) as view:
-            for start in range(0, len(view), chunk):
-                digest.update(view[start:start + chunk])
-                if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-                    data.madvise(mmap.MADV_DONTNEED, start, min(chunk, len(view) - start))
-        into.set_result(digest.hexdigest())
-    except BaseException as err:  # noqa: BLE001 - the reader of the Future raises it
-        into.set_exception(err)
+def _sha256(data, chunk: int = 64 * 2**20) -> str:
+    """The SHA-256 of data: bytes, or a memory map whose pages leave this process once hashed
+    (core.mapped.give_back, as the weights' readers give theirs back)."""
+    digest = hashlib.sha256()
+    with memoryview(data) as view:
+        for start in range(0, len(view), chunk):
+            digest.update(view[start:start + chunk])
+            if isinstance(data, mmap.mmap):
+                give_back(data, start, chunk)
+    return digest.hexdigest()
 
 
 def settled(files: list[dict]) -> list[dict]:
