@@ -1,7 +1,8 @@
 """Every page on a real-sized named model with a long source (issue 36): the app as
 `python -m explorer.serve --model DIR` runs it (AppTest, the real script), the sentence a
 source of about --tokens ids, every page visited in turn; prints, per page, the seconds its first
-run took, whether it raised, and the process's peak memory (VmHWM) after it.
+run took, whether it raised, the process's peak memory (VmHWM) so far, and the page's own peak:
+how far above the memory held before it the process went while it ran (VmHWM reset first).
 
     .venv/bin/python bench/named_pages.py DIR [--tokens 400] [--target]
 
@@ -31,9 +32,24 @@ WORDS = ("the old man walks slowly to the station with my friend while the child
          "village sing songs about the river and the mountains in the early morning light").split()
 
 
-def peak_bytes() -> int:
+def status_bytes(field: str = "VmHWM") -> int:
     with open("/proc/self/status") as f:
-        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:"))
+        return next(int(x.split()[1]) * 1024 for x in f if x.startswith(field + ":"))
+
+
+def peak_bytes() -> int:
+    return max(status_bytes(), _PEAK[0])
+
+
+_PEAK = [0]  # the highest VmHWM before the last reset
+
+
+def reset_peak() -> int:
+    """Set VmHWM to the memory held now (Linux: clear_refs 5); the memory held (bytes)."""
+    _PEAK[0] = peak_bytes()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return status_bytes("VmRSS")
 
 
 def sentence(ckpt, tokens: int) -> str:
@@ -72,6 +88,7 @@ def main() -> None:
           f"'s translation", flush=True)
     rows = []
     for page in PAGES:
+        held = reset_peak()
         t = time.perf_counter()
         try:
             at.switch_page(page).run()
@@ -80,9 +97,11 @@ def main() -> None:
             failed = f"{type(err).__name__}: {err}"[:160]
         seconds = time.perf_counter() - t
         rows.append({"page": page, "seconds": round(seconds, 1), "error": failed,
-                     "peak_gb": round(peak_bytes() / 2**30, 2)})
-        print(f"{page:34s} {seconds:7.1f} s  peak {rows[-1]['peak_gb']:5.2f} GB  "
-              f"{'FAILED: ' + failed if failed else 'ok'}", flush=True)
+                     "peak_gb": round(peak_bytes() / 2**30, 2),
+                     "page_peak_gb": round((status_bytes() - held) / 2**30, 2)})
+        print(f"{page:34s} {seconds:7.1f} s  peak {rows[-1]['peak_gb']:5.2f} GB  this page "
+              f"+{rows[-1]['page_peak_gb']:4.2f} GB  {'FAILED: ' + failed if failed else 'ok'}",
+              flush=True)
     print(json.dumps({"folder": args.folder, "source_ids": ids, "pages": rows}))
 
 

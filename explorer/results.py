@@ -76,6 +76,26 @@ def current_attention(details: bool = False) -> dict:
 
 
 @_said
+def current_details(kind: str, layer: int) -> dict:
+    """The sidebar's sentence's q, k, v and scores of one kind and layer, "<kind>_q", "_k",
+    "_v", "_scores" (1, H, ...), and T5's "encoder_position_bias"/"decoder_position_bias"
+    (H, len, len): what a page showing one layer needs (Checkpoint.attention with
+    details=(kind, layer)), cached per layer without the maps, which current_attention holds."""
+    ckpt, source = models.active_checkpoint(), state.current_source()
+    target = state.current_target()
+    output_ids = None if target is not None else _ids(translation(ckpt, source).token_ids)
+    return _details(ckpt.content_hash, source, target, output_ids, kind, int(layer), ckpt)
+
+
+@st.cache_data(max_entries=MAX_RESULTS, show_spinner="Running the model…")
+def _details(content_hash: str, source: str, target: str | None, output_ids: tuple | None,
+             kind: str, layer: int, _ckpt: Checkpoint) -> dict:
+    maps = _ckpt.attention(source, target, details=(kind, layer), output_ids=output_ids)
+    return {name: value for name, value in maps.items()
+            if name.startswith(f"{kind}_") or name.endswith("_position_bias")}
+
+
+@_said
 def translation(ckpt: Checkpoint, source: str):
     """The model's translation of `source`, every step's attention kept: one per (model,
     sentence, search), computed once and shared by the sidebar and every page. A model with a
@@ -275,12 +295,11 @@ def _encoder_input(content_hash: str, source: str, _ckpt: Checkpoint) -> dict:
 @_said
 def mask_batch(ckpt: Checkpoint, sources, translations) -> dict:
     """One padded batch (sources, and the start token + each translation as targets): its ids
-    and tokens per side, the model's masks of every row and row 0's scores and weights.
-    "padding" (B, 1, 1, N): the model's source_mask (encoder and cross keys); "decoder"
-    (B, 1, T, T): its target_mask; "target_padding" (B, 1, 1, T): the target_mask's last query
-    row (it sees every key but padding); "look_ahead" (T, T): the target_mask of a row without
-    padding; "<kind>_scores" and "<kind>_attention" (L, 1, H, Tq, Tk): row 0's, padded as in
-    the batch (its padded keys blocked)."""
+    and tokens per side and the model's masks of every row. "padding" (B, 1, 1, N): the
+    model's source_mask (encoder and cross keys); "decoder" (B, 1, T, T): its target_mask;
+    "target_padding" (B, 1, 1, T): the target_mask's last query row (it sees every key but
+    padding); "look_ahead" (T, T): the target_mask of a row without padding. Row 0's scores
+    and weights: masked_row."""
     return _mask_batch(ckpt.content_hash, tuple(sources), tuple(translations), ckpt)
 
 
@@ -303,19 +322,35 @@ def _mask_batch(content_hash: str, sources: tuple, translations: tuple, _ckpt: C
     out["target_padding"] = out["decoder"][:, :, -1:]  # (B, 1, 1, T): the last query's keys
     no_padding = np.full((1, out["target_ids"].shape[1]), cfg.pad_id + 1, np.int32)  # (1, T)
     out["look_ahead"] = np.asarray(model.target_mask(no_padding))[0, 0]  # (T, T)
-    # Row 0's scores and weights (the page's masking row), in the batch's widths, from the
-    # compiled pass with scores (the Head arithmetic page's, prepared with the model:
-    # explorer.warm). The other rows' passes would cost as much again each and show nothing new.
-    result = forward(model, out["source_ids"][:1], out["target_ids"][:1], details=True)
-    for kind in KIND_NAMES:  # (L, 1, H, Tq, Tk) each
-        out[f"{kind}_scores"] = result[f"{kind}_scores"]
-        out[f"{kind}_attention"] = result[f"{kind}_attention"]
-    check_forward({k: v for k, v in out.items() if k.endswith(("_scores", "_attention"))}, 0)
-    for name in ("source_mask", "target_mask"):  # the pass applied the masks shown for row 0
-        shown = out["padding" if name == "source_mask" else "decoder"][:1]
-        if not np.array_equal(result[name], shown):
-            raise AssertionError(f"row 0's {name} differs from the model's mask of the batch")
     return out
+
+
+@_said
+def masked_row(ckpt: Checkpoint, batch: dict, kind: str, layer: int) -> dict:
+    """Row 0 of a mask_batch, as padded in the batch (its padded keys blocked): the scores
+    and weights of one kind and layer, "scores" and "attention" (H, Tq, Tk), from the compiled
+    pass with the details of that layer (the Head arithmetic page's, prepared with the model:
+    explorer.warm). The other rows' passes would cost as much again each and show nothing
+    new; the other layers' are computed when picked."""
+    source = tuple(int(i) for i in batch["source_ids"][0])
+    target = tuple(int(i) for i in batch["target_ids"][0])
+    return _masked_row(ckpt.content_hash, source, target, kind, int(layer), ckpt,
+                       batch["padding"][:1], batch["decoder"][:1])
+
+
+@st.cache_data(max_entries=64, show_spinner="Running the model on the batch's first row…")
+def _masked_row(content_hash: str, source: tuple, target: tuple, kind: str, layer: int,
+                _ckpt: Checkpoint, _padding: np.ndarray, _decoder: np.ndarray) -> dict:
+    result = forward(_ckpt.model, np.array([source], np.int32), np.array([target], np.int32),
+                     details=True, detail_of=(kind, layer))
+    row = {"scores": result[f"{kind}_scores"][0, 0],  # (H, Tq, Tk)
+           "attention": result[f"{kind}_attention"][layer, 0]}
+    check_forward({f"{kind}_attention": row["attention"][None, None],
+                   f"{kind}_scores": row["scores"][None, None]}, 0)
+    for name, shown in (("source_mask", _padding), ("target_mask", _decoder)):
+        if not np.array_equal(result[name], shown):  # the pass applied the masks shown
+            raise AssertionError(f"row 0's {name} differs from the model's mask of the batch")
+    return row
 
 
 @_said

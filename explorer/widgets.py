@@ -26,13 +26,15 @@ def quoted(text: str) -> str:
 def export_buttons(matrix, row_labels, col_labels, name: str, maps: dict, key: str,
                    corner: str = "query \\ key", npz_name: str = "attention_maps.npz") -> None:
     """CSV of the matrix shown and NPZ of every map of the sentence (PNG: Plotly's camera);
-    npz_name: the NPZ's file name (value norms: "value_norm_maps.npz")."""
+    npz_name: the NPZ's file name (value norms: "value_norm_maps.npz"). The NPZ is made when
+    the button is clicked (Streamlit's deferred download), not on every run of the page: a
+    12+12-layer model's maps of a 400-token source are 210 MB to compress."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "attention"
     left, right = st.columns(2)
     left.download_button("CSV of this matrix",
                          export.matrix_csv(matrix, row_labels, col_labels, corner),
                          file_name=f"{slug}.csv", mime="text/csv", key=f"{key}_csv")
-    right.download_button("NPZ of every attention map", export.attention_npz(maps),
+    right.download_button("NPZ of every attention map", lambda: export.attention_npz(maps),
                           file_name=npz_name, mime="application/octet-stream",
                           key=f"{key}_npz")
     st.caption("PNG: the camera button in the figure's toolbar.")

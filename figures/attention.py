@@ -143,8 +143,11 @@ def attention_heatmap_fig(weights, query_tokens, key_tokens, *, title=None, colo
 def block_max_pool(weights, max_cells: int = 64):
     """Downsample the last two axes (q, k) to at most max_cells each by the max over blocks of
     (fq, fk) = (ceil(q / max_cells), ceil(k / max_cells)) cells (the last block may be short).
-    Returns (pooled (..., ceil(q / fq), ceil(k / fk)), (fq, fk))."""
-    weights = np.asarray(weights, dtype=float)
+    Returns (pooled (..., ceil(q / fq), ceil(k / fk)), (fq, fk)), in the weights' own floating
+    type (a maximum is exact in any)."""
+    weights = np.asarray(weights)
+    if weights.dtype.kind != "f":
+        weights = weights.astype(float)
     if max_cells < 1:
         raise ValueError(f"max_cells must be >= 1, got {max_cells}")
     *lead, q, k = weights.shape
@@ -170,7 +173,9 @@ def model_view_fig(weights, query_tokens, key_tokens, *, layer_labels=None, sele
     (Plotly cannot select heatmap cells). selected=(layer, head) outlines that cell. When q or k
     exceeds max_cells, thumbnails show block maxima (see block_max_pool) rounded to 3 decimals
     and the title says so."""
-    weights = np.asarray(weights, dtype=float)
+    weights = np.asarray(weights)  # pooled as computed (float32), widened after
+    if weights.dtype.kind != "f":
+        weights = weights.astype(float)
     if weights.ndim != 4:
         raise ValueError(f"weights must be (layers, heads, q, k), got shape {weights.shape}")
     layers, heads, q, k = weights.shape
@@ -186,6 +191,7 @@ def model_view_fig(weights, query_tokens, key_tokens, *, layer_labels=None, sele
         raise ValueError(f"weights have {layers} layers but there are {len(layer_labels)} "
                          "layer labels")
     pooled, (fq, fk) = block_max_pool(weights, max_cells)
+    pooled = pooled.astype(float)  # (a 12 x 16-head kind of 400 x 400 is 120 MB in float32)
     downsampled = (fq, fk) != (1, 1)
     if downsampled:
         pooled = np.round(pooled, 3)

@@ -104,7 +104,7 @@ def learned_table(ckpt) -> None:
 
 def relative_bias() -> None:
     """T5's relative position bias of each stack for the sentence, by offset."""
-    maps = results.current_attention(details=True)
+    maps = results.current_details("encoder", 0)  # the bias is every layer's
     for stack, causal in (("encoder", False), ("decoder", True)):
         bias = maps.get(f"{stack}_position_bias")  # (heads, q, k)
         if bias is None:

@@ -9,6 +9,7 @@ from explorer.choices import reset_if_out_of_range
 from explorer.widgets import kind_picker, quoted
 from figures.common import plotly_text, short_label
 from figures.masks import batch_mask_fig, mask_heatmap_fig, masked_softmax, masking_row_fig
+from transformer.core.kinds import layer_counts
 from transformer.core.masking import BLOCKED_SCORE
 
 DEFAULT_OTHERS = "5 Mar 2021\nWednesday, September 22, 1999"
@@ -43,10 +44,11 @@ def row_masks(batch: dict, names: list[str], caption: str) -> None:
 @st.fragment
 def masking_row(batch: dict) -> None:
     """One masked attention row: the kind, layer, head and query pickers rerun it alone (a
-    fragment)."""
+    fragment); the pass runs for the layer picked (results.masked_row)."""
     kind = kind_picker("mask_kind")
-    scores_all = batch[f"{kind.name}_scores"]  # (L, B, H, Tq, Tk)
-    layers, _, heads, queries, _ = scores_all.shape
+    ckpt = models.active_checkpoint()
+    layers, heads = layer_counts(ckpt.config)[kind.name], ckpt.config.num_heads
+    queries = batch["source_ids" if kind.query_side == "source" else "target_ids"].shape[1]
     for key, size in (("mask_layer", layers), ("mask_head", heads), ("mask_query", queries)):
         reset_if_out_of_range(key, size)
     c1, c2, c3 = st.columns(3)
@@ -55,10 +57,10 @@ def masking_row(batch: dict) -> None:
     query_tokens, key_tokens = batch[kind.query_tokens][0], batch[kind.key_tokens][0]
     query = c3.selectbox("Query position", range(queries), key="mask_query",
                          format_func=lambda q: f"{q}: {query_tokens[q]}")
+    row = results.masked_row(ckpt, batch, kind.name, layer)  # (H, Tq, Tk) each
     source_keys = kind.key_side == "source"
     mask_row = batch["padding"][0, 0, 0] if source_keys else batch["decoder"][0, 0, query]
-    scores = scores_all[layer, 0, head, query]
-    weights = batch[f"{kind.name}_attention"][layer, 0, head, query]
+    scores, weights = row["scores"][head, query], row["attention"][head, query]
     st.plotly_chart(masking_row_fig(scores, mask_row, weights, key_tokens,
                                     f"{kind.label}, layer {layer}, head {head}, query {query} "
                                     f"({plotly_text(query_tokens[query])})",

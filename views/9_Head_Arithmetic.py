@@ -34,7 +34,10 @@ st.markdown(
 
 @st.fragment
 def views(maps: dict) -> None:
-    """The kind, layer, head and query pickers and every step they show: rerun alone (a fragment)."""
+    """The kind, layer, head and query pickers and every step they show: rerun alone (a
+    fragment). `maps`: the sentence's attention maps (every page's); the q, K, V and scores
+    are the chosen layer's alone (results.current_details: a 12+12-layer model's of every
+    layer are 340 MB at a 400-token source)."""
     kind = kind_picker("arith_kind")
     name = kind.name
     n_layers, n_heads, n_queries, _ = maps[name].shape
@@ -49,10 +52,11 @@ def views(maps: dict) -> None:
     query = c3.selectbox("Query token", range(n_queries), key="arith_query",
                          format_func=lambda q: f"{q}: {query_tokens[q]}")
 
-    K, V = maps[f"{name}_k"][layer, head], maps[f"{name}_v"][layer, head]  # (k_len, d_k) each
-    bias = maps.get(f"{name}_position_bias")  # T5's, (H, q_len, k_len): self-attention only
+    detail = results.current_details(name, layer)  # (1, H, ...) each
+    K, V = detail[f"{name}_k"][0, head], detail[f"{name}_v"][0, head]  # (k_len, d_k) each
+    bias = detail.get(f"{name}_position_bias")  # T5's, (H, q_len, k_len): self-attention only
     scale = ckpt.config.attention_scale
-    r = head_arithmetic(maps[f"{name}_q"][layer, head, query], K, V, maps[kind.mask][query],
+    r = head_arithmetic(detail[f"{name}_q"][0, head, query], K, V, maps[kind.mask][query],
                         blocked_score=BLOCKED_SCORE, scale=scale,
                         position_bias=None if bias is None else bias[head, query])
     dims, d_k = dimension_labels(r["d_k"]), r["d_k"]
@@ -68,7 +72,7 @@ def views(maps: dict) -> None:
     st.subheader("2. Scores, mask and softmax")
     st.markdown(arithmetic_words(d_k, scale, bias is not None))
     st.plotly_chart(score_steps_fig(r, key_tokens, where), key="arith_steps_fig")
-    score_diff = max_abs_difference(r["scaled"], maps[f"{name}_scores"][layer, head, query])
+    score_diff = max_abs_difference(r["scaled"], detail[f"{name}_scores"][0, head, query])
     weight_diff = max_abs_difference(r["weights"], maps[name][layer, head, query])
     m1, m2 = st.columns(2)
     m1.metric("max |scores here − model's scores|", f"{score_diff:.2e}")
@@ -98,7 +102,7 @@ def views(maps: dict) -> None:
         "a large weight on a key whose f(xⱼ) is short adds little. W_O's bias is added to every "
         "query whatever it attends to, so, as in the paper, it is no key's and is left out.")
     w_o = results.output_projections(ckpt)[name][layer:layer + 1]  # (1, H * d_v, d_model)
-    f = transformed_values(maps[f"{name}_v"][layer:layer + 1], w_o)[0, head]  # (k_len, d_model)
+    f = transformed_values(detail[f"{name}_v"], w_o)[0, head]  # (k_len, d_model)
     norms = np.linalg.norm(f.astype(np.float64), axis=-1)  # (k_len,): ‖f(x_j)‖
     st.plotly_chart(matrix_fig(f, key_tokens, dimension_labels(f.shape[1]),
                                f"f(x): one row per key<br>(k_len, d_model) = {f.shape}",
@@ -113,4 +117,4 @@ def views(maps: dict) -> None:
     links.follow_in_fragment()
 
 
-views(results.current_attention(details=True))
+views(results.current_attention())

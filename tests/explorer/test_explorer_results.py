@@ -101,14 +101,19 @@ def test_mask_batch_pads_both_sides_and_runs_the_model(ckpt):
     assert batch["source_ids"].shape == (2, width)
     np.testing.assert_array_equal(batch["padding"][:, 0, 0],
                                   [[1] * len(r) + [0] * (width - len(r)) for r in rows])
-    layers, heads = ckpt.config.num_encoder_layers, ckpt.config.num_heads
-    assert batch["encoder_attention"].shape == (layers, 1, heads, width, width)  # row 0's
-    short = len(rows[0])
+    heads, short = ckpt.config.num_heads, len(rows[0])
     assert short < width  # row 0 is padded: its padded keys get weight 0
-    assert (batch["encoder_attention"][:, 0, :, :, short:] == 0).all()
-    alone = ckpt.attention(sources[0], translations[0])  # padding changes no real number
-    np.testing.assert_allclose(batch["encoder_attention"][:, 0, :, :short, :short],
-                               alone["encoder"], atol=1e-5)
+    alone = ckpt.attention(sources[0], translations[0], details=True)  # padding changes no
+    for kind, layer in (("encoder", ckpt.config.num_encoder_layers - 1), ("cross", 0)):  # number
+        row = results.masked_row(ckpt, batch, kind, layer)  # row 0's, in the batch's widths
+        queries = width if kind == "encoder" else batch["target_ids"].shape[1]
+        assert row["attention"].shape == row["scores"].shape == (heads, queries, width)
+        assert (row["attention"][:, :, short:] == 0).all()
+        q = alone[kind].shape[2]
+        np.testing.assert_allclose(row["attention"][:, :q, :short], alone[kind][layer],
+                                   atol=1e-5)
+        np.testing.assert_allclose(row["scores"][:, :q, :short],
+                                   alone[f"{kind}_scores"][layer], atol=1e-4)
     eager = ckpt.model((batch["source_ids"], batch["target_ids"]), return_attention=True)
     np.testing.assert_array_equal(batch["padding"], eager["source_mask"])
     np.testing.assert_array_equal(batch["decoder"], eager["target_mask"])

@@ -39,7 +39,7 @@ def traces(model) -> dict[str, int]:
                  "greedy_no_capture": _compiled_step(model, False),
                  "forward": forward_function(model),
                  "forward_top": forward_function(model, top_k=TOP_K),
-                 "forward_details": forward_function(model, details=True),
+                 "forward_details_layer": forward_function(model, details=True, one_layer=True),
                  "forward_values": forward_function(model, values=True),
                  "forward_values_hidden": forward_function(model, values=True,
                                                            hidden_states=True)}

@@ -267,3 +267,58 @@ def test_t5s_position_bias_is_in_the_maps_and_in_the_scores(bundled):
         assert "cross_position_bias" not in maps
     np.testing.assert_allclose(compiled[0]["encoder_position_bias"],
                                eager[0]["encoder_position_bias"], atol=1e-6)
+
+
+# ============================================================================ one layer's details
+def test_one_layers_details_are_that_layers_of_every_layers_from_one_trace(bundled):
+    """Issue 36: a page that shows one layer (the arithmetic of one head, the Masks page's
+    row, T5's bias) gets that layer's Q, K, V and scores alone, the same numbers as the
+    every-layer pass, from one trace whatever the layer (the layer is an input); the maps
+    themselves are every layer's, as without details."""
+    ckpt = variant(bundled, seed=12, dff=44, num_encoder_layers=3, num_decoder_layers=2,
+                   norm="rms", use_bias=False, attention_scale=False, positional="none",
+                   relative_attention=True, relative_buckets=8, relative_max_distance=10,
+                   norm_first=True)
+    c = ckpt.config
+    sources, outs = [random_ids(c, 9, 1), random_ids(c, 20, 2)], [outputs(c, 6, 3),
+                                                                   outputs(c, 17, 4)]
+    every = attention_maps(ckpt, sources, outs, details=True)
+    layers = {"encoder": 3, "decoder": 2, "cross": 2}
+    for kind, count in layers.items():
+        for layer in range(count):
+            for compiled in (True, False):
+                one = attention_maps(ckpt, sources, outs, details=True, compiled=compiled,
+                                     detail_of=(kind, layer))
+                for maps, full in zip(one, every):
+                    assert maps["detail_of"] == (kind, layer)
+                    assert not [key for key in maps if key.endswith(("_q", "_k", "_v", "_scores"))
+                                and not key.startswith(kind)]  # no other kind's details
+                    for what in ("q", "k", "v", "scores"):
+                        key = f"{kind}_{what}"
+                        assert maps[key].shape == (1,) + full[key].shape[1:]
+                        np.testing.assert_allclose(maps[key][0], full[key][layer], atol=2e-5)
+                    for name in (*KIND_NAMES, "encoder_position_bias", "decoder_position_bias",
+                                 "log_probs"):
+                        np.testing.assert_allclose(maps[name], full[name], atol=2e-5)
+    fn = forward.forward_function(ckpt.model, details=True, one_layer=True)
+    assert fn.tracing_count() == 1  # seven layers, two batch shapes: one trace
+    for wrong in (("encoder", 3), ("cross", 2), ("cross", -1), ("self", 0)):
+        with pytest.raises(ValueError, match="layer|kind"):
+            attention_maps(ckpt, sources, outs, details=True, detail_of=wrong)
+    with pytest.raises(ValueError, match="details=True"):
+        forward.forward(ckpt.model, [sources[0]], [outs[0]], detail_of=("encoder", 0))
+
+
+def test_one_layers_details_of_a_non_finite_pass_name_where(bundled):
+    """A NaN in the chosen layer's scores is said with that layer's name (check_forward with
+    detail_of); one in another layer's maps too."""
+    from transformer.inference.numerics import NumericalError, check_forward
+
+    out = forward.forward(bundled.model, [random_ids(bundled.config, 5, 1)],
+                          [outputs(bundled.config, 4, 2)], details=True,
+                          detail_of=("cross", 1))
+    check_forward(out, detail_of=("cross", 1))  # finite: nothing said
+    out["cross_scores"] = out["cross_scores"].copy()
+    out["cross_scores"][0, 0, 0, 2, 1] = np.nan
+    with pytest.raises(NumericalError, match="decoder layer 1's cross-attention"):
+        check_forward(out, detail_of=("cross", 1))

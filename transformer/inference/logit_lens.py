@@ -28,8 +28,10 @@ from transformer.inference.numerics import check_forward
 __all__ = ["layer_predictions", "top_k_ids"]
 
 
-# Logits projected in one call: 2^24 cells, 64 MB of float32 (opus-mt's 59,514 tokens: 280 rows).
-_LOGIT_CELLS = 1 << 24
+# Logits projected and read in one go: 2^22 cells, 16 MB of float32 and 32 MB for each float64
+# temporary (opus-mt's 59,514 tokens: 70 rows; NLLB's 256,206: 16), whatever the layers and
+# the length: 12 layers x 205 steps of NLLB's at once held 1.6 GB.
+_LOGIT_CELLS = 1 << 22
 
 
 def top_k_ids(log_probs: np.ndarray, k: int) -> np.ndarray:
@@ -91,19 +93,24 @@ def layer_predictions(ckpt, source: str, target: str | None = None, k: int = 5,
     x = tf.constant(hidden)  # (L, T, d_model)
     # The last layer's is final_norm's output already (see the module docstring).
     x = tf.concat([model.final_norm(x[:-1]), x[-1:]], axis=0) if layers > 1 else x
-    rows = np.arange(t)
-    per_call = max(1, _LOGIT_CELLS // (t * config.tgt_vocab_size))  # layers projected at once
-    for start in range(0, layers, per_call):
-        logits = model.project(x[start:start + per_call]).numpy()  # (n, T, V) float32
-        for i, row in enumerate(logits, start):
-            # log_softmax as decoding's (float64); the order is the logits' own
-            shifted = row.astype(np.float64) - row.max(axis=-1, keepdims=True)  # (T, V)
-            log_norm = np.log(np.exp(shifted).sum(axis=-1))  # (T,)
-            chosen_probs[i] = np.exp(shifted[rows, chosen] - log_norm)
-            chosen_rank[i] = (row > row[rows, chosen][:, None]).sum(axis=-1)
-            top = top_k_ids(row, k)  # (T, k)
-            top_ids[i] = top
-            top_probs[i] = np.exp(np.take_along_axis(shifted, top, axis=-1) - log_norm[:, None])
+    x = tf.reshape(x, [layers * t, -1])  # (L * T, d_model): row i * T + s is layer i, step s
+    chosen = np.tile(chosen, layers)  # (L * T,)
+    flat = [a.reshape(layers * t, *a.shape[2:])
+            for a in (top_ids, top_probs, chosen_rank, chosen_probs)]  # views of the results
+    per_call = max(1, _LOGIT_CELLS // config.tgt_vocab_size)  # rows projected at once
+    for start in range(0, layers * t, per_call):
+        rows = slice(start, min(start + per_call, layers * t))
+        logits = model.project(x[None, rows])[0].numpy()  # (r, V) float32
+        picked = chosen[rows]
+        at = np.arange(len(picked))
+        # log_softmax as decoding's (float64); the order is the logits' own
+        shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)  # (r, V)
+        log_norm = np.log(np.exp(shifted).sum(axis=-1))  # (r,)
+        top = top_k_ids(logits, k)  # (r, k)
+        flat[0][rows] = top
+        flat[1][rows] = np.exp(np.take_along_axis(shifted, top, axis=-1) - log_norm[:, None])
+        flat[2][rows] = (logits > logits[at, picked][:, None]).sum(axis=-1)
+        flat[3][rows] = np.exp(shifted[at, picked] - log_norm)
     pieces = ckpt.target_tokenizer.ids_to_pieces
     return {
         "source_tokens": ckpt.source_tokenizer.ids_to_pieces(source_ids),

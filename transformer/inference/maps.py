@@ -16,7 +16,8 @@ padded keys are masked and padded rows are cut). `Checkpoint.attention` (one sen
     "<kind>_scores" (L, H, q_len, k_len): QK^T / sqrt(head_dim) (T5: unscaled, its position
     bias added) before masking; for T5 also "encoder_position_bias" (H, N, N) and
     "decoder_position_bias" (H, T, T), the relative position bias every layer of the stack
-    adds to its self-attention scores.
+    adds to its self-attention scores. With details of one layer (detail_of=(kind, layer)):
+    that kind's four alone, each (1, H, ...), and "detail_of" (kind, layer).
     with values (and not details): "<kind>_v" alone (transformer.inference.contributions);
     with hidden_states: "encoder_hidden_states" (L_enc + 1, N, d_model) and
     "decoder_hidden_states" (L_dec + 1, T, d_model) (transformer.inference.alti).
@@ -42,7 +43,8 @@ __all__ = ["attention_maps", "scored_ids"]
 def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
                    output_ids: Sequence[Sequence[int]], head_mask=None,
                    details: bool = False, compiled: bool = True,
-                   values: bool = False, hidden_states: bool = False) -> list[dict]:
+                   values: bool = False, hidden_states: bool = False,
+                   detail_of: tuple[str, int] | None = None) -> list[dict]:
     """The maps (see the module docstring) of each (source ids, output ids) pair, teacher
     forced: the decoder is fed <s> + output_ids[:-1] and scored on output_ids.
     compiled=False runs the eager reference (transformer.inference.forward.eager_forward)
@@ -50,20 +52,21 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
     details, from a pass that hands out nothing else. hidden_states=True: also
     "encoder_hidden_states" (L_enc + 1, N, d_model) and "decoder_hidden_states"
     (L_dec + 1, T, d_model), each stack's embedded input then each layer's output (a pre-LN
-    stack's last one after its closing norm)."""
+    stack's last one after its closing norm). detail_of=(kind, layer) with details: that
+    layer's details alone (transformer.inference.forward.forward)."""
     config, model = ckpt.config, ckpt.model
     target_ids = [[config.start_id] + list(ids[:-1]) for ids in output_ids]  # shifted right
     src, tgt = pad_ids(source_ids, config.pad_id), pad_ids(target_ids, config.pad_id)
     scored = pad_ids(output_ids, config.pad_id)  # (B, T)
     run = forward if compiled else eager_forward
     out = run(model, src, tgt, scored, head_mask, details=details, values=values,
-              hidden_states=hidden_states)
+              hidden_states=hidden_states, detail_of=detail_of)
     key_mask = out["source_mask"][:, 0, 0] > 0  # (B, N)
     self_mask = out["target_mask"][:, 0] > 0  # (B, T, T)
     results = []
     for b, (s_ids, t_ids, o_ids) in enumerate(zip(source_ids, target_ids, output_ids)):
         n, t = len(s_ids), len(t_ids)
-        check_forward(out, b, n, t)  # NumericalError rather than maps of NaN
+        check_forward(out, b, n, t, detail_of)  # NumericalError rather than maps of NaN
         sides = {"source": n, "target": t}
         maps = {}
         for name, kind in KINDS.items():
@@ -89,6 +92,8 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
                 maps[f"{name}_v"] = out[f"{name}_v"][:, b, :, :sides[kind.key_side]].copy()
         if details:
             for name, kind in KINDS.items():
+                if f"{name}_q" not in out:  # detail_of: another kind's
+                    continue
                 q, k = sides[kind.query_side], sides[kind.key_side]
                 maps[f"{name}_q"] = out[f"{name}_q"][:, b, :, :q].copy()  # (L, H, q, head_dim)
                 maps[f"{name}_k"] = out[f"{name}_k"][:, b, :, :k].copy()
@@ -98,6 +103,8 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
                 if f"{stack}_position_bias" in out:  # (1, H, len, len): one for the batch
                     maps[f"{stack}_position_bias"] = \
                         out[f"{stack}_position_bias"][0, :, :length, :length].copy()
+            if detail_of is not None:
+                maps["detail_of"] = (detail_of[0], int(detail_of[1]))
         results.append(maps)
     return results
 

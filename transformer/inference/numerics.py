@@ -50,13 +50,15 @@ def _first_bad_row(values: np.ndarray, axis: int) -> int | None:
     return int(np.flatnonzero(bad.any(axis=other))[0])
 
 
-def check_forward(out: dict, b: int = 0, n: int | None = None, t: int | None = None) -> None:
+def check_forward(out: dict, b: int = 0, n: int | None = None, t: int | None = None,
+                  detail_of: tuple[str, int] | None = None) -> None:
     """Raise NumericalError at the first non-finite value of row `b` of a teacher-forced pass
     (transformer.inference.forward's dict, or Transformer.call's with return_attention), over
     the n source and t target positions that are drawn (None: all), in the order the model
     computes: the embeddings, then each encoder layer (its attention, Q, K, V, scores, its
     output), then each decoder layer's self- and cross-attention and output, then the
-    log-probabilities (or the logits)."""
+    log-probabilities (or the logits). detail_of=(kind, layer): the pass handed out the details
+    (Q, K, V, scores) of that layer alone, each (1, B, ...)."""
     sizes = {"source": n, "target": t}
 
     def cut(array, sides):
@@ -84,8 +86,14 @@ def check_forward(out: dict, b: int = 0, n: int | None = None, t: int | None = N
                   (f"{name}_k", [(1, key_side)], 1, key_side),
                   (f"{name}_v", [(1, key_side)], 1, key_side)]
         for key, sides, axis, side in arrays:
-            if key in out:  # (L, B, H, q_len, k_len) or (L, B, H, len, head_dim)
-                _check(cut(np.asarray(out[key])[layer, b], sides), axis, side, where)
+            if key not in out:
+                continue
+            at = layer  # (L, B, H, q_len, k_len) or (L, B, H, len, head_dim)
+            if detail_of is not None and not key.endswith("_attention"):  # (1, B, ...)
+                if (name, layer) != (detail_of[0], int(detail_of[1])):
+                    continue
+                at = 0
+            _check(cut(np.asarray(out[key])[at, b], sides), axis, side, where)
         hidden = out.get(f"{stack}_hidden_states")
         if hidden is not None and name != "decoder":  # the layer's output, after its FFN
             side = "source" if stack == "encoder" else "target"

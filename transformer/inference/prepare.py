@@ -2,9 +2,9 @@
 
 Every page's computation runs in a compiled function shared by all models of one architecture
 (transformer.inference.decoding.shared_function): the greedy decode loop with and without its
-attention rows, the teacher-forced forward pass plain, with Q/K/V, with V alone (the attention
-views' weight × value norm), with V and the layer inputs (ALTI+) and with the top-k of each row,
-and for a model with a generation config its search (transformer.inference.generation). Each is
+attention rows, the teacher-forced forward pass plain, with one layer's Q/K/V, with V alone (the
+attention views' weight × value norm), with V and the layer inputs (ALTI+) and with the top-k of
+each row, and for a model with a generation config its search (transformer.inference.generation). Each is
 traced on its first call (about 1.5 s for an opus-mt-sized model on 2 cores) and TensorFlow
 optimizes its graph on its first run (about 0.7 s more). `prepare` pays both on a one-token
 input, so a later call only computes; the app runs it in the background once a model is open
@@ -23,7 +23,7 @@ from transformer.inference.generation import generate
 __all__ = ["KINDS", "prepare"]
 
 # The compiled functions the pages call, in the order a user usually meets them.
-KINDS = ("greedy", "forward", "forward_top", "forward_details", "greedy_no_capture",
+KINDS = ("greedy", "forward", "forward_top", "forward_details_layer", "greedy_no_capture",
          "forward_values", "forward_values_hidden")
 
 
@@ -43,6 +43,12 @@ def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
         "greedy_no_capture": lambda: greedy_decode_batch(model, source, max_len=1, capture=False),
         "forward": lambda: forward(model, source, target, output),
         "forward_top": lambda: forward(model, source, target, output, top_k=TOP_K),
+        # The arithmetic of one head, the Masks page's row and T5's position bias: the
+        # details of the layer picked
+        "forward_details_layer": lambda: forward(model, source, target, output, details=True,
+                                                 detail_of=("encoder", 0)),
+        # Not in KINDS (no page asks for every layer's details): Checkpoint.attention(
+        # details=True).
         "forward_details": lambda: forward(model, source, target, output, details=True),
         # The attention views' "Weight × value norm" (Checkpoint.contributions' value norms)
         "forward_values": lambda: forward(model, source, target, output, values=True),

@@ -156,11 +156,12 @@ class Checkpoint:
         return None
 
     def attention(self, source: str, target: str | None = None, head_mask=None,
-                  details: bool = False, output_ids=None) -> dict:
+                  details: bool | tuple[str, int] = False, output_ids=None) -> dict:
         """Every attention map of one teacher-forced pass, as NumPy arrays (the keys are listed
         in transformer.inference.maps): the maps of each kind, their masks, the tokens and ids of each
         side and the log-probability of each output token; details=True adds Q, K, V and the
-        scores before masking.
+        scores before masking of every layer, details=(kind, layer) those of one layer of one
+        kind (each (1, H, ...), and "detail_of": what a page showing one layer needs).
         With target=None the target is the model's own greedy translation; a typed one is
         cut to target_len (and the source to source_len) as it is tokenized.
         output_ids (with target=None): the translation's ids when the caller has them already
@@ -173,8 +174,9 @@ class Checkpoint:
             output_ids = self._translation_ids(source, head_mask)
         else:
             output_ids = self.encode_target(target)
+        detail_of = tuple(details) if isinstance(details, (tuple, list)) else None
         return attention_maps(self, [self.encode_source(source)], [output_ids], head_mask,
-                              details)[0]
+                              bool(details), detail_of=detail_of)[0]
 
     def contributions(self, source: str, target: str | None = None,
                       method: str = "value_norm", **options) -> dict:

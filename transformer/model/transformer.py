@@ -160,7 +160,7 @@ class Transformer(keras.Model):
 
     # ---------------------------------------------------------------- encoder
     def encode(self, source_ids, training=False, head_mask=None, return_hidden_states=False,
-               return_qkv=False, source_vectors=None):
+               return_qkv=False, source_vectors=None, qkv_layer=None):
         """source_ids (B, N) -> dict:
         "memory" (B, N, d_model), "mask" (B, 1, 1, N), "attention" (L_enc, B, H, N, N);
         with return_hidden_states "hidden_states" (L_enc + 1, B, N, d_model) (the embedded input,
@@ -168,6 +168,8 @@ class Transformer(keras.Model):
         "scores" (L_enc, B, H, N, N) (scaled, before masking).
         head_mask: (L_enc, H), 0 silences a head. source_vectors: (B, N, d_model) token
         vectors in place of the embedding's rows (the masks still come from the ids).
+        qkv_layer (an int, or an int32 scalar tensor): with return_qkv, that layer's q, k, v and
+        scores alone, (1, B, H, ...) (see _pick_qkv).
         """
         source_ids = tf.convert_to_tensor(source_ids)
         mask = self.source_mask(source_ids)  # (B, 1, 1, N)
@@ -193,7 +195,7 @@ class Transformer(keras.Model):
         if return_hidden_states:
             out["hidden_states"] = tf.stack(hidden)
         if return_qkv:
-            out.update(_stack_qkv(layer_results))
+            out.update(_pick_qkv(layer_results, qkv_layer))
             if bias is not None:
                 out["position_bias"] = bias  # (1, H, N, N): every layer adds this one
         return out
@@ -201,13 +203,15 @@ class Transformer(keras.Model):
     # ---------------------------------------------------------------- decoder
     def decode(self, target_ids, memory, memory_mask, training=False, self_head_mask=None,
                cross_head_mask=None, return_hidden_states=False, return_qkv=False,
-               target_vectors=None):
+               target_vectors=None, qkv_layers=(None, None)):
         """target_ids (B, T), memory (B, N, d_model), memory_mask (B, 1, 1, N) -> dict:
         "logits" (B, T, tgt_vocab), "self_attention" (L_dec, B, H, T, T),
         "cross_attention" (L_dec, B, H, T, N), "mask" (B, 1, T, T) (the self-attention mask);
         optional "hidden_states" (L_dec + 1, B, T, d_model),
         "self_q"/"self_k"/"self_v"/"self_scores", "cross_q"/"cross_k"/"cross_v"/"cross_scores".
         target_vectors: (B, T, d_model) token vectors in place of the embedding's rows.
+        qkv_layers: (self's, cross's) layer whose details return_qkv hands out alone (each None:
+        every layer's; see encode's qkv_layer).
         """
         target_ids = tf.convert_to_tensor(target_ids)
         self_mask = self.target_mask(target_ids)  # (B, 1, T, T)
@@ -236,8 +240,9 @@ class Transformer(keras.Model):
         if return_hidden_states:
             out["hidden_states"] = tf.stack(hidden)
         if return_qkv:
-            out.update({f"self_{k}": v for k, v in _stack_qkv(self_results).items()})
-            out.update({f"cross_{k}": v for k, v in _stack_qkv(cross_results).items()})
+            for name, results, layer in (("self", self_results, qkv_layers[0]),
+                                         ("cross", cross_results, qkv_layers[1])):
+                out.update({f"{name}_{k}": v for k, v in _pick_qkv(results, layer).items()})
             if bias is not None:
                 out["position_bias"] = bias  # (1, H, T, T): every self-attention adds it
         return out
@@ -310,7 +315,7 @@ class Transformer(keras.Model):
 
     # ---------------------------------------------------------------- both
     def call(self, inputs, training=False, head_mask=None, return_attention=False,
-             return_hidden_states=False, return_qkv=False):
+             return_hidden_states=False, return_qkv=False, qkv_layers=None):
         """inputs = (source_ids (B, N), target_ids (B, T)); target_ids start with start_id.
 
         Returns logits (B, T, tgt_vocab), or with any return_* flag a dict with "logits",
@@ -322,9 +327,12 @@ class Transformer(keras.Model):
         "encoder_position_bias" (1, H, N, N) and "decoder_position_bias" (1, H, T, T), the bias
         every layer's scores include.
         head_mask: {"encoder": (L_enc, H), "decoder": (L_dec, H), "cross": (L_dec, H)}, any subset;
-        0 silences a head's output.
+        0 silences a head's output. qkv_layers: {"encoder": i, "decoder": j, "cross": k} (ints
+        or int32 scalar tensors): with return_qkv, each kind's q, k, v and scores of that layer
+        alone, (1, B, H, ...), without holding every layer's (a page showing one layer).
         """
         source_ids, target_ids = inputs
+        qkv_layers = qkv_layers or {}
         head_mask = head_mask or {}
         unknown = set(head_mask) - set(ATTENTION_KINDS)
         if unknown:
@@ -336,11 +344,13 @@ class Transformer(keras.Model):
                 raise ValueError(f"head_mask[{kind!r}] must have shape "
                                  f"{(layers[kind], c.num_heads)} (layers, heads), got {tuple(mask.shape)}")
         enc = self.encode(source_ids, training=training, head_mask=head_mask.get("encoder"),
-                          return_hidden_states=return_hidden_states, return_qkv=return_qkv)
+                          return_hidden_states=return_hidden_states, return_qkv=return_qkv,
+                          qkv_layer=qkv_layers.get("encoder"))
         dec = self.decode(target_ids, enc["memory"], enc["mask"], training=training,
                           self_head_mask=head_mask.get("decoder"),
                           cross_head_mask=head_mask.get("cross"),
-                          return_hidden_states=return_hidden_states, return_qkv=return_qkv)
+                          return_hidden_states=return_hidden_states, return_qkv=return_qkv,
+                          qkv_layers=(qkv_layers.get("decoder"), qkv_layers.get("cross")))
         if not (return_attention or return_hidden_states or return_qkv):
             return dec["logits"]
         out = {"logits": dec["logits"], "encoder_attention": enc["attention"],
@@ -374,5 +384,18 @@ def _row(head_mask, layer):
     return tf.convert_to_tensor(head_mask, tf.float32)[layer]
 
 
-def _stack_qkv(layer_results):
-    return {name: tf.stack([r[name] for r in layer_results]) for name in ("q", "k", "v", "scores")}
+def _pick_qkv(layer_results, layer=None):
+    """{"q", "k", "v", "scores"} of the layers' results: every layer's stacked, (L, B, H, ...),
+    or with `layer` that layer's alone, (1, B, H, ...). The pick is a running tf.where, each
+    layer's folded in as it is made, so that a compiled pass never holds every layer's at
+    once (a stack would: for a 12-layer encoder over 512 positions, 200 MB of scores)."""
+    names = ("q", "k", "v", "scores")
+    if layer is None:
+        return {name: tf.stack([r[name] for r in layer_results]) for name in names}
+    picked = {}
+    for name in names:
+        chosen = layer_results[0][name]
+        for i, result in enumerate(layer_results[1:], start=1):
+            chosen = tf.where(tf.equal(layer, i), result[name], chosen)
+        picked[name] = chosen[None]
+    return picked
