@@ -110,6 +110,31 @@ def load_budget(file_bytes: int) -> int:
     return min(MAX_TOTAL_BYTES, LOAD_BUDGET_FLOOR + LOAD_BUDGET_PER_FILE_BYTE * file_bytes)
 
 
+# ---------------------------------------------------------------- the memory one load may take
+# What the README promises and the fuzzer checks on every case, opened or refused (its children
+# measure the peak growth): 3 x the bytes of the files + 128 MB (a valid file of each format
+# grows it by 17 to 33 MB beyond what importing TensorFlow takes), plus what a tokenizer built
+# from a vocabulary takes per piece and per BPE merge. That is not proportional to the bytes: a
+# piece of 3 characters is 8 bytes of tokenizer.json, but the parsed entry, the `tokenizers`
+# library's two maps of it and its added-token matcher are hundreds. Measured at the peak of
+# building one (bench/tokenizer_memory.py, 2026-11-27, 65,536 to 262,144 pieces, 0 to 768,000
+# merges): at most 671 bytes per piece (BPE tokenizer.json), 898 (Unigram tokenizer.json), 942
+# (a SentencePiece model), 455 per merge; the budget allows about a third more (malloc's arenas
+# and the Python objects' sizes vary from run to run and version to version).
+LOAD_MEMORY_PER_FILE_BYTE = 3
+LOAD_MEMORY_ALLOWANCE = 128 * MB
+TOKENIZER_BYTES_PER_PIECE = 1280
+TOKENIZER_BYTES_PER_MERGE = 640
+
+
+def load_memory_budget(file_bytes: int, pieces: int = 0, merges: int = 0) -> int:
+    """How much one load of files of file_bytes bytes may grow memory by, when its tokenizers
+    hold `pieces` vocabulary pieces and `merges` BPE merges (each side's own: a target that
+    shares the source's vocabulary counts once)."""
+    return (LOAD_MEMORY_PER_FILE_BYTE * file_bytes + LOAD_MEMORY_ALLOWANCE
+            + TOKENIZER_BYTES_PER_PIECE * pieces + TOKENIZER_BYTES_PER_MERGE * merges)
+
+
 # ---------------------------------------------------------------- two kinds of source
 @dataclass(frozen=True)
 class Budgets:
