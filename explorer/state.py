@@ -68,8 +68,20 @@ def bundled_default_choice() -> str:
     return f"{BUNDLED}:{DEFAULT_CHECKPOINT.name}"
 
 
+# The sidebar's widgets whose values every page shares (the model, the sentence, the target and
+# the search). Streamlit drops a widget's value when a run does not draw it to the end: a button
+# in the sidebar that switches pages (st.switch_page ends the run where it stands) lost the
+# sentence typed a moment before (issue 38). Set again as session state at the start of every
+# run (init), they are the session's own values, kept whatever a run draws.
+SHARED_WIDGETS = (MODEL, SOURCE, TARGET_MODE, TARGET, SEARCH)
+
+
 def init() -> None:
-    """Set defaults for keys this session has not set yet."""
+    """Set defaults for keys this session has not set yet, and keep the sidebar's shared values
+    (SHARED_WIDGETS) as the session's own."""
+    for key in SHARED_WIDGETS:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
     st.session_state.setdefault(MODEL, default_model_choice())
     st.session_state.setdefault(UPLOADS, {})
     st.session_state.setdefault(NAMED_OPENED, [])

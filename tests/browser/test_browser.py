@@ -127,6 +127,34 @@ def test_sentence_change_reaches_the_page(server, browser):
                     full_page=True)
 
 
+def test_the_sidebars_step_button_keeps_the_sentence(server, browser):
+    """Issue 38: "See step N in Step-by-step decoding" switched pages in the middle of the
+    sidebar's run, and Streamlit dropped the sentence typed a moment before: the Decoding page
+    showed the default sentence's translation. Now it keeps the sentence, and so the step."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/Attention_Maps")
+    wait_for_app(page)
+    box = page.get_by_label("Source sentence")
+    box.fill("purple monkey dishwasher")  # the bundled model is unsure of it (p = 0.28)
+    box.press("Enter")
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    button = page.get_by_role("button", name="See step")
+    button.wait_for(timeout=60_000)
+    step = int(re.search(r"See step (\d+)", button.inner_text())[1])
+    button.click()
+    page.get_by_text("Step-by-step decoding").first.wait_for(timeout=60_000)
+    wait_for_app(page)
+    assert page.get_by_label("Source sentence").input_value() == "purple monkey dishwasher"
+    page.wait_for_url(re.compile(rf"/Decoding\?.*src=purple\+monkey\+dishwasher.*dec_step={step}"),
+                      timeout=30_000)  # the link says so too
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_text(f"Step {step}: from the prefix", exact=False).first.wait_for(timeout=30_000)
+    assert "purple monkey dishwasher" in main.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "screenshots" / "Decoding-from-sidebar-step.png"),
+                    full_page=True)
+
+
 def test_clicking_a_model_view_thumbnail_opens_that_head(server, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/Attention_Maps")
