@@ -70,3 +70,51 @@ def largest(values) -> float:
 def npz_name(value_norm: bool) -> str:
     """The file name of a view's NPZ export of every map it draws from."""
     return "value_norm_maps.npz" if value_norm else "attention_maps.npz"
+
+
+# ------------------------------------------------------------------ integrated gradients' steps
+def steps_picker(container, prefix: str) -> int | None:
+    """Integrated gradients' steps, as the Contributions and Decoding pages offer them: "until
+    complete" (None: transformer.inference.gradients.AUTO_STEPS in turn until every row's
+    completeness gap is small; the default, so that the answer is not mostly error), or a
+    number the user types. Keys: <prefix>_steps_auto (the toggle), <prefix>_steps (which the
+    page clamps to 1 .. MAX_STEPS on every run, drawn or not)."""
+    from transformer.inference.gradients import AUTO_STEPS, COMPLETE_WITHIN, MAX_STEPS
+
+    auto = container.toggle("Steps until complete", value=True, key=f"{prefix}_steps_auto",
+                            help=f"Double the steps ({', '.join(map(str, AUTO_STEPS))}) until "
+                                 "every output token's attributions sum to its change in "
+                                 f"log-probability within {COMPLETE_WITHIN:.0%}; off, type "
+                                 "the steps.")
+    if auto:
+        return None
+    return container.number_input("Integrated gradients' steps", 1, MAX_STEPS, step=1,
+                                  key=f"{prefix}_steps",
+                                  help="Points on the path from the baseline to the sentence, "
+                                       "all computed in one batch; more steps, a smaller "
+                                       "completeness gap.")
+
+
+def completeness_caption(result: dict, out_tokens, container=st) -> None:
+    """What an integrated-gradients result's sums miss (its completeness gap), and with how
+    many steps; a warning when even the most steps left a row's gap large."""
+    from transformer.inference.gradients import COMPLETE_WITHIN
+
+    gaps = np.abs(result["completeness_gap"])
+    worst = int(np.argmax(gaps))
+    change = result["log_probs"][worst] - result["baseline_log_probs"][worst]
+    tried = result.get("steps_tried")
+    how = (f"with {result['steps']} steps" if not tried or len(tried) == 1 else
+           f"with {result['steps']} steps (after {', '.join(map(str, tried[:-1]))}, whose "
+           f"gaps were larger)")
+    text = (f"Completeness: {how} each row's sum is within {gaps[worst]:.2g} of "
+            "log p(token) − log p(token | baseline); the farthest is step "
+            f"{worst} ({out_tokens[worst]!r}), whose change is {change:.3g}. The path's steps "
+            "are a midpoint rule: where the log-probability turns sharply along the path, more "
+            "steps shrink the gap.")
+    if result.get("complete", True) or not tried:
+        container.caption(text)
+    else:
+        container.warning(text + f" Even {result['steps']} steps leave a gap above "
+                          f"{COMPLETE_WITHIN:.0%} of the change: read the attributions of that "
+                          "row as approximate.", icon=":material/warning:")

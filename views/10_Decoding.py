@@ -15,7 +15,7 @@ from figures import lens as lens_figs
 from figures.contributions import step_bars_fig
 from transformer.inference.decoding import beam_search, length_normalised
 from transformer.inference.generation import GeneratedBeam
-from transformer.inference.gradients import DEFAULT_STEPS, MAX_STEPS
+from transformer.inference.gradients import AUTO_STEPS, MAX_STEPS
 
 LENGTH_PENALTY = inspect.signature(beam_search).parameters["length_penalty"].default
 OWN_SEARCH, OPTIONS_SEARCH = "As the sidebar's translation", "With the options here"
@@ -33,7 +33,7 @@ head_options = heads.labels_of_model(cfg)
 keep_offered("dec_ablate", head_options)
 limits = {"dec_max_len": (1, cfg.max_len, cfg.max_len), "dec_head": (0, cfg.num_heads - 1, 0),
           "dec_layer": (0, cfg.num_decoder_layers - 1, 0),
-          "dec_grad_steps": (1, MAX_STEPS, DEFAULT_STEPS)}  # key: (lowest, highest, default)
+          "dec_grad_steps": (1, MAX_STEPS, AUTO_STEPS[0])}  # key: (lowest, highest, default)
 for key, (low, high, default) in limits.items():
     clamp_choice(key, high, default, low=low)
 beam = 1
@@ -124,8 +124,7 @@ def step_gradients(ckpt, source: str, result, typed, silenced: tuple, t: int,
     value_name = show.METHOD_VALUES[method]
     steps = None
     if method == "integrated_gradients":
-        steps = c2.number_input("Integrated gradients' steps", 1, MAX_STEPS, step=1,
-                                key="dec_grad_steps")
+        steps = show.steps_picker(c2, "dec_grad")
     grads = (results.contributions(ckpt, source, typed, method, steps=steps) if typed is not None
              else results.contributions(ckpt, source, None, method,
                                         output_ids=result.token_ids, steps=steps))

@@ -10,7 +10,7 @@ from explorer.widgets import export_buttons
 from figures.aggregate import layer_grid_fig
 from figures.contributions import contribution_map_fig, source_share_fig, step_bars_fig
 from transformer.analysis.flow import attention_rollout, source_to_target_flow
-from transformer.inference.gradients import DEFAULT_STEPS, MAX_STEPS
+from transformer.inference.gradients import AUTO_STEPS, MAX_STEPS
 
 ALTI = "alti"
 LABELS = {label: method for method, label in show.METHOD_LABELS.items()}
@@ -61,16 +61,12 @@ def source_share(result: dict) -> np.ndarray:
 def views(ckpt, source: str, typed) -> None:
     """The method, its maps beside attention, one step's bars: pickers rerun this alone."""
     forget_if_not_offered("contrib_method", list(LABELS))
-    clamp_choice("contrib_steps", MAX_STEPS, default=DEFAULT_STEPS, low=1)
+    clamp_choice("contrib_steps", MAX_STEPS, default=AUTO_STEPS[0], low=1)
     c1, c2 = st.columns([3, 2])
     method = LABELS[c1.radio("Method", list(LABELS), key="contrib_method", horizontal=True)]
     steps = None
     if method == "integrated_gradients":
-        steps = c2.number_input("Integrated gradients' steps", 1, MAX_STEPS, step=1,
-                                key="contrib_steps",
-                                help="Points on the path from the baseline to the sentence, "
-                                     "all computed in one batch; more steps, a smaller "
-                                     "completeness gap.")
+        steps = show.steps_picker(c2, "contrib")
     label, value_name = show.METHOD_LABELS[method], show.METHOD_VALUES[method]
     signed = method in show.SIGNED_METHODS
     st.markdown(ABOUT[method])
@@ -81,15 +77,8 @@ def views(ckpt, source: str, typed) -> None:
     shown = tokens.shown_maps(attention, ckpt)
     src_tokens, prefix, out_tokens = (shown["source_tokens"], shown["target_tokens"],
                                       shown["output_tokens"])
-    if steps is not None:
-        gaps = np.abs(picked["completeness_gap"])
-        worst = int(np.argmax(gaps))
-        change = picked["log_probs"][worst] - picked["baseline_log_probs"][worst]
-        st.caption(f"Completeness: with {steps} steps each row's sum is within {gaps[worst]:.2g} "
-                   "of log p(token) − log p(token | baseline); the farthest is step "
-                   f"{worst} ({out_tokens[worst]!r}), whose change is {change:.3g}. The path's "
-                   "steps are a midpoint rule: where the log-probability turns sharply along "
-                   "the path, more steps shrink the gap.")
+    if method == "integrated_gradients":
+        show.completeness_caption(picked, out_tokens)
 
     st.header("Source share, step by step")
     shares = {"ALTI+": alti["source_share"]}

@@ -173,3 +173,26 @@ def test_bad_options_are_refused(bundled):
         bundled.contributions(SOURCE, TARGET, method="integrated_gradients", steps=0)
     with pytest.raises(ValueError, match="method must be one of"):
         gradient_attributions(bundled, SOURCE, [1, 2], method="gradcam")
+
+
+def test_by_default_the_steps_double_until_every_row_is_complete(bundled):
+    """Issue 38: no steps given, integrated gradients try AUTO_STEPS in turn and stop at the
+    first whose every row sums to its change within COMPLETE_WITHIN (+ COMPLETE_NATS); the
+    answer is the one of that many steps, and the progress runs once, to its end."""
+    from transformer.inference.gradients import AUTO_STEPS, is_complete
+
+    calls = []
+    auto = bundled.contributions(SOURCE, TARGET, "integrated_gradients",
+                                 on_progress=lambda done, total: calls.append((done, total)))
+    tried = auto["steps_tried"]
+    assert tried == list(AUTO_STEPS[:len(tried)]) and auto["steps"] == tried[-1]
+    assert auto["complete"] == is_complete(auto)
+    assert auto["complete"] or tried == list(AUTO_STEPS)
+    for steps in tried[:-1]:  # the rounds before were not complete
+        assert not is_complete(bundled.contributions(SOURCE, TARGET, "integrated_gradients",
+                                                     steps=steps))
+    fixed = bundled.contributions(SOURCE, TARGET, "integrated_gradients", steps=tried[-1])
+    assert "steps_tried" not in fixed
+    np.testing.assert_allclose(auto["source"], fixed["source"], atol=1e-6)
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and all(total == calls[0][1] for _, total in calls)

@@ -41,6 +41,7 @@ def test_one_steps_gradients_are_the_models(app, ckpt, label, method, steps):
     set_widget(at, "radio", "dec_grad_method", label)
     options = {}
     if steps is not None:
+        set_widget(at, "toggle", "dec_grad_steps_auto", False)
         set_widget(at, "number_input", "dec_grad_steps", steps)
         options["steps"] = steps
     assert not at.exception, at.exception

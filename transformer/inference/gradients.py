@@ -13,7 +13,11 @@ Transformer.decode's target_vectors) gives, per token:
   signed, with the baseline b the padding token's vector at every position (source and target
   prefix together) and a_s = (s + 1/2) / steps (the midpoint rule). Completeness: the
   attributions of one output token sum to log p(x) - log p(baseline) up to the rule's error,
-  O(1 / steps^2), which the result reports.
+  O(1 / steps^2), which the result reports. By default (steps=None) the steps are chosen so
+  that the answer is not mostly error: AUTO_STEPS in turn (32, 64, 128, 256), until every
+  row's gap is within COMPLETE_WITHIN of its change (plus COMPLETE_NATS), or the last; the
+  result says which were tried and whether the last was complete. (32 steps left the
+  bundled model's default sentence a gap of 4.7 nats for a change of 5.07; 256, 0.11.)
 
 Every row (an output token at one point on the path) goes through a compiled pass (shared by
 every model of the architecture), batched, never a Python loop over the steps:
@@ -36,11 +40,15 @@ import tensorflow as tf
 
 from transformer.inference.decoding import shared_function
 
-__all__ = ["DEFAULT_STEPS", "GRADIENT_METHODS", "MAX_STEPS", "gradient_attributions"]
+__all__ = ["AUTO_STEPS", "COMPLETE_WITHIN", "DEFAULT_STEPS", "GRADIENT_METHODS", "MAX_STEPS",
+           "gradient_attributions", "is_complete"]
 
 GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients")
-DEFAULT_STEPS = 32  # integrated gradients' steps
+DEFAULT_STEPS = None  # integrated gradients' steps: chosen until complete (AUTO_STEPS)
 MAX_STEPS = 256
+AUTO_STEPS = (32, 64, 128, 256)  # tried in turn when no steps are given
+COMPLETE_WITHIN = 0.05  # a row is complete when |gap| <= this x |its change| + COMPLETE_NATS
+COMPLETE_NATS = 0.01
 _ACTIVATION_CELLS = 1 << 27  # float32 values one pass keeps, as _batch_rows counts them (512 MB)
 
 
@@ -212,8 +220,16 @@ def _embedded(model, ids, side: str) -> np.ndarray:
     return layer.token_embedding(tf.constant([ids], tf.int32))[0].numpy()  # (len, d_model)
 
 
+def is_complete(result: dict) -> bool:
+    """Whether every row of an integrated-gradients result sums to its change in
+    log-probability within COMPLETE_WITHIN of the change (plus COMPLETE_NATS)."""
+    change = np.abs(result["log_probs"].astype(np.float64) - result["baseline_log_probs"])
+    return bool((np.abs(result["completeness_gap"]) <= COMPLETE_WITHIN * change
+                 + COMPLETE_NATS).all())
+
+
 def gradient_attributions(ckpt, source: str, output_ids, *, method: str = "saliency",
-                          steps: int = DEFAULT_STEPS, head_mask=None,
+                          steps: int | None = DEFAULT_STEPS, head_mask=None,
                           on_progress=None) -> dict:
     """Each output token's attribution to each source and target-prefix token, by `method`
     (GRADIENT_METHODS; the module docstring has the formulas), for the output ids a
@@ -223,10 +239,16 @@ def gradient_attributions(ckpt, source: str, output_ids, *, method: str = "salie
     "source" (T, N), "target" (T, T) (row t: output token t; target columns after t are 0),
     "log_probs" (T,); integrated gradients also "steps", "baseline_log_probs" (T,) and
     "completeness_gap" (T,): the sum of row t's attributions less (log_probs -
-    baseline_log_probs). on_progress(done, total): called after each batch of rows (a
-    progress bar's)."""
+    baseline_log_probs). steps=None (integrated gradients): AUTO_STEPS in turn until
+    is_complete, and "steps_tried" (the list) and "complete" (whether the last was) say how it
+    went. on_progress(done, total): called after each batch of rows (a progress bar's; with
+    steps=None, over every round that might run)."""
     if method not in GRADIENT_METHODS:
         raise ValueError(f"method must be one of {', '.join(GRADIENT_METHODS)}, got {method!r}")
+    if method == "integrated_gradients" and steps is None:
+        return _until_complete(ckpt, source, output_ids, head_mask, on_progress)
+    if steps is None:
+        steps = 1  # the other methods take no steps
     if head_mask is not None:
         raise ValueError("gradient attributions of a model with silenced heads are not "
                          "computed here")
@@ -285,4 +307,28 @@ def gradient_attributions(ckpt, source: str, output_ids, *, method: str = "salie
     target = np.tril(target)  # columns after t: no gradient reaches them (exactly 0)
     result.update(source=source.astype(np.float32), target=target.astype(np.float32),
                   log_probs=np.asarray(log_probs, np.float32))
+    return result
+
+
+def _until_complete(ckpt, source, output_ids, head_mask, on_progress) -> dict:
+    """Integrated gradients with AUTO_STEPS in turn until is_complete (or the last). The
+    progress runs over every round that might run ((steps + 2) rows per output token each: the
+    path's points, the input and the baseline), and to its end when a round is complete."""
+    per_token = sum(steps + 2 for steps in AUTO_STEPS)
+    whole = per_token * len(output_ids)
+    before, tried = 0, []
+    for steps in AUTO_STEPS:
+        def progress(done, total, before=before):
+            if on_progress is not None:
+                on_progress(before + done, whole)
+        result = gradient_attributions(ckpt, source, output_ids,
+                                       method="integrated_gradients", steps=steps,
+                                       head_mask=head_mask, on_progress=progress)
+        tried.append(steps)
+        before += (steps + 2) * len(output_ids)
+        if is_complete(result):
+            break
+    if on_progress is not None and before < whole:
+        on_progress(whole, whole)
+    result.update(steps_tried=tried, complete=is_complete(result))
     return result
