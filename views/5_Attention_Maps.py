@@ -8,9 +8,12 @@ from explorer.widgets import export_buttons, kind_picker, scroll_into_view
 from figures.attention import attention_heatmap_fig, model_view_cell, model_view_fig
 
 ROWS = {"Decoder inputs": "target_tokens", "Predicted outputs": "output_tokens"}
-SCALES = {"Fixed 0 to 1": "fixed", "Fitted to this map": "fit"}
-# What the fixed scale means for value norms (not 0 to 1: their own top, the kind's largest)
-VALUE_NORM_SCALES = {"Fixed 0 to 1": "Fixed: 0 to this kind's largest"}
+# The colour scale's options: the same labels whatever Show says (a radio whose labels change
+# is a new widget to the browser, which then showed no option selected: issue 38); the help
+# says what "Fixed" is for each.
+SCALES = {"Fixed": "fixed", "Fitted to this map": "fit"}
+SCALE_HELP = ("Fixed: weights from 0 to 1, value norms from 0 to the largest of this kind's "
+              "every head (heads compare as weights do). Fitted: this map's own range.")
 
 
 def open_clicked_head() -> None:
@@ -56,8 +59,7 @@ def views(maps: dict, ckpt) -> None:
     layer = c1.selectbox("Layer", range(layers), key="attn_layer")
     head = c2.selectbox("Head", range(heads), key="attn_head")
     scale_label = c3.radio("Colour scale", list(SCALES), horizontal=True, key="attn_scale",
-                           format_func=(lambda s: VALUE_NORM_SCALES.get(s, s)) if value_norm
-                           else str)
+                           help=SCALE_HELP)
 
     query_tokens = shown[ROWS[rows_label]] if decoder_side else shown["source_tokens"]
     key_tokens = shown[kind.key_tokens]

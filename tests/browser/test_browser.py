@@ -155,6 +155,28 @@ def test_the_sidebars_step_button_keeps_the_sentence(server, browser):
                     full_page=True)
 
 
+def test_the_colour_scale_keeps_its_choice_when_show_changes(server, browser):
+    """Issue 38: with Show on "Weight × value norm" the Colour scale radio showed no option
+    selected (its labels changed with Show, so the browser took it for a new widget)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/Attention_Maps")
+    wait_for_app(page)
+    scale = page.get_by_role("radiogroup", name="Colour scale")
+    for show in ("Weight × value norm", "Weights", "Weight × value norm"):
+        page.get_by_role("radiogroup", name="Show").get_by_text(show).click()
+        page.wait_for_timeout(300)
+        wait_for_app(page)
+        checked = [r for r in scale.get_by_role("radio").all() if r.is_checked()]
+        assert len(checked) == 1, show
+    scale.get_by_text("Fitted to this map").click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    page.get_by_role("radiogroup", name="Show").get_by_text("Weights").click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    assert scale.get_by_role("radio").nth(1).is_checked()  # the choice stays
+
+
 def test_clicking_a_model_view_thumbnail_opens_that_head(server, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/Attention_Maps")

@@ -89,6 +89,7 @@ def test_decoder_rows_blocked_cells_and_colour_scale(app, true_maps):
     _set(at, "radio", "attn_rows", "Predicted outputs")
     assert figure(at)["layout"]["yaxis"]["ticktext"][-1] == "&lt;/s&gt;"
     assert figure(at)["data"][0]["zmax"] == 1
+    assert at.radio(key="attn_scale").options == ["Fixed", "Fitted to this map"]
     _set(at, "radio", "attn_scale", "Fitted to this map")
     shown = shown_matrix(at)
     assert figure(at)["data"][0]["zmax"] == pytest.approx(np.nanmax(shown), abs=1e-6)
