@@ -153,8 +153,12 @@ def _say_if_unsure(result, forced, target_tokenizer) -> None:
     t, p = weakest
     step = result.steps[t]
     runner_up = next(((tok, q) for tok, i, q in step.top_k if i != step.token_id), None)
-    also = (f"; next best {shown(target_tokenizer, [runner_up[0]])[0]!r} at {runner_up[1]:.2f}"
-            if runner_up else "")
+    also = ""
+    if runner_up is not None:
+        other, q = shown(target_tokenizer, [runner_up[0]])[0], runner_up[1]
+        also = (f"; {other!r} was more probable at this step ({q:.2f}), but a beam search "
+                "keeps the hypotheses whose whole sequence scores best, not each step's "
+                "most probable token" if q > p else f"; next best {other!r} at {q:.2f}")
     chosen = shown(target_tokenizer, [step.token])[0]
     st.warning(f"The model is unsure of this translation: at step {t} it chose {chosen!r} "
                f"with probability {p:.2f}{also}. The sentence may be unlike what it was "

@@ -85,3 +85,35 @@ def test_an_unsure_translation_says_where_and_opens_that_step(app, monkeypatch):
     assert not app.exception, app.exception
     assert app.title[0].value == "Step-by-step decoding"
     assert app.session_state[player.STEP] == t
+
+
+def test_a_beam_searchs_less_probable_choice_is_explained():
+    """Issue 38: under beam search the sidebar said "chose '<0xA4>' with probability 0.15;
+    next best '<0xC1>' at 0.24": the "next best" was more probable than the choice. Beam search
+    may choose so (the whole sequence's score decides); the warning now says that."""
+    from types import SimpleNamespace
+
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        from types import SimpleNamespace
+
+        import numpy as np
+
+        from explorer import sidebar
+        from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+        tokenizer = load_checkpoint(DEFAULT_CHECKPOINT).target_tokenizer
+        step = SimpleNamespace(token="1", token_id=6, log_prob=float(np.log(0.15)),
+                               top_k=[("2", 7, 0.24), ("1", 6, 0.15)])  # (token, id, p)
+        sure = SimpleNamespace(token="0", token_id=5, log_prob=0.0, top_k=[("0", 5, 1.0)])
+        result = SimpleNamespace(text="01", steps=[sure, step])
+        sidebar._say_if_unsure(result, (), tokenizer)
+
+    del SimpleNamespace
+    at = AppTest.from_function(script, default_timeout=120).run()
+    assert not at.exception, at.exception
+    [warning] = [w.value for w in at.warning]
+    assert "at step 1 it chose '1' with probability 0.15" in warning
+    assert "'2' was more probable at this step (0.24), but a beam search keeps" in warning
+    assert "next best" not in warning
