@@ -17,10 +17,13 @@ OWN, FORCED = "The model's own decoding", "The typed target, teacher-forced"
 
 
 def forced_mode(typed: str | None) -> bool:
-    """Whether to step through the typed target: a choice only when the sidebar has one."""
+    """Whether to step through the typed target: a choice only when the sidebar has one, and
+    then the target by default (the sidebar's "A target I type" is what every page feeds the
+    decoder: issue 38 found this page decoding on its own with only a grey caption saying so)."""
     if typed is None:
         st.session_state.pop(MODE, None)
         return False
+    st.session_state.setdefault(MODE, FORCED)
     return st.radio("Step through", [OWN, FORCED], key=MODE, horizontal=True,
                     help="Teacher forcing feeds the decoder your target instead of its own "
                          "choices: each step shows how probable the model finds your token.") \
@@ -38,7 +41,7 @@ def what_is_decoded(source: str, typed: str | None, forced: bool) -> str:
             "(greedy, or beam search in the options).")
     if typed is None:
         return told + " Type a target in the sidebar to step through it with teacher forcing."
-    return told + f" Your typed target {quoted(typed)} is not used unless you pick it above."
+    return told + f" Your typed target {quoted(typed)} is not used here: pick it above."
 
 
 def show_text(column, title: str, run, other=None, tok=None) -> None:

@@ -69,6 +69,19 @@ else:
                                   silenced=silenced)
     result = decoded(tuple(ablate))
     stepping.say_why_stopped(st, ckpt, result, where="decoding")
+    if result.stopped_by == "length" and ckpt.stopped_by_budget(result) is None:
+        n = len(result.token_ids)  # stopped at a length the settings chose (issue 38)
+        if own:  # the sidebar's translation itself: as transformers' generate stops it
+            st.info(f"This translation stopped after {n} token{'s' * (n != 1)} at the "
+                    f"generation config's max length ({generation.max_new_tokens} new tokens), "
+                    "before its end token, as transformers' generate stops it.",
+                    icon=":material/straighten:")
+        else:
+            st.info(f"This decode stopped after {n} token{'s' * (n != 1)} at the Max length "
+                    f"set above ({max_len} tokens), before its end token"
+                    + ("" if stop or beam > 1 else " (Stop at the end token is off)")
+                    + ". The sidebar's translation and the other pages are not cut by it.",
+                    icon=":material/straighten:")
     if ablate:
         normal = decoded()
         left, right = st.columns(2)

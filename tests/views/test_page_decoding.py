@@ -254,8 +254,15 @@ def test_the_page_says_which_target_it_decodes(page):
     assert "dec_mode" not in [r.key for r in page.radio]  # nothing typed: nothing to force
     run(page.radio(key=state.TARGET_MODE).set_value(state.TARGET_TYPED))
     run(page.text_input(key=state.TARGET).set_value("1999-12-31"))
+    # Issue 38: a typed target is what the page steps through, unless the user picks otherwise
+    assert page.radio(key="dec_mode").value == "The typed target, teacher-forced"
+    assert "Teacher forcing on" in " ".join(c.value for c in page.caption)
+    assert [c.value for c in page.code] == ["1999-12-31"]
+    run(page.radio(key="dec_mode").set_value("The model's own decoding"))
     told = " ".join(c.value for c in page.caption)
-    assert "Your typed target `'1999-12-31'` is not used unless you pick it above" in told
+    assert "Your typed target `'1999-12-31'` is not used here: pick it above" in told
+    run(page.text_input(key=state.TARGET).set_value("1999-12-30"))  # the choice stays
+    assert page.radio(key="dec_mode").value == "The model's own decoding"
 
 
 def test_a_typed_target_is_stepped_through_with_teacher_forcing(page, ckpt, translate_calls):
@@ -300,3 +307,16 @@ def test_a_translation_cut_by_the_time_budget_says_so_in_the_sidebar_and_on_the_
                "translation (10 s)"  # the model's budget (an upload's), spent here at once
     assert any(expected in w.value for w in at.sidebar.warning), [w.value for w in at.warning]
     assert any(expected in w.value for w in at.main.warning), [w.value for w in at.warning]
+
+
+def test_a_decode_cut_at_the_pages_max_length_says_so(page):
+    """Issue 38: Max length 5 made the translation "2021" with no word that it stopped there,
+    while the sidebar still showed 2021-03-05."""
+    run(page.slider(key="dec_max_len").set_value(5))
+    assert [c.value for c in page.code] == ["2021"]
+    [note] = [i.value for i in page.info if "Max length" in i.value]
+    assert "stopped after 5 tokens at the Max length set above (5 tokens), before its end " \
+           "token. The sidebar's translation and the other pages are not cut by it." in note
+    assert [c for c in page.sidebar.caption if c.value == "Translation: **2021-03-05**"]
+    run(page.slider(key="dec_max_len").set_value(page.slider(key="dec_max_len").max))
+    assert not [i for i in page.info if "Max length" in i.value]  # it ended on its own
