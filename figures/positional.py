@@ -182,35 +182,40 @@ def offset_fig(matrix, title: str | None = None) -> go.Figure:
 def encoder_input_fig(token_part, position_part, total, tokens: list[str],
                       shared_scale: bool = True,
                       total_name: str = "sum = encoder input") -> go.Figure:
-    """Three (tokens × d_model) heatmaps side by side: token embedding, position code and their
-    sum, the encoder's input (total_name: what the third is, where a norm follows the sum).
-    shared_scale: one colour scale for all three. Built as dicts
-    (figures.common.unvalidated_figure), as similarity_fig: both are large."""
+    """(tokens × d_model) heatmaps side by side: token embedding, position code and their sum,
+    the encoder's input (total_name: what the third is, where a norm follows the sum).
+    position_part=None (a model that adds no position code, as T5): two panels, the token
+    embedding and the input, no empty one between. shared_scale: one colour scale for all.
+    Built as dicts (figures.common.unvalidated_figure), as similarity_fig: both are large."""
     token_part = check_matrix(token_part, rows=len(tokens), name="token_part")
     d_model = token_part.shape[1]
-    position_part = check_matrix(position_part, len(tokens), d_model, name="position_part")
     total = check_matrix(total, len(tokens), d_model, name="total")
-    names = ("token embedding", "position code", total_name)
+    panels = [("token embedding", token_part)]
+    if position_part is not None:
+        panels.append(("position code", check_matrix(position_part, len(tokens), d_model,
+                                                     name="position_part")))
+    panels.append((total_name, total))
+    n = len(panels)
     rows = np.broadcast_to(np.array(tick_text(tokens), dtype=object)[:, None],
                            (len(tokens), d_model))  # each cell's token, for the hover
     data = []
-    for k, (name, part) in enumerate(zip(names, (token_part, position_part, total))):
+    for k, (name, part) in enumerate(panels):
         scale = dict(coloraxis="coloraxis") if shared_scale else dict(
             **diverging(np.abs(part).max(initial=0)),
-            colorbar=colorbar("value", x=0.325 + 0.345 * k, thickness=8, len=0.9))
+            colorbar=colorbar("value", x=(k + 1) / n - 0.01, thickness=8, len=0.9))
         data.append(dict(
             type="heatmap", z=part, x=np.arange(d_model), y=positions(tokens), name=name,
             customdata=rows, **scale,
             hovertemplate=f"{name}<br>token %{{y:d}} (%{{customdata}}), dimension %{{x}}"
-                          "<br>%{z:.4f}<extra></extra>", **subplot_axes(1, k + 1, 3)))
-    layout = subplot_layout(1, 3, shared_yaxes=True, subplot_titles=list(names),
+                          "<br>%{z:.4f}<extra></extra>", **subplot_axes(1, k + 1, n)))
+    layout = subplot_layout(1, n, shared_yaxes=True, subplot_titles=[name for name, _ in panels],
                             horizontal_spacing=0.03)
-    for axis in ("xaxis", "xaxis2", "xaxis3"):
-        layout[axis]["title"] = dict(text="dimension")
-    for axis in ("yaxis", "yaxis2", "yaxis3"):
-        layout[axis].update(token_axis(tokens, autorange="reversed"))
+    suffixes = [""] + [str(k) for k in range(2, n + 1)]
+    for suffix in suffixes:
+        layout[f"xaxis{suffix}"]["title"] = dict(text="dimension")
+        layout[f"yaxis{suffix}"].update(token_axis(tokens, autorange="reversed"))
     if shared_scale:
-        bound = max(np.abs(p).max(initial=0) for p in (token_part, position_part, total))
+        bound = max(np.abs(part).max(initial=0) for _, part in panels)
         scale = diverging(bound)
         layout["coloraxis"] = dict(colorscale=scale["colorscale"], cmid=0, cmin=scale["zmin"],
                                    cmax=scale["zmax"], colorbar=colorbar("value"))

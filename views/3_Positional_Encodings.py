@@ -73,7 +73,10 @@ def encoder_input(parts: dict) -> None:
     fragment)."""
     shared = st.checkbox("One colour scale for all three", value=True, key="pe_shared_scale")
     third = "LayerNorm(sum) = encoder input" if parts["normed"] is not None else None
-    st.plotly_chart(encoder_input_fig(parts["token_part"], parts["position_part"], parts["total"],
+    position = None if positions.kind(config) == "none" else parts["position_part"]
+    if position is None:
+        third = "encoder input"
+    st.plotly_chart(encoder_input_fig(parts["token_part"], position, parts["total"],
                                       tokens.shown(ckpt.source_tokenizer, parts["tokens"]),
                                       shared_scale=shared,
                                       **({"total_name": third} if third else {})),
@@ -148,8 +151,14 @@ st.header("Encoder input for the sentence")
 parts = results.encoder_input(ckpt, state.current_source())
 scale = f"× √{config.d_model} " if config.scale_embeddings else ""
 normed = parts["normed"] is not None  # BART's layernorm_embedding: the sum is normalised
-st.markdown(f"Token embedding {scale}+ position code{', then the embedding LayerNorm,' * normed} "
-            "= what the first encoder layer reads, from the model's own `source_embedding` layer.")
+if positions.kind(config) == "none":  # T5: nothing to add, so no empty panel for it
+    st.markdown(f"Token embedding {scale}= what the first encoder layer reads (the model adds "
+                "no position code: positions enter as the relative bias above), from the "
+                "model's own `source_embedding` layer.")
+else:
+    st.markdown(f"Token embedding {scale}+ position code"
+                f"{', then the embedding LayerNorm,' * normed} = what the first encoder layer "
+                "reads, from the model's own `source_embedding` layer.")
 expected = parts["normed"] if normed else parts["token_part"] + parts["position_part"]
 gap = np.abs(expected - parts["total"]).max()
 said = "LayerNorm(token part + position part)" if normed else "token part + position part"

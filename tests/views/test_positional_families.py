@@ -90,6 +90,10 @@ def test_t5_shows_its_relative_bias_and_no_absolute_codes(family):
         assert (offsets <= 0).all() if causal else offsets.max() > 0
     assert any("for comparison: this model does not use them" in label for label in _expanders(at))
     assert "This model has no position matrix, learned or fixed." in [i.value for i in at.info]
+    # Issue 38: no empty "position code" panel in the encoder input: two panels, and why
+    panels = [trace["name"] for trace in charts["pe_encoder_input"]["data"]]
+    assert panels == ["token embedding", "encoder input"]
+    assert any("adds no position code" in m.value for m in at.markdown)
 
 
 @pytest.mark.parametrize("family, layout", [("marian", "concat"), ("pegasus", "concat"),
