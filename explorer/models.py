@@ -365,7 +365,8 @@ def import_form() -> None:
                                         else f"source: {target}, target: {source}"),
                  help="Which vocabulary file the encoder reads and which the decoder writes.")
         if upload.ignored:
-            st.caption(f"Not read: {', '.join(upload.ignored)}.")
+            st.caption(f"Also in the upload, not needed to open it: "
+                       f"{', '.join(upload.ignored)}.")
         st.form_submit_button("Convert and open", on_click=_request_import, type="primary",
                               key=state.IMPORT_SUBMIT)
 
@@ -414,7 +415,8 @@ def run_requested_import() -> None:
     _keep(key, f"{ckpt.name} ({recipe})", data)
     st.session_state.pop(state.IMPORT, None)
     if uploads.opens_as_is(choices.recipe):
-        unread = f" Not read: {', '.join(upload.ignored)}." if upload.ignored else ""
+        unread = (f" Also in the upload, not needed to open it: {', '.join(upload.ignored)}."
+                  if upload.ignored else "")
         _message("success", f"Opened {upload.label} as it is ({recipe}: its weights mapped on "
                             f"load, no conversion): {ckpt.name}.{unread}")
     else:

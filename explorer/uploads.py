@@ -114,7 +114,8 @@ def read_upload(named: dict[str, bytes]) -> Upload:
                 f"{_join(sorted(n for n in named if n != zips[0]))}).")
         archive_name = zips[0]
         named = unzip(named[archive_name], f"the archive {archive_name!r}")
-    label = f"the archive {archive_name!r}" if archive_name else f"the files {_join(sorted(named))}"
+    label = (f"the archive {archive_name!r}" if archive_name else
+             f"the file{'s' * (len(named) != 1)} {_join(sorted(named))}")
     names = {PurePosixPath(n).name for n in named}
     if names & HF_MARKERS:
         family = hf_family(named)  # config.json's model_type; CheckpointError names an unknown one
@@ -123,15 +124,17 @@ def read_upload(named: dict[str, bytes]) -> Upload:
         unread = hf_weights.unread(PurePosixPath(n).name for n in files)  # another form's
         files = {n: v for n, v in files.items() if PurePosixPath(n).name not in unread}
         if archive_name is None and files:  # name what is read, not what came beside it
-            label = f"the files {_join(sorted(files))}"
+            label = f"the file{'s' * (len(files) != 1)} {_join(sorted(files))}"
         return _finish(Upload(files, label, family.RECIPE.name, archive_name=archive_name,
                               ignored=sorted(set(named) - set(files))))
     weights = sorted(n for n in named if is_weights_file(n))
     vocabularies = [n for n in sorted(named) if n not in weights and _is_vocabulary(n)]
     ignored = sorted(set(named) - set(weights) - set(vocabularies))
     if not weights:
+        which = (f"{label[0].upper()}{label[1:]} is not a model" if archive_name is None
+                 and len(named) == 1 else f"None of {label} is a model")  # one file: "is not"
         raise CheckpointError(
-            f"None of {label} is a model: give a .ckpt; or a weights file (.weights.h5, .keras, "
+            f"{which}: give a .ckpt; or a weights file (.weights.h5, .keras, "
             "or a TF checkpoint's .index and .data-00000-of-00001) with its two vocabulary "
             "files; or a Hugging Face model's files (config.json, model.safetensors and its "
             "tokenizer's, as a Marian or BART model's folder holds them; or one .zip of them).")

@@ -24,7 +24,8 @@ def quoted(text: str) -> str:
 
 
 def export_buttons(matrix, row_labels, col_labels, name: str, maps: dict, key: str,
-                   corner: str = "query \\ key", npz_name: str = "attention_maps.npz") -> None:
+                   corner: str = "query \\ key", npz_name: str = "attention_maps.npz",
+                   figure: bool = True) -> None:
     """CSV of the matrix shown and NPZ of every map of the sentence (PNG: Plotly's camera);
     npz_name: the NPZ's file name (value norms: "value_norm_maps.npz"). The NPZ is made when
     the button is clicked (Streamlit's deferred download), not on every run of the page: a
@@ -37,7 +38,8 @@ def export_buttons(matrix, row_labels, col_labels, name: str, maps: dict, key: s
     right.download_button("NPZ of every attention map", lambda: export.attention_npz(maps),
                           file_name=npz_name, mime="application/octet-stream",
                           key=f"{key}_npz")
-    st.caption("PNG: the camera button in the figure's toolbar.")
+    if figure:  # under a table (figure=False) there is no toolbar to point to
+        st.caption("PNG: the camera button in the figure's toolbar.")
 
 
 def kind_picker(key: str, container=st, label: str = "Attention", kinds=KIND_NAMES,

@@ -92,7 +92,7 @@ def every_statistic(ckpt, sentences: list[str], target, batched: bool,
     export_buttons([[row[name] if row[name] is not None else float("nan") for name in columns]
                     for row in table], [head_label(r["kind"], r["layer"], r["head"]) for r in table],
                    list(columns), "head_statistics", results.current_attention(),
-                   key="stats_export")
+                   key="stats_export", figure=False)
     return stats
 
 

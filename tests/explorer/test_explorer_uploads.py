@@ -97,6 +97,7 @@ def test_convert_gives_checkpoint_bytes_that_translate_as_the_converter():
 
 @pytest.mark.parametrize("files, says", [
     ({"notes.txt": b"a", "b.txt": b"b"}, "None of the files b.txt and notes.txt is a model"),
+    ({"notes.txt": b"a"}, "The file notes.txt is not a model: give a .ckpt"),  # issue 38
     ({"model.weights.h5": TUTORIAL["model.weights.h5"], "a.txt": b""},
      "need two vocabulary files"),
     ({"m.zip": zipped(TUTORIAL), "x.txt": b""}, "Give either one .zip or the model's files"),

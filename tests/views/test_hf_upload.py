@@ -93,7 +93,8 @@ def test_the_bart_files_open_as_they_are_and_nothing_is_lost(bart_app, bart):
     # tf_model.h5 (the same weights, for repositories without safetensors) is not read beside
     # model.safetensors
     assert at.success[0].value.endswith(
-        " Not read: recorded.npz, tf_model.h5, tokenizer_config.json.")
+        " Also in the upload, not needed to open it: recorded.npz, tf_model.h5, "
+        "tokenizer_config.json.")
     assert "as it is (BART: its weights mapped on load, no conversion)" in at.success[0].value
     assert at.selectbox(key=state.MODEL).value == choice
     help_text = uploader(at).proto.help  # the families the registry reads, not Marian alone

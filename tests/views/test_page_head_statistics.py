@@ -118,6 +118,8 @@ def test_page_shows_the_true_statistics_of_the_current_sentence(page, expected):
     np.testing.assert_allclose(_array(shown["stats_similarity"]["data"][0]["z"]),
                                matrix[np.ix_(order, order)], atol=1e-5)
     assert len(page.get("download_button")) == 2  # CSV of the table + NPZ
+    # Issue 38: the table's export buttons point to no figure's camera (a table has none)
+    assert not [c for c in page.caption if c.value.startswith("PNG: the camera button")]
 
 
 def test_held_out_set_is_computed_in_batches(page, ckpt):
