@@ -253,14 +253,18 @@ def token_axis(tokens, window: int | None = None, **settings) -> dict:
     """Settings for a numeric axis whose cells sit at positions 0 .. n - 1, ticked with the
     tokens as they are. Up to MAX_TICKS tokens every position is ticked with its token; beyond,
     every tick_step(n)-th position, with its position and token ("120: ␣the"), so a label is
-    never read as its neighbours' (hover names every cell). window: an axis longer than that
+    never read as its neighbours' (hover names every cell); labels that are the positions
+    themselves (a vector's dimensions) stay as they are ("120"). window: an axis longer than that
     many positions opens on its first `window` (drag or zoom for the others, double-click for
     all) and its title says so. Extra settings (title, tickangle, autorange, range) are passed
     through."""
     text = tick_text(tokens)
     n, step = len(text), tick_step(len(text))
     ticked = list(range(0, n, step))
-    labels = [text[i] for i in ticked] if step == 1 else [f"{i}: {text[i]}" for i in ticked]
+    plain = text == [str(i) for i in range(n)]  # the labels are the positions (dimensions):
+    # "5", not "5: 5" (issue 38)
+    labels = [text[i] for i in ticked] if step == 1 or plain else [f"{i}: {text[i]}"
+                                                                   for i in ticked]
     axis = dict(type="linear", tickmode="array", tickvals=ticked, ticktext=labels,
                 showgrid=False, zeroline=False)
     if window and n > window:

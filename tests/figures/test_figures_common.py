@@ -59,6 +59,10 @@ def test_a_thinned_axis_labels_each_shown_row_with_its_own_position_and_token():
         assert label == f"{position}: {texts[position]}"
     short = token_axis(tokens[:MAX_TICKS])
     assert short["ticktext"] == texts[:MAX_TICKS]  # no position needed: every row labelled
+    # Issue 38: a vector's 512 dimensions read "0: 0, 5: 5, ...": labels that are the
+    # positions themselves are not repeated
+    dims = token_axis([str(i) for i in range(512)])
+    assert dims["ticktext"] == [str(i) for i in dims["tickvals"]] and len(dims["tickvals"]) > 1
 
 
 def test_a_long_axis_opens_on_a_window_of_rows_and_says_so():
