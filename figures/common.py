@@ -87,6 +87,14 @@ def readable(fig, word_start_note: bool = True):
     return fig
 
 
+# A legend of a few traces, in one row at the figure's foot (below the x axis and its title:
+# Plotly makes room for it), where neither a title with its subtitle nor a narrow column clips
+# or covers it (issue 38: on the right, "original mod" / "heads silenc" in a narrow window; at
+# the top, over the title's subtitle).
+LEGEND_BELOW = dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0,
+                    xanchor="left")
+
+
 _AXIS = re.compile(r"[xy]axis\d*")
 
 

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from transformer.core.kinds import KIND_NAMES, head_label
 
 from .common import (
+    LEGEND_BELOW,
     WEIGHT_SCALE,
     WINDOW_ROWS,
     cell_hover_data,
@@ -175,6 +176,6 @@ def token_log_prob_fig(tokens, original, ablated, title: str | None = None) -> g
                                            "log-probability %{y:.4f}<extra></extra>"))
     fig.update_xaxes(**token_axis(tokens, title="output token"))
     fig.update_yaxes(title="log-probability")
-    fig.update_layout(title=title, barmode="group", height=360,
-                      margin=dict(l=10, r=10, t=60 if title else 30, b=10))
+    fig.update_layout(title=title, barmode="group", height=380, legend=LEGEND_BELOW,
+                      margin=dict(l=10, r=10, t=60 if title else 30, b=40))
     return readable(fig)

@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .common import (
+    LEGEND_BELOW,
     WEIGHT_SCALE,
     WINDOW_ROWS,
     cell_hover_data,
@@ -56,9 +57,9 @@ def source_share_fig(output_tokens, shares: dict, *, title: str = "") -> go.Figu
     fig.add_hline(y=0.5, line=dict(color="#9ca3af", dash="dash", width=1))
     fig.update_xaxes(**token_axis(list(output_tokens), title=dict(text="output token (step)")))
     fig.update_yaxes(range=[0, 1.02], title="source share")
-    fig.update_layout(title=plotly_text(title) if title else None, height=340,
-                      margin=dict(l=10, r=10, t=60 if title else 20, b=10),
-                      legend=dict(orientation="h", y=1.12, x=0))
+    fig.update_layout(title=plotly_text(title) if title else None, height=360,
+                      margin=dict(l=10, r=10, t=60 if title else 20, b=40),
+                      legend=LEGEND_BELOW)
     return readable(fig)
 
 
@@ -110,7 +111,7 @@ def step_bars_fig(source_tokens, source_values, prefix_tokens, prefix_values, *,
                                            "%{y:.4f}<extra></extra>"))
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=x, tickangle=-45)
     fig.update_yaxes(title=plotly_text(value_name))
-    fig.update_layout(title=plotly_text(title) if title else None, height=340, bargap=0.15,
-                      margin=dict(l=10, r=10, t=60 if title else 20, b=10),
-                      legend=dict(orientation="h", y=1.12, x=0))
+    fig.update_layout(title=plotly_text(title) if title else None, height=360, bargap=0.15,
+                      margin=dict(l=10, r=10, t=60 if title else 20, b=40),
+                      legend=LEGEND_BELOW)
     return readable(fig)

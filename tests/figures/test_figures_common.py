@@ -125,3 +125,19 @@ def test_figures_import_no_tensorflow():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=300, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_two_trace_legends_sit_at_the_foot_of_the_figure():
+    """Issue 38: on the right a narrow window clipped them ("original mod", "heads silenc");
+    at the top they covered the title's subtitle. Now in one row at the figure's foot."""
+    from figures.compare import token_log_prob_fig
+    from figures.contributions import source_share_fig, step_bars_fig
+
+    figures = [token_log_prob_fig(["▁a", "b"], [-1.0, -2.0], [-1.5, -2.5], title="t"),
+               source_share_fig(["▁a", "b"], {"ALTI+": [0.2, 0.3], "saliency": [0.4, 0.5]},
+                                title="t"),
+               step_bars_fig(["▁a", "b"], [0.1, 0.2], ["<s>"], [0.3], title="t")]
+    for fig in figures:
+        legend = fig.layout.legend
+        assert (legend.orientation, legend.yref, legend.yanchor) == ("h", "container", "bottom")
+        assert legend.y < 0.05 and fig.layout.margin.b >= 40  # room below the axis title
