@@ -4,11 +4,16 @@ default model prepared while the server starts, explorer.warm).
 Navigation and the shared sidebar live here; each view is a thin page under views/.
 """
 
+from pathlib import Path
+
 import streamlit as st
 
 from explorer import links, models, sidebar, warm
 
-st.set_page_config(page_title="Attention Explorer", page_icon=":material/visibility:",
+# The favicon is a file the server sends: a material icon or an emoji as page_icon is fetched
+# from a font or image host, which an offline machine cannot reach (issue 38).
+st.set_page_config(page_title="Attention Explorer",
+                   page_icon=str(Path(__file__).resolve().parent / "assets" / "favicon.png"),
                    layout="wide")
 
 

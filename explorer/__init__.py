@@ -11,10 +11,16 @@ player    the decoding page's step player; sidebar: the shared sidebar; export: 
 tokens    which piece of the text each token id stands for
 """
 
-import transformer  # noqa: F401  (first: its TensorFlow settings apply before Keras loads it)
+import os
 
-# isort: split
-import keras
+from .quiet import native_stderr_quiet
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's INFO and WARNING lines
+with native_stderr_quiet():  # its native start-up lines
+    import transformer  # noqa: F401  (first: its TensorFlow settings apply before Keras loads it)
+
+    # isort: split
+    import keras
 
 # Streamlit calls keras.backend.clear_session() after every script run of every session. That
 # resets Keras' global state for all threads at once, so a model another session is building at

@@ -14,6 +14,7 @@ localhost (`make run` binds it there) and off for one started for others (any ot
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -52,7 +53,36 @@ def parse(argv: list[str]) -> tuple[list[str], bool, list[str]]:
     return models, (local if forced is None else forced), rest
 
 
+# Streamlit's warning for a thread that calls it outside a page's run ("missing
+# ScriptRunContext! This warning can be ignored when running in bare mode"): the warm start and
+# the model preparations do so on purpose (explorer.warm), so theirs are not printed.
+OUR_THREADS = ("warm-start", "prepare-model", "translation")
+QUIET_STREAMLIT = ("--logger.level", "error")  # no "Uvicorn server started" lines (overridable)
+
+
+class _OurThreads(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.args and isinstance(record.args, tuple)
+                    and record.args[0] in OUR_THREADS)
+
+
+def quiet_start() -> None:
+    """Look for devices once, before the server starts, with TensorFlow's native lines kept off
+    the terminal (explorer.quiet: its import was quiet too), and drop Streamlit's warnings
+    about our own threads: `make run` prints Streamlit's few lines with the URL, and whatever
+    goes wrong later."""
+    from .quiet import native_stderr_quiet
+
+    with native_stderr_quiet():  # (explorer's import brought TensorFlow in quietly already)
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()  # CUDA's probe, and its complaint, happen here
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
+        _OurThreads())
+
+
 def main(argv: list[str] | None = None) -> None:
+    quiet_start()  # before anything imports TensorFlow
     from streamlit.web import cli
 
     from . import state, warm
@@ -64,7 +94,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"Models named: {', '.join(models)} (the first opens while the server starts)",
               file=sys.stderr, flush=True)
     warm.start()  # waits for the runtime the command below creates
-    sys.argv = ["streamlit", "run", str(APP), *rest]
+    quiet = [] if any(arg.startswith("--logger.level") for arg in rest) else list(QUIET_STREAMLIT)
+    sys.argv = ["streamlit", "run", str(APP), *quiet, *rest]
     cli.main()
 
 

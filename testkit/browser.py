@@ -33,8 +33,9 @@ def start_server(port: int, log, *, watch_files: bool = True, warm: bool = True,
     watch_files=False: no rerun when files under the tree change (benchmarks, while other work
     edits the tree). warm=False: no warm start (explorer.warm.SWITCH), to measure a cold one.
     args: explorer.serve's own (--model NAME_OR_DIR, --no-open-by-name)."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "EXPLORER_WARM": "1" if warm else "0"}
-    env.pop("STREAMLIT_LOGGER_LEVEL", None)
+    env = {**os.environ, "EXPLORER_WARM": "1" if warm else "0"}
+    for name in ("STREAMLIT_LOGGER_LEVEL", "TF_CPP_MIN_LOG_LEVEL"):  # as `make run` starts it
+        env.pop(name, None)
     command = [sys.executable, "-m", "explorer.serve", "--server.port", str(port),
                "--server.address", "127.0.0.1", "--server.headless", "true",
                "--browser.gatherUsageStats", "false", *args]

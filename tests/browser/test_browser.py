@@ -155,6 +155,20 @@ def test_the_sidebars_step_button_keeps_the_sentence(server, browser):
                     full_page=True)
 
 
+def test_the_favicon_comes_from_the_server(server, browser):
+    """Issue 38: a material icon as page_icon is fetched from a font host, which an offline
+    machine cannot reach; the favicon is now a file the server sends."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{server}/")
+    wait_for_app(page)
+    icons = [page.locator("link[rel*=icon]").nth(i).get_attribute("href")
+             for i in range(page.locator("link[rel*=icon]").count())]
+    assert icons and all(not h.startswith("http") or h.startswith(server) for h in icons), icons
+    assert not [u for u in requests if not u.startswith((server, "data:", "blob:"))], requests
+
+
 def test_the_colour_scale_keeps_its_choice_when_show_changes(server, browser):
     """Issue 38: with Show on "Weight × value norm" the Colour scale radio showed no option
     selected (its labels changed with Show, so the browser took it for a new widget)."""
@@ -321,6 +335,12 @@ def test_the_server_prepared_the_default_model_while_it_started(server):
     text = log.read_text()
     assert re.search(r"Warm start: dates and its compiled loops ready in [\d.]+ s", text), text
     assert "Warm start failed" not in text
+    # Issue 38: a quiet terminal: Streamlit's lines with the URL, none of TensorFlow's native
+    # start-up lines, no warning about our own threads, no Uvicorn info
+    assert re.search(r"URL: http://", text), text
+    for noise in ("cudart_stub", "cuInit", "absl::InitializeLog", "cpu_feature_guard",
+                  "missing ScriptRunContext", "Uvicorn server started", "Traceback"):
+        assert noise not in text, (noise, text)
 
 
 def test_contributions_and_value_norms_in_chromium(server, browser):
