@@ -7,6 +7,7 @@ import streamlit as st
 from explorer import models, results, state, tokens
 from explorer.choices import forget_if_not_offered
 from explorer.heads import head_map, labels_of_maps
+from explorer.widgets import quoted
 from figures.attention import attention_heatmap_fig
 from figures.compare import difference_fig, side_by_side_fig
 from transformer.analysis.head_stats import cosine_similarity, head_divergence
@@ -62,6 +63,16 @@ def partner(active: str) -> str | None:
                  and tokens.same_vocabulary(ckpt, models.checkpoint_for(c))), None)
 
 
+def round_trips(ckpt, text: str) -> bool:
+    """Whether `text` is what ckpt's target tokenizer gives back from its own ids (so that
+    teacher-forcing the model on the text feeds it those ids): not where a byte-level model's
+    output is bytes that make no whole characters (U+FFFD), nor where the tokenizer changes it."""
+    if "\ufffd" in text:
+        return False
+    ids = ckpt.target_tokenizer.encode(text)
+    return ckpt.target_tokenizer.decode(ids) == text
+
+
 @st.fragment
 def two_checkpoints(source: str, target) -> None:
     """One head in two checkpoints: its pickers rerun this part alone (a fragment). A is the
@@ -91,14 +102,28 @@ def two_checkpoints(source: str, target) -> None:
     choice_b = c2.selectbox("Checkpoint B", ids, format_func=choices.get, key="cmp_ckpt_b",
                             index=first_index(ids, other or active))
     ckpt_a, ckpt_b = models.checkpoint_for(choice_a), models.checkpoint_for(choice_b)
-    text = target if target is not None else results.translation(ckpt_a, source).text
-    maps_a = tokens.shown_maps(results.attention(ckpt_a, source, text), ckpt_a)
-    maps_b = tokens.shown_maps(results.attention(ckpt_b, source, text), ckpt_b)
+    if target is not None:  # the typed target, for both
+        text, own = target, False
+        maps_a = tokens.shown_maps(results.attention(ckpt_a, source, text), ckpt_a)
+        maps_b = tokens.shown_maps(results.attention(ckpt_b, source, text), ckpt_b)
+    else:  # A's translation, on its own ids; B on its text where the text survives B's
+        text = results.translation(ckpt_a, source).text  # tokenizer, else on B's own (issue 38)
+        own = not (round_trips(ckpt_a, text) and round_trips(ckpt_b, text))
+        maps_a = tokens.shown_maps(results.attention(ckpt_a, source), ckpt_a)
+        maps_b = tokens.shown_maps(results.attention(ckpt_b, source, None if own else text),
+                                   ckpt_b)
     common = [label for label in labels_of_maps(maps_a) if label in set(labels_of_maps(maps_b))]
     forget_if_not_offered("cmp_ckpt_head", common)
     pair_label = st.selectbox("Head", common, key="cmp_ckpt_head",
                               index=first_index(common, "cross L0 H0"))
-    st.caption(f"Both checkpoints are teacher-forced on the same target text: `{text}`.")
+    if own:
+        translated_b = results.translation(ckpt_b, source).text
+        st.caption(f"Each checkpoint is teacher-forced on its own translation: A's, "
+                   f"{quoted(text)}, is not text that B's tokenizer gives back as it is (its "
+                   "tokens are bytes that make no whole characters, or B cuts it otherwise), "
+                   f"so B is fed its own, {quoted(translated_b)}.")
+    else:
+        st.caption(f"Both checkpoints are teacher-forced on the same target text: `{text}`.")
     (a, qa, ka), (b, qb, kb) = head_map(maps_a, pair_label), head_map(maps_b, pair_label)
     st.plotly_chart(side_by_side_fig([a, b], [f"A: {choices[choice_a]}", f"B: {choices[choice_b]}"],
                                      [qa, qb], [ka, kb], title=pair_label), key="cmp_ckpt_side")
