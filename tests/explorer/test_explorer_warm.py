@@ -12,8 +12,9 @@ import pytest
 
 from explorer import warm
 from transformer import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
-from transformer.inference.decoding import TOP_K, _compiled_step
+from transformer.inference.decoding import TOP_K, _compiled_beam, _compiled_step
 from transformer.inference.forward import forward_function
+from transformer.inference.gradients import _jacobian_function
 from transformer.inference.prepare import KINDS, prepare
 from transformer.model.transformer import Transformer
 
@@ -42,7 +43,9 @@ def traces(model) -> dict[str, int]:
                  "forward_details_layer": forward_function(model, details=True, one_layer=True),
                  "forward_values": forward_function(model, values=True),
                  "forward_values_hidden": forward_function(model, values=True,
-                                                           hidden_states=True)}
+                                                           hidden_states=True),
+                 "beam": _compiled_beam(model),
+                 "gradients": _jacobian_function(model)}
     assert set(functions) == set(KINDS)
     return {kind: fn.tracing_count() for kind, fn in functions.items()}
 

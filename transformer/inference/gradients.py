@@ -162,6 +162,19 @@ def _jacobian_function(model):
     return _compiled(model, "gradients_jacobian", _jacobian_step, (2, 2, 2))
 
 
+def prepare_pass(model) -> None:
+    """Trace and run the whole-sentence gradient pass (_jacobian_step) once, on one token: what
+    the Contributions and Decoding pages' gradients call first (transformer.inference.prepare
+    runs it in the background, so that their first use does not wait for the trace)."""
+    c = model.config
+    token = 1 if c.pad_id == 0 else 0  # any id but padding
+    _jacobian_function(model)(
+        model, tf.constant([[token]], tf.int32), tf.constant([[c.start_id]], tf.int32),
+        tf.constant([[c.end_id]], tf.int32),
+        tf.constant(_embedded(model, [token], "source")[None], tf.float32),
+        tf.constant(_embedded(model, [c.start_id], "target")[None], tf.float32))
+
+
 def _by_point(model, source_ids, target_ids, output_ids, points, vectors, per_batch,
               on_progress):
     """Rows batched by point: each pass takes whole points (per_batch // T of them), every

@@ -4,9 +4,10 @@ Every page's computation runs in a compiled function shared by all models of one
 (transformer.inference.decoding.shared_function): the greedy decode loop with and without its
 attention rows, the teacher-forced forward pass plain, with one layer's Q/K/V, with V alone (the
 attention views' weight × value norm), with V and the layer inputs (ALTI+) and with the top-k of
-each row, and for a model with a generation config its search (transformer.inference.generation). Each is
-traced on its first call (about 1.5 s for an opus-mt-sized model on 2 cores) and TensorFlow
-optimizes its graph on its first run (about 0.7 s more). `prepare` pays both on a one-token
+each row, the beam search and the gradient pass, and for a model with a generation config its
+search (transformer.inference.generation). Each is traced on its first call (about 1.5 s for
+an opus-mt-sized model on 2 cores) and TensorFlow optimizes its graph on its first run (about
+0.7 s more). `prepare` pays both on a one-token
 input, so a later call only computes; the app runs it in the background once a model is open
 (explorer.warm). Functions already prepared for the architecture cost nothing.
 """
@@ -16,15 +17,16 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from transformer.inference.decoding import TOP_K, greedy_decode_batch
+from transformer.inference.decoding import TOP_K, beam_search, greedy_decode_batch
 from transformer.inference.forward import forward
 from transformer.inference.generation import generate
+from transformer.inference.gradients import prepare_pass
 
 __all__ = ["KINDS", "prepare"]
 
 # The compiled functions the pages call, in the order a user usually meets them.
 KINDS = ("greedy", "forward", "forward_top", "forward_details_layer", "greedy_no_capture",
-         "forward_values", "forward_values_hidden")
+         "forward_values", "forward_values_hidden", "beam", "gradients")
 
 
 def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
@@ -55,6 +57,10 @@ def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
         # The Contributions page's ALTI+ (V and each stack's layer inputs)
         "forward_values_hidden": lambda: forward(model, source, target, output, values=True,
                                                  hidden_states=True),
+        # The Decoding page's beam search (its Beam width option: 7 s to trace on a first use
+        # before, issue 38) and the gradients of Contributions and Decoding
+        "beam": lambda: beam_search(model, source[0], beam_width=2, max_len=1),
+        "gradients": lambda: prepare_pass(model),
         # Not in KINDS (the Decoding page's logit lens, off until asked for):
         # Checkpoint.layer_predictions.
         "forward_hidden": lambda: forward(model, source, target, output, hidden_states=True),
