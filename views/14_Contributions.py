@@ -12,6 +12,7 @@ from figures.contributions import contribution_map_fig, source_share_fig, step_b
 from transformer.analysis.flow import attention_rollout, source_to_target_flow
 from transformer.inference.gradients import AUTO_STEPS, MAX_STEPS
 
+SIDE_BY_SIDE_TOKENS = 24  # a map's columns up to which the three maps sit side by side
 ALTI = "alti"
 LABELS = {label: method for method, label in show.METHOD_LABELS.items()}
 ABOUT = {
@@ -110,7 +111,10 @@ def views(ckpt, source: str, typed) -> None:
             ("target prefix", picked["target"], attention["decoder"][layer].mean(0), rollout,
              prefix, "decoder input")):
         st.subheader(f"From the {side}")
-        left, middle, right = st.columns(3)
+        # Three maps side by side leave a long sentence's tokens ~110 px (issue 38): beyond
+        # SIDE_BY_SIDE_TOKENS columns, each map takes the page's width, one under the other.
+        left, middle, right = (st.columns(3) if len(cols) <= SIDE_BY_SIDE_TOKENS else
+                               [st.container() for _ in range(3)])
         left.plotly_chart(contribution_map_fig(matrix, out_tokens, cols, title=label,
                                                value_name=value_name, signed=signed, zmax=zmax,
                                                x_title=x_title),

@@ -150,3 +150,37 @@ def test_a_typed_target_is_attributed(app, bundled):
     result = bundled.contributions(state.DEFAULT_SOURCE, "1999-12-31", method="alti")
     np.testing.assert_allclose(_array(chart(app, "contrib_source_method")["data"][0]["z"]),
                                result["source"], atol=1e-6)
+
+
+def _in_columns(at, key: str) -> bool:
+    """Whether the chart whose key ends with `key` sits in a column block."""
+    def walk(node, in_column):
+        for child in getattr(node, "children", {}).values():
+            kind = getattr(child, "type", None)
+            proto = getattr(child, "proto", None)
+            if getattr(proto, "id", "").endswith(key):
+                return in_column
+            found = walk(child, in_column or kind == "column")
+            if found is not None:
+                return found
+        return None
+    return walk(at._tree, False)
+
+
+def test_a_long_sentences_maps_are_stacked_not_squeezed(app):
+    """Issue 38: with a 64-token source the three maps side by side left the source ~110 px
+    and its labels smeared; beyond SIDE_BY_SIDE_TOKENS tokens each map takes the page's width."""
+    import re
+
+    from conftest import ROOT
+
+    side_by_side = int(re.search(r"^SIDE_BY_SIDE_TOKENS = (\d+)", (ROOT / PAGE).read_text(),
+                                 re.M)[1])
+    open_page(app, PAGE)
+    assert _in_columns(app, "-contrib_source_method") is True  # a short sentence: side by side
+    long = ", ".join(["Friday, March 5, 2021"] * 6)
+    app.text_input(key=state.SOURCE).set_value(long).run()
+    assert not app.exception, app.exception
+    n = len(chart(app, "contrib_source_method")["data"][0]["z"][0])
+    assert n > side_by_side
+    assert _in_columns(app, "-contrib_source_method") is False
