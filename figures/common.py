@@ -49,8 +49,9 @@ DIVERGING_SCALE = "RdBu"  # signed values: negative red, 0 white, positive blue
 TEXT_COLOUR = "#1f2937"  # tick labels and axis titles: dark, whatever the theme's grey
 WORD_START, WORD_START_MARK = "▁", "␣"  # SentencePiece's mark, and how the figures draw it
 # (byte-level BPE's Ġ reaches the figures as ▁ too: transformer.tokenizers.display)
-WORD_START_NOTE = ("␣ starts a word (a space came before the piece: SentencePiece's ▁, "
-                   "byte-level BPE's Ġ)")
+# Short enough for a third of the page (issue 38: the longer wording was cut off mid-word in the
+# Masks page's three panels and Contributions' three maps)
+WORD_START_NOTE = "␣ starts a word (SentencePiece's ▁, byte-level BPE's Ġ)"
 CHAR_PX = 7.5  # about how wide one character of a 12 px label is
 CHART_WIDTH = 1000  # about how wide a full-width chart is drawn (1400 px window, sidebar open)
 
@@ -103,7 +104,9 @@ def _word_start_subtitle(title, top) -> dict:
     title = dict(title) if isinstance(title, dict) else {"text": title}
     title["text"] = title.get("text") or ""
     title["subtitle"] = {"text": WORD_START_NOTE}
-    return title, (top if top is not None else 60) + 24
+    # 24 px for the subtitle, and 18 more for each line of a title of several (the subtitle
+    # went over the panels' titles under a two-line one: issue 38)
+    return title, (top if top is not None else 60) + 24 + 18 * title["text"].count("<br>")
 
 
 def unvalidated_figure(data: list[dict], layout: dict, word_start_note: bool = True) -> go.Figure:

@@ -14,6 +14,8 @@ import plotly.graph_objects as go
 from transformer.core.kinds import KIND_NAMES, head_label
 
 from .common import (
+    CHAR_PX,
+    CHART_WIDTH,
     LEGEND_BELOW,
     WEIGHT_SCALE,
     WINDOW_ROWS,
@@ -78,7 +80,12 @@ def side_by_side_fig(maps, titles, query_tokens, key_tokens, *, zmax: float | No
             **subplot_axes(1, i + 1, len(maps))))
         if tokens is not None:
             data[-1]["customdata"] = tokens
-    layout = subplot_layout(1, len(maps), subplot_titles=titles, horizontal_spacing=0.05)
+    # Room between panels for the next panel's token labels (issue 38: with mixed kinds the y
+    # labels ran into the panel before): the longest label after the first panel's, at about
+    # CHAR_PX a character, as a share of a full-width chart
+    widest = max((len(label) for q in queries[1:] for label in tick_text(q)), default=0)
+    spacing = min(0.2, max(0.05, (widest * CHAR_PX + 24) / CHART_WIDTH)) if len(maps) > 1 else 0.05
+    layout = subplot_layout(1, len(maps), subplot_titles=titles, horizontal_spacing=spacing)
     for i, (q, k) in enumerate(zip(queries, keys)):
         axes = subplot_axes(1, i + 1, len(maps))  # {"xaxis": "x2", ...}: layout keys xaxis2
         layout["xaxis" + axes["xaxis"][1:]].update(token_axis(k, title=dict(text="key")))

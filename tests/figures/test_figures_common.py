@@ -11,6 +11,8 @@ import pytest
 from conftest import ROOT
 
 from figures.common import (
+    CHAR_PX,
+    CHART_WIDTH,
     MAX_TICKS,
     cell_hover,
     cell_tokens,
@@ -141,3 +143,18 @@ def test_two_trace_legends_sit_at_the_foot_of_the_figure():
         legend = fig.layout.legend
         assert (legend.orientation, legend.yref, legend.yanchor) == ("h", "container", "bottom")
         assert legend.y < 0.05 and fig.layout.margin.b >= 40  # room below the axis title
+
+
+def test_side_by_side_panels_leave_room_for_the_next_panels_labels():
+    """Issue 38: Compare heads with mixed kinds put each panel's y labels into the panel
+    before; the gap between panels now fits the longest label after the first panel."""
+    from figures.compare import side_by_side_fig
+
+    short = side_by_side_fig([np.ones((2, 2))] * 2, ["a", "b"], ["x", "y"], ["x", "y"])
+    words = ["▁wednesday", "▁september", "1999"]
+    mixed = side_by_side_fig([np.ones((2, 2)), np.ones((3, 2))], ["a", "b"],
+                             [["x", "y"], words], [["x", "y"], ["x", "y"]])
+    def gap(fig):
+        return fig.layout.xaxis2.domain[0] - fig.layout.xaxis.domain[1]
+    assert gap(mixed) > gap(short)
+    assert gap(mixed) * CHART_WIDTH >= len("␣september") * CHAR_PX
