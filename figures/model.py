@@ -6,7 +6,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import readable
+from .common import LEGEND_BELOW, readable
 
 _COLOURS = {"attention": "#f4b183", "cross": "#c5a3d9", "ffn": "#9dc3e6", "norm": "#e2efda",
             "embed": "#ffe699", "output": "#d9d9d9"}
@@ -150,7 +150,7 @@ def history_fig(history: dict[str, list[float]], label_smoothing: float | None =
                      tickvals=[i / intervals for i in range(intervals + 1)],
                      secondary_y=True, showgrid=False)
     fig.update_layout(title=dict(text="Training curves", subtitle=dict(text=note)),
-                      height=380 + 24 * note.count("<br>"),
-                      margin=dict(l=10, r=10, t=80 + 24 * note.count("<br>"), b=10),
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+                      height=400 + 24 * note.count("<br>"),
+                      margin=dict(l=10, r=10, t=80 + 24 * note.count("<br>"), b=40),
+                      legend=LEGEND_BELOW)  # below the axis title, not over it (issue 38)
     return readable(fig)

@@ -83,3 +83,40 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> floa
 def launch_options() -> dict:
     """Keyword arguments for playwright's chromium.launch: Debian's Chromium, headless."""
     return {"executable_path": CHROMIUM, "args": CHROMIUM_FLAGS, "headless": True}
+
+
+# Titles, subtitles, subplot titles, legends and axis titles inside every Plotly figure of the
+# page whose boxes intersect (by more than 2 px each way), or that reach past their figure's
+# edge (clipped): [{"plot": i, "a": text, "b": text} or {"plot": i, "clipped": text}].
+_OVERLAPS_JS = """() => {
+  const out = [];
+  const sel = '.gtitle, .g-gtitle text, .annotation-text, .legend .bg, .g-xtitle text, '
+            + '.g-ytitle text';
+  document.querySelectorAll('.js-plotly-plot').forEach((plot, p) => {
+    const edge = plot.getBoundingClientRect();
+    const boxes = Array.from(plot.querySelectorAll(sel)).filter(e => {
+      const cls = e.getAttribute('class') || '';
+      return e.getBoundingClientRect().width > 0
+        && ((e.textContent || '').trim() !== '' || cls.includes('bg'));
+    }).map(e => {
+      const r = e.getBoundingClientRect();
+      return {text: (e.textContent || 'legend').slice(0, 60), x0: r.left, y0: r.top,
+              x1: r.right, y1: r.bottom};
+    });
+    boxes.forEach((a, i) => {
+      if (a.x0 < edge.left - 1 || a.x1 > edge.right + 1) out.push({plot: p, clipped: a.text});
+      boxes.slice(i + 1).forEach(b => {
+        const ix = Math.min(a.x1, b.x1) - Math.max(a.x0, b.x0);
+        const iy = Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0);
+        if (ix > 2 && iy > 2) out.push({plot: p, a: a.text, b: b.text});
+      });
+    });
+  });
+  return out;
+}"""
+
+
+def figure_overlaps(page) -> list[dict]:
+    """What overlaps or is clipped among the texts of the page's Plotly figures (see
+    _OVERLAPS_JS): checked on the boxes the browser laid out, not on the figure's JSON."""
+    return page.evaluate(_OVERLAPS_JS)

@@ -123,7 +123,7 @@ def views(ckpt, source: str, typed) -> None:
                                                  title=f"Attention, layer {layer} (head mean)",
                                                  value_name="weight", x_title=x_title),
                             key=f"contrib_{side[:6]}_raw")
-        what = "Flow (encoder rollout × cross)" if side == "source" else "Rollout"
+        what = "Flow (rollout × cross)" if side == "source" else "Rollout"  # fits a third
         right.plotly_chart(contribution_map_fig(rolled, out_tokens, cols, zmax=1.0,
                                                 title=f"{what}, to layer {layer}",
                                                 value_name="weight", x_title=x_title),

@@ -9,7 +9,7 @@ import re
 import pytest
 from conftest import ARTIFACTS
 
-from testkit.browser import CHROMIUM, launch_options, served
+from testkit.browser import CHROMIUM, figure_overlaps, launch_options, served
 
 pytestmark = pytest.mark.browser
 
@@ -109,6 +109,32 @@ def test_every_page_renders_in_chromium(server, browser):
             page.wait_for_selector(".js-plotly-plot", timeout=60_000)
             assert page.locator(".js-plotly-plot").count() >= 1
         page.screenshot(path=str(shots / f"{path or 'Home'}.png"), full_page=True)
+        overlaps = figure_overlaps(page)  # issue 38: titles, legends, captions in the clear
+        assert not overlaps, (path, overlaps)
+    assert not errors, errors
+
+
+def test_every_page_on_a_phone(server, browser):
+    """Issue 38's walk on a phone-sized window (390 x 844): every page renders without an
+    exception, its screenshot saved for a person to look at; what the figures' texts overlap
+    or clip there is written to test-artifacts/phone-figure-texts.json (a phone's third of a
+    panel cannot hold every title: not yet a failure here, but in sight)."""
+    import json
+
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    errors, found = [], {}
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    for path, heading in PAGES:
+        page.goto(f"{server}/{path}")
+        wait_for_app(page)
+        assert page.locator('[data-testid="stException"]').count() == 0, path
+        page.locator('[data-testid="stMain"]').get_by_text(heading, exact=False).first.wait_for(
+            timeout=30_000)
+        page.screenshot(path=str(shots / f"{path or 'Home'}-phone.png"))
+        found[path or "Home"] = figure_overlaps(page)
+    (ARTIFACTS / "phone-figure-texts.json").write_text(json.dumps(found, indent=1))
     assert not errors, errors
 
 
@@ -364,7 +390,9 @@ def test_contributions_and_value_norms_in_chromium(server, browser):
     main.get_by_text("Integrated gradients", exact=True).click()
     page.wait_for_timeout(300)
     wait_for_app(page)
-    main.get_by_text("Completeness: with 32 steps", exact=False).wait_for(timeout=180_000)
+    # the steps until complete (issue 38): the default sentence needs 256, after 32, 64, 128
+    main.get_by_text("Completeness: with 256 steps (after 32, 64, 128",
+                     exact=False).wait_for(timeout=180_000)
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(shots / "Contributions-integrated-gradients.png"), full_page=True)
     page.goto(f"{server}/Attention_Maps")
