@@ -11,7 +11,10 @@ Each is a mutation of a valid file of its format:
            (HF_FORMATS: tests/fixtures/<family>): config.json, generation_config.json,
            tokenizer.json / vocab.json + merges.txt / SentencePiece, model.safetensors, opened as
            the app opens them (load_hf_upload); a family without its fixture or importer is
-           skipped, its reason printed (HF_SKIPPED)
+           skipped, its reason printed (HF_SKIPPED); issue 37's classes for each family
+           (_hf_issue37_cases): normalization rules, added tokens, long pieces and long texts,
+           vocabularies and merges at the limits, another family's files, generation configs
+           at their limits
 
 A case file holds the files of one upload as the browser sends them (in a stored ZIP that only
 load_upload reads); load_upload takes them through the uploader's own path (explorer.uploads):
@@ -2697,6 +2700,680 @@ def _hf_safetensors_cases(fmt: str) -> dict[str, Callable]:
     }
 
 
+# ---------------------------------------------------------------- issue 37: tokenizers and
+# generation configs at and past their limits, in every family and tokenizer kind
+# The classes, each family's cases named "<family>_<kind>_<class>_...", with the tokenizer files
+# its fixture has: tokenizer_ (tokenizer.json), pair_ and merges_txt_ (vocab.json + merges.txt,
+# tokenizer.json left out), spiece_ / spm_ (its SentencePiece model, alone where the family opens
+# from one, else beside tokenizer.json):
+#   *_charsmap_*  Precompiled normalization rules (tokenizer.json's normalizer, a SentencePiece
+#       model's normalizer_spec; a family without any is given T5's): a trie size of 4k + 1 (the
+#       tokenizers library panicked on a typed 'ﬁ': pyo3's PanicException), valid rules, and
+#       valid-shaped ones whose rule for 'ﬁ' outputs 1 MB; an accepted one types text holding
+#       the characters the rules cover (TYPED_CHARSMAP; the 1 MB one also 100 'ﬁ')
+#   *_added_token*, *_extra_id_pieces_*  added tokens: MAX_ADDED_TOKENS of MAX_PIECE_CHARS
+#       characters, one past, 6,000, one of MAX_PIECE_CHARS + 1; tokenizer_config.json listing
+#       6,000; T5's <extra_id_N> pieces in the vocabulary (each made a special token) at and past
+#       MAX_ADDED_TOKENS and filling the vocabulary
+#   *_long_pieces_N*  pieces 'a' x 2..N: a Unigram's at limits.MAX_UNIGRAM_PIECE_CHARS (128) and
+#       one past, a BPE's (with the merges making them) at 128 and 2,000; an accepted one types
+#       100,000 'a' (TYPED_LONG: the most the app reads)
+#   *_vocab_at_limit_valid, *_vocab_past_limit, *_merges*_past_limit, *_vocab_262144_pieces  a
+#       vocabulary of limits.MAX_VOCAB ids (the model grown to match) with hf_files.MAX_MERGES
+#       merges (tokenizer.json) or MAX_MERGES_TXT (merges.txt), one piece or merge past, a
+#       SentencePiece model of MAX_VOCAB pieces (the family's ids past them make more)
+#   *_family_*  this family's config.json and weights with another family's tokenizer files, or a
+#       Marian folder whose config.json names this family: refused, naming the mismatch
+#   *_generation_*  generation_config.json at its limits: eos_token_id listing every id, num_beams
+#       at its cap, every id suppressed or a bad word with renormalize_logits, min_length past
+#       max_length, lists of MAX_TOKEN_LIST ids and one more: generating ends without NaN (with
+#       no token left, stopped_by "banned": the case's detail says how it stopped)
+# A tokenizer at the vocabulary, merge or added-token limits grows a load past the memory budget
+# (3 x the files + 128 MB): those cases' growth is reported, not held to it (MEMORY_REPORTED;
+# issue 37, item 4).
+from transformer.core import limits as _limits  # noqa: E402 - the limits the cases sit at
+from transformer.core.text import MAX_TEXT_CHARS  # noqa: E402
+from transformer.inference.generation_config import (  # noqa: E402
+    MAX_NUM_BEAMS,
+    MAX_TOKEN_LIST,
+)
+from transformer.tokenizers.hf_files import (  # noqa: E402
+    MAX_ADDED_TOKENS,
+    MAX_MERGES,
+    MAX_MERGES_TXT,
+    MAX_PIECE_CHARS,
+)
+
+MAX_VOCAB = _limits.MAX_VOCAB
+MAX_UNIGRAM_PIECE = _limits.MAX_UNIGRAM_PIECE_CHARS
+TYPED_CHARSMAP = ("Un café, une ﬁle: e\u0301te\u0301 ﬁ ﬂ é \u00a0①Ａ",)  # rules for ﬁ, e+́, ...
+TYPED_LONG = ("a" * MAX_TEXT_CHARS,)
+TYPED_EXPANDED = ("ﬁ" * 100,)  # 100 typed characters, each 1 MB once normalized
+BPE_LONG_PIECE = 2_000  # a BPE's longest piece in the long-pieces class (no limit of its own)
+# A family whose SentencePiece model is not read alone (NLLB opens from tokenizer.json, or
+# vocab.json with the model): its SentencePiece cases keep tokenizer.json beside the model.
+SPM_BESIDE_TOKENIZER_JSON = {"nllb"}
+# Other families' tokenizer files for the family_ cases: this family's config.json and weights,
+# that family's tokenizer files (the first a different kind of file, the second the same kind).
+OTHER_TOKENIZERS = {"bart": ("t5", "nllb"), "t5": ("bart", "pegasus"),
+                    "t5v11": ("m2m100", "pegasus"),
+                    "mbart": ("bart", "pegasus"), "pegasus": ("m2m100", "t5"),
+                    "m2m100": ("t5", "nllb"), "nllb": ("bart", "m2m100")}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
+                   "spiece.model", "sentencepiece.bpe.model", "special_tokens_map.json")
+HF_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id",
+              "forced_bos_token_id", "forced_eos_token_id", "suppress_tokens",
+              "begin_suppress_tokens", "bad_words_ids", "sep_token_id", "unk_token_id",
+              "mask_token_id")
+HF_VOCAB_TENSOR = re.compile(r"shared|embed_tokens|lm_head|final_logits_bias")
+
+
+def _shifted(value, at: int, k: int):
+    """An id (or a nested list of ids) with every id at or past `at` moved up k."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value + k if value >= at else value
+    if isinstance(value, list):
+        return [_shifted(v, at, k) for v in value]
+    return value
+
+
+def _safetensors_of(tensors: dict[str, np.ndarray], metadata=None) -> bytes:
+    header, body = {}, bytearray()
+    for name in sorted(tensors):
+        raw = np.ascontiguousarray(tensors[name], "<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [len(body), len(body) + len(raw)]}
+        body += raw
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    return safetensors_join(header, bytes(body))
+
+
+def hf_grow_vocab(files: dict[str, bytes], at: int, k: int, total: int | None = None) -> None:
+    """The model's vocabulary given k more ids at id `at` (in place): every id at and past it
+    moves up k (config.json's and generation_config.json's ids, tokenizer_config.json's added
+    tokens), the rows of the vocabulary's tensors (the shared embedding, lm_head: normal values
+    of the table's spread; final_logits_bias: zeros) inserted there, then cut or padded to
+    `total` rows when given (T5's unused rows past its tokenizer), config.json's vocab_size
+    to match. The tokenizer files are the caller's to change."""
+    config = json.loads(files["config.json"])
+    old = config["vocab_size"]
+    rows = old + k if total is None else total
+    config = {key: _shifted(v, at, k) if key in HF_ID_KEYS else v for key, v in config.items()}
+    config["vocab_size"] = rows
+    files["config.json"] = json.dumps(config).encode()
+    if files.get("generation_config.json"):
+        value = json.loads(files["generation_config.json"])
+        files["generation_config.json"] = json.dumps(
+            {key: _shifted(v, at, k) if key in HF_ID_KEYS else v
+             for key, v in value.items()}).encode()
+    if files.get("tokenizer_config.json"):
+        value = json.loads(files["tokenizer_config.json"])
+        if isinstance(value.get("added_tokens_decoder"), dict):
+            value["added_tokens_decoder"] = {str(_shifted(int(i), at, k)): v for i, v in
+                                             value["added_tokens_decoder"].items()}
+        files["tokenizer_config.json"] = json.dumps(value).encode()
+    header, body = safetensors_split(files["model.safetensors"])
+    rng = np.random.default_rng(37)
+    tensors = {}
+    for name in _tensor_names(header):
+        start, stop = header[name]["data_offsets"]
+        value = np.frombuffer(body[start:stop], "<f4").reshape(header[name]["shape"])
+        if HF_VOCAB_TENSOR.search(name) and value.ndim == 2 and old in value.shape:
+            axis = value.shape.index(old)  # (vocab, d) rows, or (1, vocab) columns
+            table = np.moveaxis(value, axis, 0)
+
+            def new(count, table=table, name=name):
+                if name.endswith("bias"):
+                    return np.zeros((count,) + table.shape[1:], np.float32)
+                return rng.normal(0, float(table.std()) or 0.02,
+                                  (count,) + table.shape[1:]).astype(np.float32)
+
+            table = np.concatenate([table[:at], new(k), table[at:]])[:rows]
+            table = np.concatenate([table, new(rows - len(table))])
+            value = np.moveaxis(table, 0, axis)
+        tensors[name] = value
+    files["model.safetensors"] = _safetensors_of(tensors, header.get("__metadata__"))
+
+
+def _shift_post_processor(node, at: int, k: int) -> None:
+    """tokenizer.json's post_processor with its special tokens' ids at or past `at` moved up k
+    (TemplateProcessing's special_tokens "ids", RobertaProcessing's sep and cls)."""
+    if isinstance(node, list):
+        for item in node:
+            _shift_post_processor(item, at, k)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key == "ids" and isinstance(value, list):
+                node[key] = _shifted(value, at, k)
+            elif key in ("sep", "cls") and isinstance(value, list) and len(value) == 2:
+                node[key] = [value[0], _shifted(value[1], at, k)]
+            else:
+                _shift_post_processor(value, at, k)
+
+
+def tokenizer_total(doc: dict) -> int:
+    """The ids a tokenizer.json gives: its model's pieces and the added tokens past them."""
+    ids = [t["id"] for t in doc.get("added_tokens") or []]
+    return max([len(doc["model"]["vocab"])] + [i + 1 for i in ids])
+
+
+def tokenizer_json_grown(doc: dict, pieces: list[tuple[str, float]],
+                         merges: list[tuple[str, str]] = ()) -> tuple[int, int]:
+    """tokenizer.json's model given `pieces` more (in place): a Unigram's [piece, score]
+    appended, a BPE's pieces at the next ids (its merges appended, in the file's own style), the
+    added tokens and post-processor ids past them moved up. Returns (at, k): where the new ids
+    start and how many there are (for hf_grow_vocab)."""
+    model = doc["model"]
+    at, k = len(model["vocab"]), len(pieces)
+    if model["type"] == "Unigram":
+        model["vocab"] += [[p, s] for p, s in pieces]
+    else:
+        model["vocab"].update({p: at + i for i, (p, _) in enumerate(pieces)})
+        as_text = bool(model.get("merges")) and isinstance(model["merges"][0], str)
+        model["merges"] = list(model.get("merges") or []) + [
+            f"{a} {b}" if as_text else [a, b] for a, b in merges]
+    for token in doc.get("added_tokens") or []:
+        if token["id"] >= at:
+            token["id"] += k
+    _shift_post_processor(doc.get("post_processor"), at, k)
+    return at, k
+
+
+@functools.cache
+def _letter_pieces(alphabet: str, count: int, merges: int) -> tuple[tuple, tuple]:
+    """`count` distinct pieces over `alphabet` (its letters, then every string of 2, 3, ...
+    letters), and up to `merges` merges making them (every split of each piece in two shorter
+    ones, shorter pieces first): a vocabulary and merge list at their limits."""
+    import itertools
+
+    pieces, pairs = list(alphabet), []
+    length = 2
+    while len(pieces) < count:
+        for letters in itertools.product(alphabet, repeat=length):
+            if len(pieces) >= count:
+                break
+            piece = "".join(letters)
+            pieces.append(piece)
+            if len(pairs) < merges:
+                pairs.extend((piece[:i], piece[i:]) for i in range(1, length))
+        length += 1
+    return tuple(pieces[:count]), tuple(pairs[:merges])
+
+
+def _bpe_additions(vocab, count: int, merges: int, alphabet: str = "qxzjkv"):
+    """(pieces, merges) to add to a BPE vocabulary (its pieces: a dict or set): `count` new
+    pieces over `alphabet` (its letters first where the vocabulary lacks them) and `merges`
+    merges of them (each of two pieces whose join is one, all in the vocabulary then)."""
+    merges = max(0, merges)
+    pieces, pairs = _letter_pieces(alphabet, count + 64, merges + 2**16 if merges else 0)
+    new = [p for p in pieces if p not in vocab][:count]
+    known = set(new) | set(vocab)
+    pairs = [m for m in pairs if m[0] + m[1] in known and m[0] in known and m[1] in known]
+    return [(p, 0.0) for p in new], pairs[:merges]
+
+
+def _unigram_additions(pieces, count: int, alphabet: str = "qxzjkv"):
+    """`count` new Unigram pieces (with scores) over `alphabet`, none of `pieces`."""
+    known = set(pieces)
+    new = [p for p in _letter_pieces(alphabet, count + 64, 0)[0] if p not in known][:count]
+    return [(p, -12.0 - len(p) / 8) for p in new]
+
+
+def _a_pieces(longest: int) -> tuple[list[tuple[str, float]], list[tuple[str, str]]]:
+    """Pieces 'a' x 2..longest (scores favouring the longest, as a Unigram would learn them)
+    and BPE merges making each from two halves."""
+    pieces = [("a" * n, -20.0 + n / longest) for n in range(2, longest + 1)]
+    merges = [("a" * (n // 2), "a" * (n - n // 2)) for n in range(2, longest + 1)]
+    return pieces, merges
+
+
+def _spm_pieces(data: bytes, add: list[tuple[str, float]] = (), keep: int | None = None,
+                charsmap: bytes | None = None) -> bytes:
+    """A SentencePiece model with pieces `add` appended (NORMAL, their scores), cut to `keep`
+    pieces first when given, and its normalization rules `charsmap` when given."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(data)
+    if keep is not None:
+        del proto.pieces[keep:]
+    for piece, score in add:
+        item = proto.pieces.add()
+        item.piece, item.score, item.type = piece, score, 1
+    if charsmap is not None:
+        proto.normalizer_spec.precompiled_charsmap = charsmap
+    return proto.SerializeToString()
+
+
+def _spm_piece_list(data: bytes) -> list[str]:
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(data)
+    return [p.piece for p in proto.pieces]
+
+
+def _spm_charsmap(data: bytes) -> bytes:
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(data)
+    return bytes(proto.normalizer_spec.precompiled_charsmap)
+
+
+# Normalization rules (precompiled_charsmap): a uint32 trie size, a Darts-clone trie of 4-byte
+# units over the input's bytes, then NUL-separated output strings (sentencepiece_model.py).
+def _charsmap_offset(unit: int) -> int:
+    return (unit >> 10) << ((unit & (1 << 9)) >> 6)
+
+
+def charsmap_rule(blob: bytes, key: bytes) -> tuple[int, int]:
+    """(the trie unit holding the output offset of the rule whose input is `key`, that offset),
+    walked as SentencePiece's commonPrefixSearch walks it; KeyError when no rule has it."""
+    trie = int.from_bytes(blob[:4], "little")
+    units = np.frombuffer(blob, "<u4", count=trie // 4, offset=4).astype(np.int64)
+    base, unit = _charsmap_offset(int(units[0])), None
+    for byte in key:
+        target = base ^ byte
+        unit = int(units[target])
+        if unit & ((1 << 31) | 0xFF) != byte:
+            raise KeyError(key)
+        base = target ^ _charsmap_offset(unit)
+    if unit is None or not (unit >> 8) & 1:
+        raise KeyError(key)
+    return base, int(units[base]) & ((1 << 31) - 1)
+
+
+def charsmap_trie_4k_plus_1(blob: bytes, output: bytes = b"fi") -> bytes:
+    """The rules with a trie size of 4k + 1 (one byte more than the trie holds), the byte before
+    `output`'s rule output and its first byte made an 'é': SentencePiece reads the outputs from
+    4 + trie size, the tokenizers library from 4 + 4k, so the library's offset for that rule
+    ('ﬁ' -> "fi") falls inside the 'é' and it panicked on a typed 'ﬁ' (issue 37)."""
+    trie = int.from_bytes(blob[:4], "little")
+    outputs = bytearray(blob[4 + trie:])
+    at = outputs.find(b"\x00" + output + b"\x00") + 1
+    outputs[at - 1:at + 1] = "é".encode()
+    return (trie + 1).to_bytes(4, "little") + blob[4:4 + trie] + bytes(outputs)
+
+
+def charsmap_expanded(blob: bytes, key: bytes = "ﬁ".encode(), size: int = 2**20) -> bytes:
+    """Valid-shaped rules (every check SentencePiece's format allows passes) whose rule for
+    `key` outputs `size` bytes of 'x' (appended to the outputs, the rule's offset pointed at
+    them): one typed character becomes a megabyte of text."""
+    trie = int.from_bytes(blob[:4], "little")
+    unit_at, _ = charsmap_rule(blob, key)
+    units = bytearray(blob[4:4 + trie])
+    outputs = blob[4 + trie:]
+    unit = int.from_bytes(units[4 * unit_at:4 * unit_at + 4], "little")
+    unit = (unit & ~((1 << 31) - 1)) | len(outputs)
+    units[4 * unit_at:4 * unit_at + 4] = unit.to_bytes(4, "little")
+    return blob[:4] + bytes(units) + outputs + b"x" * size + b"\0"
+
+
+@functools.cache
+def _valid_charsmap() -> bytes:
+    """T5's fixture's rules (a real nmt_nfkc table, cut down): for a family that has none."""
+    import base64
+
+    doc = json.loads(hf_files("t5")["tokenizer.json"])
+    return base64.b64decode(doc["normalizer"]["precompiled_charsmap"])
+
+
+def _with_charsmap(doc: dict, blob: bytes) -> None:
+    """tokenizer.json's Precompiled normalizer given the rules `blob` (one added in front of
+    its normalizer where it has none)."""
+    import base64
+
+    text = base64.b64encode(blob).decode()
+    normalizer = doc.get("normalizer")
+    items = ([normalizer] if normalizer and normalizer.get("type") != "Sequence"
+             else (normalizer or {}).get("normalizers", []))
+    for item in items:
+        if item.get("type") == "Precompiled":
+            item["precompiled_charsmap"] = text
+            return
+    precompiled = {"type": "Precompiled", "precompiled_charsmap": text}
+    doc["normalizer"] = (precompiled if not items else
+                         {"type": "Sequence", "normalizers": [precompiled] + items})
+
+
+def _spm_name(files: dict) -> str | None:
+    return next((n for n in SPM_NAMES if n in files), None)
+
+
+def _spm_first_after(files: dict) -> int:
+    """The id past the SentencePiece model's last piece in the family's layout (T5's extra ids,
+    mBART's language codes, M2M100's come after it): from the fixture's tokenizer.json, or
+    M2M100's vocab.json."""
+    last = _spm_piece_list(files[_spm_name(files)])[-1]
+    if "tokenizer.json" in files:
+        vocab = json.loads(files["tokenizer.json"])["model"]["vocab"]
+        ids = ({p: i for i, (p, _) in enumerate(vocab)} if isinstance(vocab, list) else vocab)
+    else:
+        ids = json.loads(files["vocab.json"])
+    return ids[last] + 1
+
+
+def _tokenizer_total_of(fmt: str) -> int:
+    """The ids the family's tokenizer gives (its fixture's tokenizer.json, else config.json's
+    vocab_size: M2M100's vocab.json, language codes and made-up words)."""
+    files = hf_files(fmt)
+    if "tokenizer.json" in files:
+        return tokenizer_total(json.loads(files["tokenizer.json"]))
+    return json.loads(files["config.json"])["vocab_size"]
+
+
+def _hf_issue37_cases(fmt: str) -> dict[str, Callable]:
+    """label -> make(): issue 37's classes for one family (see the comment above), with the
+    tokenizer files its fixture has. Sets TYPED_TEXTS and MEMORY_REPORTED for its cases."""
+    files = hf_files(fmt)
+    out: dict[str, Callable] = {}
+    typed: dict[str, tuple[str, ...]] = {}
+    reported: dict[str, str] = {}
+    spm = _spm_name(files)
+    spm_label = "spiece" if spm == "spiece.model" else "spm"
+    has_json = "tokenizer.json" in files
+    model_type = json.loads(files["tokenizer.json"])["model"]["type"] if has_json else None
+    total = _tokenizer_total_of(fmt)  # the ids the family's tokenizer gives now
+
+    def tok(change, **grow):
+        """tokenizer.json after change(doc) (which may return (at, k[, total]) to grow the
+        model's vocabulary to match)."""
+        def make():
+            f = hf_files(fmt)
+            doc = json.loads(f["tokenizer.json"])
+            grown = change(doc)
+            f["tokenizer.json"] = json.dumps(doc, ensure_ascii=False).encode()
+            if grown:
+                hf_grow_vocab(f, *grown)
+            return hf_upload(f)
+        return make
+
+    def spm_alone(change):
+        """The SentencePiece model after change(files) (tokenizer.json left out where the
+        family opens from the model alone); change may return (at, k[, total])."""
+        def make():
+            f = hf_files(fmt, {} if fmt in SPM_BESIDE_TOKENIZER_JSON else
+                          {"tokenizer.json": None})
+            grown = change(f)
+            if grown:
+                hf_grow_vocab(f, *grown)
+            return hf_upload(f)
+        return make
+
+    # ---- 1. normalization rules (charsmaps), and text holding what they cover
+    if has_json:
+        out["tokenizer_charsmap_trie_4k_plus_1"] = tok(lambda d: _with_charsmap(
+            d, charsmap_trie_4k_plus_1(_valid_charsmap())))
+        out["tokenizer_charsmap_valid"] = tok(lambda d: _with_charsmap(d, _valid_charsmap()))
+        out["tokenizer_charsmap_rule_output_1mb"] = tok(lambda d: _with_charsmap(
+            d, charsmap_expanded(_valid_charsmap())))
+        typed.update({"tokenizer_charsmap_trie_4k_plus_1": TYPED_CHARSMAP,
+                      "tokenizer_charsmap_valid": TYPED_CHARSMAP,
+                      "tokenizer_charsmap_rule_output_1mb": TYPED_CHARSMAP + TYPED_EXPANDED})
+    if spm:
+        def spm_charsmap(make_blob):
+            def change(f):
+                f[spm] = _spm_pieces(f[spm], charsmap=make_blob(_spm_charsmap(f[spm])))
+            return spm_alone(change)
+
+        out[f"{spm_label}_charsmap_trie_4k_plus_1"] = spm_charsmap(charsmap_trie_4k_plus_1)
+        out[f"{spm_label}_charsmap_valid"] = spm_charsmap(lambda blob: blob)
+        out[f"{spm_label}_charsmap_rule_output_1mb"] = spm_charsmap(charsmap_expanded)
+        typed.update({f"{spm_label}_charsmap_trie_4k_plus_1": TYPED_CHARSMAP,
+                      f"{spm_label}_charsmap_valid": TYPED_CHARSMAP,
+                      f"{spm_label}_charsmap_rule_output_1mb": TYPED_CHARSMAP + TYPED_EXPANDED})
+
+    # ---- 2. added tokens at and past the limits
+    if has_json:
+        def added(count: int, chars: int = MAX_PIECE_CHARS):
+            """`count` added tokens in all: the file's, then new ones of `chars` characters at
+            the next ids (special and not in turn), the model's vocabulary grown to match."""
+            def change(doc):
+                at = tokenizer_total(doc)
+                listed = doc.setdefault("added_tokens", [])
+                new = count - len(listed)
+                listed += [{"id": at + i, "content": (f"<t{i:05d}>" + "x" * chars)[:chars],
+                            "special": bool(i % 2), "single_word": False, "lstrip": False,
+                            "rstrip": False, "normalized": False} for i in range(new)]
+                return at, new
+            return tok(change)
+
+        out["tokenizer_added_tokens_at_limit_valid"] = added(MAX_ADDED_TOKENS)
+        reported["tokenizer_added_tokens_at_limit_valid"] = (
+            f"{MAX_ADDED_TOKENS:,} added tokens of {MAX_PIECE_CHARS:,} characters")
+        out["tokenizer_added_tokens_past_limit"] = added(MAX_ADDED_TOKENS + 1)
+        out["tokenizer_added_tokens_6000"] = added(6000)
+        out["tokenizer_added_token_past_chars"] = added(
+            len(json.loads(files["tokenizer.json"]).get("added_tokens") or []) + 1,
+            MAX_PIECE_CHARS + 1)
+        if HF_FORMATS[fmt][1] == "t5":  # <extra_id_N> pieces of the vocabulary: all special
+            def extra_ids(count: int):
+                def change(doc):
+                    first = sum(p.startswith("<extra_id_") for p, _ in doc["model"]["vocab"])
+                    return tokenizer_json_grown(doc, [(f"<extra_id_{first + i}>", 0.0)
+                                                      for i in range(count)])
+                return change
+
+            out[f"tokenizer_extra_id_pieces_{MAX_ADDED_TOKENS}"] = tok(extra_ids(MAX_ADDED_TOKENS))
+            out[f"tokenizer_extra_id_pieces_{MAX_ADDED_TOKENS + 1}"] = tok(
+                extra_ids(MAX_ADDED_TOKENS + 1))
+            out["tokenizer_extra_id_pieces_fill_vocab"] = tok(lambda d: (
+                *extra_ids(MAX_VOCAB - total)(d), MAX_VOCAB))
+            reported["tokenizer_extra_id_pieces_fill_vocab"] = (
+                f"{MAX_VOCAB:,} pieces, {MAX_VOCAB - total + 100:,} of them <extra_id_N>")
+    out["tokenizer_config_added_tokens_6000"] = lambda: hf_json(
+        fmt, "tokenizer_config.json", lambda c: c.update(added_tokens_decoder={
+            str(10_000 + i): {"content": f"<t{i:05d}>" + "x" * 1017, "special": True}
+            for i in range(6000)}))
+
+    # ---- 3. long pieces and long texts
+    if has_json:
+        if model_type == "Unigram":
+            def unigram_a(longest: int):
+                return tok(lambda d: tokenizer_json_grown(d, _a_pieces(longest)[0]))
+
+            out[f"tokenizer_long_pieces_{MAX_UNIGRAM_PIECE}_valid"] = unigram_a(MAX_UNIGRAM_PIECE)
+            out[f"tokenizer_long_pieces_{MAX_UNIGRAM_PIECE + 1}"] = unigram_a(MAX_UNIGRAM_PIECE + 1)
+            typed[f"tokenizer_long_pieces_{MAX_UNIGRAM_PIECE}_valid"] = TYPED_LONG
+        else:
+            def bpe_a(longest: int):
+                def change(doc):
+                    pieces, merges = _a_pieces(longest)
+                    if "a" not in doc["model"]["vocab"]:
+                        pieces = [("a", 0.0)] + pieces
+                    return tokenizer_json_grown(doc, pieces, merges)
+                return tok(change)
+
+            out[f"tokenizer_long_pieces_{MAX_UNIGRAM_PIECE}_valid"] = bpe_a(MAX_UNIGRAM_PIECE)
+            out[f"tokenizer_long_pieces_{BPE_LONG_PIECE}"] = bpe_a(BPE_LONG_PIECE)
+            typed[f"tokenizer_long_pieces_{MAX_UNIGRAM_PIECE}_valid"] = TYPED_LONG
+            typed[f"tokenizer_long_pieces_{BPE_LONG_PIECE}"] = TYPED_LONG
+    if "merges.txt" in files and "vocab.json" in files:
+        def pair_grown(additions: Callable, total: int | None = None):
+            """vocab.json + merges.txt (tokenizer.json left out) given the pieces and merges
+            additions() gives, the model's vocabulary grown to match (to `total` rows)."""
+            def make():
+                f = hf_files(fmt, {"tokenizer.json": None})
+                pieces, merges = additions()
+                vocab = json.loads(f["vocab.json"])
+                at = len(vocab)
+                vocab.update({p: at + i for i, (p, _) in enumerate(pieces)})
+                f["vocab.json"] = json.dumps(vocab, ensure_ascii=False).encode()
+                f["merges.txt"] = f["merges.txt"].rstrip(b"\n") + b"\n" + "".join(
+                    f"{a} {b}\n" for a, b in merges).encode()
+                hf_grow_vocab(f, at, len(vocab) - at, total)
+                return hf_upload(f)
+            return make
+
+        out[f"pair_long_pieces_{MAX_UNIGRAM_PIECE}_valid"] = pair_grown(
+            lambda: _a_pieces(MAX_UNIGRAM_PIECE))
+        out[f"pair_long_pieces_{BPE_LONG_PIECE}"] = pair_grown(lambda: _a_pieces(BPE_LONG_PIECE))
+        typed[f"pair_long_pieces_{MAX_UNIGRAM_PIECE}_valid"] = TYPED_LONG
+        typed[f"pair_long_pieces_{BPE_LONG_PIECE}"] = TYPED_LONG
+    if spm and fmt not in SPM_BESIDE_TOKENIZER_JSON:
+        def spm_grown(pieces: Callable, total: int | None = None):
+            """The SentencePiece model given pieces() (M2M100's vocab.json too), the model's
+            vocabulary grown at the id past its pieces."""
+            def change(f):
+                add = pieces()
+                at = _spm_first_after(hf_files(fmt))
+                f[spm] = _spm_pieces(f[spm], add)
+                if "vocab.json" in f and "merges.txt" not in f:  # M2M100: piece -> id
+                    vocab = json.loads(f["vocab.json"])
+                    vocab.update({p: len(vocab) + i for i, (p, _) in enumerate(add)})
+                    f["vocab.json"] = json.dumps(vocab, ensure_ascii=False).encode()
+                return at, len(add), total
+            return spm_alone(change)
+
+        longest = BPE_LONG_PIECE if fmt == "m2m100" else MAX_UNIGRAM_PIECE + 1  # BPE or Unigram
+        out[f"{spm_label}_long_pieces_{MAX_UNIGRAM_PIECE}_valid"] = spm_grown(
+            lambda: _a_pieces(MAX_UNIGRAM_PIECE)[0])
+        out[f"{spm_label}_long_pieces_{longest}"] = spm_grown(lambda: _a_pieces(longest)[0])
+        typed[f"{spm_label}_long_pieces_{MAX_UNIGRAM_PIECE}_valid"] = TYPED_LONG
+        typed[f"{spm_label}_long_pieces_{longest}"] = TYPED_LONG
+
+    # ---- 4. vocabularies and merges at the limits (memory reported: issue 37, item 4)
+    total = _tokenizer_total_of(fmt)
+    if has_json:
+        def vocab_at(pieces_in_all: int, merges_in_all: int | None = None):
+            """tokenizer.json whose model holds pieces_in_all pieces (BPE: merges_in_all merges,
+            MAX_MERGES by default), the model grown so that the tokenizer gives MAX_VOCAB ids
+            (or more, past the limit)."""
+            def change(doc):
+                model = doc["model"]
+                count = pieces_in_all - len(model["vocab"])
+                if model_type == "Unigram":
+                    pieces, merges = _unigram_additions((p for p, _ in model["vocab"]), count), []
+                else:
+                    wanted = MAX_MERGES if merges_in_all is None else merges_in_all
+                    pieces, merges = _bpe_additions(model["vocab"], count,
+                                                    wanted - len(model.get("merges") or []))
+                at, k = tokenizer_json_grown(doc, pieces, merges)
+                return at, k, MAX_VOCAB  # past the limit: the tokenizer's own count refuses
+            return tok(change)
+
+        # the model's pieces and the added tokens past them: MAX_VOCAB ids in all
+        beyond = total - len(json.loads(files["tokenizer.json"])["model"]["vocab"])
+        out["tokenizer_vocab_at_limit_valid"] = vocab_at(MAX_VOCAB - beyond)
+        reported["tokenizer_vocab_at_limit_valid"] = (
+            f"{MAX_VOCAB:,} ids" + (f", {MAX_MERGES:,} merges" if model_type == "BPE" else ""))
+        out["tokenizer_vocab_past_limit"] = vocab_at(MAX_VOCAB + 1, 0)  # no merges added
+        if model_type == "BPE":
+            out["tokenizer_merges_past_limit"] = vocab_at(MAX_VOCAB - beyond, MAX_MERGES + 1)
+            reported["tokenizer_merges_past_limit"] = (f"{MAX_VOCAB:,} ids, "
+                                                       f"{MAX_MERGES + 1:,} merges")
+    if "merges.txt" in files and "vocab.json" in files:
+        base = json.loads(files["vocab.json"])
+
+        def pair_limit(count: int, merges: int):
+            return pair_grown(lambda: _bpe_additions(base, count - len(base), merges), MAX_VOCAB)
+
+        lines = files["merges.txt"].rstrip(b"\n").split(b"\n")
+        merges_now = len(lines) - lines[0].startswith(b"#version")
+        out["pair_vocab_at_limit_valid"] = pair_limit(MAX_VOCAB, MAX_MERGES_TXT - merges_now)
+        reported["pair_vocab_at_limit_valid"] = (f"{MAX_VOCAB:,} pieces, {MAX_MERGES_TXT:,} "
+                                                 "merges")
+        out["pair_vocab_past_limit"] = pair_limit(MAX_VOCAB + 1, 0)
+        out["merges_txt_past_limit"] = pair_limit(MAX_VOCAB, MAX_MERGES_TXT - merges_now + 1)
+        reported["merges_txt_past_limit"] = f"{MAX_VOCAB:,} pieces, {MAX_MERGES_TXT + 1:,} merges"
+    if spm and fmt not in SPM_BESIDE_TOKENIZER_JSON:
+        spm_pieces = _spm_piece_list(files[spm])
+        pieces_now = len(spm_pieces)
+
+        def letters(count):
+            return lambda: _unigram_additions(spm_pieces, count)
+
+        # the ids past the model's pieces (T5's 100 extra ids, ...) leave it MAX_VOCAB in all
+        out[f"{spm_label}_vocab_at_limit_valid"] = spm_grown(letters(MAX_VOCAB - total),
+                                                             MAX_VOCAB)
+        reported[f"{spm_label}_vocab_at_limit_valid"] = (
+            f"{MAX_VOCAB:,} ids, {pieces_now + MAX_VOCAB - total:,} SentencePiece pieces")
+        out[f"{spm_label}_vocab_{MAX_VOCAB}_pieces"] = spm_grown(
+            letters(MAX_VOCAB - pieces_now), MAX_VOCAB)
+        reported[f"{spm_label}_vocab_{MAX_VOCAB}_pieces"] = (
+            f"{MAX_VOCAB:,} SentencePiece pieces, {MAX_VOCAB + total - pieces_now:,} ids")
+        out[f"{spm_label}_vocab_past_limit"] = spm_grown(letters(MAX_VOCAB + 1 - pieces_now),
+                                                         MAX_VOCAB)
+
+    # ---- 5. another family's tokenizer files, or a Marian folder naming this family
+    model_type_name = json.loads(files["config.json"])["model_type"]
+    for other in OTHER_TOKENIZERS[fmt]:
+        if other not in HF_AVAILABLE:
+            continue
+
+        def mixed(other=other):
+            own = {n: v for n, v in hf_files(fmt).items() if n not in TOKENIZER_FILES}
+            theirs = {n: v for n, v in hf_files(other).items() if n in TOKENIZER_FILES}
+            return hf_upload({**own, **theirs})
+
+        out[f"family_tokenizer_of_{other}"] = mixed
+    out["family_marian_files"] = lambda: hf_upload({
+        **marian_files(), "config.json": json.dumps(
+            {**json.loads(dict(_marian())["config.json"]),
+             "model_type": model_type_name}).encode()})
+
+    # ---- 6. generation_config.json at its limits
+    vocab = json.loads(files["config.json"]).get("vocab_size", 300)
+    every = list(range(vocab))
+
+    def gen(**values):
+        def make():
+            f = hf_files(fmt)
+            value = json.loads(f.get("generation_config.json", b"{}"))
+            value.update(values)
+            f["generation_config.json"] = json.dumps(value).encode()
+            return hf_upload(f)
+        return make
+
+    end = json.loads(files["config.json"]).get("eos_token_id", 1)
+    end = end if isinstance(end, int) else 1
+    out.update({
+        "generation_eos_every_id_valid": gen(eos_token_id=every, num_beams=4),
+        "generation_eos_every_id_beams_at_cap_valid": gen(eos_token_id=every,
+                                                          num_beams=MAX_NUM_BEAMS),
+        "generation_eos_list_at_limit_valid": gen(eos_token_id=[i % vocab for i in
+                                                                range(MAX_TOKEN_LIST)]),
+        "generation_eos_list_past_limit": gen(eos_token_id=[i % vocab for i in
+                                                            range(MAX_TOKEN_LIST + 1)]),
+        "generation_num_beams_at_cap_valid": gen(num_beams=MAX_NUM_BEAMS,
+                                                 num_return_sequences=MAX_NUM_BEAMS,
+                                                 early_stopping="never", length_penalty=-2.0),
+        "generation_num_beams_past_cap_valid": gen(num_beams=MAX_NUM_BEAMS + 1),
+        "generation_suppress_every_id_valid": gen(suppress_tokens=every, num_beams=1,
+                                                  renormalize_logits=True),
+        "generation_suppress_every_id_beams_valid": gen(suppress_tokens=every, num_beams=4,
+                                                        renormalize_logits=True),
+        "generation_suppress_list_past_limit": gen(suppress_tokens=[i % vocab for i in
+                                                                    range(MAX_TOKEN_LIST + 1)]),
+        "generation_begin_suppress_every_id_valid": gen(begin_suppress_tokens=every,
+                                                        num_beams=4, renormalize_logits=True),
+        "generation_bad_words_every_id_valid": gen(bad_words_ids=[[i] for i in every],
+                                                   num_beams=4, renormalize_logits=True),
+        "generation_two_ids_left_valid": gen(
+            suppress_tokens=[i for i in every if i not in (5, 6)], no_repeat_ngram_size=1,
+            eos_token_id=[vocab - 1], num_beams=3, renormalize_logits=True),
+        "generation_min_length_past_max_valid": gen(min_length=10**6, max_length=8,
+                                                    num_beams=4),
+        "generation_min_length_past_max_eos_every_id_valid": gen(
+            min_length=50, max_length=8, eos_token_id=every, num_beams=4,
+            renormalize_logits=True),
+        "generation_forced_eos_every_id_valid": gen(forced_eos_token_id=every, num_beams=4,
+                                                    max_length=6),
+        "generation_forced_bos_is_end_valid": gen(forced_bos_token_id=end,
+                                                  suppress_tokens=[end], num_beams=4,
+                                                  renormalize_logits=True),
+    })
+    for label, texts in typed.items():
+        fuzz_cases.TYPED_TEXTS[f"{fmt}_{label}"] = texts
+    for label, holds in reported.items():
+        fuzz_cases.MEMORY_REPORTED[f"{fmt}_{label}"] = holds
+    return out
+
+
 def _hf_crafted(fmt: str) -> list[tuple[str, Callable[[], bytes]]]:
     cases = {"valid": lambda: hf_upload(hf_files(fmt)),
              "zipped_valid": lambda: hf_upload(hf_files(fmt), zipped=True),
@@ -2711,7 +3388,7 @@ def _hf_crafted(fmt: str) -> list[tuple[str, Callable[[], bytes]]]:
              "no_tokenizer": lambda: hf_upload({n: v for n, v in hf_files(fmt).items()
                                                 if n in ("config.json", "model.safetensors")})}
     for group in (_hf_config_cases, _hf_generation_cases, _hf_tokenizer_cases,
-                  _hf_safetensors_cases):
+                  _hf_safetensors_cases, _hf_issue37_cases):
         cases.update(group(fmt))
     return [(f"{fmt}_{label}", make) for label, make in cases.items()]
 
