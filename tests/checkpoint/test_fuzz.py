@@ -98,6 +98,8 @@ ISSUE_37_REFUSED = {  # case -> words its refusal names
     "t5_tokenizer_charsmap_trie_4k_plus_1": ["tokenizer.json", "normalization rules",
                                              "4-byte units"],
     "mbart_spm_charsmap_trie_4k_plus_1": ["sentencepiece.bpe.model", "4-byte units"],
+    "t5_tokenizer_charsmap_rule_output_1mb": ["tokenizer.json", "longer than the 64 bytes"],
+    "m2m100_spm_charsmap_rule_output_1mb": ["longer than the 64 bytes"],
     "nllb_tokenizer_added_tokens_past_limit": ["4,097 added tokens", "4,096"],
     "t5_tokenizer_long_pieces_129": ["129 characters", "at most 128"],
     "bart_merges_txt_past_limit": ["merges.txt", "262,145", "262,144"],
@@ -461,7 +463,8 @@ def test_issue_37_classes_cover_every_family_and_tokenizer_kind():
 def test_normalization_rules_are_made_as_the_issue_describes():
     """The rules of the charsmap cases: the trie size 4k + 1 with an 'é' where the library would
     read the output of 'ﬁ'; the 1 MB rule a valid-shaped table (SentencePiece's own checks pass)
-    whose rule for 'ﬁ' now points at a megabyte of 'x'."""
+    whose rule for 'ﬁ' now points at a megabyte of 'x', which the check refuses (issue 37's
+    fuzzer: 100 typed 'ﬁ' took 2 GB and aborted the process)."""
     from transformer.tokenizers.base import TokenizerError
     from transformer.tokenizers.sentencepiece_model import check_charsmap
 
@@ -473,7 +476,8 @@ def test_normalization_rules_are_made_as_the_issue_describes():
     with pytest.raises(TokenizerError, match="4-byte units"):
         check_charsmap(shifted, "rules")
     expanded = fuzz_formats.charsmap_expanded(blob)
-    check_charsmap(expanded, "rules")  # valid-shaped
+    with pytest.raises(TokenizerError, match="longer than the 64 bytes one rule may write"):
+        check_charsmap(expanded, "rules")  # valid-shaped, but one character -> 1 MB: refused
     _, offset = fuzz_formats.charsmap_rule(expanded, "ﬁ".encode())
     outputs = expanded[4 + trie:]
     assert outputs[offset:outputs.index(b"\0", offset)] == b"x" * 2**20

@@ -34,7 +34,7 @@ from transformer.core import limits
 from transformer.tokenizers.base import TokenizerError, is_text
 
 __all__ = ["check_sentencepiece_model", "check_charsmap", "MAX_CHARSMAP_BYTES",
-           "MAX_RULES_PER_PREFIX", "MAX_RULE_BYTES"]
+           "MAX_RULES_PER_PREFIX", "MAX_RULE_BYTES", "MAX_RULE_OUTPUT_BYTES"]
 
 # A normalization rule table larger than this is refused: SentencePiece's own (nmt_nfkc, nfkc_cf)
 # are ~240 KB; checking costs ~256 steps per trie node.
@@ -44,6 +44,11 @@ MAX_CHARSMAP_BYTES = 2 * 2**20
 MAX_RULES_PER_PREFIX = 32
 # The longest input one rule may match: SentencePiece's own are at most a few characters.
 MAX_RULE_BYTES = 256
+# The longest output of one rule: NFKC's longest (U+FDFA, 18 Arabic characters) is 33 bytes. A
+# rule that turned one character into a megabyte made a typed text of 100 such characters take
+# 2 GB and abort the process (issue 37's fuzzer); at 64 bytes the app's 100,000 typed
+# characters normalize to at most 6.4 MB.
+MAX_RULE_OUTPUT_BYTES = 64
 
 _LEAF_LABEL_MASK = (1 << 31) | 0xFF  # DoubleArrayUnit::label()
 _VALUE_MASK = (1 << 31) - 1  # DoubleArrayUnit::value()
@@ -190,12 +195,17 @@ def _rule_outputs(units: np.ndarray, what: str) -> np.ndarray:
 
 
 def _check_outputs(values: np.ndarray, outputs: bytes, what: str) -> None:
-    """Every rule's output (the NUL-terminated string at its offset) lies in the blob and is
-    valid UTF-8 (an offset inside a character starts with a continuation byte: invalid too)."""
+    """Every rule's output (the NUL-terminated string at its offset) lies in the blob, is at
+    most MAX_RULE_OUTPUT_BYTES long and is valid UTF-8 (an offset inside a character starts
+    with a continuation byte: invalid too)."""
     if values.size and values.max() >= len(outputs):
         raise TokenizerError(f"{what} are broken (a rule's output lies past the table's end)")
     for start in values.tolist():
-        end = outputs.find(b"\0", start)
+        end = outputs.find(b"\0", start, start + MAX_RULE_OUTPUT_BYTES + 1)
+        if end < 0 and len(outputs) - start > MAX_RULE_OUTPUT_BYTES:
+            raise TokenizerError(f"{what} hold a rule whose output is longer than the "
+                                 f"{MAX_RULE_OUTPUT_BYTES} bytes one rule may write (one "
+                                 "character would become that much text)")
         text = outputs[start:end if end >= 0 else len(outputs)]
         try:
             text.decode("utf-8")
