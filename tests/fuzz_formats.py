@@ -2728,9 +2728,10 @@ def _hf_safetensors_cases(fmt: str) -> dict[str, Callable]:
 #       at its cap, every id suppressed or a bad word with renormalize_logits, min_length past
 #       max_length, lists of MAX_TOKEN_LIST ids and one more: generating ends without NaN (with
 #       no token left, stopped_by "banned": the case's detail says how it stopped)
-# A tokenizer at the vocabulary, merge or added-token limits grows a load past the memory budget
-# (3 x the files + 128 MB): those cases' growth is reported, not held to it (MEMORY_REPORTED;
-# issue 37, item 4).
+# A tokenizer at the vocabulary, merge or added-token limits takes memory per piece and merge,
+# not per byte of its files: those cases are held to the budget with their pieces and merges
+# (MEMORY_HOLDS: limits.load_memory_budget) and their growth is reported in a table of its own
+# (MEMORY_REPORTED; issue 37, item 4).
 from transformer.core import limits as _limits  # noqa: E402 - the limits the cases sit at
 from transformer.core.text import MAX_TEXT_CHARS  # noqa: E402
 from transformer.inference.generation_config import (  # noqa: E402
@@ -3073,6 +3074,7 @@ def _hf_issue37_cases(fmt: str) -> dict[str, Callable]:
     out: dict[str, Callable] = {}
     typed: dict[str, tuple[str, ...]] = {}
     reported: dict[str, str] = {}
+    holds: dict[str, tuple[int, int]] = {}  # what the budget counts (MEMORY_HOLDS)
     spm = _spm_name(files)
     spm_label = "spiece" if spm == "spiece.model" else "spm"
     has_json = "tokenizer.json" in files
@@ -3145,6 +3147,7 @@ def _hf_issue37_cases(fmt: str) -> dict[str, Callable]:
         out["tokenizer_added_tokens_at_limit_valid"] = added(MAX_ADDED_TOKENS)
         reported["tokenizer_added_tokens_at_limit_valid"] = (
             f"{MAX_ADDED_TOKENS:,} added tokens of {MAX_PIECE_CHARS:,} characters")
+        holds["tokenizer_added_tokens_at_limit_valid"] = (total + MAX_ADDED_TOKENS, 0)
         out["tokenizer_added_tokens_past_limit"] = added(MAX_ADDED_TOKENS + 1)
         out["tokenizer_added_tokens_6000"] = added(6000)
         out["tokenizer_added_token_past_chars"] = added(
@@ -3165,6 +3168,7 @@ def _hf_issue37_cases(fmt: str) -> dict[str, Callable]:
                 *extra_ids(MAX_VOCAB - total)(d), MAX_VOCAB))
             reported["tokenizer_extra_id_pieces_fill_vocab"] = (
                 f"{MAX_VOCAB:,} pieces, {MAX_VOCAB - total + 100:,} of them <extra_id_N>")
+            holds["tokenizer_extra_id_pieces_fill_vocab"] = (MAX_VOCAB, 0)
     out["tokenizer_config_added_tokens_6000"] = lambda: hf_json(
         fmt, "tokenizer_config.json", lambda c: c.update(added_tokens_decoder={
             str(10_000 + i): {"content": f"<t{i:05d}>" + "x" * 1017, "special": True}
@@ -3261,11 +3265,14 @@ def _hf_issue37_cases(fmt: str) -> dict[str, Callable]:
         out["tokenizer_vocab_at_limit_valid"] = vocab_at(MAX_VOCAB - beyond)
         reported["tokenizer_vocab_at_limit_valid"] = (
             f"{MAX_VOCAB:,} ids" + (f", {MAX_MERGES:,} merges" if model_type == "BPE" else ""))
+        holds["tokenizer_vocab_at_limit_valid"] = (MAX_VOCAB,
+                                                   MAX_MERGES if model_type == "BPE" else 0)
         out["tokenizer_vocab_past_limit"] = vocab_at(MAX_VOCAB + 1, 0)  # no merges added
         if model_type == "BPE":
             out["tokenizer_merges_past_limit"] = vocab_at(MAX_VOCAB - beyond, MAX_MERGES + 1)
             reported["tokenizer_merges_past_limit"] = (f"{MAX_VOCAB:,} ids, "
                                                        f"{MAX_MERGES + 1:,} merges")
+            holds["tokenizer_merges_past_limit"] = (MAX_VOCAB, MAX_MERGES + 1)
     if "merges.txt" in files and "vocab.json" in files:
         base = json.loads(files["vocab.json"])
 
@@ -3277,9 +3284,11 @@ def _hf_issue37_cases(fmt: str) -> dict[str, Callable]:
         out["pair_vocab_at_limit_valid"] = pair_limit(MAX_VOCAB, MAX_MERGES_TXT - merges_now)
         reported["pair_vocab_at_limit_valid"] = (f"{MAX_VOCAB:,} pieces, {MAX_MERGES_TXT:,} "
                                                  "merges")
+        holds["pair_vocab_at_limit_valid"] = (MAX_VOCAB, MAX_MERGES_TXT)
         out["pair_vocab_past_limit"] = pair_limit(MAX_VOCAB + 1, 0)
         out["merges_txt_past_limit"] = pair_limit(MAX_VOCAB, MAX_MERGES_TXT - merges_now + 1)
         reported["merges_txt_past_limit"] = f"{MAX_VOCAB:,} pieces, {MAX_MERGES_TXT + 1:,} merges"
+        holds["merges_txt_past_limit"] = (MAX_VOCAB, MAX_MERGES_TXT + 1)
     if spm and fmt not in SPM_BESIDE_TOKENIZER_JSON:
         spm_pieces = _spm_piece_list(files[spm])
         pieces_now = len(spm_pieces)
@@ -3292,10 +3301,12 @@ def _hf_issue37_cases(fmt: str) -> dict[str, Callable]:
                                                              MAX_VOCAB)
         reported[f"{spm_label}_vocab_at_limit_valid"] = (
             f"{MAX_VOCAB:,} ids, {pieces_now + MAX_VOCAB - total:,} SentencePiece pieces")
+        holds[f"{spm_label}_vocab_at_limit_valid"] = (MAX_VOCAB, 0)
         out[f"{spm_label}_vocab_{MAX_VOCAB}_pieces"] = spm_grown(
             letters(MAX_VOCAB - pieces_now), MAX_VOCAB)
         reported[f"{spm_label}_vocab_{MAX_VOCAB}_pieces"] = (
             f"{MAX_VOCAB:,} SentencePiece pieces, {MAX_VOCAB + total - pieces_now:,} ids")
+        holds[f"{spm_label}_vocab_{MAX_VOCAB}_pieces"] = (MAX_VOCAB + total - pieces_now, 0)
         out[f"{spm_label}_vocab_past_limit"] = spm_grown(letters(MAX_VOCAB + 1 - pieces_now),
                                                          MAX_VOCAB)
 
@@ -3369,8 +3380,10 @@ def _hf_issue37_cases(fmt: str) -> dict[str, Callable]:
     })
     for label, texts in typed.items():
         fuzz_cases.TYPED_TEXTS[f"{fmt}_{label}"] = texts
-    for label, holds in reported.items():
-        fuzz_cases.MEMORY_REPORTED[f"{fmt}_{label}"] = holds
+    for label, what in reported.items():
+        fuzz_cases.MEMORY_REPORTED[f"{fmt}_{label}"] = what
+    for label, counts in holds.items():
+        fuzz_cases.MEMORY_HOLDS[f"{fmt}_{label}"] = counts
     return out
 
 

@@ -301,13 +301,22 @@ def test_a_panic_in_the_tokenizers_library_is_a_tokenizer_error(t5_json):
 
 
 def test_thousands_of_added_tokens_build_in_one_pass(nllb_json):
-    """4,000 added tokens of 1,024 characters, special and not in turn, open within the open
-    budget (10 s, README): they go to the library in one call. One call a token took 16 s for
-    3,800 short ones and never finished for long ones (issue 37)."""
+    """4,000 added tokens of MAX_PIECE_CHARS characters, special and not in turn, open within
+    the open budget (10 s, README): they go to the library in one call. One call a token took
+    16 s for 3,800 short ones and never finished for long ones (issue 37); one character more
+    is refused."""
+    from transformer.tokenizers.hf_files import MAX_PIECE_CHARS
+
     doc = json.loads(json.dumps(nllb_json))
     first = max(len(doc["model"]["vocab"]), 1 + max(t["id"] for t in doc["added_tokens"]))
+    too_long = json.loads(json.dumps(doc))
+    too_long["added_tokens"].append(
+        {"id": first, "content": "<" + "x" * MAX_PIECE_CHARS + ">", "special": True,
+         "single_word": False, "lstrip": False, "rstrip": False, "normalized": False})
+    refused("nllb", too_long, "characters")
     doc["added_tokens"] += [
-        {"id": first + i, "content": f"<t{i:04d}>" + "x" * 1017, "special": bool(i % 2),
+        {"id": first + i, "content": f"<t{i:04d}>" + "x" * (MAX_PIECE_CHARS - 7),
+         "special": bool(i % 2),
          "single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
         for i in range(4000 - len(doc["added_tokens"]))]
     start = time.perf_counter()

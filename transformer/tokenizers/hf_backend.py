@@ -241,6 +241,10 @@ def _add_tokens(tk: Backend, family: Family, listed: list[dict], name: str) -> N
         lstrip = text == "<mask>" and family.name in ("mbart", "mbart50", "nllb")
         normalized = text == "<mask>" and family.name == "nllb"
         specials.append(AddedToken(text, lstrip=lstrip, normalized=normalized, special=True))
+    if len(specials) > MAX_ADDED_TOKENS:  # pieces of the vocabulary made special count too: a
+        # T5 vocabulary of 261,924 <extra_id_N> pieces took 600 MB and 7-14 s (issue 37)
+        raise TokenizerError(f"{name}: {len(specials):,} special tokens, more than the "
+                             f"{MAX_ADDED_TOKENS:,} a tokenizer may have")
     tk.add_special_tokens(specials)  # one call (T5's 100 <extra_id_N>, NLLB's 202 codes)
 
 

@@ -85,7 +85,9 @@ MAX_JSON_NUMBERS = limits.MAX_VOCAB + 2 * MAX_ADDED_TOKENS + _JSON_SLACK
 MAX_JSON_ARRAYS = MAX_MERGES + 2 * MAX_ADDED_TOKENS + _JSON_SLACK
 MAX_JSON_OBJECTS = 2 * MAX_ADDED_TOKENS + _JSON_SLACK
 MAX_JSON_LITERALS = 8 * MAX_ADDED_TOKENS + _JSON_SLACK
-MAX_PIECE_CHARS = 1024  # one added token's or special token's text
+MAX_PIECE_CHARS = 128  # one added token's or special token's text (the families' longest are
+# T5's "<extra_id_99>" and NLLB's codes, 12 and 8; 4,096 added tokens of 1,024 characters grew a
+# load by 330-370 MB, the `tokenizers` library's matcher holding each character: issue 37)
 
 TOP_LEVEL_KEYS = {"version", "truncation", "padding", "added_tokens", "normalizer",
                   "pre_tokenizer", "post_processor", "decoder", "model"}
