@@ -33,6 +33,7 @@ from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
 from transformer.core import limits
 from transformer.importers import HF_FILES, HF_MODULES, RECIPES, hf_family, hf_weights, is_weights_file
+from transformer.importers.hf_common import FAMILY_TOKENIZER_FILES
 from transformer.importers.keras_seq2seq import FORM_LABELS, KERAS_FORMS, recipe_of_weights
 
 RECIPE_LABELS = {name: recipe.label for name, recipe in RECIPES.items()}
@@ -125,7 +126,13 @@ def read_upload(named: dict[str, bytes]) -> Upload:
         files = {n: v for n, v in files.items() if PurePosixPath(n).name not in unread}
         if archive_name is None and files:  # name what is read, not what came beside it
             label = f"the file{'s' * (len(files) != 1)} {_join(sorted(files))}"
-        return _finish(Upload(files, label, family.RECIPE.name, archive_name=archive_name,
+        # Another family's tokenizer files go along too, unread but seen: where the family's own
+        # are missing, the importer's refusal names them (a Marian folder whose config.json
+        # says "bart": issue 37's fuzzer found them dropped here, and the refusal silent).
+        foreign = {n: v for n, v in named.items() if n not in files
+                   and PurePosixPath(n).name in FAMILY_TOKENIZER_FILES}
+        return _finish(Upload({**files, **foreign}, label, family.RECIPE.name,
+                              archive_name=archive_name,
                               ignored=sorted(set(named) - set(files))))
     weights = sorted(n for n in named if is_weights_file(n))
     vocabularies = [n for n in sorted(named) if n not in weights and _is_vocabulary(n)]
