@@ -2285,6 +2285,17 @@ def hf_json(fmt: str, name: str, change: Callable, zipped: bool = False) -> byte
     return hf_upload(files, zipped)
 
 
+def hf_generation(fmt: str, **values) -> Callable[[], bytes]:
+    """make(): the family's upload with these fields set in generation_config.json."""
+    def make():
+        files = hf_files(fmt)
+        value = json.loads(files.get("generation_config.json", b"{}"))
+        value.update(values)
+        files["generation_config.json"] = json.dumps(value).encode()
+        return hf_upload(files)
+    return make
+
+
 def hf_raw(fmt: str, name: str, make: Callable) -> bytes:
     """The upload with one file replaced by make(its bytes, the files) (None: left out)."""
     files = hf_files(fmt)
@@ -2449,13 +2460,7 @@ def _hf_generation_cases(fmt: str) -> dict[str, Callable]:
     vocab = vocab if isinstance(vocab, int) and 0 < vocab < 10**6 else 300
 
     def field(**values):
-        def make():
-            files = hf_files(fmt)
-            value = json.loads(files.get("generation_config.json", b"{}"))
-            value.update(values)
-            files["generation_config.json"] = json.dumps(value).encode()
-            return hf_upload(files)
-        return make
+        return hf_generation(fmt, **values)
 
     def with_text(text: bytes):
         return lambda: hf_upload(hf_files(fmt, {"generation_config.json": text}))
@@ -3332,13 +3337,7 @@ def _hf_issue37_cases(fmt: str) -> dict[str, Callable]:
     every = list(range(vocab))
 
     def gen(**values):
-        def make():
-            f = hf_files(fmt)
-            value = json.loads(f.get("generation_config.json", b"{}"))
-            value.update(values)
-            f["generation_config.json"] = json.dumps(value).encode()
-            return hf_upload(f)
-        return make
+        return hf_generation(fmt, **values)
 
     end = json.loads(files["config.json"]).get("eos_token_id", 1)
     end = end if isinstance(end, int) else 1
