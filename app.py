@@ -53,5 +53,5 @@ if sidebar.has_sentence() or page.title in WITHOUT_SENTENCE:
     page.run()
 else:
     st.title(page.title)
-    st.info(sidebar.ASK_FOR_SENTENCE, icon=":material/edit:")
+    st.info(sidebar.ask_for_sentence(), icon=":material/edit:")
 links.finish()  # the URL and the link, unless a fragment of the page drew them

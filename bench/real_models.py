@@ -850,7 +850,7 @@ try:
     where = hub.resolve(%(folder)r)  # the folder, or the cached snapshot a hub name names
     r["read_from"] = str(where)
     saved = read_generation_config(Path(where, "generation_config.json").read_bytes(),
-                                   ckpt.config)
+                                   ckpt.config, beam_budget=ckpt.step_budget)  # its budgets
     beam = dataclasses.replace(saved, max_length=%(new)d + 1,  # max_new_tokens=N wins
                                min_length=min(saved.min_length, %(new)d + 1))
     r["beam_method"], r["beam_notes"] = beam.method, list(beam.notes)

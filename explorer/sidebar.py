@@ -7,8 +7,9 @@ import streamlit as st
 from transformer.core.text import text_notes
 from transformer.importers import HF_MODULES
 
-from . import models, player, results, state, stepping
+from . import models, player, results, screen, state, stepping
 from .tokens import shown
+from .widgets import plain
 
 UPLOAD_HELP = (
     "A .ckpt written by `python -m transformer.train` or `python -m transformer.convert`; or a "
@@ -23,6 +24,10 @@ EMPTY_TARGET = ("The target is empty: every page shows the decoder with {fed} al
                 "and ablation scores only {scored}. Type a target, or pick \"{model}\".")
 ASK_FOR_SENTENCE = ("Type a sentence in the sidebar's **Source sentence** box (or pick an "
                     "example): this page shows what the model does with it.")
+# On a phone the sentence sits at the top of the page (the page list fills its sidebar)
+ASK_FOR_SENTENCE_PHONE = ("Type a sentence in the **Source sentence** box above (or pick an "
+                          "example): this page shows what the model does with it.")
+PHONE_LABEL_CHARS = 32  # of the sentence, in the label of a phone's sentence box
 UNSURE_BELOW = 0.5  # a chosen token less probable than this makes the translation "unsure"
 DECODING_PAGE = "views/10_Decoding.py"
 
@@ -34,6 +39,9 @@ def render():
     notices = st.container()  # the main area's top: above the page
     with st.sidebar:
         sentence_box, link_box, model_box = st.container(), st.container(), st.container()
+    if screen.on_a_phone():  # the page list fills a phone's sidebar: the sentence on the page
+        sentence_box = st.expander(_phone_label(), icon=":material/edit:",
+                                   expanded=not has_sentence())
     with model_box:
         st.header("Model")
         picker = st.container()  # drawn after the import: it may change the model choice
@@ -71,6 +79,20 @@ def empty_target_note(ckpt) -> str:
     ends = " ".join(pieces(scored))
     return EMPTY_TARGET.format(fed=fed_text, rows=rows, model=state.TARGET_MODEL,
                                scored=f"the end token {ends}" if len(scored) == 1 else ends)
+
+
+def ask_for_sentence() -> str:
+    """What a page says when there is no sentence: where to type one, on this screen."""
+    return ASK_FOR_SENTENCE_PHONE if screen.on_a_phone() else ASK_FOR_SENTENCE
+
+
+def _phone_label() -> str:
+    """A phone's sentence box, closed: the sentence it holds, shortened."""
+    text = " ".join(state.current_source().split())
+    if not text:
+        return "Sentence"
+    cut = text if len(text) <= PHONE_LABEL_CHARS else text[:PHONE_LABEL_CHARS - 1] + "…"
+    return f"Sentence: {plain(cut)}"
 
 
 def has_sentence() -> bool:

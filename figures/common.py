@@ -374,3 +374,110 @@ def check_matrix(matrix, rows: int | None = None, cols: int | None = None, name=
     if cols is not None and matrix.shape[1] != cols:
         raise ValueError(f"{name} has {matrix.shape[1]} columns but {cols} column labels")
     return matrix
+
+
+# ------------------------------------------------------------------------------- narrow screens
+
+PHONE_CHART_PX = 358  # a full-width chart on a phone (390 px less Streamlit's padding)
+_TAG = re.compile(r"<[^>]*>")
+_TITLE_PX, _SUBPLOT_TITLE_PX, _AXIS_TITLE_PX = 17, 16, 14  # Plotly's default font sizes
+_LINE = 1.3  # a line's height per px of its font
+
+
+def wrap_words(text: str, chars: int) -> str:
+    """text with "<br>" between words so that no line is longer than `chars` visible
+    characters (tags such as <sup> not counted; its own "<br>"s kept; a longer word stays whole
+    on its line)."""
+    lines = []
+    for line in str(text).split("<br>"):
+        current = ""
+        for word in line.split(" "):
+            joined = f"{current} {word}" if current else word
+            if current and len(_TAG.sub("", joined)) > chars:
+                lines.append(current)
+                current = word
+            else:
+                current = joined
+        lines.append(current)
+    return "<br>".join(lines)
+
+
+def _wrapped(text, px: float, font: float) -> tuple[str, int]:
+    """(text wrapped to `px` pixels at a `font`-px font, the lines it gained)."""
+    if not text:
+        return text, 0
+    chars = max(8, int(px / (CHAR_PX * font / 12)))
+    out = wrap_words(text, chars)
+    return out, out.count("<br>") - str(text).count("<br>")
+
+
+def narrow(fig: go.Figure, width_px: float = PHONE_CHART_PX) -> go.Figure:
+    """The figure laid out for a chart `width_px` wide (a phone): its title, subtitle, subplot
+    titles and axis titles wrapped at word boundaries to the width they have (a subplot title to
+    its column's), the title pinned to the top with room under it for its lines and the subplot
+    titles' lines, and the height grown by what the margins grew, so that the plots keep their
+    size and no text is cut at the chart's edge or runs into another. A new figure; `fig` is
+    unchanged."""
+    fig = go.Figure(fig)
+    layout = fig.layout
+    margin = layout.margin
+    left = margin.l if margin.l is not None else 80
+    right = margin.r if margin.r is not None else 80
+    old_top = margin.t if margin.t is not None else 100
+    old_bottom = margin.b if margin.b is not None else 80
+    plot_px = max(width_px - left - right, 0.3 * width_px)
+    title = layout.title
+    title_font = title.font.size or _TITLE_PX
+    title_text, _ = _wrapped(title.text, width_px - 20, title_font)
+    subtitle_text, _ = _wrapped(title.subtitle.text, width_px - 20, 13)
+    block = (_lines(title_text) * title_font + _lines(subtitle_text) * 13) * _LINE
+    domains = {}  # x domain centre -> its width, to find a subplot title's column
+    fig.for_each_xaxis(lambda axis: domains.update(
+        {round(sum(axis.domain) / 2, 3): axis.domain[1] - axis.domain[0]} if axis.domain else {}))
+    above = 0
+    for note in layout.annotations:
+        if note.xref != "paper" or not note.text:
+            continue
+        share = domains.get(round(note.x, 3), 1.0) if note.x is not None else 1.0
+        font = note.font.size or _SUBPLOT_TITLE_PX
+        text, lines = _wrapped(note.text, plot_px * share, font)
+        if lines:
+            note.text = text
+        if note.yanchor == "bottom" and (note.y or 0) >= 0.99:  # over its plot: room above
+            above = max(above, _lines(text) * font * _LINE)
+    below, beside = 0, 0
+    for name in [key for key in layout.to_plotly_json() if _AXIS.fullmatch(key)]:
+        axis = layout[name]
+        span = (axis.domain[1] - axis.domain[0]) if axis.domain else 1.0
+        if name.startswith("x"):
+            text, lines = _wrapped(axis.title.text, plot_px * span, _AXIS_TITLE_PX)
+            below = max(below, lines * _AXIS_TITLE_PX * _LINE)
+        else:
+            text, lines = _wrapped(axis.title.text, 0.8 * layout_height(layout) * span,
+                                   _AXIS_TITLE_PX)
+            beside = max(beside, lines * _AXIS_TITLE_PX * _LINE)
+        if lines:
+            axis.title.text = text
+    top = max(old_top, _TITLE_TOP + block + 8 + above) if block else old_top + above
+    height = layout_height(layout) + (top - old_top) + below
+    if title_text:  # at the top, its lines downwards (Plotly centres it in the margin)
+        fig.update_layout(title=dict(text=title_text, y=1 - _TITLE_TOP / height,
+                                     yanchor="top", yref="container"))
+    if subtitle_text:
+        fig.update_layout(title_subtitle_text=subtitle_text)
+    if top != old_top or below or beside:
+        fig.update_layout(margin=dict(t=top, b=old_bottom + below, l=left + beside),
+                          height=height)
+    return fig
+
+
+def _lines(text) -> int:
+    """How many lines a Plotly text has (0 for none)."""
+    return str(text).count("<br>") + 1 if text else 0
+
+
+_TITLE_TOP = 10  # px above a phone's figure title
+
+def layout_height(layout) -> float:
+    """A figure's height in pixels (Plotly's 450 when it sets none)."""
+    return layout.height or 450

@@ -18,6 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
+# A phone as a page sees it (browser.new_context(**PHONE)): issue 38's 390 x 844 window with an
+# Android phone's User-Agent (Playwright's "Pixel 7" descriptor), touch and a mobile viewport.
+# The User-Agent is what tells a phone (explorer.screen.on_a_phone; Streamlit's own mobile
+# behaviour, such as closing the sidebar when a page is picked, keys on it too).
+PHONE = dict(viewport={"width": 390, "height": 844}, device_scale_factor=2.625, is_mobile=True,
+             has_touch=True,
+             user_agent="Mozilla/5.0 (Linux; Android 14; Pixel 7) AppleWebKit/537.36 (KHTML, "
+                        "like Gecko) Chrome/131.0.6778.33 Mobile Safari/537.36")
 
 
 def free_port() -> int:

@@ -23,7 +23,7 @@ if sidebar.has_sentence():
     for warning in about.input_warnings(ckpt, source):
         st.warning(warning, icon=":material/warning:")
 else:
-    right.info(sidebar.ASK_FOR_SENTENCE, icon=":material/edit:")
+    right.info(sidebar.ask_for_sentence(), icon=":material/edit:")
 st.markdown(f"**What it does.** {plain(described.does)}")
 st.markdown(f"**What it expects.** {plain(described.inputs)}")
 if described.examples:

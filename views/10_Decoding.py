@@ -7,7 +7,7 @@ import inspect
 import numpy as np
 import streamlit as st
 
-from explorer import heads, links, models, player, results, show, state, stepping, tokens
+from explorer import heads, links, models, player, results, screen, show, state, stepping, tokens
 from explorer.choices import clamp_choice, forget_if_not_offered, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
@@ -102,7 +102,7 @@ def layer_lens(ckpt, source: str, result, silenced: tuple, t: int, chosen: str) 
         tgt_tok = ckpt.target_tokenizer
         top = [tokens.shown(tgt_tok, tgt_tok.ids_to_pieces(row)) for row in lens["top_ids"][:, t]]
         ranks = lens["chosen_rank"][:, t]
-        st.plotly_chart(lens_figs.layer_lens_fig(top, lens["top_probs"][:, t],
+        screen.chart(st, lens_figs.layer_lens_fig(top, lens["top_probs"][:, t],
                                                  lens["chosen_probs"][:, t], ranks, chosen,
                                                  f"Step {t}: each layer's top "
                                                  f"{lens['top_ids'].shape[-1]} and the chosen "
@@ -141,7 +141,7 @@ def step_gradients(ckpt, source: str, result, typed, silenced: tuple, t: int,
     grads = (results.contributions(ckpt, source, typed, method, steps=steps) if typed is not None
              else results.contributions(ckpt, source, None, method,
                                         output_ids=result.token_ids, steps=steps))
-    st.plotly_chart(step_bars_fig(source_tokens, grads["source"][t], prefix,
+    screen.chart(st, step_bars_fig(source_tokens, grads["source"][t], prefix,
                                   grads["target"][t, :t + 1], value_name=value_name,
                                   title=f"{label} of step {t}'s token over the source and the "
                                         "prefix"), key="dec_grads")
@@ -188,13 +188,13 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed,
     where = f"layer {layer}" + ("" if all_heads else f", head {head}")
     pick = (lambda a: a[layer]) if all_heads else (lambda a: a[layer, head])  # (H, k) or (k,)
     left, right = st.columns(2)
-    left.plotly_chart(figs.top_k_fig(top_k, step.token_id, (out_tokens[t], step.token_id, chosen_p),
+    screen.chart(left, figs.top_k_fig(top_k, step.token_id, (out_tokens[t], step.token_id, chosen_p),
                                      f"Next-token probabilities at step {t}"), key="dec_top_k")
-    right.plotly_chart(figs.self_attention_row_fig(pick(step.self), prefix,
+    screen.chart(right, figs.self_attention_row_fig(pick(step.self), prefix,
                                                    f"Self-attention over the prefix, {where}"),
                        key="dec_self")
     cross_fig = figs.heads_grid_fig if all_heads else figs.step_attention_fig
-    st.plotly_chart(cross_fig(pick(step.cross), source_tokens, f"Cross-attention of step {t} over "
+    screen.chart(st, cross_fig(pick(step.cross), source_tokens, f"Cross-attention of step {t} over "
                               f"the source, {where}"), key="dec_cross")
     weights = np.atleast_2d(pick(step.cross)).mean(axis=0)  # one head, or the mean over heads
     st.markdown(figs.highlighted_source_html(source_tokens, weights), unsafe_allow_html=True)
@@ -228,7 +228,7 @@ def one_step(ckpt, result, forced: bool, beam: int, source: str, typed,
     cross = result.cross_attention()[layer]  # (H, T, N)
     matrix = cross.mean(axis=0) if all_heads else cross[head]  # as "All heads of the layer" says
     which = f"layer {layer}, " + (f"mean of its {len(cross)} heads" if all_heads else f"head {head}")
-    st.plotly_chart(figs.alignment_fig(matrix, out_tokens, source_tokens, f"Alignment, {which}"),
+    screen.chart(st, figs.alignment_fig(matrix, out_tokens, source_tokens, f"Alignment, {which}"),
                     key="dec_alignment")
     export_buttons(matrix, result.tokens, source_tokens, f"alignment {which}",
                    results.attention(ckpt, source, typed if forced else None), key="dec_export")

@@ -4,7 +4,7 @@ from itertools import combinations
 
 import streamlit as st
 
-from explorer import models, results, state, tokens
+from explorer import models, results, screen, state, tokens
 from explorer.choices import forget_if_not_offered
 from explorer.heads import head_map, labels_of_maps
 from explorer.widgets import quoted
@@ -27,7 +27,7 @@ def side_by_side(maps: dict, labels: list[str]) -> None:
                             default=[x for x in ("cross L0 H0", "cross L0 H1") if x in labels])
     parts = [head_map(maps, label) for label in chosen]
     if parts:
-        st.plotly_chart(side_by_side_fig([p[0] for p in parts], chosen, [p[1] for p in parts],
+        screen.chart(st, side_by_side_fig([p[0] for p in parts], chosen, [p[1] for p in parts],
                                          [p[2] for p in parts], title="One colour scale for all"),
                         key="cmp_side")
     if len(chosen) < 2:
@@ -35,7 +35,7 @@ def side_by_side(maps: dict, labels: list[str]) -> None:
     else:
         (a, qa, ka), (b, _, _) = parts[:2]
         if a.shape == b.shape:
-            st.plotly_chart(difference_fig(a, b, qa, ka, title=f"{chosen[0]} − {chosen[1]}"),
+            screen.chart(st, difference_fig(a, b, qa, ka, title=f"{chosen[0]} − {chosen[1]}"),
                             key="cmp_diff")
         else:
             st.info(f"No difference map: {chosen[0]} is {a.shape[0]} × {a.shape[1]} and "
@@ -125,10 +125,10 @@ def two_checkpoints(source: str, target) -> None:
     else:
         st.caption(f"Both checkpoints are teacher-forced on the same target text: `{text}`.")
     (a, qa, ka), (b, qb, kb) = head_map(maps_a, pair_label), head_map(maps_b, pair_label)
-    st.plotly_chart(side_by_side_fig([a, b], [f"A: {choices[choice_a]}", f"B: {choices[choice_b]}"],
+    screen.chart(st, side_by_side_fig([a, b], [f"A: {choices[choice_a]}", f"B: {choices[choice_b]}"],
                                      [qa, qb], [ka, kb], title=pair_label), key="cmp_ckpt_side")
     if (qa, ka) == (qb, kb):
-        st.plotly_chart(difference_fig(a, b, qa, ka, title=f"{pair_label}: A − B"),
+        screen.chart(st, difference_fig(a, b, qa, ka, title=f"{pair_label}: A − B"),
                         key="cmp_ckpt_diff")
     else:
         st.warning(f"The two checkpoints tokenize this sentence differently (A: `{' '.join(qa)}` "
@@ -156,7 +156,7 @@ def over_training(source: str, target) -> None:
         translated = results.translation(ckpt_e, source).text
         st.markdown(f"At **{epoch}** the model translates the sentence as **`{translated or ' '}`**.")
         weights, q, k = head_map(maps_e, train_label)
-        st.plotly_chart(attention_heatmap_fig(
+        screen.chart(st, attention_heatmap_fig(
             weights, q, k, title=f"{train_label} at {epoch}",
             blocked=~maps_e[KINDS[parse_head_label(train_label)[0]].mask]), key="cmp_train_map")
 

@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import alignments, links, models, results, state, tokens
+from explorer import alignments, links, models, results, screen, state, tokens
 from explorer.widgets import export_buttons, kind_picker
 from figures.alignment import aer_ranking_fig
 from figures.head_stats import similarity_matrix_fig, stat_heatmap_fig
@@ -166,7 +166,7 @@ def alignment_quality(ckpt) -> alignments.Scores | None:
                  hide_index=True, key="align_ranking", column_config={
                      name: st.column_config.NumberColumn(name, format="%.4f")
                      for name in ("AER", "precision", "recall")})
-    st.plotly_chart(aer_ranking_fig(labels, [h.aer for h in scores.ranked],
+    screen.chart(st, aer_ranking_fig(labels, [h.aer for h in scores.ranked],
                                     [h.precision for h in scores.ranked],
                                     [h.recall for h in scores.ranked]), key="align_chart")
     return scores
@@ -183,7 +183,7 @@ def one_statistic(ckpt, sentences: list[str], target, batched: bool, stats: dict
     if stat in CROSS_ONLY and kind.name != "cross":
         st.info(f"**{STATISTICS[stat]}** is defined for cross-attention only: pick Cross-attention.")
     else:
-        st.plotly_chart(stat_heatmap_fig(
+        screen.chart(st, stat_heatmap_fig(
             stats[kind.name][stat], f"{kind.label}: {STATISTICS[stat]}", colorbar_title=stat,
             zmin=0.0, zmax=1.0 if stat in SHARES else None), key="stats_heatmap")
 
@@ -205,7 +205,7 @@ def one_statistic(ckpt, sentences: list[str], target, batched: bool, stats: dict
     else:
         matrix = results.similarity(ckpt, sentences, kind.name, target, batched)
         labels = head_labels({kind.name: stats[kind.name]["entropy"].shape})  # layer-major
-        st.plotly_chart(similarity_matrix_fig(matrix, labels, cluster_order(matrix)),
+        screen.chart(st, similarity_matrix_fig(matrix, labels, cluster_order(matrix)),
                         key="stats_similarity")
     links.follow_in_fragment()
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import heads, models, results, state, tokens
+from explorer import heads, models, results, screen, state, tokens
 from explorer.choices import forget_if_not_offered
 from figures.compare import importance_fig, token_log_prob_fig
 from transformer.core.kinds import KIND_NAMES, parse_head_label
@@ -49,7 +49,7 @@ def silenced(ckpt, source: str, target_ids, scored: str, labels: list[str]) -> N
     c3.metric("Change in log-probability", f"{result['delta_log_prob']:+.4f}",
               help=f"Of {scored}, summed over its tokens: {result['log_prob']:.4f} with the heads "
                    f"silenced, {result['original_log_prob']:.4f} without.")
-    st.plotly_chart(token_log_prob_fig(tokens.shown(ckpt.target_tokenizer, result["scored_tokens"]),
+    screen.chart(st, token_log_prob_fig(tokens.shown(ckpt.target_tokenizer, result["scored_tokens"]),
                                        result["original_token_log_probs"],
                                        result["token_log_probs"],
                                        title=f"Log-probability of each token of {scored}"),
@@ -63,7 +63,7 @@ def silenced(ckpt, source: str, target_ids, scored: str, labels: list[str]) -> N
         st.session_state["abl_importance_for"] = asked
     if st.session_state.get("abl_importance_for") == asked:
         entries = results.importance(ckpt, source, target_ids)  # with its progress bar
-        st.plotly_chart(importance_fig(entries, title="Change in log-probability, most harmful first"),
+        screen.chart(st, importance_fig(entries, title="Change in log-probability, most harmful first"),
                         key="abl_importance")
 
 

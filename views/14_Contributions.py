@@ -4,7 +4,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import links, models, results, show, state, tokens
+from explorer import links, models, results, screen, show, state, tokens
 from explorer.choices import clamp_choice, forget_if_not_offered
 from explorer.widgets import export_buttons
 from figures.aggregate import layer_grid_fig
@@ -85,7 +85,7 @@ def views(ckpt, source: str, typed) -> None:
     shares = {"ALTI+": alti["source_share"]}
     if method != ALTI:
         shares[f"{label} (share of |attribution|)"] = source_share(picked)
-    st.plotly_chart(source_share_fig(out_tokens, shares,
+    screen.chart(st, source_share_fig(out_tokens, shares,
                                      title="What share of each output token came from the "
                                            "source"), key="contrib_share")
     mean = float(np.mean(alti["source_share"]))
@@ -115,16 +115,16 @@ def views(ckpt, source: str, typed) -> None:
         # SIDE_BY_SIDE_TOKENS columns, each map takes the page's width, one under the other.
         left, middle, right = (st.columns(3) if len(cols) <= SIDE_BY_SIDE_TOKENS else
                                [st.container() for _ in range(3)])
-        left.plotly_chart(contribution_map_fig(matrix, out_tokens, cols, title=label,
+        screen.chart(left, contribution_map_fig(matrix, out_tokens, cols, title=label,
                                                value_name=value_name, signed=signed, zmax=zmax,
                                                x_title=x_title),
                           key=f"contrib_{side[:6]}_method")
-        middle.plotly_chart(contribution_map_fig(raw, out_tokens, cols, zmax=1.0,
+        screen.chart(middle, contribution_map_fig(raw, out_tokens, cols, zmax=1.0,
                                                  title=f"Attention, layer {layer} (head mean)",
                                                  value_name="weight", x_title=x_title),
                             key=f"contrib_{side[:6]}_raw")
         what = "Flow (rollout × cross)" if side == "source" else "Rollout"  # fits a third
-        right.plotly_chart(contribution_map_fig(rolled, out_tokens, cols, zmax=1.0,
+        screen.chart(right, contribution_map_fig(rolled, out_tokens, cols, zmax=1.0,
                                                 title=f"{what}, to layer {layer}",
                                                 value_name="weight", x_title=x_title),
                            key=f"contrib_{side[:6]}_rollout")
@@ -141,7 +141,7 @@ def views(ckpt, source: str, typed) -> None:
     clamp_choice("contrib_step", last)
     t = st.select_slider("Output token", list(range(len(out_tokens))), key="contrib_step",
                          format_func=lambda i: f"{i}: {out_tokens[i]}")
-    st.plotly_chart(step_bars_fig(src_tokens, picked["source"][t], prefix[:t + 1],
+    screen.chart(st, step_bars_fig(src_tokens, picked["source"][t], prefix[:t + 1],
                                   picked["target"][t, :t + 1], value_name=value_name,
                                   title=f"{label}: what {out_tokens[t]!r} (step {t}) took from "
                                         "each token"), key="contrib_bars")
@@ -160,7 +160,7 @@ def views(ckpt, source: str, typed) -> None:
                 ("Encoder self-attention", alti["encoder_layers"], src_tokens, src_tokens),
                 ("Decoder self-attention", alti["decoder_layers"], prefix, prefix),
                 ("Cross-attention", alti["cross_layers"], prefix, [*src_tokens, "(residual)"])):
-            st.plotly_chart(layer_grid_fig(maps, rows, cols,
+            screen.chart(st, layer_grid_fig(maps, rows, cols,
                                            [f"layer {i}" for i in range(len(maps))],
                                            zmax=1.0, title=f"{name}: ALTI contributions",
                                            value_name="contribution"),

@@ -1,7 +1,7 @@
 import pandas as pd
 import streamlit as st
 
-from explorer import about, models
+from explorer import about, models, screen
 from explorer.widgets import plain, quoted
 from figures.model import architecture_fig, history_fig
 from transformer.model.summary import parameter_counts
@@ -44,7 +44,7 @@ with where:
             st.caption("The same conversion on the command line:")
         st.code(came_from.command, language="sh", wrap_lines=True)
 
-st.plotly_chart(architecture_fig(config.to_dict()), key="model_architecture")
+screen.chart(st, architecture_fig(config.to_dict()), key="model_architecture")
 
 left, right = st.columns(2)
 with left:
@@ -65,7 +65,7 @@ st.dataframe(pd.DataFrame({"source": ckpt.source_tokenizer.spec(),
 if isinstance(meta.get("history"), dict):
     st.subheader("Training")
     smoothing = meta.get("label_smoothing")
-    st.plotly_chart(history_fig({k: v for k, v in meta["history"].items() if isinstance(v, list)},
+    screen.chart(st, history_fig({k: v for k, v in meta["history"].items() if isinstance(v, list)},
                                 label_smoothing=smoothing if isinstance(smoothing, float) else None,
                                 vocab_size=ckpt.config.tgt_vocab_size), key="model_history")
 per_format = per_format_rows(meta)

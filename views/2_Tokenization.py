@@ -1,7 +1,7 @@
 import pandas as pd
 import streamlit as st
 
-from explorer import models, results, state, tokens
+from explorer import models, results, screen, state, tokens
 from explorer.widgets import quoted
 from figures.common import short_label
 from figures.tokens import (
@@ -25,7 +25,7 @@ def show_ids(name, tok, ids, text, key):
     pieces as the pages show them (a byte-level BPE's decoded), beside the vocabulary's own."""
     pieces = tokens.shown(tok, tokens.text_pieces(tok, ids, text))
     specials = tokens.special_ids(tok)
-    st.plotly_chart(pieces_fig(pieces, ids, specials, tok.unk_id, title=f"{name}: pieces and ids"),
+    screen.chart(st, pieces_fig(pieces, ids, specials, tok.unk_id, title=f"{name}: pieces and ids"),
                     key=f"tok_{key}_pieces")
     kinds = piece_kinds(ids, specials, tok.unk_id)
     st.dataframe(pd.DataFrame({"piece": pieces, "id": ids,
@@ -59,7 +59,7 @@ def show_round_trip(tok, text, key, side, add_start, add_end, read=True):
                 "tokenizer's preprocessing.")
     else:
         st.warning(f"Round trip gives {quoted(decoded)}, not the input {quoted(text)}.")
-    st.plotly_chart(round_trip_fig(text, decoded), key=f"tok_{key}_round_trip")
+    screen.chart(st, round_trip_fig(text, decoded), key=f"tok_{key}_round_trip")
     st.dataframe(pd.DataFrame(text_differences(text, decoded)), key=f"tok_{key}_differences")
 
 
@@ -90,7 +90,7 @@ st.caption(tokens.source_framing(src, config))
 if pre:
     spans = src.piece_spans(source)[:kept]
     shown = pre[:spans[-1][1]] if spans else pre
-    st.plotly_chart(piece_spans_fig(shown, spans, tokens.shown(src, src.pieces(source)[:kept]),
+    screen.chart(st, piece_spans_fig(shown, spans, tokens.shown(src, src.pieces(source)[:kept]),
                                     src.encode(source)[:kept], src.unk_id), key="tok_spans")
 if cut:
     st.warning(f"The model reads at most {ckpt.source_len} source tokens ({read}): the pieces "
@@ -129,6 +129,6 @@ others = st.text_area("Other sentences in the batch, one per line", key="tok_bat
 batch = [source] + [line for line in others.splitlines() if line.strip()][:8]
 batch_ids = pad_ids([ckpt.encode_source(s) for s in batch], src.pad_id)
 batch_pieces = [tokens.shown(src, src.ids_to_pieces(r)) for r in batch_ids]
-st.plotly_chart(padded_batch_fig(batch_ids, batch_pieces, src.pad_id,
+screen.chart(st, padded_batch_fig(batch_ids, batch_pieces, src.pad_id,
                                  [f"{b}: {short_label(s, 24)}" for b, s in enumerate(batch)]),
                 key="tok_batch_grid")

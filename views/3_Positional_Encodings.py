@@ -1,7 +1,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import choices, models, positions, results, state, tokens
+from explorer import choices, models, positions, results, screen, state, tokens
 from figures.positional import (
     dot_similarity,
     encoder_input_fig,
@@ -39,7 +39,7 @@ def sinusoids(ckpt, own: bool, layout: str) -> None:
     cols[3].button("Use the model's settings", on_click=use_model_settings, key="pe_reset")
     offset = config.position_offset if own else 0  # M2M100's positions start at pad_id + 1
     pe = positional_encoding(offset + length, d_model, base, layout=layout)[offset:]
-    st.plotly_chart(positional_heatmap_fig(pe), key="pe_heatmap")
+    screen.chart(st, positional_heatmap_fig(pe), key="pe_heatmap")
     st.caption(positions.FORMULAS[layout] + (positions.offset_note(config) if own else ""))
     if own and d_model == config.d_model and length <= config.max_len and base == BASE:
         gap = np.abs(pe - results.position_codes(ckpt)[:length]).max(initial=0.0)
@@ -54,14 +54,14 @@ def sinusoids(ckpt, own: bool, layout: str) -> None:
     st.session_state.setdefault("pe_dims", default_dims)
     choices.keep_offered("pe_dims", range(d_model))
     dims = st.multiselect("Dimensions", list(range(d_model)), key="pe_dims")
-    st.plotly_chart(sinusoids_fig(pe, dims), key="pe_sinusoids")
+    screen.chart(st, sinusoids_fig(pe, dims), key="pe_sinusoids")
 
     st.subheader("Similarity between positions")
     similarity = dot_similarity(pe)
     left, right = st.columns(2)
-    left.plotly_chart(similarity_fig(similarity, [str(p) for p in range(length)]),
+    screen.chart(left, similarity_fig(similarity, [str(p) for p in range(length)]),
                       key="pe_similarity")
-    right.plotly_chart(offset_fig(similarity), key="pe_offsets")
+    screen.chart(right, offset_fig(similarity), key="pe_offsets")
     st.caption("PE(p) · PE(q) = Σ cos((p − q) ω_i) depends only on the offset p − q: bands "
                "along the diagonal, greatest at p = q (d_model / 2 for even d_model); on the "
                "right, the map read along its diagonals.")
@@ -76,7 +76,7 @@ def encoder_input(parts: dict) -> None:
     position = None if positions.kind(config) == "none" else parts["position_part"]
     if position is None:
         third = "encoder input"
-    st.plotly_chart(encoder_input_fig(parts["token_part"], position, parts["total"],
+    screen.chart(st, encoder_input_fig(parts["token_part"], position, parts["total"],
                                       tokens.shown(ckpt.source_tokenizer, parts["tokens"]),
                                       shared_scale=shared,
                                       **({"total_name": third} if third else {})),
@@ -94,13 +94,13 @@ def learned_table(ckpt) -> None:
     if shown < config.max_len:
         st.caption(f"The first {shown} of its {config.max_len:,} positions (as many as a typed "
                    "text may fill).")
-    st.plotly_chart(positional_heatmap_fig(codes, "The model's learned position embeddings"),
+    screen.chart(st, positional_heatmap_fig(codes, "The model's learned position embeddings"),
                     key="pe_learned")
     left, right = st.columns(2)
     labels = [str(p) for p in range(shown)]
-    left.plotly_chart(similarity_fig(dot_similarity(codes), labels, "Learned: dot products"),
+    screen.chart(left, similarity_fig(dot_similarity(codes), labels, "Learned: dot products"),
                       key="pe_learned_similarity")
-    right.plotly_chart(similarity_fig(dot_similarity(positional_encoding(shown, config.d_model)),
+    screen.chart(right, similarity_fig(dot_similarity(positional_encoding(shown, config.d_model)),
                                       labels, "Sinusoidal: dot products"),
                        key="pe_sinusoidal_similarity")
 
@@ -113,7 +113,7 @@ def relative_bias() -> None:
         if bias is None:
             continue
         where = "key − query from −(n − 1) to n − 1" if not causal else "earlier keys only"
-        st.plotly_chart(relative_bias_fig(bias, causal, f"The {stack}'s relative position bias "
+        screen.chart(st, relative_bias_fig(bias, causal, f"The {stack}'s relative position bias "
                                                         f"({where})"),
                         key=f"pe_{stack}_bias")
     st.caption("Distances share buckets: each nearby offset has its own, farther ones share "

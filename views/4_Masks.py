@@ -4,7 +4,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import about, links, mask_captions, models, results, state, tokens
+from explorer import about, links, mask_captions, models, results, screen, state, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import kind_picker, quoted
 from figures.common import plotly_text, short_label
@@ -29,13 +29,13 @@ def row_masks(batch: dict, names: list[str], caption: str) -> None:
     src_tokens, tgt_tokens = batch["source_tokens"][row], batch["target_tokens"][row]
     positions = [str(t) for t in range(T)]
     cols = st.columns(3)
-    cols[0].plotly_chart(mask_heatmap_fig(look, positions, positions,
+    screen.chart(cols[0], mask_heatmap_fig(look, positions, positions,
                                           f"Look-ahead mask<br>(T, T) = {look.shape}",
                                           x_title="key position", y_title="query position"))
-    cols[1].plotly_chart(mask_heatmap_fig(dec[row, 0], tgt_tokens, tgt_tokens,
+    screen.chart(cols[1], mask_heatmap_fig(dec[row, 0], tgt_tokens, tgt_tokens,
                                           f"Decoder mask, row {row}: target_mask<br>"
                                           f"(B, 1, T, T) = {dec.shape}"))
-    cols[2].plotly_chart(mask_heatmap_fig(np.broadcast_to(pad[row, 0], (T, N)), tgt_tokens, src_tokens,
+    screen.chart(cols[2], mask_heatmap_fig(np.broadcast_to(pad[row, 0], (T, N)), tgt_tokens, src_tokens,
                                           f"Memory mask, row {row}: source_mask<br>"
                                           f"(B, 1, 1, N) = {pad.shape}"))
     st.caption(caption)
@@ -61,7 +61,7 @@ def masking_row(batch: dict) -> None:
     source_keys = kind.key_side == "source"
     mask_row = batch["padding"][0, 0, 0] if source_keys else batch["decoder"][0, 0, query]
     scores, weights = row["scores"][head, query], row["attention"][head, query]
-    st.plotly_chart(masking_row_fig(scores, mask_row, weights, key_tokens,
+    screen.chart(st, masking_row_fig(scores, mask_row, weights, key_tokens,
                                     f"{kind.label}, layer {layer}, head {head}, query {query} "
                                     f"({plotly_text(query_tokens[query])})",
                                     blocked_score=BLOCKED_SCORE))
@@ -115,10 +115,10 @@ if cut:
 st.subheader("The batch's masks")
 pad, tgt_pad, look, dec = (batch[k] for k in ("padding", "target_padding", "look_ahead", "decoder"))
 what = texts["what"]
-st.plotly_chart(batch_mask_fig(pad[:, 0, 0], batch["source_ids"], batch["source_tokens"], names,
+screen.chart(st, batch_mask_fig(pad[:, 0, 0], batch["source_ids"], batch["source_tokens"], names,
                                f"Source {what}: the model's source_mask<br>"
                                f"(B, 1, 1, N) = {pad.shape}"))
-st.plotly_chart(batch_mask_fig(tgt_pad[:, 0, 0], batch["target_ids"], batch["target_tokens"],
+screen.chart(st, batch_mask_fig(tgt_pad[:, 0, 0], batch["target_ids"], batch["target_tokens"],
                                names, f"Target {what}: the last query row of the model's "
                                       f"target_mask<br>(B, 1, 1, T) = {tgt_pad.shape}"))
 row_masks(batch, names, texts["row_caption"])

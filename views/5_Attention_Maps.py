@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import links, models, results, show, tokens
+from explorer import links, models, results, screen, show, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker, scroll_into_view
 from figures.attention import attention_heatmap_fig, model_view_cell, model_view_fig
@@ -68,7 +68,7 @@ def views(maps: dict, ckpt) -> None:
     # Value norms: one colour scale for every head of the kind (the fixed scale's top), so heads
     # compare as weights do on 0..1
     values = dict(zmax=show.largest(weights), value_name=show.NORM_NAME) if value_norm else {}
-    opened.plotly_chart(attention_heatmap_fig(
+    screen.chart(opened, attention_heatmap_fig(
         matrix, query_tokens, key_tokens, title=title + (" (weight × value norm)" * value_norm),
         colour_scale=SCALES[scale_label], blocked=~maps[kind.mask],
         query_title=f"{kind.query_side} query", key_title=f"{kind.key_side} key", **values),
@@ -82,7 +82,7 @@ def views(maps: dict, ckpt) -> None:
     st.subheader("Model view: every layer and head")
     st.caption("Click a thumbnail to open that head above: the page scrolls up to it (or use the "
                "Layer and Head pickers). The red outline marks the head shown.")
-    st.plotly_chart(
+    screen.chart(st,
         model_view_fig(weights, query_tokens, key_tokens, selected=(layer, head),
                        title=f"{kind.label}: {layers} layers × {heads} heads"
                              + (", weight × value norm" * value_norm), **values),

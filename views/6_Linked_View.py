@@ -3,7 +3,7 @@ highlighted in the decoder and cross panels."""
 
 import streamlit as st
 
-from explorer import links, models, results, show, tokens
+from explorer import links, models, results, screen, show, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
 from figures.attention import clicked_row, linked_view_fig, top_keys
@@ -56,7 +56,7 @@ def views(maps: dict, ckpt) -> None:
     # Value norms: one colour axis from 0 to the largest of the three panels (not 0 to 1)
     values = (dict(zmax=show.largest([p.max() for p in panels.values()]),
                    value_name=show.NORM_NAME) if value_norm else {})
-    st.plotly_chart(linked_view_fig(
+    screen.chart(st, linked_view_fig(
         *panels.values(), source_tokens, target_tokens, selected_target=target, blocked=blocked,
         panel_titles=[f"Encoder self, layer {enc_layer}", f"Decoder self, layer {layer}",
                       f"Cross, layer {layer}"],

@@ -5,7 +5,7 @@ from functools import partial
 import numpy as np
 import streamlit as st
 
-from explorer import links, models, results, show, tokens
+from explorer import links, models, results, screen, show, tokens
 from explorer.choices import clamp_choice, forget_if_not_offered
 from explorer.widgets import export_buttons, kind_picker, simplify_toggles
 from figures.aggregate import layer_grid_fig, stacked_table
@@ -56,7 +56,7 @@ def draw_map(attention, tokenizers, simplify, maps, sides, titles, name, key, re
         st.info("Nothing left to show: one side holds only special tokens. Turn off "
                 "**Hide special tokens** to see them.")
         return
-    st.plotly_chart(layer_grid_fig(maps, rows, cols, titles, **fig_options), key=f"{key}_fig")
+    screen.chart(st, layer_grid_fig(maps, rows, cols, titles, **fig_options), key=f"{key}_fig")
     table, labels = stacked_table(maps, rows, titles)
     export_buttons(table, labels, cols, name, attention, key=key,
                    npz_name=show.npz_name(value_norm))

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from explorer import links, models, results, show, tokens
+from explorer import links, models, results, screen, show, tokens
 from explorer.choices import forget_if_not_offered, keep_offered, reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker, simplify_toggles
 from figures.token_view import (
@@ -83,7 +83,7 @@ def views(maps: dict, ckpt) -> None:
             query_index=None if query == "all" else query, min_weight=min_weight,
             title=f"{kind.label}, layer {layer}" + (", weight × value norm" * value_norm),
             max_lines=None if every_line else MAX_LINES, scale=scale, value_name=name)
-        st.plotly_chart(fig, key=CHART, on_select=pick_clicked_query, selection_mode="points")
+        screen.chart(st, fig, key=CHART, on_select=pick_clicked_query, selection_mode="points")
         st.caption(lines_summary(len(drawn_lines(fig)), len(heads), min_weight,
                                  fig.layout.meta["lines_possible"], scale=scale, value_name=name))
         if value_norm:

@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from explorer import links, models, results, tokens
+from explorer import links, models, results, screen, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
 from figures.arithmetic import (
@@ -64,14 +64,14 @@ def views(maps: dict) -> None:
              f"({plotly_text(query_tokens[query])})")
 
     st.subheader("1. The query row q and the key matrix K")
-    st.plotly_chart(vector_fig(r["q"], dims, f"q: {where}<br>(d_k,) = ({d_k},)", name="q"),
+    screen.chart(st, vector_fig(r["q"], dims, f"q: {where}<br>(d_k,) = ({d_k},)", name="q"),
                     key="arith_q_fig")
-    st.plotly_chart(matrix_fig(K, key_tokens, dims, f"K: one row per key<br>(k_len, d_k) = {K.shape}",
+    screen.chart(st, matrix_fig(K, key_tokens, dims, f"K: one row per key<br>(k_len, d_k) = {K.shape}",
                                name="k"), key="arith_k_fig")
 
     st.subheader("2. Scores, mask and softmax")
     st.markdown(arithmetic_words(d_k, scale, bias is not None))
-    st.plotly_chart(score_steps_fig(r, key_tokens, where), key="arith_steps_fig")
+    screen.chart(st, score_steps_fig(r, key_tokens, where), key="arith_steps_fig")
     score_diff = max_abs_difference(r["scaled"], detail[f"{name}_scores"][0, head, query])
     weight_diff = max_abs_difference(r["weights"], maps[name][layer, head, query])
     m1, m2 = st.columns(2)
@@ -85,9 +85,9 @@ def views(maps: dict) -> None:
                  f"{weight_diff:.3g}.")
 
     st.subheader("3. The values V and their weighted sum")
-    st.plotly_chart(matrix_fig(V, key_tokens, dims, f"V: one row per key<br>(k_len, d_k) = {V.shape}",
+    screen.chart(st, matrix_fig(V, key_tokens, dims, f"V: one row per key<br>(k_len, d_k) = {V.shape}",
                                name="v"), key="arith_v_fig")
-    st.plotly_chart(contributions_fig(r["weighted_values"], r["context"], key_tokens),
+    screen.chart(st, contributions_fig(r["weighted_values"], r["context"], key_tokens),
                     key="arith_context_fig")
     st.caption("The context vector is this head's output for the query; the heads' outputs are "
                "concatenated and projected by the output layer (W_O).")
@@ -104,10 +104,10 @@ def views(maps: dict) -> None:
     w_o = results.output_projections(ckpt)[name][layer:layer + 1]  # (1, H * d_v, d_model)
     f = transformed_values(detail[f"{name}_v"], w_o)[0, head]  # (k_len, d_model)
     norms = np.linalg.norm(f.astype(np.float64), axis=-1)  # (k_len,): ‖f(x_j)‖
-    st.plotly_chart(matrix_fig(f, key_tokens, dimension_labels(f.shape[1]),
+    screen.chart(st, matrix_fig(f, key_tokens, dimension_labels(f.shape[1]),
                                f"f(x): one row per key<br>(k_len, d_model) = {f.shape}",
                                name="f(x)"), key="arith_f_fig")
-    st.plotly_chart(value_norm_steps_fig(maps[name][layer, head, query], norms, key_tokens, where),
+    screen.chart(st, value_norm_steps_fig(maps[name][layer, head, query], norms, key_tokens, where),
                     key="arith_value_norm_fig")
     st.caption("The attention views' **Show: Weight × value norm** draws the last row for every "
                "query, layer and head.")

@@ -105,6 +105,7 @@ ISSUE_37_REFUSED = {  # case -> words its refusal names
     "bart_merges_txt_past_limit": ["merges.txt", "262,145", "262,144"],
     "bart_family_tokenizer_of_t5": ["bart tokenizer has a BPE model", "Unigram"],
     "mbart_family_tokenizer_of_pegasus": ["tokenizer_config.json", "pegasus tokenizer"],
+    "t5_family_tokenizer_of_pegasus": ["tokenizer_config.json", "pegasus tokenizer", "T5"],
     "bart_family_marian_files": ["BART", "missing", "Marian"],
     "t5_generation_suppress_list_past_limit": ["suppress_tokens", "4,097", "4,096"],
 }

@@ -158,3 +158,53 @@ def test_side_by_side_panels_leave_room_for_the_next_panels_labels():
         return fig.layout.xaxis2.domain[0] - fig.layout.xaxis.domain[1]
     assert gap(mixed) > gap(short)
     assert gap(mixed) * CHART_WIDTH >= len("␣september") * CHAR_PX
+
+
+# ------------------------------------------------------------------ narrow screens (issue 38)
+
+def test_wrap_words_breaks_between_words_and_keeps_tags_and_breaks():
+    from figures.common import wrap_words
+
+    assert wrap_words("Encoder self-attention, layer 0, head 0", 16) == \
+        "Encoder<br>self-attention,<br>layer 0, head 0"
+    assert wrap_words("<b>bold</b> words here<br>next", 10) == "<b>bold</b> words<br>here<br>next"
+    assert wrap_words("short", 40) == "short"
+    assert wrap_words("a-very-long-word-alone", 5) == "a-very-long-word-alone"
+
+
+def test_narrow_wraps_each_text_to_its_width_and_keeps_the_plots_size():
+    from plotly.subplots import make_subplots
+
+    from figures.common import narrow
+
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[
+        "Encoder self, layer 0", "Decoder self, layer 0", "Cross, layer 0"])
+    fig.update_layout(title="Log-probability of each token of the model's own translation",
+                      title_subtitle_text="␣ starts a word (SentencePiece's ▁, byte-level BPE's Ġ)",
+                      height=400, margin=dict(t=90, b=60, l=60, r=20))
+    before = fig.to_plotly_json()
+    phone = narrow(fig, 358)
+    assert fig.to_plotly_json() == before  # the original is untouched
+    layout = phone.layout
+    lines = layout.title.text.split("<br>")
+    assert len(lines) >= 2 and all(len(line) <= 358 / (7.5 * 17 / 12) for line in lines)
+    assert "<br>" in layout.title.subtitle.text
+    for note in layout.annotations:  # a third of the plot's width each: a few words a line
+        assert "<br>" in note.text, note.text
+    assert layout.title.yanchor == "top" and layout.title.yref == "container"
+    grown = layout.margin.t - 90
+    assert grown > 0 and layout.height == 400 + grown  # the plots keep their height
+    # the title's lines, the subtitle's, and the subplot titles' (3 lines) fit in the margin
+    needed = 10 + (len(lines) * 17 + 2 * 13) * 1.3 + 3 * 16 * 1.3
+    assert layout.margin.t >= needed
+
+
+def test_narrow_leaves_a_figure_that_fits_as_it_is():
+    import plotly.graph_objects as go
+
+    from figures.common import narrow
+
+    fig = go.Figure(go.Bar(y=[1, 2]), layout=dict(title="Short", margin=dict(t=60)))
+    phone = narrow(fig)
+    assert phone.layout.title.text == "Short" and phone.layout.margin.t == 60
+    assert phone.layout.height is None

@@ -4,7 +4,8 @@ read as data and mapped onto our Transformer.
 A T5 model is a folder (or a .zip of one, or its files uploaded together) holding config.json
 (T5Config, read against an allow-list), model.safetensors, its tokenizer (tokenizer.json, or
 spiece.model: transformer.tokenizers.huggingface, family "t5") and optionally
-generation_config.json.
+generation_config.json and tokenizer_config.json (read for its tokenizer_class only: a folder
+whose tokenizer is another family's, PegasusTokenizer's spiece.model say, is refused).
 
 What makes T5 differ from the paper's model, and the config field that carries it:
 
@@ -44,6 +45,7 @@ from transformer.importers.hf_common import (
     check_tokenizers,
     checkpoint_data,
     read_folder,
+    tokenizer_family,
     tokenizers,
 )
 from transformer.importers.hf_config import ConfigReader
@@ -60,13 +62,16 @@ __all__ = ["RECIPE", "REQUIRED_FILES", "convert_t5", "read_t5", "t5_config", "t5
 MODEL_TYPES = ("t5", "mt5")  # config.json's model_type
 RECIPE = Recipe("t5", "T5", "T5", "Hugging Face's T5ForConditionalGeneration (t5, T5 v1.1, "
                 "flan-T5, mT5)", asks=False)
-TOKENIZER_FILES = ("tokenizer.json", "spiece.model")
+# tokenizer_config.json is read for its tokenizer_class only (tokenizer_family: another family's
+# tokenizer is refused); the tokenizer itself is made of tokenizer.json or spiece.model alone.
+TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "tokenizer_config.json")
 FOLDER = FolderSpec({
     "config.json": limits.MAX_JSON_BYTES,
     "generation_config.json": limits.MAX_JSON_BYTES,
     **WEIGHT_FILE_BYTES,
     "tokenizer.json": limits.MAX_TOKENIZER_BYTES,
     "spiece.model": limits.MAX_TOKENIZER_BYTES,
+    "tokenizer_config.json": limits.MAX_JSON_BYTES,
 }, PICKLE_FILES, "the T5 model")
 FOLDER_FILES = tuple(FOLDER.file_bytes)  # the names read of a folder
 DEFAULT_MAX_LEN = 512  # T5 has no absolute positions: the longest sequence read (its n_positions)
@@ -93,6 +98,7 @@ def read_t5(source, budgets: limits.Budgets = limits.UPLOAD
     files = read_folder(
         source, FOLDER, TOKENIZER_FILES, (("tokenizer.json",), ("spiece.model",)), "T5", budgets=budgets)
     config = t5_config(files.hf_config, files.label)
+    tokenizer_family(files.tokenizer_files, ("t5",), "t5", files.label, "T5")  # before weights
     files.read_weights(config)
     return files, config
 
@@ -237,7 +243,9 @@ def t5_data(source, *, name: str | None = None, command: str | None = None,
     """A T5 model's files mapped onto our config, weights and tokenizers (nothing built)."""
     files, c = read_t5(source, budgets)
     c["tie_output"] = tied_output(files.weights)
-    source_tok, target_tok = tokenizers(files.tokenizer_files, "t5", files.label)
+    source_tok, target_tok = tokenizers(
+        {n: data for n, data in files.tokenizer_files.items() if n != "tokenizer_config.json"},
+        "t5", files.label)
     check_tokenizers(source_tok, target_tok, c, files.label)
     config = build_config(c, files.label)
     weights = t5_weights(files.weights, c, files.label)
