@@ -4,11 +4,12 @@ default model prepared while the server starts, explorer.warm).
 Navigation and the shared sidebar live here; each view is a thin page under views/.
 """
 
+import time
 from pathlib import Path
 
 import streamlit as st
 
-from explorer import links, models, sidebar, warm
+from explorer import load_tensorflow, warm  # light: TensorFlow comes with load_tensorflow
 
 # The favicon is a file the server sends: a material icon or an emoji as page_icon is fetched
 # from a font or image host, which an offline machine cannot reach (issue 38).
@@ -43,6 +44,21 @@ SECTIONS = {
 WITHOUT_SENTENCE = {"Home", "Model"}  # pages that show something when the sentence is empty
 
 page = st.navigation(SECTIONS, position="top", expanded=True)  # expanded: on a phone
+if warm.starting():  # the served app's first seconds: its progress, then the page
+    st.title("Attention Explorer")
+    st.caption("Starting: TensorFlow and the default model load while the page waits (once per "
+               "server start).")
+    bar = st.progress(0.0)
+    warm.first_page_drawn.set()  # the warm-up may take the interpreter now
+    while warm.starting():
+        text, fraction = warm.stage
+        bar.progress(fraction, text=f"{text}…")
+        time.sleep(0.1)
+    st.rerun()
+load_tensorflow()  # quietly, once (the served app's warm-up did it already)
+
+from explorer import links, models, sidebar  # noqa: E402  (after TensorFlow's quiet import)
+
 links.restore_from_url()  # once per session, before any widget exists
 link_slot = sidebar.render()
 # The served app prepares the model's other compiled functions while this page runs (once per

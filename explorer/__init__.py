@@ -9,21 +9,12 @@ heads     head labels ("cross L1 H2") a model or its maps offer, and one head's 
 widgets   widgets several pages share (the kind picker, exports, token toggles)
 player    the decoding page's step player; sidebar: the shared sidebar; export: CSV and NPZ
 tokens    which piece of the text each token id stands for
+screen    the one call that puts a figure on the page (fitted to a phone there)
+runtime   TensorFlow and Keras imported quietly, once, safe from Streamlit's clear_session
+warm      the served app's start: the default model prepared while the server starts
 """
 
-import os
+from .runtime import load_tensorflow, served_process
 
-from .quiet import native_stderr_quiet
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's INFO and WARNING lines
-with native_stderr_quiet():  # its native start-up lines
-    import transformer  # noqa: F401  (first: its TensorFlow settings apply before Keras loads it)
-
-    # isort: split
-    import keras
-
-# Streamlit calls keras.backend.clear_session() after every script run of every session. That
-# resets Keras' global state for all threads at once, so a model another session is building at
-# that moment gets wrong weight paths and fails to load. Our models are cached across runs on
-# purpose: there is nothing to clear. (keras.utils.clear_session stays available.)
-keras.backend.clear_session = lambda *args, **kwargs: None
+if not served_process():  # the served app imports TensorFlow in its warm-up thread instead
+    load_tensorflow()

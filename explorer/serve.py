@@ -20,6 +20,10 @@ import sys
 from pathlib import Path
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
+# What the server tells its pages (environment variables, read by explorer.state): the models the
+# person running the server named (--model, a JSON list) and whether the sidebar may open one by
+# name or folder (on for a server on localhost, off for one started for others).
+SERVED_MODELS, OPEN_BY_NAME = "EXPLORER_MODELS", "EXPLORER_OPEN_BY_NAME"
 LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
 
 
@@ -67,29 +71,22 @@ class _OurThreads(logging.Filter):
 
 
 def quiet_start() -> None:
-    """Look for devices once, before the server starts, with TensorFlow's native lines kept off
-    the terminal (explorer.quiet: its import was quiet too), and drop Streamlit's warnings
-    about our own threads: `make run` prints Streamlit's few lines with the URL, and whatever
-    goes wrong later."""
-    from .quiet import native_stderr_quiet
-
-    with native_stderr_quiet():  # (explorer's import brought TensorFlow in quietly already)
-        import tensorflow as tf
-
-        tf.config.list_physical_devices()  # CUDA's probe, and its complaint, happen here
+    """Drop Streamlit's warnings about our own threads: `make run` prints Streamlit's few
+    lines with the URL, and whatever goes wrong later. (TensorFlow comes in quietly in the
+    warm-up thread, explorer.runtime, while the server starts.)"""
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(
         _OurThreads())
 
 
 def main(argv: list[str] | None = None) -> None:
-    quiet_start()  # before anything imports TensorFlow
+    quiet_start()
     from streamlit.web import cli
 
-    from . import state, warm
+    from . import warm
 
     models, open_by_name, rest = parse(sys.argv[1:] if argv is None else argv)
-    os.environ[state.SERVED_MODELS] = json.dumps(models)
-    os.environ[state.OPEN_BY_NAME] = "1" if open_by_name else "0"
+    os.environ[SERVED_MODELS] = json.dumps(models)
+    os.environ[OPEN_BY_NAME] = "1" if open_by_name else "0"
     if models:
         print(f"Models named: {', '.join(models)} (the first opens while the server starts)",
               file=sys.stderr, flush=True)

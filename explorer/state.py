@@ -10,6 +10,8 @@ import streamlit as st
 from transformer.core.text import clean_text
 from transformer.inference.session import DEFAULT_CHECKPOINT
 
+from .serve import OPEN_BY_NAME, SERVED_MODELS  # the server's words to its pages
+
 MODEL = "model_choice"  # "bundled:<file name>", "named:<folder or hub name>" or "upload:<sha256>"
 NAMED_OPENED = "named_models_opened"  # [folder or hub name]: opened in this session's sidebar
 OPEN_NAME = "open_model_name"  # the sidebar's "Open a model by name or folder" box
@@ -37,10 +39,8 @@ SEARCH_CONFIG, SEARCH_GREEDY = "As its generation config says", "Greedy"
 SEARCHES = (SEARCH_CONFIG, SEARCH_GREEDY)
 DEFAULT_SOURCE = "Friday, March 5, 2021"
 BUNDLED, UPLOADED, NAMED = "bundled", "upload", "named"  # the origins of a model choice
-# Set by explorer.serve from its command line: the models the person running the server named
-# (--model, a JSON list) and whether the sidebar may open one by name or folder (on for a server
-# on localhost, off for one started for others: --open-by-name / --no-open-by-name).
-SERVED_MODELS, OPEN_BY_NAME = "EXPLORER_MODELS", "EXPLORER_OPEN_BY_NAME"
+# SERVED_MODELS and OPEN_BY_NAME are set by explorer.serve from its command line: the models the
+# person running the server named and whether the sidebar may open one by name or folder.
 
 
 def served_models() -> list[str]:

@@ -73,9 +73,10 @@ def served(log_path, *, args: tuple[str, ...] = (), timeout: float = 120):
             proc.wait(timeout=30)
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> float:
-    """Seconds until the server answers /_stcore/health; RuntimeError if it exits or never
-    answers."""
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180,
+                 poll: float = 0.3) -> float:
+    """Seconds until the server answers /_stcore/health (asked every `poll` s); RuntimeError
+    if it exits or never answers."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout:
         if proc.poll() is not None:
@@ -84,7 +85,7 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 180) -> floa
             if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
                 return time.perf_counter() - t0
         except OSError:
-            time.sleep(0.3)
+            time.sleep(poll)
     raise RuntimeError(f"streamlit did not answer /_stcore/health in {timeout} s")
 
 

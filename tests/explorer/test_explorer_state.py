@@ -26,8 +26,27 @@ def test_state_imports_no_other_explorer_module():
             "print(sorted(m for m in sys.modules if m.startswith('explorer.')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    # explorer.quiet: the package's own first import (TensorFlow's start-up lines kept quiet)
-    assert out.stdout.strip().splitlines()[-1] == "['explorer.quiet', 'explorer.state']"
+    # explorer.runtime and explorer.quiet: the package's own first import (TensorFlow's quiet
+    # import); explorer.serve: the names of what the server tells its pages (standard library)
+    assert out.stdout.strip().splitlines()[-1] == \
+        "['explorer.quiet', 'explorer.runtime', 'explorer.serve', 'explorer.state']"
+
+
+@pytest.mark.parametrize("served", [False, True], ids=["imported", "served"])
+def test_the_served_process_leaves_tensorflow_to_its_warm_up(served):
+    """Importing explorer brings TensorFlow in (quietly, Keras made safe from Streamlit's
+    clear_session), except in `python -m explorer.serve`'s process, where the warm-up thread
+    does it while the server starts (issue 38, item 13: the server answers at once)."""
+    argv = "['python', '-m', 'explorer.serve']" if served else "sys.orig_argv"
+    code = (f"import sys; sys.orig_argv = {argv}; import explorer; "
+            "print('tensorflow' in sys.modules, 'keras' in sys.modules); "
+            "explorer.load_tensorflow(); import keras; "
+            "print(keras.backend.clear_session.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    lines = out.stdout.strip().splitlines()
+    assert lines[-2] == ("False False" if served else "True True")
+    assert lines[-1] == "<lambda>"  # Streamlit's clear_session does nothing to our models
 
 
 def test_init_sets_defaults_and_keeps_what_the_session_chose(session):
