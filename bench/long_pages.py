@@ -53,7 +53,7 @@ from testkit.fragments import script_seconds  # noqa: E402
 PAGES = ["0_Home", "1_Model", "2_Tokenization", "3_Positional_Encodings", "4_Masks",
          "5_Attention_Maps", "6_Linked_View", "7_Aggregations", "8_Token_View",
          "9_Head_Arithmetic", "10_Decoding", "11_Compare_Heads", "12_Head_Statistics",
-         "13_Ablation"]
+         "13_Ablation", "14_Contributions"]
 GOAL_S = 3.0
 TARGET_TOKENS = 400
 BUNDLED_SOURCE = "Friday, March 5, 2021 "  # repeated until the bundled model's cut

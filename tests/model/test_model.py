@@ -876,8 +876,8 @@ def test_empty_model_has_every_weight_of_a_built_one_and_assign_fills_each():
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 def test_assign_weights_takes_every_layout_and_precision_exactly(monkeypatch, dtype):
-    """Transposed views (copied a tile at a time: tiles of 5 here, so the edges are partial
-    tiles) and C-ordered arrays, in every stored precision, give the model the same numbers
+    """Transposed views (copied a strip of columns at a time: strips of 5 here, so the last is
+    partial) and C-ordered arrays, in every stored precision, give the model the same numbers
     widened to float32, in memory of its own: changing the given arrays afterwards changes
     nothing."""
     import ml_dtypes
@@ -893,7 +893,7 @@ def test_assign_weights_takes_every_layout_and_precision_exactly(monkeypatch, dt
     embedding = names.token_embedding("source")
     given[embedding] = values[embedding].astype(stored)  # C-ordered
     assert not all(v.flags.c_contiguous for v in given.values())
-    monkeypatch.setattr(names, "TILE", 5)
+    monkeypatch.setattr(names, "STRIP", 5)  # strips that do not divide the columns
     target = names.empty_model(config)
     names.assign_weights(target, given)
     expected = {name: value.astype(np.float32) for name, value in given.items()}

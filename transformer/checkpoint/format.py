@@ -37,7 +37,7 @@ import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -111,6 +111,7 @@ def checkpoint_bytes(model, source_tokenizer, target_tokenizer, metadata=None,
 def data_bytes(data: CheckpointData, version: int = FORMAT_VERSION) -> bytes:
     """The bytes of a checkpoint holding what read_checkpoint read (no model is built): how a
     version 1 file is rewritten as version 2, its config, tokenizers and metadata kept."""
+    data.settle()
     check_consistent(data.config, data.source_tokenizer, data.target_tokenizer)
     return _archive(data.config, data.weights, data.source_tokenizer, data.target_tokenizer,
                     data.metadata, version, data.generation_config)
@@ -192,6 +193,18 @@ class CheckpointData:
     # Who gave it (core.limits.Budgets): a stranger's upload (UPLOAD, the default) or a model
     # the person running the server named (limits.named_budgets()).
     budgets: limits.Budgets = limits.UPLOAD
+    # What is still being computed beside the load (a Hugging Face model's weight files'
+    # SHA-256, in a thread): it sets metadata's file entries, content_hash and
+    # metadata_warnings. settle() waits for it: Checkpoint.open once the model is built, and
+    # whatever writes the data; until then metadata holds every entry but the files.
+    pending: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+
+    def settle(self) -> CheckpointData:
+        """Finish what is computed beside the load (pending), once; returns self."""
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending()
+        return self
 
 
 def read_checkpoint(source) -> CheckpointData:

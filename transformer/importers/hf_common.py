@@ -207,7 +207,6 @@ def checkpoint_data(files: ModelFiles, config: TransformerConfig, weights: dict,
                     name: str | None, command: str | None) -> CheckpointData:
     """The CheckpointData of a mapped model, with its provenance."""
     check_consistent(config, source_tok, target_tok)
-    files.files = settled(files.files)  # the weight files' hashes, computed meanwhile
     hf_name = files.hf_config.get("_name_or_path")
     hf_name = hf_name.strip()[:80] if isinstance(hf_name, str) and hf_name.strip() else ""
     metadata = {
@@ -218,10 +217,30 @@ def checkpoint_data(files: ModelFiles, config: TransformerConfig, weights: dict,
                                         "model.safetensors, tokenizer files)",
             "model": hf_name, "from": files.label,
             "transformers_version": str(files.hf_config.get("transformers_version", ""))[:40],
-            "files": files.files, "command": command or "",
+            "command": command or "",
         },
     }
-    metadata, warnings = clean_metadata(metadata)
-    digest = files_digest(files.files)
-    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
-                          generation_config=files.generation_config, budgets=files.budgets)
+    return with_provenance(CheckpointData(config, weights, source_tok, target_tok,
+                                          generation_config=files.generation_config,
+                                          budgets=files.budgets), files, metadata)
+
+
+def with_provenance(data: CheckpointData, files, metadata: dict) -> CheckpointData:
+    """data with its metadata (`metadata`, the files read added to its "source") and content
+    hash, once the weight files' hashes are known: they are computed in a thread while the load
+    goes on (hf_weights), so this waits for them only when data.settle() is called
+    (Checkpoint.open calls it after the model is built: a 2 GB file's hash took 0.8 s more than
+    the reading before it). Until then data.metadata holds everything but the files. files: a
+    ModelFiles (or marian.MarianFiles), whose entries may hold the hashes' futures."""
+    data.metadata = metadata
+
+    def finish() -> None:
+        files.files = settled(files.files)
+        data.metadata, data.metadata_warnings = clean_metadata(
+            {**metadata, "source": {**metadata["source"], "files": files.files}})
+        data.content_hash = files_digest(files.files)
+
+    data.pending = finish
+    return data
+
+

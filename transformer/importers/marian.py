@@ -49,17 +49,14 @@ from transformer.checkpoint.format import (
     check_consistent,
     data_bytes,
 )
-from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
 from transformer.importers.bart_layout import take_layers, take_output, take_shared_embedding
-from transformer.importers.hf_common import build_config
+from transformer.importers.hf_common import build_config, with_provenance
 from transformer.importers.hf_folder import FolderSpec, gather, is_folder, parse_json
 from transformer.importers.hf_weights import (
     WEIGHT_FILE_BYTES,
-    files_digest,
     found,
     read_weights,
-    settled,
 )
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
@@ -436,7 +433,6 @@ def marian_data(source, *, name: str | None = None, command: str | None = None,
     weights = marian_weights(files.weights, c, files.label)
     files.weights = {}  # the mapped arrays are ours now; free the originals
     check_consistent(config, source_tok, target_tok)
-    files.files = settled(files.files)  # the weight files' hashes, computed meanwhile
     hf_name = files.hf_config.get("_name_or_path")
     hf_name = hf_name if isinstance(hf_name, str) and hf_name.strip() else None
     metadata = {
@@ -447,13 +443,12 @@ def marian_data(source, *, name: str | None = None, command: str | None = None,
                                           "model.safetensors, source.spm, target.spm, vocab.json)",
             "model": hf_name or "", "from": files.label,
             "transformers_version": str(files.hf_config.get("transformers_version", ""))[:40],
-            "files": files.files, "command": command or "", **files.languages,
+            "command": command or "", **files.languages,
         },
     }
-    metadata, warnings = clean_metadata(metadata)
-    digest = files_digest(files.files)
-    return CheckpointData(config, weights, source_tok, target_tok, metadata, digest, warnings,
-                          generation_config=files.generation_config, budgets=files.budgets)
+    return with_provenance(CheckpointData(config, weights, source_tok, target_tok,
+                                          generation_config=files.generation_config,
+                                          budgets=files.budgets), files, metadata)
 
 
 def convert_marian(source, *, name: str | None = None, command: str | None = None,

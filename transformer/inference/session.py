@@ -232,6 +232,7 @@ class Checkpoint:
                                                                        data.budgets)))
         model = build_model(data.config, data.weights, where, data.budgets)
         data.weights = {}
+        data.settle()  # the files' hashes, computed while the model was built
         return cls(data.config, model, data.source_tokenizer, data.target_tokenizer,
                    data.metadata, data.content_hash, data.metadata_warnings, generation,
                    data.budgets)

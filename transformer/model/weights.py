@@ -217,23 +217,25 @@ def _assign_weight(variable, array) -> None:
 
 
 ALIGN_BYTES = 64  # Eigen's widest vector alignment: TensorFlow's kernels may assume it
-TILE = 64  # rows and columns of a tile of a transposing copy (16 KB of float32: in L1)
+# A transposing copy goes STRIP columns of the output at a time: STRIP whole rows of the stored
+# (out, in) matrix read in order, one 64-byte line written per output row. Measured on pegasus-
+# xsum's matrices (fresh memory, as a load meets it): 0.54 s/GiB, against 0.85 for 64 x 64 tiles
+# (each tile a Python-level step) and 1.2 for NumPy's whole strided copy.
+STRIP = 16
 
 
 def _owned(array: np.ndarray) -> np.ndarray:
     """A C-ordered copy of array (a view of a memory-mapped file, in any order) in new memory
     aligned to ALIGN_BYTES, the file's pages given back as they are copied (core.mapped.release:
     a block of COPY_BLOCK_BYTES at a time, so NLLB's 1 GB embedding is never in memory twice);
-    a 2-D view in another order is copied a TILE x TILE tile at a time (each tile's reads and
-    writes stay in the cache)."""
+    a 2-D view in another order (a stored (out, in) matrix read as (in, out)) is copied STRIP
+    of its columns at a time."""
     buffer = np.empty(array.nbytes + ALIGN_BYTES, np.uint8)
     start = -buffer.ctypes.data % ALIGN_BYTES
     out = buffer[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
     if array.ndim == 2 and not array.flags.c_contiguous:
-        rows, cols = array.shape
-        for i in range(0, rows, TILE):
-            for j in range(0, cols, TILE):
-                out[i:i + TILE, j:j + TILE] = array[i:i + TILE, j:j + TILE]
+        for j in range(0, array.shape[1], STRIP):  # (rows, STRIP): STRIP rows of the stored
+            out[:, j:j + STRIP] = array[:, j:j + STRIP]  # matrix read in order, a line per row
         release(array)
     elif array.ndim == 0:
         np.copyto(out, array)
