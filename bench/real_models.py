@@ -1088,7 +1088,8 @@ def equality(ours: dict, theirs: dict, paths: dict, tokens: int, indent: str = "
 
 
 def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: list,
-           paths: dict, source: str, repeats: int = REPEATS, also: tuple | None = None) -> dict:
+           paths: dict, source: str, repeats: int = REPEATS, also: tuple | None = None,
+           free: tuple = (0, 0)) -> dict:
     """What the run of both sides on source (the folder, or the hub name) gave, printed; and
     the same as a dict (printed as the JSON line). also: (label, base folder's name, theirs,
     paths) of a second run of transformers that ours is compared with as well."""
@@ -1153,11 +1154,27 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
     print(f"  load average before ours, before theirs, after: "
           f"{', '.join(f'{x:.2f}' for x in load)} (2 cores; the measured process alone brings it "
           "near 1.5: well above 2 means another process shared them)")
-    line["load_average"] = load
+    print(f"  free memory before ours, before theirs: {free[0] / 2**30:.1f}, "
+          f"{free[1] / 2**30:.1f} GiB (MemFree, the files in the page cache: where it is short, "
+          "the kernel must evict cached pages for every new one, and each GiB a load allocates "
+          "costs about a second more; transformers' load maps the file and allocates little)")
+    line["load_average"], line["mem_free"] = load, free
     if ours.get("notes"):
         print("  our generation settings' notes: " + " ".join(ours["notes"]))
     print("JSON " + json.dumps(line))
     return line
+
+
+def mem_free() -> int:
+    """/proc/meminfo's MemFree in bytes (0 where it cannot be read)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemFree:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def in_page_cache(folder: str) -> None:
@@ -1219,10 +1236,12 @@ def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS,
                                                          Path(folder))
             load = [os.getloadavg()[0]]
             in_page_cache(folder)
+            free = [mem_free()]
             ours = run(sys.executable, OURS, env, folder=source, new=tokens,
                        logits=paths["ours"], repeats=repeats)
             load.append(os.getloadavg()[0])
             in_page_cache(folder)
+            free.append(mem_free())
             theirs = run(python, THEIRS, env, folder=source, new=tokens, logits=paths["theirs"],
                          logits64=paths["float64"], repeats=repeats)
             load.append(os.getloadavg()[0])
@@ -1242,7 +1261,7 @@ def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS,
                             new=tokens, logits=base_paths["theirs"],
                             logits64=base_paths["float64"], repeats=repeats), base_paths)
             lines.append(report(name, info, ours, theirs, tokens, load, paths, source,
-                                repeats, also))
+                                repeats, also, free))
     print(f"\nsummary: ratios ours / transformers ({tokens} new tokens, greedy)")
     print(f"{'model':26s} {'files->1st':>10s} {'warm':>7s} {'maps':>7s} {'load mem':>9s} "
           f"{'1st mem':>8s}  ids equal  logits max diff  beam ids    vs float64: ours, theirs")
