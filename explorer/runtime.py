@@ -51,7 +51,3 @@ def load_tensorflow() -> None:
             tf.config.list_physical_devices()  # CUDA's probe, and its complaint, happen here
         keras.backend.clear_session = lambda *args, **kwargs: None
         _loaded.set()
-
-
-def tensorflow_loaded() -> bool:
-    return _loaded.is_set()

@@ -1982,6 +1982,9 @@ def main(argv=None) -> int:
     parser.add_argument("--match", metavar="REGEX",
                         help="only the crafted cases whose name matches (re.search; no random "
                              "ones), e.g. 'tokenizer_charsmap|_limit'")
+    parser.add_argument("--random-only", action="store_true",
+                        help="--cases random cases and no crafted one (the crafted ones alone "
+                             "are already 1,600+: make fuzz's default runs 800 random beyond)")
     parser.add_argument("--write", help="write the case files here and stop")
     parser.add_argument("--results", metavar="PATH",
                         help="also write every case's result here (JSON lines: outcome, "
@@ -1998,7 +2001,11 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     crafted = [n for n in crafted_names() if not args.format or format_of(n) in args.format]
     random = max(0, args.cases - len(crafted))  # --cases counts the crafted ones too
-    if args.match:
+    if args.random_only:
+        cases = [(name, data, args.loader if loader == LOADER else loader)
+                 for name, data, loader in generate(args.cases, args.seed, crafted=False,
+                                                    formats=args.format)]
+    elif args.match:
         cases = [(name, data, args.loader if loader == LOADER else loader)
                  for name in crafted if re.search(args.match, name)
                  for name, data, loader in generate(0, only=name)]

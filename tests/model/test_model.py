@@ -874,12 +874,14 @@ def test_empty_model_has_every_weight_of_a_built_one_and_assign_fills_each():
         np.testing.assert_array_equal(value, values[name], err_msg=name)
 
 
+@pytest.mark.parametrize("arena", [False, True], ids=["own-memory", "arena"])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
-def test_assign_weights_takes_every_layout_and_precision_exactly(monkeypatch, dtype):
+def test_assign_weights_takes_every_layout_and_precision_exactly(monkeypatch, dtype, arena):
     """Transposed views (copied a strip of columns at a time: strips of 5 here, so the last is
     partial) and C-ordered arrays, in every stored precision, give the model the same numbers
     widened to float32, in memory of its own: changing the given arrays afterwards changes
-    nothing."""
+    nothing. With a WeightArena (what a load uses) the float32 weights land in its memory,
+    aligned for TensorFlow's kernels."""
     import ml_dtypes
 
     from transformer.model import weights as names
@@ -895,7 +897,13 @@ def test_assign_weights_takes_every_layout_and_precision_exactly(monkeypatch, dt
     assert not all(v.flags.c_contiguous for v in given.values())
     monkeypatch.setattr(names, "STRIP", 5)  # strips that do not divide the columns
     target = names.empty_model(config)
-    names.assign_weights(target, given)
+    pool = names.WeightArena(given) if arena else None
+    if pool is not None:
+        taken = {name: pool.take(name) for name in given}
+        assert all((out is None) == (dtype != "float32") for out in taken.values())
+        assert all(out.ctypes.data % names.ALIGN_BYTES == 0 for out in taken.values()
+                   if out is not None)
+    names.assign_weights(target, given, arena=pool)
     expected = {name: value.astype(np.float32) for name, value in given.items()}
     for value in given.values():
         value[...] = 0

@@ -63,7 +63,14 @@ from transformer.core.limits import (
 from transformer.core.text import quoted
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
-from transformer.model.weights import WeightError, assign_weights, empty_model, weight_arrays, weight_shapes
+from transformer.model.weights import (
+    WeightArena,
+    WeightError,
+    assign_weights,
+    empty_model,
+    weight_arrays,
+    weight_shapes,
+)
 from transformer.tokenizers import tokenizer_from_spec
 from transformer.tokenizers.base import Tokenizer, TokenizerError
 
@@ -266,9 +273,10 @@ def build_model(config: TransformerConfig, weights: dict[str, np.ndarray],
         check_weight_bounds(config, weights, where)
     except WeightError as err:
         raise CheckpointError(str(err)) from None
+    arena = WeightArena(weights)  # its pages made ready while the model is built
     model = _build_model(config)  # as large as the weights hold
     try:
-        assign_weights(model, weights, where)
+        assign_weights(model, weights, where, arena)
     except WeightError as err:
         raise CheckpointError(str(err)) from None
     _check_finite(model)

@@ -5,6 +5,7 @@ loader call assign_weights, which names every missing, extra or mis-shaped weigh
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import numpy as np
 
@@ -164,13 +165,53 @@ def check_weights(expected: dict[str, tuple], weights: dict, where: str) -> None
                 f"{where} but {tuple(shape)} in the model its config describes.")
 
 
-def assign_weights(model, weights: dict[str, np.ndarray], where: str = "the checkpoint") -> None:
-    """Copy {name: array} into a built model, after check_weights against its variables."""
+def assign_weights(model, weights: dict[str, np.ndarray], where: str = "the checkpoint",
+                   arena: WeightArena | None = None) -> None:
+    """Copy {name: array} into a built model, after check_weights against its variables.
+    arena: memory made ready for the float32 weights while the model was built (WeightArena)."""
     variables = {relative_path(model, w): w for w in model.weights}
     check_weights({name: tuple(v.shape) for name, v in variables.items()}, weights, where)
     with _small_pages():
         for name, variable in variables.items():
-            _assign_weight(variable, weights[name])
+            _assign_weight(variable, weights[name], arena.take(name) if arena else None)
+
+
+class WeightArena:
+    """One block of memory for the copies of the float32 weights (what the model's variables
+    then own), its pages touched by a thread as soon as it exists, so that the kernel hands
+    them over while the model is built instead of during the copies. Where the page cache fills
+    memory each new page waits for the kernel to evict a cached one: pegasus-xsum's 1.75 GiB of
+    transposing copies took 1.6-3.5 s so, 1.0 s with free memory. The pages are touched a byte
+    at a time by NumPy, which lets go of the interpreter meanwhile."""
+
+    def __init__(self, weights: dict[str, np.ndarray]):
+        self._offsets, total = {}, 0
+        for name, array in weights.items():
+            if getattr(array, "dtype", None) == np.float32 and array.ndim:
+                self._offsets[name] = (total, array.shape)
+                total += -(-array.nbytes // ALIGN_BYTES) * ALIGN_BYTES
+        with _small_pages():
+            self._buffer = np.empty(total + ALIGN_BYTES, np.uint8)
+        self._start = -self._buffer.ctypes.data % ALIGN_BYTES
+        self._thread = threading.Thread(target=self._touch, name="weight-arena", daemon=True)
+        self._thread.start()
+
+    def _touch(self) -> None:
+        page = 4096
+        for i in range(0, len(self._buffer), ARENA_TOUCH_BYTES):  # steps the copies can pass
+            self._buffer[i:i + ARENA_TOUCH_BYTES:page] = 0
+
+    def take(self, name: str) -> np.ndarray | None:
+        """The float32 array of memory for weight `name` (None for one of another kind)."""
+        if name not in self._offsets:
+            return None
+        offset, shape = self._offsets[name]
+        start = self._start + offset
+        size = int(np.prod(shape)) * 4
+        return self._buffer[start:start + size].view(np.float32).reshape(shape)
+
+
+ARENA_TOUCH_BYTES = 64 * 2**20
 
 
 @contextlib.contextmanager
@@ -191,7 +232,7 @@ def _small_pages():
         _set_madvise_hugepage(before)
 
 
-def _assign_weight(variable, array) -> None:
+def _assign_weight(variable, array, out: np.ndarray | None = None) -> None:
     """variable = array, in one assignment of one weight, copied once into memory the variable
     then owns (_owned: NumPy's, handed to TensorFlow through DLPack without a copy; tf.constant
     of a NumPy array took 1.5-3.5 s for NLLB's 1 GB embedding, DLPack 0.24 s with the copy).
@@ -207,7 +248,7 @@ def _assign_weight(variable, array) -> None:
     array = np.asarray(array)
     transposed = array.ndim == 2 and not array.flags.c_contiguous and array.T.flags.c_contiguous
     if array.dtype == np.float32:
-        value = _shared_tensor(_owned(array))
+        value = _shared_tensor(_owned(array, out))
     else:
         value = _shared_tensor(_owned(array.T if transposed else array))
         if transposed:
@@ -224,15 +265,16 @@ ALIGN_BYTES = 64  # Eigen's widest vector alignment: TensorFlow's kernels may as
 STRIP = 16
 
 
-def _owned(array: np.ndarray) -> np.ndarray:
+def _owned(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """A C-ordered copy of array (a view of a memory-mapped file, in any order) in new memory
     aligned to ALIGN_BYTES, the file's pages given back as they are copied (core.mapped.release:
     a block of COPY_BLOCK_BYTES at a time, so NLLB's 1 GB embedding is never in memory twice);
     a 2-D view in another order (a stored (out, in) matrix read as (in, out)) is copied STRIP
     of its columns at a time."""
-    buffer = np.empty(array.nbytes + ALIGN_BYTES, np.uint8)
-    start = -buffer.ctypes.data % ALIGN_BYTES
-    out = buffer[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    if out is None:
+        buffer = np.empty(array.nbytes + ALIGN_BYTES, np.uint8)
+        start = -buffer.ctypes.data % ALIGN_BYTES
+        out = buffer[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
     if array.ndim == 2 and not array.flags.c_contiguous:
         for j in range(0, array.shape[1], STRIP):  # (rows, STRIP): STRIP rows of the stored
             out[:, j:j + STRIP] = array[:, j:j + STRIP]  # matrix read in order, a line per row

@@ -35,6 +35,7 @@ from collections import Counter
 import sentencepiece as spm
 
 from transformer.core import limits
+from transformer.core.text import quoted
 from transformer.tokenizers.base import (
     Tokenizer,
     TokenizerError,
@@ -151,7 +152,7 @@ class MarianTokenizer(Tokenizer):
     @classmethod
     def _from_valid_spec(cls, spec: dict, model_bytes: bytes) -> "MarianTokenizer":
         if spec["side"] not in SIDES:
-            raise TokenizerError(f"side: must be one of {SIDES}, got {spec['side']!r}")
+            raise TokenizerError(f"side: must be one of {SIDES}, got {str(spec['side'])[:40]!r}")
         names = ("pad_id", "unk_id", "start_id", "end_id")
         check_spec_ids(spec, names)
         spm_bytes, vocab_json_bytes = _unpack(model_bytes)
@@ -225,11 +226,11 @@ def check_vocab(vocab: dict, name: str = "vocab.json") -> None:
         bad = [(p, i) for p, i in vocab.items() if not isinstance(p, str) or not is_int(i)]
         if bad:
             raise TokenizerError(f"{name}: every piece must be a string with an integer id; "
-                                 f"{bad[0][0]!r} has {bad[0][1]!r}")
+                                 f"{quoted(str(bad[0][0]))} has {str(bad[0][1])[:40]}")
     n = len(vocab)
     if (k := first_not_text(pieces)) is not None:  # JSON can spell one: "\ud800"
-        raise TokenizerError(f"{name}: the piece of id {ids[k]} ({pieces[k]!r}) holds a lone "
-                             f"surrogate, which is not valid UTF-8 text")
+        raise TokenizerError(f"{name}: the piece of id {ids[k]} ({quoted(pieces[k])}) holds a "
+                             f"lone surrogate, which is not valid UTF-8 text")
     # The ids 0 .. n-1 each once, checked as one array; the loop below only names the culprit.
     if min(ids) >= 0 and max(ids) < n and len(set(ids)) == n:
         return
@@ -237,9 +238,9 @@ def check_vocab(vocab: dict, name: str = "vocab.json") -> None:
     for piece, i in vocab.items():
         if not 0 <= i < n:
             raise TokenizerError(f"{name}: the ids must be 0 .. {n - 1} (one per piece), but "
-                                 f"{piece!r} has id {i}")
+                                 f"{quoted(piece)} has id {str(i)[:40]}")
         if i in seen:
-            raise TokenizerError(f"{name}: {seen[i]!r} and {piece!r} both have id {i}")
+            raise TokenizerError(f"{name}: {quoted(seen[i])} and {quoted(piece)} both have id {i}")
         seen[i] = piece
 
 
