@@ -47,9 +47,6 @@ from transformer.checkpoint.errors import CheckpointError
 from transformer.checkpoint.jsons import bounded_json
 from transformer.checkpoint.metadata import clean_metadata, clean_value
 from transformer.core import limits
-
-# Every limit lives in transformer/limits.py, with its reason; the MAX_* names stay importable
-# from here, and the reading code reads them from this module (tests patch them).
 from transformer.core.limits import (
     MAX_COMPRESSION_RATIO,
     MAX_FILE_BYTES,
@@ -60,6 +57,10 @@ from transformer.core.limits import (
     MAX_TOKENIZER_BYTES,
     MAX_TOTAL_BYTES,
 )
+
+# Every limit lives in transformer/limits.py, with its reason; the MAX_* names stay importable
+# from here, and the reading code reads them from this module (tests patch them).
+from transformer.core.mapped import release
 from transformer.core.text import quoted
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
@@ -273,6 +274,8 @@ def build_model(config: TransformerConfig, weights: dict[str, np.ndarray],
         check_weight_bounds(config, weights, where)
     except WeightError as err:
         raise CheckpointError(str(err)) from None
+    for array in weights.values():  # the file's pages the bound read leave the process
+        release(array)  # (the copies map them again one weight at a time)
     arena = WeightArena(weights)  # its pages made ready while the model is built
     model = _build_model(config)  # as large as the weights hold
     try:
