@@ -182,7 +182,8 @@ class WeightArena:
     them over while the model is built instead of during the copies. Where the page cache fills
     memory each new page waits for the kernel to evict a cached one: pegasus-xsum's 1.75 GiB of
     transposing copies took 1.6-3.5 s so, 1.0 s with free memory. The pages are touched a byte
-    at a time by NumPy, which lets go of the interpreter meanwhile."""
+    at a time by NumPy, which lets go of the interpreter meanwhile; a weight's memory is handed
+    out (take) only once the thread is past it."""
 
     def __init__(self, weights: dict[str, np.ndarray]):
         self._offsets, total = {}, 0
@@ -193,22 +194,31 @@ class WeightArena:
         with _small_pages():
             self._buffer = np.empty(total + ALIGN_BYTES, np.uint8)
         self._start = -self._buffer.ctypes.data % ALIGN_BYTES
+        self._touched = 0  # bytes from the start whose pages the thread has touched
+        self._progress = threading.Condition()
         self._thread = threading.Thread(target=self._touch, name="weight-arena", daemon=True)
         self._thread.start()
 
     def _touch(self) -> None:
         page = 4096
-        for i in range(0, len(self._buffer), ARENA_TOUCH_BYTES):  # steps the copies can pass
+        for i in range(0, len(self._buffer), ARENA_TOUCH_BYTES):
             self._buffer[i:i + ARENA_TOUCH_BYTES:page] = 0
+            with self._progress:
+                self._touched = min(len(self._buffer), i + ARENA_TOUCH_BYTES)
+                self._progress.notify_all()
 
     def take(self, name: str) -> np.ndarray | None:
-        """The float32 array of memory for weight `name` (None for one of another kind)."""
+        """The float32 array of memory for weight `name` (None for one of another kind), once
+        the thread has touched all of it: it writes a zero into each page, which must never
+        land in a weight already copied there."""
         if name not in self._offsets:
             return None
         offset, shape = self._offsets[name]
         start = self._start + offset
-        size = int(np.prod(shape)) * 4
-        return self._buffer[start:start + size].view(np.float32).reshape(shape)
+        end = start + int(np.prod(shape)) * 4
+        with self._progress:
+            self._progress.wait_for(lambda: self._touched >= end)
+        return self._buffer[start:end].view(np.float32).reshape(shape)
 
 
 ARENA_TOUCH_BYTES = 64 * 2**20
