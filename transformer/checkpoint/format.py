@@ -47,6 +47,9 @@ from transformer.checkpoint.errors import CheckpointError
 from transformer.checkpoint.jsons import bounded_json
 from transformer.checkpoint.metadata import clean_metadata, clean_value
 from transformer.core import limits
+
+# Every limit lives in transformer/limits.py, with its reason; the MAX_* names stay importable
+# from here, and the reading code reads them from this module (tests patch them).
 from transformer.core.limits import (
     MAX_COMPRESSION_RATIO,
     MAX_FILE_BYTES,
@@ -57,9 +60,6 @@ from transformer.core.limits import (
     MAX_TOKENIZER_BYTES,
     MAX_TOTAL_BYTES,
 )
-
-# Every limit lives in transformer/limits.py, with its reason; the MAX_* names stay importable
-# from here, and the reading code reads them from this module (tests patch them).
 from transformer.core.mapped import release
 from transformer.core.text import quoted
 from transformer.model.config import TransformerConfig

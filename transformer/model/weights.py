@@ -201,10 +201,15 @@ class WeightArena:
 
     def _touch(self) -> None:
         page = 4096
-        for i in range(0, len(self._buffer), ARENA_TOUCH_BYTES):
-            self._buffer[i:i + ARENA_TOUCH_BYTES:page] = 0
+        try:
+            for i in range(0, len(self._buffer), ARENA_TOUCH_BYTES):
+                self._buffer[i:i + ARENA_TOUCH_BYTES:page] = 0
+                with self._progress:
+                    self._touched = min(len(self._buffer), i + ARENA_TOUCH_BYTES)
+                    self._progress.notify_all()
+        finally:  # whatever happened, no copy waits for ever (the rest is touched as copied)
             with self._progress:
-                self._touched = min(len(self._buffer), i + ARENA_TOUCH_BYTES)
+                self._touched = len(self._buffer)
                 self._progress.notify_all()
 
     def take(self, name: str) -> np.ndarray | None:
