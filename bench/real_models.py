@@ -1167,14 +1167,9 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
 
 def mem_free() -> int:
     """/proc/meminfo's MemFree in bytes (0 where it cannot be read)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemFree:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+    from transformer.core.limits import meminfo_bytes
+
+    return meminfo_bytes("MemFree") or 0
 
 
 def in_page_cache(folder: str) -> None:

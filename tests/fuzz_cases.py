@@ -2002,17 +2002,14 @@ def main(argv=None) -> int:
     crafted = [n for n in crafted_names() if not args.format or format_of(n) in args.format]
     random = max(0, args.cases - len(crafted))  # --cases counts the crafted ones too
     if args.random_only:
-        cases = [(name, data, args.loader if loader == LOADER else loader)
-                 for name, data, loader in generate(args.cases, args.seed, crafted=False,
-                                                    formats=args.format)]
+        made = generate(args.cases, args.seed, crafted=False, formats=args.format)
     elif args.match:
-        cases = [(name, data, args.loader if loader == LOADER else loader)
-                 for name in crafted if re.search(args.match, name)
-                 for name, data, loader in generate(0, only=name)]
+        made = (case for name in crafted if re.search(args.match, name)
+                for case in generate(0, only=name))
     else:
-        cases = [(name, data, args.loader if loader == LOADER else loader)
-                 for name, data, loader in generate(random, args.seed, only=args.only,
-                                                    formats=args.format)]
+        made = generate(random, args.seed, only=args.only, formats=args.format)
+    cases = [(name, data, args.loader if loader == LOADER else loader)
+             for name, data, loader in made]
     if args.write:
         out = Path(args.write)
         out.mkdir(parents=True, exist_ok=True)

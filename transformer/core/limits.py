@@ -171,16 +171,25 @@ NAMED_MAPS_SHARE = 4  # a request's maps may take a quarter of the memory availa
 NAMED_MAX_MAPS_BYTES = 8 * 1024 * MB  # ... and at most this, however big the machine
 
 
-def memory_available() -> int:
-    """Bytes the kernel says can be allocated without swapping (/proc/meminfo's MemAvailable),
-    or total physical memory where that is not readable."""
+def meminfo_bytes(field: str) -> int | None:
+    """A /proc/meminfo field ("MemAvailable", "MemFree") in bytes, or None where it cannot be
+    read."""
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
+    return None
+
+
+def memory_available() -> int:
+    """Bytes the kernel says can be allocated without swapping (/proc/meminfo's MemAvailable),
+    or total physical memory where that is not readable."""
+    available = meminfo_bytes("MemAvailable")
+    if available is not None:
+        return available
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     except (ValueError, OSError, AttributeError):
