@@ -87,8 +87,8 @@ st.markdown(
     "forward pass (`model.source_mask`, `model.target_mask`).")
 texts = about.mask_texts(cfg, quoted(start_piece))
 st.markdown(texts["masks"])
-others = st.text_area("Other sentences of the batch, one per line (row 0 is the Source "
-                      "sentence)", DEFAULT_OTHERS, key="mask_batch")
+others = st.text_area("Other sentences of the batch, one per line (row 0 is your sentence)",
+                      DEFAULT_OTHERS, key="mask_batch")
 sources = [state.current_source()] + [s.strip() for s in others.splitlines() if s.strip()]
 if len(sources) > MAX_ROWS:
     st.caption(f"Only the first {MAX_ROWS - 1} other sentences are used.")
