@@ -16,6 +16,7 @@ import pytest
 from testkit.variants import random_variant
 from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 from transformer.importers import load_checkpoint as load_any
+from transformer.inference.forward import forward
 from transformer.inference.logit_lens import top_k_ids
 
 SOURCE, TARGET = "Friday, March 5, 2021", "2021-03-05"
@@ -36,12 +37,15 @@ variant = functools.partial(random_variant, num_decoder_layers=3)
 
 
 def numpy_lens(ckpt, result) -> np.ndarray:
-    """Every decoder layer's probabilities (L, T, V) from the Keras weights, in NumPy: the
-    model called eagerly for its hidden states; layers 1 .. L-1 through decoder_norm when
-    pre-LN (post-LN: as they are); the last layer is the model's own logits."""
+    """Every decoder layer's probabilities (L, T, V) from the Keras weights, in NumPy, on the
+    hidden states of the compiled pass the pages use (transformer.inference.forward: its
+    float32 rounding, not the eager pass's, whose differ by a few units in the last place and
+    which this test is not about); layers 1 .. L-1 through decoder_norm when pre-LN (post-LN:
+    as they are); the last layer is the model's own output, the same pass's log-softmax over
+    the whole vocabulary, which the NumPy projection of its hidden state matches to 1e-4."""
     model, c = ckpt.model, ckpt.config
-    out = model((result["source_ids"][None], result["target_ids"][None]),
-                return_hidden_states=True)
+    out = forward(model, result["source_ids"][None], result["target_ids"][None],
+                  result["output_ids"][None], hidden_states=True, top_k=c.tgt_vocab_size)
     hidden = np.asarray(out["decoder_hidden_states"], np.float64)[1:, 0]  # (L, T, d_model)
     if c.norm_first:
         norm = model.decoder_norm
@@ -62,8 +66,12 @@ def numpy_lens(ckpt, result) -> np.ndarray:
         bias = (np.asarray(model.output_projection.bias, np.float64) if c.output_bias
                 else 0.0)
     logits = (hidden * c.output_scale) @ kernel + bias  # (L, T, V)
-    np.testing.assert_allclose(logits[-1], np.asarray(out["logits"])[0], rtol=1e-4, atol=1e-4)
-    logits[-1] = np.asarray(out["logits"], np.float64)[0]  # the model's own
+    own = np.empty(logits.shape[1:])  # (T, V): the pass's log-probabilities, id by id
+    np.put_along_axis(own, out["top_ids"][0], out["top_log_probs"][0], axis=-1)
+    shifted = logits[-1] - logits[-1].max(-1, keepdims=True)
+    np.testing.assert_allclose(shifted - np.log(np.exp(shifted).sum(-1, keepdims=True)), own,
+                               rtol=1e-4, atol=1e-4)
+    logits[-1] = own  # the model's own (a log-softmax: the softmax below gives it back)
     probs = np.exp(logits - logits.max(-1, keepdims=True))
     return probs / probs.sum(-1, keepdims=True)
 

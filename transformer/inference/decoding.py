@@ -19,6 +19,9 @@ numbers); only the cache is bucketed then.
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
 import itertools
 import math
 import threading
@@ -449,7 +452,7 @@ class _SharedLoop:
         `model` as the template. Calls go to it directly: tf.function's dispatch matched every
         argument's type, ~2 ms a call."""
         if self._concrete is None:
-            with self._lock:  # one trace, while the template is alive
+            with self._lock, unrewritten():  # one trace, while the template is alive
                 if self._concrete is None:
                     self._template = weakref.ref(model)
                     self._concrete = self.fn.get_concrete_function()
@@ -457,10 +460,45 @@ class _SharedLoop:
 
     def __call__(self, model, *args):
         handles = [w.value.handle for w in model.weights]  # the backend's tf.Variables
-        return self.trace(model)(handles, *args)
+        concrete = self.trace(model)
+        with unrewritten():
+            return concrete(handles, *args)
 
     def tracing_count(self) -> int:
         return self.fn.experimental_get_tracing_count()
+
+
+@contextlib.contextmanager
+def unrewritten():
+    """The compiled functions called (and the layer functions they call, traced) in this
+    thread run without Grappler's graph rewrites (its meta optimizer off). Grappler rewrites a
+    function when it is first run, which cost more than it gave back: bart-large's first
+    translation 2.49 -> 1.93 s and its first maps 1.16 -> 0.87 s, warm translation unchanged
+    (1.0 s either way, bench/real_models.py). TensorFlow offers the switch for the whole
+    process only (tf.config.optimizer); this sets it in the thread's function-call options as
+    tf.experimental.function_executor_type does its setting, so training keeps its rewrites."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    before = ctx.function_call_options
+    options = copy.copy(before)
+    options.config_proto_serialized = _unrewritten_config(before.config_proto_serialized)
+    ctx.function_call_options = options
+    try:
+        yield
+    finally:
+        ctx.function_call_options = before
+
+
+@functools.lru_cache(maxsize=8)
+def _unrewritten_config(serialized: bytes):
+    """The ConfigProto `serialized` holds, with Grappler's meta optimizer off (the options'
+    setter serializes it)."""
+    from tensorflow.core.protobuf import config_pb2
+
+    config = config_pb2.ConfigProto.FromString(serialized)
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    return config
 
 
 _SHARED_LOOPS: OrderedDict = OrderedDict()  # (kind, config JSON) -> _SharedLoop, least recent first
