@@ -28,11 +28,9 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 CHILD = r"""
 import json, re, sys, time, pathlib
-sys.path.insert(0, %(root)r)
 from transformer.checkpoint.format import read_checkpoint
 
 def status(name):

@@ -24,13 +24,11 @@ a page (the start's progress, or the page itself: its title), and when the home 
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from testkit.browser import free_port, launch_options, start_server, wait_healthy  # noqa: E402
 

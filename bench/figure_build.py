@@ -15,20 +15,18 @@ part).
 import argparse
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "bench"))
 
 import numpy as np  # noqa: E402
 import plotly.io as pio  # noqa: E402
 import plotly.tools  # noqa: E402
-from model_view import attention_maps  # noqa: E402
 
+from bench.model_view import attention_maps  # noqa: E402
 from figures import aggregate, arithmetic, compare, decoding, head_stats, masks, positional  # noqa: E402
 from figures.attention import attention_heatmap_fig, linked_view_fig, model_view_fig  # noqa: E402
 from figures.token_view import head_colour, token_view_fig  # noqa: E402

@@ -33,7 +33,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-sys.path.insert(0, str(ROOT))
 from bench.timing import median_time  # noqa: E402
 
 SENTENCES = ["the black cat sleeps", "I would like a coffee, please.",

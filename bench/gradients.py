@@ -25,7 +25,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-sys.path.insert(0, str(ROOT))
 from bench.timing import interleaved  # noqa: E402
 
 SOURCE = "Friday, the twenty-first of March, two thousand and twenty-one"

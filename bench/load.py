@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -121,12 +120,6 @@ METRICS_JS = """
 
 def squash(text: str) -> str:
     return " ".join(text.split())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def proc_status(pid: int, field: str) -> int | None:
@@ -533,7 +526,7 @@ async def main_async(args):
     from transformer import load_checkpoint
 
     t_start = time.perf_counter()
-    port = free_port()
+    port = kit.free_port()
     url = f"http://127.0.0.1:{port}"
     proc, log = start_server(port)
     t_popen = time.perf_counter()

@@ -44,9 +44,9 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("STREAMLIT_LOGGER_LEVEL", "error")
 ROOT = Path(__file__).resolve().parent.parent
 
-from page_rerun import profile  # noqa: E402  (bench/ is the script's folder)
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from bench.page_rerun import profile  # noqa: E402
 from explorer import state, warm  # noqa: E402
 from testkit.fragments import script_seconds  # noqa: E402
 
@@ -80,8 +80,9 @@ def opus_files(folder: Path | None) -> dict[str, bytes]:
 
 def opus_target(ckpt, tokens: int = TARGET_TOKENS) -> str:
     """French-like words from the target vocabulary, as many as make `tokens` target ids."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fixtures.make_marian_fixture import PAIRS
+    from testkit.fixtures import fixture_module
+
+    PAIRS = fixture_module("make_marian_fixture").PAIRS
 
     words = " ".join(t for _, t in PAIRS).split()
 

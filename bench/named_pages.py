@@ -16,12 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 PAGES = ["views/0_Home.py", "views/1_Model.py", "views/2_Tokenization.py",
          "views/3_Positional_Encodings.py", "views/4_Masks.py", "views/5_Attention_Maps.py",

@@ -34,7 +34,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 from bench.timing import CHILD_PRELUDE  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -127,8 +126,10 @@ def build_folder(folder: Path, end_bias: float = 0.0) -> None:
     import torch
     from transformers import GenerationConfig, MarianConfig, MarianMTModel, MarianTokenizer
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fixtures.make_marian_fixture import PAIRS, build_vocab, train_spm
+    from testkit.fixtures import fixture_module
+
+    fixture = fixture_module("make_marian_fixture")
+    PAIRS, build_vocab, train_spm = fixture.PAIRS, fixture.build_vocab, fixture.train_spm
 
     rng = random.Random(0)
     english = " ".join(s for s, _ in PAIRS).split()

@@ -109,7 +109,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 from bench.timing import CHILD_PRELUDE  # noqa: E402
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -504,11 +503,12 @@ def pad_spm(model: bytes, pieces: int, prefix: str = "zq") -> bytes:
 
 
 def _fixture(module: str):
-    """A module of tests/fixtures (the tiny fixtures' builders)."""
-    import importlib
+    """A module of tests/fixtures (the tiny fixtures' builders): testkit.fixtures, which this
+    script finds as the project's own Python does, and as HF_PYTHON does when it runs the
+    script as a module from the project's root (python -m bench.real_models)."""
+    from testkit.fixtures import fixture_module
 
-    sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
-    return importlib.import_module(module)
+    return fixture_module(module)
 
 
 def marian_vocab(lines: list[str], out: Path, config: dict) -> dict[str, int]:
@@ -960,8 +960,8 @@ def ensure_folder(python: str, name: str, keep: Path) -> dict:
                 marker.write_text(json.dumps(info, indent=1))
             return info
     print(f"building {keep / name} (once; kept for later runs) ...", flush=True)
-    subprocess.run([python, __file__, "--build", name, "--keep", str(keep)], check=True,
-                   cwd=ROOT, env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    subprocess.run([python, "-m", "bench.real_models", "--build", name, "--keep", str(keep)],
+                   check=True, cwd=ROOT, env={**os.environ, "HF_HUB_DISABLE_PROGRESS_BARS": "1",
                                   "PYTHONWARNINGS": "ignore", "TRANSFORMERS_VERBOSITY": "error",
                                   "TQDM_DISABLE": "1"})
     return json.loads(marker.read_text())
@@ -1319,7 +1319,8 @@ def diff(hub: dict, saved: dict) -> dict:
 
 
 def configs(python: str, where: Path) -> None:
-    subprocess.run([python, __file__, "--write-configs", str(where)], check=True, cwd=ROOT,
+    subprocess.run([python, "-m", "bench.real_models", "--write-configs", str(where)],
+                   check=True, cwd=ROOT,
                    env={**os.environ, "PYTHONWARNINGS": "ignore", "TRANSFORMERS_VERBOSITY": "error",
                         "TQDM_DISABLE": "1"})
     version = subprocess.run([python, "-c", "import transformers; print(transformers.__version__)"],

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 FIXTURES = ROOT / "tests" / "fixtures"
 CASES = (("bpe", 65_536, 0), ("bpe", 262_144, 0), ("bpe", 262_144, 262_144),
          ("bpe", 262_144, 524_288), ("bpe", 262_144, 768_000), ("unigram", 65_536, 0),

@@ -1,6 +1,7 @@
 """The decode profile (bench/profile_decode.py) reads TensorFlow's profiler output, whose format
 belongs to TensorFlow: it must still find the compiled call and the kernels in it."""
 
+import ast
 import os
 import re
 import subprocess
@@ -22,3 +23,20 @@ def test_the_decode_profile_finds_the_compiled_call_and_its_kernels():
     # the step's matmuls and softmaxes are among the kernels, and the body's nodes are counted
     assert re.search(r"^ +_?(Fused)?MatMul ", out, re.M), out
     assert re.search(r"the loop body's graph: \d+ nodes besides constants; .*MatMul \d+", out), out
+
+
+def test_the_benchmarks_reach_what_they_share_without_editing_sys_path():
+    """bench/ is installed with the project (pyproject.toml), so a benchmark imports the package,
+    testkit and its siblings as they are; the fixtures' builders come through testkit.fixtures.
+    Neither a benchmark nor the script it hands a child process edits sys.path (issue 39)."""
+    scripts = sorted((ROOT / "bench").glob("*.py"))
+    assert len(scripts) > 15
+    for path in scripts:
+        tree = ast.parse(path.read_text(), str(path))
+        edits = [node.lineno for node in ast.walk(tree)
+                 if isinstance(node, ast.Attribute) and node.attr == "path"
+                 and isinstance(node.value, ast.Name) and node.value.id == "sys"]
+        edits += [node.lineno for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and re.search(r"sys\.path\.(insert|append)|sys\.path\[", node.value)]
+        assert not edits, f"{path.name} edits sys.path at line {edits[0]}"
