@@ -16,7 +16,7 @@ its median and the load average (1 min) when it was measured:
   and the cached step / stream ratio (goal: <= 1.3);
 - the bundled model's "Friday, March 5, 2021" translation with all attention (goal: <= 10 ms),
   and the first call's cost (trace, or with --xla trace + compile per bucket).
---xla sets transformer.inference.decoding.JIT_COMPILE (XLA compiles the loop once per bucket).
+--xla sets transformer.inference.compiled.JIT_COMPILE (XLA compiles the loop once per bucket).
 """
 
 import os
@@ -33,7 +33,7 @@ from transformer import (
     greedy_decode,
     load_checkpoint,
 )
-from transformer.inference import decoding
+from transformer.inference import compiled
 
 SOURCE_LEN, REPEATS = 32, 3
 FRIDAY = "Friday, March 5, 2021"
@@ -91,9 +91,9 @@ def stream_time(mats, repeats=20) -> tuple[float, str]:
 
 def main():
     xla = "--xla" in sys.argv
-    decoding.JIT_COMPILE = xla
+    compiled.JIT_COMPILE = xla
     print(f"mode: {'XLA (jit_compile)' if xla else 'TF graph (no XLA)'}; "
-          f"buckets: {decoding.SMALLEST_BUCKET}, {2 * decoding.SMALLEST_BUCKET}, ... "
+          f"buckets: {compiled.SMALLEST_BUCKET}, {2 * compiled.SMALLEST_BUCKET}, ... "
           "for source and cache lengths")
     config = TransformerConfig(src_vocab_size=8000, tgt_vocab_size=8000, max_len=256)
     model = Transformer(config).build_weights()
@@ -110,7 +110,7 @@ def main():
         print(f"cached {new_tokens:3d} tokens: {new_tokens / seconds:7.1f} tokens/s, "
               f"{seconds / new_tokens * 1000:6.2f} ms/step ({when}); first call "
               f"{first:.2f} s ({first - seconds:.2f} s more than a warm one: trace/compile of "
-              f"cache bucket {decoding.bucket(new_tokens, config.max_len)})")
+              f"cache bucket {compiled.bucket(new_tokens, config.max_len)})")
     marginal = (cached[256][0] - cached[64][0]) / (256 - 64)
     print(f"cached marginal step (t256 - t64) / 192: {marginal * 1000:.2f} ms ({load()})")
     for new_tokens in (64, 256):

@@ -44,7 +44,7 @@ def measure(folder: Path, new_tokens: int, repeats: int, beams: int) -> dict:
     from transformers import MarianMTModel, MarianTokenizer
 
     from transformer.importers.marian import convert_marian
-    from transformer.inference.generation import generate, generation_settings
+    from transformer.inference.search_transformers import generate, generation_settings
 
     values = json.loads((folder / "generation_config.json").read_text())
     values["max_new_tokens"] = new_tokens

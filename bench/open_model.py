@@ -57,7 +57,7 @@ t0 = time.perf_counter()
 import transformer
 import tensorflow as tf
 from transformer.checkpoint import format as checkpoint
-from transformer.inference import decoding
+from transformer.inference import search_ours
 phases = {"import TensorFlow": time.perf_counter() - t0}
 for name, label in (("_load_tokenizer", "load: the two tokenizers (with their checks)"),
                     ("_read_weights", "load: read and check the weights"),
@@ -75,7 +75,7 @@ t0 = time.perf_counter()
 ckpt = checkpoint.load_checkpoint(checkpoint.DEFAULT_CHECKPOINT)
 phases["load: everything else"] = time.perf_counter() - t0 - sum(
     v for k, v in phases.items() if k.startswith("load:"))
-loop = decoding._compiled_step(ckpt.model, True)
+loop = search_ours.compiled_greedy(ckpt.model, True)
 t0 = time.perf_counter()
 graph = loop.trace(ckpt.model).graph.as_graph_def()
 ops = len(graph.node) + sum(len(f.node_def) for f in graph.library.function)

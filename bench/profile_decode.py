@@ -35,7 +35,7 @@ from transformer import (
     greedy_decode,
     load_checkpoint,
 )
-from transformer.inference import decoding
+from transformer.inference import search_ours
 
 # isort: split
 import tensorflow as tf  # noqa: E402
@@ -79,7 +79,7 @@ def kernel_times(logdir):
 
 def body_nodes(model):
     """Node types of the decode loop's body graph (constants left out)."""
-    loop = decoding._compiled_step(model, True)
+    loop = search_ours.compiled_greedy(model, True)
     graph = loop.trace(model).graph.as_graph_def()
     bodies = [f for f in graph.library.function if f.signature.name.startswith("while_body")]
     return collections.Counter(node.op for f in bodies for node in f.node_def

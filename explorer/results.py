@@ -24,9 +24,10 @@ from transformer.analysis.head_stats import batch_statistics, head_similarity_ma
 from transformer.core.kinds import KIND_NAMES, head_masks, parse_head_label
 from transformer.inference import batch
 from transformer.inference.ablation import ablate, head_importance
-from transformer.inference.decoding import Watch, greedy_decode_batch
+from transformer.inference.compiled import Watch
 from transformer.inference.forward import forward
 from transformer.inference.numerics import NumericalError, check_forward
+from transformer.inference.search_ours import greedy_decode_batch
 from transformer.tokenizers.base import TokenizerError
 
 from . import models, state
@@ -131,7 +132,7 @@ def _generated(content_hash: str, source: str, settings_key: str, silenced: tupl
 
 def _watched(key: tuple, ckpt: Checkpoint, most: int, run):
     """run(seconds) -> a decode. A named model's (no time budget: its translations may be as
-    long as its generation config says) runs in a worker thread with a decoding.Watch, while
+    long as its generation config says) runs in a worker thread with a compiled.Watch, while
     this run of the page draws its progress; when the user stops the run (Streamlit's Stop, or
     any change that reruns the page), the decode ends at its next step and what it made is kept
     (stopped(): the pages show it, said stopped, until the user asks for the rest). An upload's

@@ -1,7 +1,7 @@
 """Warm start: the default model, its translation of the default sentence and its maps pass,
 prepared in a background thread as soon as the server runs, so that the first page a user
 opens is as fast as the ones after it (the model's decode loop and forward pass are traced
-once per architecture and shared: transformer.inference.decoding.shared_function).
+once per architecture and shared: transformer.inference.compiled.shared_function).
 
 `python -m explorer.serve` (what `make run` runs) starts it before the server accepts a
 connection. It fills the same caches the pages read (explorer.models, explorer.results), so

@@ -1,7 +1,7 @@
 """Step-by-step decoding: next-token probabilities, one step's attention, the alignment matrix,
 tokens as inline HTML, and beam tables.
 
-Inputs are what transformer.inference.decoding records per step (DecodeStep.top_k, .cross (L, H, N),
+Inputs are what transformer.inference.decoded records per step (DecodeStep.top_k, .cross (L, H, N),
 .self (L, H, t + 1)); the callers slice a layer (and a head) out. Pure: NumPy and Plotly only.
 Token axes put cells and bars at positions, ticked with the tokens as they are
 (figures.common.token_axis); hover names position and token. The figures are built as dicts

@@ -13,9 +13,9 @@ from explorer.widgets import export_buttons
 from figures import decoding as figs
 from figures import lens as lens_figs
 from figures.contributions import step_bars_fig
-from transformer.inference.decoding import beam_search, length_normalised
-from transformer.inference.generation import GeneratedBeam
 from transformer.inference.gradients import AUTO_STEPS, MAX_STEPS
+from transformer.inference.search_ours import beam_search, length_normalised
+from transformer.inference.search_transformers import GeneratedBeam
 
 LENGTH_PENALTY = inspect.signature(beam_search).parameters["length_penalty"].default
 OWN_SEARCH, OPTIONS_SEARCH = "As the sidebar's translation", "With the options here"

@@ -12,7 +12,8 @@ import pytest
 
 from explorer import warm
 from transformer import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
-from transformer.inference.decoding import TOP_K, _compiled_beam, _compiled_step
+from transformer.inference import search_ours
+from transformer.inference.decoded import TOP_K
 from transformer.inference.forward import forward_function
 from transformer.inference.gradients import _jacobian_function
 from transformer.inference.prepare import KINDS, prepare
@@ -36,15 +37,15 @@ def small(bundled, dff: int, seed: int = 0) -> Checkpoint:
 
 def traces(model) -> dict[str, int]:
     """How many times each compiled function the pages call was traced for this architecture."""
-    functions = {"greedy": _compiled_step(model, True),
-                 "greedy_no_capture": _compiled_step(model, False),
+    functions = {"greedy": search_ours.compiled_greedy(model, True),
+                 "greedy_no_capture": search_ours.compiled_greedy(model, False),
                  "forward": forward_function(model),
                  "forward_top": forward_function(model, top_k=TOP_K),
                  "forward_details_layer": forward_function(model, details=True, one_layer=True),
                  "forward_values": forward_function(model, values=True),
                  "forward_values_hidden": forward_function(model, values=True,
                                                            hidden_states=True),
-                 "beam": _compiled_beam(model),
+                 "beam": search_ours.compiled_beam(model),
                  "gradients": _jacobian_function(model)}
     assert set(functions) == set(KINDS)
     return {kind: fn.tracing_count() for kind, fn in functions.items()}
@@ -98,9 +99,9 @@ def test_prepare_runs_each_function_once_and_then_costs_a_call(bundled):
 
 def test_a_model_with_a_generation_config_gets_its_search_prepared(bundled, served):
     """A Hugging Face model's translation is its generation config's search (a beam loop of
-    transformer.inference.generation): prepared first, then decoding with those settings
+    transformer.inference.search_transformers): prepared first, then decoding with those settings
     traces nothing more."""
-    from transformer.inference.generation import _compiled, generation_settings
+    from transformer.inference.search_transformers import _compiled, generation_settings
 
     ckpt = small(bundled, dff=47)
     c = ckpt.config

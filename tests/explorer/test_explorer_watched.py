@@ -1,5 +1,5 @@
 """A named model's translation shows its progress and the user can stop it (issue 36): the
-decode runs in a worker with a decoding.Watch while the page's run draws a progress bar; when
+decode runs in a worker with a compiled.Watch while the page's run draws a progress bar; when
 the run is stopped (Streamlit raises in it at the bar's next update), the decode ends at its next
 step, what it made is kept and shown, said stopped, until "Translate to the end"."""
 

@@ -22,8 +22,8 @@ from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers import RECIPES, detect_recipe, load_checkpoint
 from transformer.importers.bart import FOLDER_FILES, bart_config, convert_bart
 from transformer.inference.forward import forward
-from transformer.inference.generation import generate
 from transformer.inference.generation_config import read_generation_config
+from transformer.inference.search_transformers import generate
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "bart"
 TOL = 1e-4

@@ -162,7 +162,7 @@ def test_keras_seq2seq_translates_as_its_own_loop(tmp_path, seq2seq_vocabs):
         target = (decoded + [0] * SEQ_LEN)[:SEQ_LEN]  # spa_vectorization(...)[:, :-1]
         predictions = model({"encoder_inputs": np.array([source_ids]),
                              "decoder_inputs": np.array([target], np.int64)})
-        # Our greedy decoding never emits padding or the start id (transformer.inference.decoding); a
+        # Our greedy decoding never emits padding or the start id (transformer.inference.search_ours); a
         # trained example never predicts them, this random one might: skip them here too.
         token = int(np.argmax(np.where(np.isin(np.arange(TGT_VOCAB), [0, 2]), -np.inf,
                                        predictions[0, i, :])))

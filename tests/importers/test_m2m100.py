@@ -25,8 +25,8 @@ from transformer.checkpoint.format import CheckpointError, save_checkpoint
 from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers.m2m100 import FOLDER_FILES, convert_m2m100, m2m100_config
 from transformer.inference.forward import forward
-from transformer.inference.generation import generate
 from transformer.inference.generation_config import read_generation_config
+from transformer.inference.search_transformers import generate
 from transformer.inference.session import load_checkpoint
 from transformer.model.layers import positional_encoding
 

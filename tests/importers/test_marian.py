@@ -30,7 +30,7 @@ from transformer.importers.marian import (
     marian_config,
     read_marian,
 )
-from transformer.inference.decoding import log_softmax
+from transformer.inference.numerics import log_softmax
 from transformer.inference.session import load_checkpoint
 from transformer.model.weights import weight_arrays
 
@@ -481,8 +481,8 @@ def test_the_generation_config_is_read_when_the_model_opens(checkpoint):
     """Checkpoint.generation: the folder's generation_config.json (transformers' defaults with
     the model's ids here); Checkpoint.generate decodes with it, or with other settings."""
     from transformer import DEFAULT_CHECKPOINT
-    from transformer.inference.generation import generate
     from transformer.inference.generation_config import read_generation_config
+    from transformer.inference.search_transformers import generate
 
     expected = read_generation_config((FIXTURE / "generation_config.json").read_bytes(),
                                       checkpoint.config)

@@ -23,8 +23,8 @@ from transformer.checkpoint.format import CheckpointError
 from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers.mbart import FOLDER_FILES, convert_mbart, mbart_config
 from transformer.inference.forward import forward
-from transformer.inference.generation import generate
 from transformer.inference.generation_config import read_generation_config
+from transformer.inference.search_transformers import generate
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "mbart"
 TOL = 1e-4

@@ -20,8 +20,8 @@ from transformer.checkpoint.format import CheckpointError
 from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers.pegasus import FOLDER_FILES, convert_pegasus, pegasus_config
 from transformer.inference.forward import forward
-from transformer.inference.generation import generate
 from transformer.inference.generation_config import read_generation_config
+from transformer.inference.search_transformers import generate
 from transformer.model.layers import positional_encoding
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pegasus"

@@ -22,8 +22,8 @@ from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers import detect_recipe, load_checkpoint
 from transformer.importers.t5 import FOLDER_FILES, convert_t5, t5_config
 from transformer.inference.forward import forward
-from transformer.inference.generation import generate
 from transformer.inference.generation_config import read_generation_config
+from transformer.inference.search_transformers import generate
 from transformer.inference.session import load_checkpoint as load_ckpt
 from transformer.model.relative import relative_position_buckets
 from transformer.tokenizers import tokenizer_from_spec

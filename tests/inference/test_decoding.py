@@ -1,4 +1,4 @@
-"""Greedy decoding, batched decoding and beam search (transformer/decoding.py).
+"""Greedy decoding, batched decoding and beam search (transformer/inference/search_ours.py).
 
 Every decoded step's attention is checked against one teacher-forced forward pass of the model;
 the cached path against the naive reference; batches against one-by-one decoding.
@@ -28,8 +28,8 @@ from transformer import (
     greedy_decode_batch,
     load_checkpoint,
 )
-from transformer.inference import decoding
-from transformer.inference.decoding import length_normalised
+from transformer.inference import compiled, search_ours
+from transformer.inference.search_ours import length_normalised
 
 ATOL = 1e-5
 MAX_LEN = 8  # the tiny models' config.max_len, and what they decode to
@@ -347,8 +347,8 @@ def fresh_model():
 
 
 def _traces(model):
-    loop = decoding._compiled_step(model)
-    assert loop is decoding._compiled_step(model)  # one compiled function per architecture
+    loop = search_ours.compiled_greedy(model)
+    assert loop is search_ours.compiled_greedy(model)  # one compiled function per architecture
     return loop.tracing_count()
 
 
@@ -653,20 +653,20 @@ def test_bad_sources():
 
 # ============================================================================= 9. one compiled loop
 def test_bucket_sizes():
-    assert [decoding.bucket(n, 256) for n in (1, 16, 17, 32, 33, 100, 256)] == \
+    assert [compiled.bucket(n, 256) for n in (1, 16, 17, 32, 33, 100, 256)] == \
         [16, 16, 32, 32, 64, 128, 256]
-    assert decoding.bucket(20, 24) == 24  # never more than the cap ...
-    assert decoding.bucket(30, 24) == 30  # ... nor less than the length
+    assert compiled.bucket(20, 24) == 24  # never more than the cap ...
+    assert compiled.bucket(30, 24) == 30  # ... nor less than the length
 
 
 def test_sources_and_cache_are_bucketed_unless_padding_is_unmasked():
     source = np.full((2, 5), 4, np.int32)
-    padded, cache_len = decoding._bucketed(build(tiny_config(max_len=40), seed=1), source, 20)
+    padded, cache_len = compiled.bucketed(build(tiny_config(max_len=40), seed=1), source, 20)
     assert padded.shape == (2, 16) and cache_len == 32
     np.testing.assert_array_equal(padded[:, :5], source)
     assert (padded[:, 5:] == 0).all()
     unmasked = build(tiny_config(max_len=40, mask_padding=False), seed=1)
-    same, cache_len = decoding._bucketed(unmasked, source, 20)
+    same, cache_len = compiled.bucketed(unmasked, source, 20)
     assert same.shape == (2, 5) and cache_len == 32
 
 
@@ -675,26 +675,26 @@ def test_one_compiled_call_per_decode_and_early_exit():
     as many steps as the longest decoding, not max_len."""
     model = tiny()
     early, _ = early_end_source(model)
-    real, calls = decoding._compiled_step, []
+    real, calls = search_ours.compiled_greedy, []
 
     def counted(*args, **kwargs):
         loop = real(*args, **kwargs)
         return lambda *inputs: calls.append(inputs) or loop(*inputs)
-    decoding._compiled_step = counted
+    search_ours.compiled_greedy = counted
     try:
         results = greedy_decode_batch(model, [early, early], max_len=MAX_LEN)
         assert len(calls) == 1
         longest = max(len(r.token_ids) for r in results)
         assert longest < MAX_LEN
-        out = decoding._cached_greedy(model, np.stack([early, early]),
-                                      decoding._head_masks(model, None), MAX_LEN, True, True)
+        out = search_ours._cached_greedy(model, np.stack([early, early]),
+                                      compiled.head_mask_tensors(model, None), MAX_LEN, True, True)
         assert len(calls) == 2 and out["tokens"].shape == (longest, 2)
-        unstopped = decoding._cached_greedy(model, np.stack([early]),
-                                            decoding._head_masks(model, None), MAX_LEN, False, True)
+        unstopped = search_ours._cached_greedy(model, np.stack([early]),
+                                            compiled.head_mask_tensors(model, None), MAX_LEN, False, True)
         assert unstopped["tokens"].shape == (MAX_LEN, 1)
         assert unstopped["self"].shape == (MAX_LEN, 2, 1, 4, MAX_LEN)  # (T, L, B, H, cache_len)
     finally:
-        decoding._compiled_step = real
+        search_ours.compiled_greedy = real
 
 
 @pytest.mark.parametrize("overrides", [dict(mask_padding=False), dict(start_id=0)],
@@ -738,7 +738,7 @@ def test_beam_loop_traces_once_for_widths_and_lengths(fresh_model):
     for width, length in ((2, 5), (3, 7), (2, 4)):
         beam_search(fresh_model, sources(c, [length], seed=width)[0], beam_width=width,
                     max_len=MAX_LEN)
-    assert decoding._compiled_beam(fresh_model).tracing_count() == 1
+    assert search_ours.compiled_beam(fresh_model).tracing_count() == 1
 
 
 def test_models_of_one_architecture_share_one_trace_with_their_own_weights():
@@ -751,8 +751,8 @@ def test_models_of_one_architecture_share_one_trace_with_their_own_weights():
     src = sources(config, [6], seed=43)[0]
     kw = dict(max_len=MAX_LEN, stop_at_end=False)
     a, b = greedy_decode(first, src, **kw), greedy_decode(second, src, **kw)
-    assert decoding._compiled_step(first) is decoding._compiled_step(second)
-    assert decoding._compiled_step(second).tracing_count() == 1
+    assert search_ours.compiled_greedy(first) is search_ours.compiled_greedy(second)
+    assert search_ours.compiled_greedy(second).tracing_count() == 1
     assert_same(a, greedy_decode(first, src, use_cache=False, **kw))
     assert_same(b, greedy_decode(second, src, use_cache=False, **kw))
     assert a.steps[0].log_prob != b.steps[0].log_prob  # other weights, other numbers
@@ -768,7 +768,7 @@ def test_xla_loop_equals_graph_loop(monkeypatch):
     src = padded_source(model.config)
     plain = greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False)
     plain_beam = beam_search(model, src, beam_width=3, max_len=MAX_LEN)
-    monkeypatch.setattr(decoding, "JIT_COMPILE", True)
+    monkeypatch.setattr(compiled, "JIT_COMPILE", True)
     assert_same(greedy_decode(model, src, max_len=MAX_LEN, stop_at_end=False), plain)
     assert_beam_equal(beam_search(model, src, beam_width=3, max_len=MAX_LEN), plain_beam)
 
@@ -820,7 +820,7 @@ UNBUILT_DECODES = """
 import json
 import numpy as np
 from transformer import Transformer, TransformerConfig, beam_search, greedy_decode
-from transformer.inference.decoding import greedy_decode_batch
+from transformer.inference.search_ours import greedy_decode_batch
 
 config = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2, dff=32,
                            num_encoder_layers=2, num_decoder_layers=2, max_len=12)
@@ -880,7 +880,7 @@ def test_a_model_that_attends_to_padding_shows_every_key_it_attends_to():
     step's cross-attention spreads over the pad keys too, so every key is shown (a row over the
     real tokens alone would not sum to 1 and would not be the model's numbers)."""
     from transformer import Transformer, TransformerConfig
-    from transformer.inference.decoding import beam_search
+    from transformer.inference.search_ours import beam_search
 
     config = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2,
                                dff=32, num_encoder_layers=1, num_decoder_layers=1, max_len=8,

@@ -1,4 +1,4 @@
-"""transformer.inference.generation: decoding as transformers decodes, from generation_config.json.
+"""transformer.inference.search_transformers: decoding as transformers decodes, from generation_config.json.
 
 - recorded (CI, no torch): tests/fixtures/marian/generation.npz holds transformers' generate on
   the tiny Marian fixture for a grid of settings (tests/fixtures/make_marian_generation.py):
@@ -29,16 +29,18 @@ import pytest
 from transformer import CheckpointError
 from transformer.core import limits
 from transformer.importers.marian import convert_marian
-from transformer.inference import decoding
-from transformer.inference.decoding import BeamDecoding, Decoding, greedy_decode, log_softmax
-from transformer.inference.generation import (
+from transformer.inference import compiled
+from transformer.inference.decoded import BeamDecoding, Decoding
+from transformer.inference.generation_config import MAX_BAD_WORDS, MAX_NUM_BEAMS
+from transformer.inference.numerics import log_softmax
+from transformer.inference.search_ours import greedy_decode
+from transformer.inference.search_transformers import (
     GeneratedBeam,
     GenerationSettings,
     generate,
     generation_settings,
     read_generation_config,
 )
-from transformer.inference.generation_config import MAX_BAD_WORDS, MAX_NUM_BEAMS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 _spec = importlib.util.spec_from_file_location("make_marian_generation",
@@ -220,7 +222,7 @@ def test_every_step_holds_its_own_hypothesis_attention(marian, case):
 
 
 def test_greedy_equals_greedy_decode_where_no_ban_differs(marian):
-    """With no processor, generate's greedy search is decoding.greedy_decode (which also bans
+    """With no processor, generate's greedy search is search_ours.greedy_decode (which also bans
     pad and start: the fixture's greedy outputs hold neither), attention included."""
     settings = settings_for(marian, {"num_beams": 1, "max_length": 30})
     for sentence in recipe.SENTENCES:
@@ -268,7 +270,7 @@ def test_one_trace_per_kind(marian):
     source = marian.encode_source(recipe.SENTENCES[0])
     for kind, beams in (("greedy", 1), ("beam", 3)):
         generate(marian.model, source, settings_for(marian, {"num_beams": beams}))
-        loop = decoding.shared_function(marian.model, f"generate_{kind}", None, None)
+        loop = compiled.shared_function(marian.model, f"generate_{kind}", None, None)
         before = loop.tracing_count()
         for case in ({"no_repeat_ngram_size": 2, "max_length": 9},
                      {"bad_words_ids": [[81], [93, 93]], "forced_bos_token_id": 7},

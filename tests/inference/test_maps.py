@@ -13,8 +13,8 @@ import pytest
 from testkit.variants import random_variant
 from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 from transformer.core.kinds import KIND_NAMES, head_masks
-from transformer.inference import decoding, forward
-from transformer.inference.decoding import bucket, source_bucket, target_bucket
+from transformer.inference import decoded, forward
+from transformer.inference.compiled import bucket, source_bucket, target_bucket
 from transformer.inference.maps import attention_maps
 
 SOURCE = "Friday, March 5, 2021"
@@ -135,7 +135,7 @@ def test_teacher_forcings_top_k_and_hidden_states_equal_the_eager_pass(bundled):
     for n, t in ((7, 5), (17, 16), (16, 33)):
         src, tgt = [random_ids(c, n, n)], [[c.start_id] + outputs(c, t, t)[:-1]]
         out = [outputs(c, t, t)]
-        kw = dict(details=True, hidden_states=True, top_k=decoding.TOP_K)
+        kw = dict(details=True, hidden_states=True, top_k=decoded.TOP_K)
         compiled = forward.forward(bundled.model, src, tgt, out, **kw)
         eager = forward.eager_forward(bundled.model, src, tgt, out, **kw)
         assert_same_maps(compiled, eager)
@@ -238,7 +238,7 @@ def test_two_models_of_one_config_share_one_trace_with_their_own_weights(bundled
 
 def test_with_xla_each_bucket_compiles_and_the_numbers_stay(bundled, monkeypatch):
     ckpt = variant(bundled, seed=11, num_encoder_layers=1, num_decoder_layers=1)
-    monkeypatch.setattr(decoding, "JIT_COMPILE", True)
+    monkeypatch.setattr("transformer.inference.compiled.JIT_COMPILE", True)
     c = ckpt.config
     for n, t in ((5, 4), (15, 16)):  # one bucket pair: (16, 16)
         compiled, eager = both(ckpt, [random_ids(c, n, n)], [outputs(c, t, t)], details=True)

@@ -1,14 +1,14 @@
 """A long translation of a named model shows its progress and can be stopped (issue 36): a
-decoding.Watch given where a decode takes its time budget has the compiled loop report each step
+compiled.Watch given where a decode takes its time budget has the compiled loop report each step
 and end at the next one once stopped; the decode says stopped_by "stopped". Greedy and beam
-search, ours and transformers' (generation.py)."""
+search, ours and transformers' (search_transformers.py)."""
 
 import numpy as np
 import pytest
 
 from testkit.variants import random_variant
 from transformer import DEFAULT_CHECKPOINT, load_checkpoint
-from transformer.inference.decoding import Watch
+from transformer.inference.compiled import Watch
 from transformer.inference.generation_config import read_generation_config
 
 SOURCE = "Friday, March 5, 2021"

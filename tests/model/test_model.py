@@ -846,7 +846,7 @@ def test_a_model_partly_built_by_a_call_builds_the_rest_and_decodes():
     """model.encode on a fresh model builds the encoder's layers; decoding then builds the rest
     (build_weights keeps what a call built: Keras refuses new state on a built layer)."""
     from transformer import Transformer, TransformerConfig
-    from transformer.inference.decoding import greedy_decode
+    from transformer.inference.search_ours import greedy_decode
 
     config = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, num_heads=2,
                                dff=32, num_encoder_layers=1, num_decoder_layers=1, max_len=8)

@@ -12,7 +12,7 @@ import pytest
 
 from testkit.variants import random_variant
 from transformer import DEFAULT_CHECKPOINT, load_checkpoint
-from transformer.inference import decoding
+from transformer.inference import compiled
 from transformer.model import transformer as model_module
 
 SOURCE, TARGET = "Friday, March 5, 2021", "2021-03-05"
@@ -25,7 +25,7 @@ def base():
 
 def outputs(ckpt):
     """What the pages ask of a model, from fresh compiled functions."""
-    decoding._SHARED_LOOPS.clear()
+    compiled._SHARED_LOOPS.clear()
     ckpt.model.__dict__.pop("_layer_functions", None)
     mask = {"cross": np.ones((ckpt.config.num_decoder_layers, ckpt.config.num_heads),
                              np.float32)}
@@ -63,7 +63,7 @@ def test_the_layer_function_computes_what_the_unrolled_layers_compute(base, monk
 
 def test_each_stack_is_traced_once_whatever_its_depth(base):
     ckpt = random_variant(base, seed=5, num_encoder_layers=8, num_decoder_layers=8)
-    decoding._SHARED_LOOPS.clear()
+    compiled._SHARED_LOOPS.clear()
     ckpt.translate(SOURCE)
     functions = ckpt.model.__dict__["_layer_functions"]
     # the greedy loop: the encoder once; the decoder once for its one step function

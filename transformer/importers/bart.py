@@ -8,7 +8,7 @@ A BART model is a folder (or a .zip of one, or its files uploaded together) hold
     tokenizer.json, or       the byte-level BPE (transformer.tokenizers.huggingface, family
       vocab.json + merges.txt  "bart")
     generation_config.json   how transformers decodes it (optional; read by the generation
-                             settings, transformer.inference.generation)
+                             settings, transformer.inference.search_transformers)
 
 What makes BART differ from the paper's model, and the config field that carries it:
 

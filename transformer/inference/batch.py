@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from transformer.core import limits
-from transformer.inference.decoding import greedy_decode_batch
 from transformer.inference.maps import attention_maps
+from transformer.inference.search_ours import greedy_decode_batch
 
 __all__ = ["attention_batch"]
 

@@ -3,10 +3,10 @@
 `forward` runs Transformer.call (return_attention, and on request return_qkv and
 return_hidden_states) with the head masks as tensor inputs, inside one tf.function per
 architecture (config) and set of outputs, kept with the decode loops
-(transformer.inference.decoding.shared_function): the model's variables are inputs, so every model
+(transformer.inference.compiled.shared_function): the model's variables are inputs, so every model
 of one config runs the same trace with its own weights, and a head mask is a tensor, not a
 retrace. As decoding does, the source is padded to its bucket (16, 32, 64, ...) and the decoder
-input to its own, so that XLA (decoding.JIT_COMPILE) compiles once per bucket; the results are
+input to its own, so that XLA (compiled.JIT_COMPILE) compiles once per bucket; the results are
 sliced back to the given lengths:
 - padded source keys are masked, so they change no number; a model that does not mask padding
   (config.mask_padding False) attends to them, so its source is never padded (source_bucket);
@@ -26,15 +26,9 @@ import numpy as np
 import tensorflow as tf
 
 from transformer.core.kinds import KIND_NAMES, layer_counts
-from transformer.inference.decoding import (
-    _built,
-    _head_masks,
-    log_softmax,
-    pad_to,
-    shared_function,
-    source_bucket,
-    target_bucket,
-)
+from transformer.inference import compiled
+from transformer.inference.compiled import pad_to, shared_function, source_bucket, target_bucket
+from transformer.inference.numerics import log_softmax
 
 __all__ = ["eager_forward", "forward", "forward_function"]
 
@@ -63,7 +57,7 @@ def forward(model, source_ids, target_ids, output_ids=None, head_mask=None, *,
     source_ids (B, N), target_ids (B, T): int ids, already padded to a rectangle (padded here to
     their buckets, and cut back). head_mask: {kind: (layers, heads)}, any subset.
     """
-    model = _built(model)
+    model = compiled.built(model)
     c = model.config
     source_ids = np.asarray(source_ids, np.int32)  # (B, N)
     target_ids = np.asarray(target_ids, np.int32)  # (B, T)
@@ -75,7 +69,7 @@ def forward(model, source_ids, target_ids, output_ids=None, head_mask=None, *,
         raise ValueError(f"output_ids must have the target's shape {target_ids.shape}, "
                          f"got {output_ids.shape}")
     width_n, width_t = source_bucket(c, n), target_bucket(c, t)
-    masks = _head_masks(model, head_mask)
+    masks = compiled.head_mask_tensors(model, head_mask)
     chosen = () if detail_of is None else (tf.constant(_detail_layers(c, details, *detail_of)),)
     fn = forward_function(model, details=details, hidden_states=hidden_states,
                           top_k=min(top_k, c.tgt_vocab_size), values=values,
@@ -106,7 +100,7 @@ def _detail_layers(c, details: bool, kind: str, layer: int) -> list[int]:
 def forward_function(model, *, details: bool = False, hidden_states: bool = False,
                      top_k: int = 0, values: bool = False, one_layer: bool = False):
     """The shared compiled forward pass of this model's architecture with these outputs (a
-    decoding._SharedLoop: call it as fn(model, source_ids, target_ids, output_ids,
+    compiled.SharedFunction: call it as fn(model, source_ids, target_ids, output_ids,
     encoder_mask, decoder_mask, cross_mask[, layers]); .tracing_count() counts its traces).
     one_layer (with details): the details of one layer per kind, the (3,) int32 `layers`
     input (in KIND_NAMES' order) saying which."""

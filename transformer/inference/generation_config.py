@@ -3,7 +3,7 @@
 transformers decodes an encoder-decoder with the settings of the model's generation_config.json
 (num_beams, length_penalty, early_stopping, no_repeat_ngram_size, bad_words_ids, forced BOS/EOS,
 max_length, ...). `read_generation_config(data, config)` reads that file as data from a
-stranger and returns the settings transformer.inference.generation.generate decodes with:
+stranger and returns the settings transformer.inference.search_transformers.generate decodes with:
 
 - bytes: at most limits.MAX_JSON_BYTES, UTF-8 JSON at most MAX_JSON_DEPTH deep, integers of at most
   20 digits (transformer.checkpoint.jsons), a JSON object at the top; every refusal is a

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from transformer.inference.decoding import shared_function
+from transformer.inference.compiled import shared_function
 
 __all__ = ["AUTO_STEPS", "COMPLETE_WITHIN", "DEFAULT_STEPS", "GRADIENT_METHODS", "MAX_STEPS",
            "gradient_attributions", "is_complete"]
@@ -82,7 +82,7 @@ def _scores(model, final, picked):
 
 def _compiled(model, kind: str, make_step, id_ranks):
     """A gradient pass of this model's architecture, compiled once and shared
-    (decoding.shared_function): int32 id inputs of the given ranks (their dimensions open),
+    (compiled.shared_function): int32 id inputs of the given ranks (their dimensions open),
     then the source and target token vectors (B, len, d_model)."""
     vectors = tf.TensorSpec([None, None, model.config.d_model], tf.float32)
     ids = [tf.TensorSpec([None] * rank, tf.int32) for rank in id_ranks]

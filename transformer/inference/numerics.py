@@ -143,3 +143,10 @@ def check_step(step: int, log_prob, top_log_probs, self_row=None, cross_row=None
     values = np.append(np.asarray(top_log_probs, np.float64).ravel(), float(log_prob))
     if not np.isfinite(values).all():
         raise NumericalError(_what(values), "the log-probabilities", _position("target", step))
+
+
+def log_softmax(logits) -> np.ndarray:
+    """Log-probabilities over the last axis, in float64."""
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))

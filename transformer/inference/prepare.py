@@ -1,11 +1,11 @@
 """Prepare a model's compiled functions before anyone waits on them.
 
 Every page's computation runs in a compiled function shared by all models of one architecture
-(transformer.inference.decoding.shared_function): the greedy decode loop with and without its
+(transformer.inference.compiled.shared_function): the greedy decode loop with and without its
 attention rows, the teacher-forced forward pass plain, with one layer's Q/K/V, with V alone (the
 attention views' weight × value norm), with V and the layer inputs (ALTI+) and with the top-k of
 each row, the beam search and the gradient pass, and for a model with a generation config its
-search (transformer.inference.generation). Each is traced on its first call (about 1.5 s for
+search (transformer.inference.search_transformers). Each is traced on its first call (about 1.5 s for
 an opus-mt-sized model on 2 cores) and TensorFlow optimizes its graph on its first run (about
 0.7 s more). `prepare` pays both on a one-token
 input, so a later call only computes; the app runs it in the background once a model is open
@@ -17,10 +17,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from transformer.inference.decoding import TOP_K, beam_search, greedy_decode_batch
+from transformer.inference.decoded import TOP_K
 from transformer.inference.forward import forward
-from transformer.inference.generation import generate
 from transformer.inference.gradients import prepare_pass
+from transformer.inference.search_ours import beam_search, greedy_decode_batch
+from transformer.inference.search_transformers import generate
 
 __all__ = ["KINDS", "prepare"]
 

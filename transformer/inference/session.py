@@ -14,13 +14,9 @@ from typing import Any
 
 from transformer.checkpoint.format import CheckpointData, build_model, read_checkpoint
 from transformer.core import limits
-from transformer.inference.decoding import (
-    Decoding,
-    beam_search,
-    greedy_decode,
-    greedy_decode_batch,
-)
+from transformer.inference.decoded import Decoding
 from transformer.inference.maps import attention_maps
+from transformer.inference.search_ours import beam_search, greedy_decode, greedy_decode_batch
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
 from transformer.tokenizers.base import Tokenizer
@@ -137,7 +133,7 @@ class Checkpoint:
         """Why a translation stopped without its end token, as the end of a sentence the page
         shows ("the step budget of one translation (512 tokens)"), or None when it ended, or
         stopped at a max_len the user chose below the step budget."""
-        if result.stopped_by == "stopped":  # a watched decode (decoding.Watch) the user stopped
+        if result.stopped_by == "stopped":  # a watched decode (compiled.Watch) the user stopped
             return "the Stop you pressed"
         if result.stopped_by == "time":
             return f"the time budget of one translation ({self.budgets.decode_seconds:g} s)"
@@ -244,8 +240,8 @@ class Checkpoint:
         else greedy with transformers' defaults), every step's attention kept (a BeamDecoding
         with its hypotheses for a beam). seconds: the time budget, limits.MAX_DECODE_SECONDS by
         default."""
-        from transformer.inference.generation import generate
         from transformer.inference.generation_config import read_generation_config
+        from transformer.inference.search_transformers import generate
 
         if settings is None:
             settings = self.generation or read_generation_config(None, self.config)

@@ -6,14 +6,14 @@ log-probability, the TOP_K most probable next tokens, the cross-attention row ov
 and the self-attention row over the prefix. Row t of a teacher-forced pass equals step t of a
 decode of the same prefix (tests/inference/test_decoding.py checks this for greedy decoding), so the
 decoding page shows a forced target with the same figures as the model's own decode.
-(It could live in transformer.inference.decoding, next to greedy_decode.)
+(It could live in transformer.inference.search_ours, next to greedy_decode.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from transformer.inference.decoding import TOP_K, DecodeStep, Decoding
+from transformer.inference.decoded import TOP_K, DecodeStep, Decoding
 from transformer.inference.forward import forward
 from transformer.inference.numerics import check_forward
 

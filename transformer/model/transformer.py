@@ -13,8 +13,8 @@ from transformer.model.masks import look_ahead_mask, padding_mask
 from transformer.model.relative import RelativePositionBias
 
 ATTENTION_KINDS = KIND_NAMES  # ("encoder", "decoder", "cross")
-# Inside a compiled function shared by every model of a config (transformer.inference.decoding.
-# _SharedLoop: the weights are inputs, mapped in a keras.StatelessScope), a stack of at least this
+# Inside a compiled function shared by every model of a config (transformer.inference.compiled.
+# SharedFunction: the weights are inputs, mapped in a keras.StatelessScope), a stack of at least this
 # many layers runs every layer through one function traced once with the first layer as its
 # template and each layer's weights as arguments, called once per layer and never inlined: the
 # time to trace and compile no longer grows with the depth (24 + 24 layers traced as 1 + 1). Below

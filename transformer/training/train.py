@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from transformer.checkpoint.format import save_checkpoint
-from transformer.inference.decoding import greedy_decode_batch
+from transformer.inference.search_ours import greedy_decode_batch
 from transformer.model.config import POSITIONAL_KINDS, TransformerConfig
 from transformer.model.transformer import Transformer
 from transformer.tokenizers.bpemb import BPEmbTokenizer

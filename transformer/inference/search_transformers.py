@@ -3,7 +3,7 @@
 The settings come from the model's generation_config.json, read as data
 (transformer.inference.generation_config: GenerationSettings, read_generation_config). The
 search is transformers' own (transformers 5.x, generation/utils.py and logits_process.py),
-run on the device in one compiled loop per architecture (decoding.shared_function), with the
+run on the device in one compiled loop per architecture (compiled.shared_function), with the
 model's decode_step and its cache (reordered by beam each step), keeping each step's attention
 rows so that every hypothesis's DecodeSteps hold its own attention:
 
@@ -41,23 +41,9 @@ import numpy as np
 import tensorflow as tf
 
 from transformer.core.kinds import KIND_NAMES, layer_counts
-from transformer.inference import decoding
-from transformer.inference.decoding import (
-    TOP_K,
-    BeamDecoding,
-    Decoding,
-    _built,
-    _check_max_len,
-    _head_masks,
-    _make_step,
-    _Names,
-    _real_positions,
-    _text,
-    bucket,
-    pad_to,
-    shared_function,
-    source_bucket,
-)
+from transformer.inference import compiled, decoded, search_ours
+from transformer.inference.compiled import bucket, pad_to, shared_function, source_bucket
+from transformer.inference.decoded import TOP_K, BeamDecoding, Decoding
 from transformer.inference.generation_config import (
     GenerationSettings,
     generation_settings,
@@ -77,40 +63,40 @@ def generate(model, source_ids, settings: GenerationSettings, *, tokenizer=None,
     sequence score as transformers returns it). token_ids are the generated ids (the decoder
     start token not included, the eos included when produced). seconds: a time budget
     (None: none); head_mask: heads silenced, as in decoding."""
-    config = _built(model).config
+    config = compiled.built(model).config
     source_ids = np.asarray(source_ids, np.int32)
     if source_ids.ndim != 1:
         raise ValueError(f"source_ids must be one sequence (1-D), got shape {source_ids.shape}")
     max_new = settings.max_length - 1
-    _check_max_len(config, max_new)
-    masks = _head_masks(model, head_mask)
+    compiled.check_max_len(config, max_new)
+    masks = compiled.head_mask_tensors(model, head_mask)
     sources = pad_to(source_ids[None], source_bucket(config, len(source_ids)), config.pad_id)
     cache_len = bucket(max_new, config.max_len)
-    processors = _processor_tensors(settings, config.tgt_vocab_size)
+    processors = processor_inputs(settings, config.tgt_vocab_size)
     common = (tf.constant(sources), tf.constant(cache_len, tf.int32),
               tf.constant(settings.max_length, tf.int32),
-              tf.constant(decoding.budget_seconds(seconds), tf.float64),
+              tf.constant(compiled.budget_seconds(seconds), tf.float64),
               tf.constant(settings.decoder_start_token_id, tf.int32))
     head = tuple(masks[kind] for kind in KIND_NAMES)
     source_len = (int((source_ids != config.pad_id).sum()) if config.mask_padding
                   else sources.shape[1])
-    real = _real_positions(config, sources[0])
+    real = compiled.real_positions(config, sources[0])
     if settings.num_beams == 1:
-        raw = _compiled(model, "greedy")(model, *common, *processors, *head)
+        raw = _compiled(model, "greedy")(model, *common, processors, *head)
         empty = bool(raw.pop("no_token_left"))
-        out = decoding._fetch(raw)
+        out = compiled.fetch(raw)
         check_encoder_flags(out["encoder_finite"][:, 0], real)
-        return _no_token_left(decoding.mark_stopped(
+        return _no_token_left(compiled.mark_stopped(
             _greedy_result(out, settings, tokenizer, source_len), seconds), empty)
     beam = (tf.constant(settings.num_beams, tf.int32),
             tf.constant(settings.length_penalty, tf.float64),
             tf.constant(EARLY_MODES[settings.early_stopping], tf.int32))
-    raw = _compiled(model, "beam")(model, *common, *beam, *processors, *head)
+    raw = _compiled(model, "beam")(model, *common, *beam, processors, *head)
     empty = bool(raw.pop("no_token_left"))
     final = {name: raw.pop(name).numpy() for name in list(raw) if name.startswith("final_")}
-    out = decoding._fetch(raw)
+    out = compiled.fetch(raw)
     check_encoder_flags(out["encoder_finite"][:, 0], real)
-    return _no_token_left(decoding.mark_stopped(
+    return _no_token_left(compiled.mark_stopped(
         _beam_result(out, final, settings, tokenizer, source_len), seconds), empty)
 
 
@@ -145,20 +131,20 @@ class GeneratedBeam(BeamDecoding):
 
 def _greedy_result(out, settings, tokenizer, source_len) -> Decoding:
     tokens = out["tokens"][:, 0]
-    names = _Names(tokenizer, tokens, out["top_ids"])
+    names = decoded.Names(tokenizer, tokens, out["top_ids"])
     ids = [int(i) for i in tokens]
-    steps = [_make_step(names, ids[t], out["log_prob"][t, 0], out["top_ids"][t, 0],
+    steps = [decoded.make_step(names, ids[t], out["log_prob"][t, 0], out["top_ids"][t, 0],
                         out["top_log_probs"][t, 0], out["self"][t][:, 0, :, : t + 1],
                         out["cross"][t][:, 0, :, :source_len], step=t)
              for t in range(len(ids))]
     ended = bool(ids) and ids[-1] in settings.eos_token_id
     stopped_by = ("end" if ended else "length" if len(ids) >= settings.max_new_tokens
                   else "time")
-    return Decoding(ids, names(ids), _text(ids, tokenizer), steps, stopped_by)
+    return Decoding(ids, names(ids), decoded.text_of(ids, tokenizer), steps, stopped_by)
 
 
 def _beam_result(out, final, settings, tokenizer, source_len) -> BeamDecoding:
-    names = _Names(tokenizer, out["run_token"], out["top_ids"])
+    names = decoded.Names(tokenizer, out["run_token"], out["top_ids"])
     finished = np.flatnonzero(final["final_flag"])  # in score order, best first
     if finished.size:
         rows = [(final["final_seq"][h], final["final_slots"][h], final["final_lp"][h],
@@ -170,12 +156,12 @@ def _beam_result(out, final, settings, tokenizer, source_len) -> BeamDecoding:
     hypotheses, scores = [], []
     for seq, slots, lps, length, score in rows:
         ids = [int(i) for i in seq[1: 1 + length]]
-        steps = [_make_step(names, ids[t], lps[t], out["top_ids"][t, slots[t]],
+        steps = [decoded.make_step(names, ids[t], lps[t], out["top_ids"][t, slots[t]],
                             out["top_log_probs"][t, slots[t]],
                             out["self"][t][:, slots[t], :, : t + 1],
                             out["cross"][t][:, slots[t], :, :source_len], step=t)
                  for t in range(length)]
-        hypotheses.append(Decoding(ids, names(ids), _text(ids, tokenizer), steps))
+        hypotheses.append(Decoding(ids, names(ids), decoded.text_of(ids, tokenizer), steps))
         scores.append(score)
     best = hypotheses[0]
     ended = bool(best.token_ids) and best.token_ids[-1] in settings.eos_token_id
@@ -202,13 +188,30 @@ def _beam_steps(out, names):
 
 
 # ================================================================================ processors
-PROCESSOR_NAMES = ("eos", "static_ban", "ngram", "bad_prefix", "bad_prefix_len", "bad_last",
-                   "min_length", "forced_bos", "forced_eos", "suppress", "begin_suppress",
-                   "begin_index", "renormalize")
+_IDS, _SCALAR = tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int32)
+_VOCAB_BANS = tf.TensorSpec([None], tf.bool)
+# The logits processors' inputs to the compiled loops, by name: the loops take them as one
+# mapping (a nested input of the compiled function), so a processor is an entry here and in
+# processor_inputs, read by name in _apply_processors; no position ties them together.
+PROCESSOR_SPECS = {
+    "eos": _IDS,  # the eos ids (min_length bans them)
+    "static_ban": _VOCAB_BANS,  # bad_words_ids of one id
+    "ngram": _SCALAR,  # no_repeat_ngram_size (0: none)
+    "bad_prefix": tf.TensorSpec([None, None], tf.int32),  # longer bad words: all but their last
+    "bad_prefix_len": _IDS,  # ... how many of those ids each has
+    "bad_last": _IDS,  # ... and their last id
+    "min_length": _SCALAR,
+    "forced_bos": _SCALAR,  # -1: none
+    "forced_eos": _IDS,
+    "suppress": _VOCAB_BANS,  # suppress_tokens
+    "begin_suppress": _VOCAB_BANS,  # begin_suppress_tokens, at begin_index
+    "begin_index": _SCALAR,
+    "renormalize": tf.TensorSpec([], tf.bool),  # renormalize_logits
+}
 
 
-def _processor_tensors(settings: GenerationSettings, vocab: int):
-    """The settings' logits processors as the loop's inputs (PROCESSOR_NAMES' order)."""
+def processor_inputs(settings: GenerationSettings, vocab: int) -> dict[str, tf.Tensor]:
+    """The settings' logits processors as the loop's inputs: {name: tensor} of PROCESSOR_SPECS."""
     eos = np.array(settings.eos_token_id, np.int32)
     static_ban = np.zeros(vocab, bool)
     multi = []
@@ -229,25 +232,16 @@ def _processor_tensors(settings: GenerationSettings, vocab: int):
     # transformers: begin_index = the decoder input's length (1), one more with a forced BOS
     begin_index = 1 if settings.forced_bos_token_id is None else 2
     # min_new_tokens is folded into min_length (transformers sets min_length to it + 1)
-    return (tf.constant(eos), tf.constant(static_ban),
-            tf.constant(settings.no_repeat_ngram_size, tf.int32),
-            tf.constant(prefix), tf.constant([len(w) - 1 for w in multi], tf.int32),
-            tf.constant([w[-1] for w in multi], tf.int32),
-            tf.constant(settings.min_length, tf.int32),
-            tf.constant(-1 if settings.forced_bos_token_id is None
-                        else settings.forced_bos_token_id, tf.int32),
-            tf.constant(np.array(settings.forced_eos_token_id, np.int32)),
-            tf.constant(suppress), tf.constant(begin), tf.constant(begin_index, tf.int32),
-            tf.constant(bool(settings.renormalize_logits)))
-
-
-def _processor_signature():
-    scalar_int = tf.TensorSpec([], tf.int32)
-    return [tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.bool), scalar_int,
-            tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
-            tf.TensorSpec([None], tf.int32), scalar_int, scalar_int, tf.TensorSpec([None], tf.int32),
-            tf.TensorSpec([None], tf.bool), tf.TensorSpec([None], tf.bool), scalar_int,
-            tf.TensorSpec([], tf.bool)]
+    inputs = {
+        "eos": eos, "static_ban": static_ban, "ngram": settings.no_repeat_ngram_size,
+        "bad_prefix": prefix, "bad_prefix_len": [len(w) - 1 for w in multi],
+        "bad_last": [w[-1] for w in multi], "min_length": settings.min_length,
+        "forced_bos": (-1 if settings.forced_bos_token_id is None
+                       else settings.forced_bos_token_id),
+        "forced_eos": np.array(settings.forced_eos_token_id, np.int32), "suppress": suppress,
+        "begin_suppress": begin, "begin_index": begin_index,
+        "renormalize": bool(settings.renormalize_logits)}
+    return {name: tf.constant(inputs[name], spec.dtype) for name, spec in PROCESSOR_SPECS.items()}
 
 
 def _apply_processors(scores, seqs, cur, max_length, p):
@@ -308,19 +302,19 @@ def _apply_processors(scores, seqs, cur, max_length, p):
 # ================================================================================ loops
 def _compiled(model, kind):
     make = _greedy_loop if kind == "greedy" else _beam_loop
-    return shared_function(model, f"generate_{kind}", lambda m: make(m, decoding.JIT_COMPILE),
+    return shared_function(model, f"generate_{kind}", lambda m: make(m, compiled.JIT_COMPILE),
                            _signature(model.config, kind))
 
 
 def _signature(c, kind):
     """The loop's inputs after the weights: source_ids (1, N), cache_len, max_length, seconds,
-    start_id, [num_beams, length_penalty, early_stopping mode,] the processors, a head mask per
-    kind."""
+    start_id, [num_beams, length_penalty, early_stopping mode,] the processors (one mapping,
+    PROCESSOR_SPECS), a head mask per kind."""
     layers = layer_counts(c)
     scalar_int = tf.TensorSpec([], tf.int32)
     beam = ([scalar_int, tf.TensorSpec([], tf.float64), scalar_int] if kind == "beam" else [])
     return ([tf.TensorSpec([None, None], tf.int32), scalar_int, scalar_int,
-             tf.TensorSpec([], tf.float64), scalar_int] + beam + _processor_signature() +
+             tf.TensorSpec([], tf.float64), scalar_int] + beam + [PROCESSOR_SPECS] +
             [tf.TensorSpec([layers[kind_], c.num_heads], tf.float32) for kind_ in KIND_NAMES])
 
 
@@ -334,20 +328,19 @@ def _greedy_loop(model, xla):
     specs = [("tokens", tf.int32), ("log_prob", tf.float64), ("top_ids", tf.int32),
              ("top_log_probs", tf.float64), ("self", tf.float32), ("cross", tf.float32)]
 
-    def loop(source_ids, cache_len, max_length, seconds, start_id, *rest):
-        p = dict(zip(PROCESSOR_NAMES, rest[:len(PROCESSOR_NAMES)]))
-        encoder_mask, self_mask, cross_mask = rest[len(PROCESSOR_NAMES):]
-        started = decoding._clock(xla)
+    def loop(source_ids, cache_len, max_length, seconds, start_id, p, encoder_mask, self_mask,
+             cross_mask):
+        started = compiled.clock(xla)
         enc = model.encode(source_ids, head_mask=encoder_mask)
         cache = model.init_cache(enc["memory"], cache_len)
         seqs = tf.fill([1, cache_len + 1], start_id)
         none = _no_bans(c)
 
         def going(t, seqs, done, empty, cache, arrays):
-            return ~done & decoding._in_time(t, started, seconds, xla)
+            return ~done & compiled.in_time(t, started, seconds, xla)
 
         def step(t, seqs, done, empty, cache, arrays):
-            log_probs, _, cache, self_row, cross_row = decoding._step_log_probs(
+            log_probs, _, cache, self_row, cross_row = search_ours.step_log_probs(
                 model, seqs[:, t], t, cache, enc["mask"], self_mask, cross_mask, none)
             scores = _apply_processors(log_probs, seqs, t + 1, max_length, p)
             empty = ~tf.reduce_any(scores > -np.inf)  # every id banned: no token left
@@ -363,10 +356,10 @@ def _greedy_loop(model, xla):
             return t + 1 - tf.cast(empty, tf.int32), seqs, done, empty, cache, arrays
 
         start = (tf.constant(0), seqs, tf.constant(False), tf.constant(False), cache,
-                 decoding._arrays(cache_len, specs))
+                 compiled.arrays(cache_len, specs))
         t, _, _, empty, _, arrays = tf.while_loop(going, step, start)
-        return {"steps": t, "encoder_finite": decoding._encoder_finite(enc),
-                "no_token_left": empty, **decoding._stacked(arrays, t, xla)}
+        return {"steps": t, "encoder_finite": compiled.encoder_finite(enc),
+                "no_token_left": empty, **compiled.stacked(arrays, t, xla)}
 
     return loop
 
@@ -380,10 +373,8 @@ def _beam_loop(model, xla):
     f64 = tf.float64
 
     def loop(source_ids, cache_len, max_length, seconds, start_id, width, length_penalty,
-             early, *rest):
-        p = dict(zip(PROCESSOR_NAMES, rest[:len(PROCESSOR_NAMES)]))
-        encoder_mask, self_mask, cross_mask = rest[len(PROCESSOR_NAMES):]
-        started = decoding._clock(xla)
+             early, p, encoder_mask, self_mask, cross_mask):
+        started = compiled.clock(xla)
         enc = model.encode(source_ids, head_mask=encoder_mask)  # once, then one copy per beam
         memory = tf.repeat(enc["memory"], width, axis=0)
         memory_mask = tf.repeat(enc["mask"], width, axis=0)
@@ -402,7 +393,7 @@ def _beam_loop(model, xla):
 
         def step(t, go, timed_out, unsat, empty, cache, run, fin, arrays):
             cur = t + 1  # the decoder input's length (the start token included)
-            log_probs, _, cache, self_row, cross_row = decoding._step_log_probs(
+            log_probs, _, cache, self_row, cross_row = search_ours.step_log_probs(
                 model, run["seq"][:, t], t, cache, memory_mask, self_mask, cross_mask, none)
             scores = _apply_processors(log_probs, run["seq"], cur, max_length, p)
             total = tf.reshape(scores + run["score"][:, None], [-1])
@@ -418,7 +409,7 @@ def _beam_loop(model, xla):
                                tf.gather_nd(log_probs, tf.stack([slot, token], axis=1))[:, None],
                                tf.gather(run["lp"], slot)),
             }
-            time_up = (t > 0) & ~decoding._in_time(t, started, seconds, xla)
+            time_up = (t > 0) & ~compiled.in_time(t, started, seconds, xla)
             hits = (tf.reduce_any(tf.equal(token[:, None], p["eos"][None, :]), axis=1) |
                     (cur + 1 >= max_length) | time_up)
 
@@ -477,10 +468,10 @@ def _beam_loop(model, xla):
                "flag": tf.zeros([width], tf.bool), "len": tf.zeros([width], tf.int32)}
         start = (tf.constant(0), tf.constant(True), tf.constant(False), tf.constant(True),
                  tf.constant(False), cache,
-                 run, fin, decoding._arrays(cache_len, specs))
+                 run, fin, compiled.arrays(cache_len, specs))
         t, _, timed_out, _, empty, _, run, fin, arrays = tf.while_loop(going, step, start)
-        out = {"steps": t, "encoder_finite": decoding._encoder_finite(enc),
-               **decoding._stacked(arrays, t, xla)}
+        out = {"steps": t, "encoder_finite": compiled.encoder_finite(enc),
+               **compiled.stacked(arrays, t, xla)}
         out.update({f"final_{name}": value for name, value in fin.items()})
         out.update({f"final_run_{name}": value for name, value in run.items()})
         out["final_timed_out"] = timed_out

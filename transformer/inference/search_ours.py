@@ -1,4 +1,5 @@
-"""Greedy decoding and beam search, capturing each step's attention.
+"""Greedy decoding and beam search as this project defines them, capturing each step's attention
+(transformers' own search, driven by a generation config: transformer.inference.search_transformers).
 
 Two paths give identical tokens and attention:
 - cached (default): the whole decode of a batch is ONE compiled call: a `tf.while_loop` runs the
@@ -19,64 +20,17 @@ numbers); only the cache is bucketed then.
 
 from __future__ import annotations
 
-import contextlib
-import copy
-import functools
-import itertools
-import math
-import threading
 import time
-import weakref
-from collections import OrderedDict
-from dataclasses import dataclass, field
 
-import keras
 import numpy as np
 import tensorflow as tf
 
-from transformer.core.kinds import KIND_NAMES, head_masks, layer_counts
+from transformer.core.kinds import KIND_NAMES, layer_counts
 from transformer.core.masking import pad_ids
-from transformer.inference.numerics import check_encoder_flags, check_step
-
-TOP_K = 5
-SMALLEST_BUCKET = 16  # source and cache lengths are padded to 16, 32, 64, ... (at most the model's)
-# XLA compiles the decode loop when True. Off by default: on this 2-core CPU a compile costs
-# seconds per bucket and the compiled loop ran slower (bench/decode.py --xla); and XLA has no
-# clock, so an XLA loop has no time budget (only the step budget).
-JIT_COMPILE = False
-
-
-@dataclass
-class DecodeStep:
-    """One generated token and what produced it."""
-
-    token: str
-    token_id: int
-    log_prob: float  # log-probability of the chosen token
-    top_k: list[tuple[str, int, float]]  # (token, id, probability), most probable first
-    cross: np.ndarray  # (L_dec, H, N): the new token's cross-attention over the source
-    self: np.ndarray  # (L_dec, H, t + 1): its decoder self-attention over the prefix
-
-
-@dataclass
-class Decoding:
-    """The result of decoding one source."""
-
-    token_ids: list[int]  # generated ids, the end id included when produced
-    tokens: list[str]
-    text: str
-    steps: list[DecodeStep] = field(default_factory=list)
-    # "end" (the end token), "length" (max_len), "time" (seconds), "stopped" (a Watch's stop) or
-    # "banned" (transformers' search: a step whose processors banned every id)
-    stopped_by: str = "end"
-
-    @property
-    def log_prob(self) -> float:
-        return float(sum(step.log_prob for step in self.steps))
-
-    def cross_attention(self) -> np.ndarray:
-        """(L_dec, H, T, N): every step's cross-attention stacked (the alignment matrix)."""
-        return np.stack([step.cross for step in self.steps], axis=2)
+from transformer.inference import compiled, decoded
+from transformer.inference.compiled import mark_stopped, shared_function
+from transformer.inference.decoded import TOP_K, BeamDecoding, DecodeStep, Decoding
+from transformer.inference.numerics import check_encoder_flags, log_softmax
 
 
 def greedy_decode(model, source_ids, *, max_len, use_cache=True, stop_at_end=True, head_mask=None,
@@ -101,11 +55,11 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
     step on the naive one. seconds: a time budget; after the first step, no step starts once it
     is spent (checked on the device, inside the compiled loop), and a sequence it cuts has
     stopped_by "time"."""
-    config = _built(model).config
+    config = compiled.built(model).config
     source_ids = (np.asarray(sources, np.int32) if isinstance(sources, np.ndarray) and
                   sources.ndim == 2 else pad_ids(sources, config.pad_id))
-    _check_max_len(config, max_len)
-    masks = _head_masks(model, head_mask)
+    compiled.check_max_len(config, max_len)
+    masks = compiled.head_mask_tensors(model, head_mask)
     if use_cache:
         out = _cached_greedy(model, source_ids, masks, max_len, stop_at_end, capture, seconds)
     else:
@@ -119,35 +73,24 @@ def greedy_decode_batch(model, sources, *, max_len, use_cache=True, stop_at_end=
     # does not mask padding (it attends to the pad tokens it is fed: they are part of its numbers).
     lengths = ((source_ids != config.pad_id).sum(axis=1) if config.mask_padding
                else np.full(source_ids.shape[0], source_ids.shape[1]))
-    names = _Names(tokenizer, tokens, out["top_ids"])
+    names = decoded.Names(tokenizer, tokens, out["top_ids"])
     results = []
     for b in range(source_ids.shape[0]):
-        check_encoder_flags(out["encoder_finite"][:, b], _real_positions(config, source_ids[b]))
+        check_encoder_flags(out["encoder_finite"][:, b], compiled.real_positions(config, source_ids[b]))
         ended = np.flatnonzero(tokens[:, b] == config.end_id)
         done = int(ended[0]) + 1 if stop_at_end and ended.size else steps_taken
         stopped_by = ("end" if stop_at_end and ended.size else
                       "length" if steps_taken >= max_len else "time")
         ids = [int(i) for i in tokens[:done, b]]
-        steps = [_make_step(names, ids[t], out["log_prob"][t, b], out["top_ids"][t, b],
+        steps = [decoded.make_step(names, ids[t], out["log_prob"][t, b], out["top_ids"][t, b],
                             out["top_log_probs"][t, b],
                             out["self"][t][:, b, :, : t + 1] if capture else None,
                             out["cross"][t][:, b, :, : lengths[b]] if capture else None,
                             step=t, finite=None if capture else
                             (out["self_finite"][t][:, b], out["cross_finite"][t][:, b]))
                  for t in range(done)]
-        results.append(Decoding(ids, names(ids), _text(ids, tokenizer), steps, stopped_by))
+        results.append(Decoding(ids, names(ids), decoded.text_of(ids, tokenizer), steps, stopped_by))
     return [mark_stopped(result, seconds) for result in results]
-
-
-@dataclass
-class BeamDecoding(Decoding):
-    """The best hypothesis of a beam search (its steps hold its own attention), plus the beam."""
-
-    score: float = 0.0  # length-normalised log-probability
-    beam_width: int = 1  # the hypotheses kept at each step
-    hypotheses: list[Decoding] = field(default_factory=list)  # finished, best first
-    beam_steps: list[list[tuple[list[str], float]]] = field(default_factory=list)
-    # beam_steps[t]: the hypotheses alive after step t, as (tokens, log-probability), best first
 
 
 def length_normalised(log_prob: float, length: int, alpha: float) -> float:
@@ -168,28 +111,28 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
     The cached path runs the whole search in one compiled loop (selection and cache reordering
     on the device) and replays its choices here; the naive path selects on the host each step.
     """
-    config = _built(model).config
+    config = compiled.built(model).config
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
-    _check_max_len(config, max_len)
+    compiled.check_max_len(config, max_len)
     source_ids = np.asarray(source_ids, np.int32).reshape(-1)
     # Every slot of the fixed-size beam decodes the same source: tile it.
     sources = np.repeat(source_ids[None], beam_width, axis=0)
-    masks = _head_masks(model, head_mask)
+    masks = compiled.head_mask_tensors(model, head_mask)
     source_len = (int((source_ids != config.pad_id).sum()) if config.mask_padding
                   else len(source_ids))  # the keys it attends to (see greedy_decode_batch)
-    real = _real_positions(config, source_ids)
+    real = compiled.real_positions(config, source_ids)
     if use_cache:
         out = _cached_beam(model, sources, masks, max_len, seconds)
         check_encoder_flags(out["encoder_finite"][:, 0], real)
-        names = _Names(tokenizer, out["token"], out["top_ids"])
+        names = decoded.Names(tokenizer, out["token"], out["top_ids"])
         book = _Beam(beam_width, config.end_id, names)
         for t in range(len(out["token"])):
             candidate = {(int(slot), int(token)): i
                          for i, (slot, token) in enumerate(zip(out["slot"][t], out["token"][t]))}
 
             def make_step(slot, token, t=t, candidate=candidate):
-                return _make_step(names, token, out["log_prob"][t, candidate[slot, token]],
+                return decoded.make_step(names, token, out["log_prob"][t, candidate[slot, token]],
                                   out["top_ids"][t, slot],
                                   out["top_log_probs"][t, slot],
                                   out["self"][t][:, slot, :, : t + 1],
@@ -200,11 +143,11 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
             if parents is None and t != len(out["token"]) - 1:
                 raise AssertionError(f"the device's beam went on after step {t}, the host's ended")
     else:
-        names = _Names(tokenizer)
+        names = decoded.Names(tokenizer)
         book = _Beam(beam_width, config.end_id, names)
         run = _NaiveRun(model, sources, masks)
         check_encoder_flags(run.encoder_finite[:, 0], real)
-        deadline = _deadline(seconds)
+        deadline = compiled.deadline(seconds)
         for t in range(max_len):
             if t and time.monotonic() >= deadline:
                 break
@@ -220,7 +163,7 @@ def beam_search(model, source_ids, *, beam_width, max_len, length_penalty=0.6, u
 
             def make_step(slot, token):
                 top = _top(log_probs[slot])
-                return _make_step(names, token, log_probs[slot, token], top, log_probs[slot, top],
+                return decoded.make_step(names, token, log_probs[slot, token], top, log_probs[slot, top],
                                   self_weights[:, slot], cross_weights[:, slot, :, :source_len],
                                   step=t)
             parents = book.advance(candidates[:beam_width], make_step)
@@ -267,7 +210,7 @@ class _Beam:
         ranked = self.finished or self.live  # nothing ended within max_len: rank what is alive
         ranked = sorted(((length_normalised(score, len(ids), length_penalty), ids, steps)
                          for score, ids, steps in ranked), key=lambda f: -f[0])
-        hypotheses = [Decoding(ids, self.names(ids), _text(ids, tokenizer), steps)
+        hypotheses = [Decoding(ids, self.names(ids), decoded.text_of(ids, tokenizer), steps)
                       for _, ids, steps in ranked]
         best = hypotheses[0]
         return BeamDecoding(best.token_ids, best.tokens, best.text, best.steps, stopped_by,
@@ -275,265 +218,33 @@ class _Beam:
                             beam_steps=self.beam_steps)
 
 
-# ================================================================================ cached path
-def bucket(length: int, cap: int) -> int:
-    """The padded length for `length`: the smallest of 16, 32, 64, ... that holds it, at most
-    cap (but never less than length)."""
-    size = SMALLEST_BUCKET
-    while size < length:
-        size *= 2
-    return max(length, min(size, cap))
-
-
-def source_bucket(config, n: int) -> int:
-    """The width a source of n ids (padded or not) is padded to: its bucket, at most the fixed
-    length the model is fed or its max_len; n itself when the model does not mask padding (its
-    padding keys are attended to: more of them would change the numbers)."""
-    if not config.mask_padding:
-        return n
-    return bucket(n, max(config.pad_source_to or config.max_len, n))
-
-
-def target_bucket(config, t: int) -> int:
-    """The width a decoder input of t ids is padded to: its bucket, at most max_len. Always
-    safe: the look-ahead mask keeps every real row off the positions after it, whether or not
-    the model masks padding."""
-    return bucket(t, max(config.max_len, t))
-
-
-def pad_to(ids: np.ndarray, width: int, pad_id: int) -> np.ndarray:
-    """(B, n) int32 ids padded on the right with pad_id to (B, width) (the same array when
-    width is n)."""
-    batch, n = ids.shape
-    if width == n:
-        return np.asarray(ids, np.int32)
-    padded = np.full((batch, width), pad_id, np.int32)
-    padded[:, :n] = ids
-    return padded
-
-
-def _bucketed(model, source_ids, max_len):
-    """(source_ids padded to their bucket, the cache length)."""
-    c = model.config
-    cache_len = bucket(max_len, c.max_len)
-    return pad_to(source_ids, source_bucket(c, source_ids.shape[1]), c.pad_id), cache_len
-
-
-class Watch:
-    """A decode another thread follows and may stop (a long translation of a named model: the
-    app shows its progress and a Stop). Given where a decode takes `seconds`, it stands for no
-    time budget: the compiled loop reports before each step how many are done (`steps`) and
-    ends at the next step once `stop()` was called (the decode then says stopped_by
-    "stopped"). The loop gets it as a negative time budget, -id (budget_seconds), and a step
-    of a watched loop calls back into Python (watched_step: ~50 us a step; an unwatched loop
-    never does)."""
-
-    _ids = itertools.count(1)
-    _live: dict[int, "Watch"] = {}
-
-    def __init__(self):
-        self.id = next(Watch._ids)
-        self.steps = 0
-        self._stop = threading.Event()
-        Watch._live[self.id] = self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
-    def close(self) -> None:
-        Watch._live.pop(self.id, None)
-
-
-def budget_seconds(seconds) -> float:
-    """The float a compiled loop gets for a time budget: seconds (None: math.inf), or a Watch's
-    -id."""
-    if isinstance(seconds, Watch):
-        return -float(seconds.id)
-    return math.inf if seconds is None else float(seconds)
-
-
-def watched_step(watch_id, t) -> bool:
-    """A watched loop may start step t (t steps done): recorded; whether it may (no stop)."""
-    watch = Watch._live.get(int(-float(watch_id)))
-    if watch is None:
-        return True
-    watch.steps = int(t)
-    return not watch.stopped
-
-
-def mark_stopped(result, seconds):
-    """result with stopped_by "stopped" where a Watch's stop ended it (the loop says "time")."""
-    if isinstance(seconds, Watch) and seconds.stopped and result.stopped_by == "time":
-        result.stopped_by = "stopped"
-        for hypothesis in getattr(result, "hypotheses", None) or ():
-            if hypothesis.stopped_by == "time":
-                hypothesis.stopped_by = "stopped"
-    return result
-
-
-def _loop_args(model, source_ids, head_mask, max_len, seconds):
-    sources, cache_len = _bucketed(model, source_ids, max_len)
-    seconds = budget_seconds(seconds)
-    return (tf.constant(sources), tf.constant(cache_len, tf.int32), tf.constant(max_len, tf.int32),
-            tf.constant(seconds, tf.float64), *(head_mask[kind] for kind in KIND_NAMES))
-
-
-def _deadline(seconds) -> float:
-    """time.monotonic() when a budget of `seconds` (None or a Watch: no budget) started now is
-    spent."""
-    seconds = budget_seconds(seconds)
-    return math.inf if seconds < 0 else time.monotonic() + seconds
-
-
 def _cached_greedy(model, source_ids, head_mask, max_len, stop_at_end, capture, seconds=None):
     """Every step's token, log-probabilities and (with capture) attention rows, as NumPy arrays
     with the step first: tokens (T, B), log_prob (T, B), top_ids/top_log_probs (T, B, k),
     self (T, L, B, H, cache_len), cross (T, L, B, H, N_bucket)."""
-    loop = _compiled_step(model, capture)
-    args = _loop_args(model, source_ids, head_mask, max_len, seconds)
-    return _fetch(loop(model, *args[:4], tf.constant(bool(stop_at_end)), *args[4:]))
+    loop = compiled_greedy(model, capture)
+    args = compiled.loop_args(model, source_ids, head_mask, max_len, seconds)
+    return compiled.fetch(loop(model, *args[:4], tf.constant(bool(stop_at_end)), *args[4:]))
 
 
 def _cached_beam(model, sources, head_mask, max_len, seconds=None):
     """Per step: the beam_width chosen candidates (slot, token, score, log_prob) best first, and
     every slot's top_ids/top_log_probs (T, W, k), self (T, L, W, H, S), cross (T, L, W, H, N)."""
-    loop = _compiled_beam(model)
-    return _fetch(loop(model, *_loop_args(model, sources, head_mask, max_len, seconds)))
+    loop = compiled_beam(model)
+    return compiled.fetch(loop(model, *compiled.loop_args(model, sources, head_mask, max_len, seconds)))
 
 
-def _fetch(out):
-    """The loop's outputs as NumPy arrays of the steps taken."""
-    steps = int(out.pop("steps"))
-    encoder_finite = out.pop("encoder_finite").numpy()  # (L_enc, B, N): not per step
-    return {"encoder_finite": encoder_finite,
-            **{name: value.numpy()[:steps] for name, value in out.items()}}
-
-
-class _SharedLoop:
-    """One compiled function (a decode loop, the pages' forward pass) for every model of one
-    architecture (config).
-
-    The loop is traced with the model's variables as inputs (their resource handles, read once
-    at the start of the loop): while tracing, a keras.StatelessScope maps the variables of the
-    model being called (the template) to those reads, so the graph holds no model's weights
-    and any model of the same config runs it with its own. Opening another checkpoint of a
-    known architecture (the bundled epochs, a retrained model) therefore traces nothing.
-    (Handles, not values: passing a value costs an eager read per weight and every call.)
-    """
-
-    def __init__(self, model, make_loop, signature, xla):
-        shapes = [(tuple(w.shape), w.dtype) for w in model.weights]
-        handles = [tf.TensorSpec([], tf.resource)] * len(shapes)
-        self._template = None  # a weak reference to the model whose call traces
-        self._concrete = None  # the traced function, once traced
-        self._lock = threading.Lock()
-
-        def run(weight_handles, *args):
-            template = self._template()
-            values = []
-            for handle, (shape, dtype) in zip(weight_handles, shapes):
-                value = tf.raw_ops.ReadVariableOp(resource=handle, dtype=dtype)
-                value.set_shape(shape)  # the config fixes every shape
-                values.append(value)
-            with keras.StatelessScope(list(zip(template.weights, values))):
-                return make_loop(template)(*args)
-
-        # autograph=False: the loop is an explicit tf.while_loop and the model's Python loops
-        # run over its layers at trace time; no source conversion makes the trace quicker.
-        self.fn = tf.function(run, input_signature=[handles] + signature, jit_compile=xla or None,
-                              autograph=False)
-
-    def trace(self, model):
-        """The loop's one concrete function (the signature is fixed), traced on first use with
-        `model` as the template. Calls go to it directly: tf.function's dispatch matched every
-        argument's type, ~2 ms a call."""
-        if self._concrete is None:
-            with self._lock, unrewritten():  # one trace, while the template is alive
-                if self._concrete is None:
-                    self._template = weakref.ref(model)
-                    self._concrete = self.fn.get_concrete_function()
-        return self._concrete
-
-    def __call__(self, model, *args):
-        handles = [w.value.handle for w in model.weights]  # the backend's tf.Variables
-        concrete = self.trace(model)
-        with unrewritten():
-            return concrete(handles, *args)
-
-    def tracing_count(self) -> int:
-        return self.fn.experimental_get_tracing_count()
-
-
-@contextlib.contextmanager
-def unrewritten():
-    """The compiled functions called (and the layer functions they call, traced) in this
-    thread run without Grappler's graph rewrites (its meta optimizer off). Grappler rewrites a
-    function when it is first run, which cost more than it gave back: bart-large's first
-    translation 2.49 -> 1.93 s and its first maps 1.16 -> 0.87 s, warm translation unchanged
-    (1.0 s either way, bench/real_models.py). TensorFlow offers the switch for the whole
-    process only (tf.config.optimizer); this sets it in the thread's function-call options as
-    tf.experimental.function_executor_type does its setting, so training keeps its rewrites."""
-    from tensorflow.python.eager import context
-
-    ctx = context.context()
-    before = ctx.function_call_options
-    options = copy.copy(before)
-    options.config_proto_serialized = _unrewritten_config(before.config_proto_serialized)
-    ctx.function_call_options = options
-    try:
-        yield
-    finally:
-        ctx.function_call_options = before
-
-
-@functools.lru_cache(maxsize=8)
-def _unrewritten_config(serialized: bytes):
-    """The ConfigProto `serialized` holds, with Grappler's meta optimizer off (the options'
-    setter serializes it)."""
-    from tensorflow.core.protobuf import config_pb2
-
-    config = config_pb2.ConfigProto.FromString(serialized)
-    config.graph_options.rewrite_options.disable_meta_optimizer = True
-    return config
-
-
-_SHARED_LOOPS: OrderedDict = OrderedDict()  # (kind, config JSON) -> _SharedLoop, least recent first
-MAX_SHARED_LOOPS = 32  # compiled functions kept (each a few MB of graph): several per architecture
-_SHARED_LOCK = threading.Lock()
-
-
-def shared_function(model, kind, make_loop, signature) -> _SharedLoop:
-    """The compiled function `kind` of this model's architecture (traced on its first call),
-    shared by every model of the same config: make_loop(template model) -> the function of the
-    inputs `signature` describes (after the weights). The decode loops and the teacher-forced
-    forward pass (transformer.inference.forward) are all kept here."""
-    key = (kind + ("_xla" if JIT_COMPILE else ""), model.config.to_json())
-    with _SHARED_LOCK:
-        loop = _SHARED_LOOPS.get(key)
-        if loop is None:
-            loop = _SharedLoop(model, make_loop, signature, JIT_COMPILE)
-            _SHARED_LOOPS[key] = loop
-            while len(_SHARED_LOOPS) > MAX_SHARED_LOOPS:
-                _SHARED_LOOPS.popitem(last=False)
-        _SHARED_LOOPS.move_to_end(key)
-        return loop
-
-
-def _compiled_step(model, capture=True) -> _SharedLoop:
+def compiled_greedy(model, capture=True) -> compiled.SharedFunction:
     """The whole greedy decode of a batch as one compiled function, shared by every model of
     this architecture (and capture mode), whose trace is reused by every decode. (The name is
     the old step function's: it is still the one compiled function of cached greedy decoding.)"""
     kind = "greedy" if capture else "greedy_no_capture"
-    return shared_function(model, kind, lambda m: _greedy_loop(m, capture, JIT_COMPILE),
+    return shared_function(model, kind, lambda m: _greedy_loop(m, capture, compiled.JIT_COMPILE),
                            _signature(model.config, greedy=True))
 
 
-def _compiled_beam(model) -> _SharedLoop:
-    return shared_function(model, "beam", lambda m: _beam_loop(m, JIT_COMPILE),
+def compiled_beam(model) -> compiled.SharedFunction:
+    return shared_function(model, "beam", lambda m: _beam_loop(m, compiled.JIT_COMPILE),
                            _signature(model.config, greedy=False))
 
 
@@ -549,7 +260,7 @@ def _signature(c, greedy):
             [tf.TensorSpec([layers[kind], c.num_heads], tf.float32) for kind in KIND_NAMES])
 
 
-def _step_log_probs(model, tokens, t, cache, memory_mask, self_mask, cross_mask, banned):
+def step_log_probs(model, tokens, t, cache, memory_mask, self_mask, cross_mask, banned):
     """One decoder step on the device: log-probabilities (B, V) float64 (as NumPy's log_softmax
     of the float32 logits), choosable ones (pad and start are never chosen: -inf), the updated
     cache, the self row (L, B, H, cache_len) and the cross row (L, B, H, N)."""
@@ -560,28 +271,6 @@ def _step_log_probs(model, tokens, t, cache, memory_mask, self_mask, cross_mask,
     choosable = tf.where(banned, tf.constant(-np.inf, tf.float64), log_probs)
     return (log_probs, choosable, out["cache"], out["self_attention"][:, :, :, 0],
             out["cross_attention"][:, :, :, 0])
-
-
-def _clock(xla):
-    """Now, in seconds, on the device (tf.timestamp). XLA cannot compile a clock, so a loop
-    compiled with XLA (JIT_COMPILE, off by default) has no time budget: 0."""
-    return tf.constant(0.0, tf.float64) if xla else tf.timestamp()
-
-
-def _in_time(t, started, seconds, xla):
-    """May step t start? The first step always may; a later one while the time budget lasts. A
-    negative budget is a Watch's (budget_seconds): no time limit, the step reported, and none
-    after its stop."""
-    timed = (t == 0) | (_clock(xla) - started < seconds)
-    if xla:
-        return timed
-
-    def watched():
-        going = tf.py_function(watched_step, [seconds, t], tf.bool)
-        going.set_shape([])
-        return (t == 0) | going
-
-    return tf.cond(seconds < 0, watched, lambda: timed)
 
 
 def _banned(config):
@@ -596,45 +285,6 @@ def _banned_ids(config) -> list[int]:
     return [config.pad_id] + ([config.start_id] if config.start_id != config.end_id else [])
 
 
-def _arrays(size, specs):
-    """One preallocated TensorArray per output, a slot per step (size: the cache length, a
-    bucket, so XLA compiles once per bucket whatever max_len is)."""
-    return {name: tf.TensorArray(dtype, size=size) for name, dtype in specs}
-
-
-def _stacked(arrays, steps, xla):
-    """Each array's written steps (the first `steps`): everything under XLA, which needs static
-    shapes (the host cuts them), only those written otherwise."""
-    if xla:
-        return {name: a.stack() for name, a in arrays.items()}
-    # at least the first (written by every loop that ran a step: one that found no token
-    # left wrote it and did not count it), cut to `steps`: a list with no fully known
-    # element shape cannot gather none
-    return {name: a.gather(tf.range(tf.maximum(steps, 1)))[:steps]
-            for name, a in arrays.items()}
-
-
-def _encoder_finite(enc):
-    """(L_enc, B, N) bool: whether each encoder layer's attention row of each source position
-    held only finite numbers (the decode loops keep no encoder maps; numerics names the first
-    layer and position that did not)."""
-    return tf.reduce_all(tf.math.is_finite(enc["attention"]), axis=[2, 4])
-
-
-def _finite_rows(row):
-    """(L, B, H, keys) attention rows of a step -> (L, B) bool: all finite."""
-    return tf.reduce_all(tf.math.is_finite(row), axis=[2, 3])
-
-
-def _real_positions(config, source_ids) -> np.ndarray:
-    """(N,) bool: the source positions whose numbers count (those attended to: the real tokens,
-    or every position when the model does not mask padding)."""
-    source_ids = np.asarray(source_ids)
-    if not config.mask_padding:
-        return np.ones(source_ids.shape, bool)
-    return source_ids != config.pad_id
-
-
 def _greedy_loop(model, capture, xla):
     c = model.config
     k = min(TOP_K, c.tgt_vocab_size)
@@ -645,7 +295,7 @@ def _greedy_loop(model, capture, xla):
 
     def loop(source_ids, cache_len, max_steps, seconds, stop_at_end, encoder_mask, self_mask,
              cross_mask):
-        started = _clock(xla)  # the time budget counts from here (tracing is not in it)
+        started = compiled.clock(xla)  # the time budget counts from here (tracing is not in it)
         banned = _banned(c)
         enc = model.encode(source_ids, head_mask=encoder_mask)
         cache = model.init_cache(enc["memory"], cache_len)
@@ -653,10 +303,10 @@ def _greedy_loop(model, capture, xla):
 
         def going(t, tokens, finished, cache, arrays):
             return ((t < max_steps) & ~(stop_at_end & tf.reduce_all(finished)) &
-                    _in_time(t, started, seconds, xla))
+                    compiled.in_time(t, started, seconds, xla))
 
         def step(t, tokens, finished, cache, arrays):
-            log_probs, choosable, cache, self_row, cross_row = _step_log_probs(
+            log_probs, choosable, cache, self_row, cross_row = step_log_probs(
                 model, tokens, t, cache, enc["mask"], self_mask, cross_mask, banned)
             next_ids = tf.argmax(choosable, axis=-1, output_type=tf.int32)  # (B,)
             top = tf.math.top_k(log_probs, k)  # ties: the lower id first
@@ -664,15 +314,16 @@ def _greedy_loop(model, capture, xla):
                       "log_prob": tf.gather(log_probs, next_ids, batch_dims=1),
                       "self": self_row, "cross": cross_row}
             if not capture:  # without the rows kept: whether each layer's were finite, (L, B)
-                values.update(self_finite=_finite_rows(self_row),
-                              cross_finite=_finite_rows(cross_row))
+                values.update(self_finite=compiled.finite_rows(self_row),
+                              cross_finite=compiled.finite_rows(cross_row))
             arrays = {name: a.write(t, values[name]) for name, a in arrays.items()}
             return t + 1, next_ids, finished | (next_ids == c.end_id), cache, arrays
 
         start = (tf.constant(0), tf.fill([batch], c.start_id), tf.zeros([batch], tf.bool), cache,
-                 _arrays(cache_len, specs))
+                 compiled.arrays(cache_len, specs))
         t, _, _, _, arrays = tf.while_loop(going, step, start)
-        return {"steps": t, "encoder_finite": _encoder_finite(enc), **_stacked(arrays, t, xla)}
+        return {"steps": t, "encoder_finite": compiled.encoder_finite(enc),
+                **compiled.stacked(arrays, t, xla)}
 
     return loop
 
@@ -685,7 +336,7 @@ def _beam_loop(model, xla):
              ("self", tf.float32), ("cross", tf.float32)]
 
     def loop(source_ids, cache_len, max_steps, seconds, encoder_mask, self_mask, cross_mask):
-        started = _clock(xla)
+        started = compiled.clock(xla)
         banned = _banned(c)
         enc = model.encode(source_ids, head_mask=encoder_mask)
         cache = model.init_cache(enc["memory"], cache_len)
@@ -694,10 +345,10 @@ def _beam_loop(model, xla):
 
         def going(t, tokens, scores, alive, ended, cache, arrays):
             return ((t < max_steps) & (ended < width) & (alive > 0) &
-                    _in_time(t, started, seconds, xla))
+                    compiled.in_time(t, started, seconds, xla))
 
         def step(t, tokens, scores, alive, ended, cache, arrays):
-            log_probs, choosable, cache, self_row, cross_row = _step_log_probs(
+            log_probs, choosable, cache, self_row, cross_row = step_log_probs(
                 model, tokens, t, cache, enc["mask"], self_mask, cross_mask, banned)
             # each live slot's width best tokens; placeholder slots offer nothing
             best = tf.math.top_k(choosable, tf.minimum(width, c.tgt_vocab_size))
@@ -727,9 +378,10 @@ def _beam_loop(model, xla):
                     ended + width - alive, cache, arrays)
 
         start = (tf.constant(0), tf.fill([width], c.start_id), tf.zeros([width], tf.float64),
-                 tf.constant(1), tf.constant(0), cache, _arrays(cache_len, specs))
+                 tf.constant(1), tf.constant(0), cache, compiled.arrays(cache_len, specs))
         t, *_, arrays = tf.while_loop(going, step, start)
-        return {"steps": t, "encoder_finite": _encoder_finite(enc), **_stacked(arrays, t, xla)}
+        return {"steps": t, "encoder_finite": compiled.encoder_finite(enc),
+                **compiled.stacked(arrays, t, xla)}
 
     return loop
 
@@ -745,7 +397,7 @@ def _naive_greedy(model, source_ids, head_mask, max_len, stop_at_end, on_step, s
     finished = np.zeros(batch, bool)
     steps = {name: [] for name in ("tokens", "log_prob", "top_ids", "top_log_probs", "self",
                                    "cross")}
-    deadline = _deadline(seconds)
+    deadline = compiled.deadline(seconds)
     for t in range(max_len):
         if t and time.monotonic() >= deadline:
             break
@@ -824,76 +476,12 @@ def _compiled_naive_step(model):
     return fn
 
 
-# ================================================================================ both
-def _make_step(names, token_id, log_prob, top_ids, top_log_probs, self_row, cross_row, *,
-               step, finite=None):
-    """Step `step`'s DecodeStep; NumericalError (transformer.inference.numerics) when it
-    computed NaN or infinity: its attention rows, or without them their finiteness per layer
-    (finite: (self (L,), cross (L,)) bool), and its log-probabilities."""
-    check_step(step, log_prob, top_log_probs, self_row, cross_row,
-               *(finite if finite is not None else (None, None)))
-    return DecodeStep(
-        token=names([token_id])[0],
-        token_id=int(token_id),
-        log_prob=float(log_prob),
-        top_k=[(name, int(i), float(np.exp(lp)))
-               for name, i, lp in zip(names(top_ids), top_ids, top_log_probs)],
-        cross=None if cross_row is None else np.array(cross_row, np.float32),
-        self=None if self_row is None else np.array(self_row, np.float32),
-    )
-
-
-class _Names:
-    """Token names by id: the tokenizer's pieces (looked up once per id), or the ids as text."""
-
-    def __init__(self, tokenizer, *id_arrays):
-        self.tokenizer = tokenizer
-        self.pieces = {}
-        if tokenizer is not None and id_arrays:
-            ids = np.unique(np.concatenate([np.asarray(a).reshape(-1) for a in id_arrays]))
-            self.pieces = dict(zip(ids.tolist(), tokenizer.ids_to_pieces(ids.tolist())))
-
-    def __call__(self, ids):
-        ids = [int(i) for i in ids]
-        if self.tokenizer is None:
-            return [str(i) for i in ids]
-        missing = [i for i in ids if i not in self.pieces]
-        if missing:
-            self.pieces.update(zip(missing, self.tokenizer.ids_to_pieces(missing)))
-        return [self.pieces[i] for i in ids]
-
-
-def _built(model):
-    """The model, its variables created first if it has never been called (as Keras builds a
-    layer on its first call): the compiled loops read the variables themselves, so an unbuilt
-    model would have none to read."""
-    if not model.built:
-        model.build_weights()
-    return model
-
-
-def _check_max_len(config, max_len):
-    if not 1 <= max_len <= config.max_len:
-        raise ValueError(f"max_len must be in [1, {config.max_len}] (the model's max_len), got {max_len}")
-
-
-def _head_masks(model, head_mask):
-    """Full (layers, heads) float masks for each kind, ones where not given."""
-    return {kind: tf.constant(mask) for kind, mask in
-            head_masks(model.config, given=head_mask).items()}
-
-
-def log_softmax(logits) -> np.ndarray:
-    """Log-probabilities over the last axis, in float64."""
-    logits = np.asarray(logits, np.float64)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
-
-def _text(ids, tokenizer):
-    return tokenizer.decode(ids) if tokenizer is not None else " ".join(str(i) for i in ids)
-
-
-__all__ = ["BeamDecoding", "DecodeStep", "Decoding", "beam_search", "bucket", "greedy_decode",
-           "greedy_decode_batch", "length_normalised", "pad_to", "shared_function",
-           "source_bucket", "target_bucket"]
+__all__ = [
+    "beam_search",
+    "compiled_beam",
+    "compiled_greedy",
+    "greedy_decode",
+    "greedy_decode_batch",
+    "length_normalised",
+    "step_log_probs",
+]
