@@ -88,7 +88,7 @@ def architecture_fig(config: dict) -> go.Figure:
 
 
 def smoothed_loss_floor(label_smoothing: float, vocab_size: int) -> float:
-    """The lowest cross-entropy reachable against label-smoothed targets (transformer.training.train:
+    """The lowest cross-entropy reachable against label-smoothed targets (transformer.training.fit:
     one-hot × (1 − ε) + ε / V): the entropy of that target distribution, in nats."""
     eps, v = float(label_smoothing), int(vocab_size)
     probs = np.array([1.0 - eps + eps / v] + [eps / v] * (v - 1))

@@ -1,8 +1,8 @@
-"""python -m transformer.train: training's command line (transformer.training.train)."""
+"""python -m transformer.train: training's command line (transformer.training.fit)."""
 
 import sys
 
-from transformer.training.train import main
+from transformer.training.fit import main
 
 if __name__ == "__main__":
     sys.exit(main())

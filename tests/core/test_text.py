@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 from transformer.core.text import MAX_TEXT_CHARS, REPLACEMENT, clean_text, text_notes
 from transformer.tokenizers.base import Tokenizer
-from transformer.tokenizers.marian import MarianTokenizer
+from transformer.tokenizers.marian_pieces import MarianTokenizer
 from transformer.tokenizers.word import WordTokenizer
 from transformer.tokenizers.wordpiece import WordPieceTokenizer
 

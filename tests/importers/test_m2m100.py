@@ -350,7 +350,7 @@ def test_a_padded_nllb_round_trips_through_our_checkpoint(tmp_path):
 def test_an_m2m100_tokenizer_padded_decodes_its_unused_ids_as_transformers_does():
     """No M2M100 on the hub pads beyond its made-up words, but one that did would have ids
     transformers' M2M100Tokenizer decodes as "<unk>" (its token for an id it has none for)."""
-    from transformer.tokenizers.m2m100 import M2M100Tokenizer
+    from transformer.tokenizers.m2m100_pieces import M2M100Tokenizer
 
     files = fixture_files("m2m100")
     tok = M2M100Tokenizer.from_files(files, "target", "fr", padded_vocab_size=320)

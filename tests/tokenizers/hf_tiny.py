@@ -1,6 +1,6 @@
 """Tiny tokenizer files of the Hugging Face families, built here with sentencepiece and tokenizers
 (one thread, a fixed seed), laid out as each family ships them, for the tests of
-transformer.tokenizers.huggingface and transformer.tokenizers.m2m100."""
+transformer.tokenizers.huggingface and transformer.tokenizers.m2m100_pieces."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from transformer.tokenizers.hf_files import (
     read_tokenizer_json,
 )
 from transformer.tokenizers.huggingface import HFTokenizer
-from transformer.tokenizers.m2m100 import M2M100Tokenizer
+from transformer.tokenizers.m2m100_pieces import M2M100Tokenizer
 
 
 @pytest.fixture(scope="module")

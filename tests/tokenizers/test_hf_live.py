@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transformer.tokenizers.huggingface import HFTokenizer
-from transformer.tokenizers.m2m100 import M2M100Tokenizer
+from transformer.tokenizers.m2m100_pieces import M2M100Tokenizer
 
 transformers = pytest.importorskip("transformers")
 

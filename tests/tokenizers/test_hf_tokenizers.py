@@ -1,5 +1,5 @@
 """transformer.tokenizers.huggingface (BART, mBART, mBART-50, T5, Pegasus, NLLB-200) and
-transformer.tokenizers.m2m100 on tiny files built here (hf_tiny): each family's special-token
+transformer.tokenizers.m2m100_pieces on tiny files built here (hf_tiny): each family's special-token
 layout, language codes, the checkpoint round trip (spec + model_bytes), and that a tokenizer
 built from its tokenizer.json equals one built from the original files. No transformers needed
 (test_hf_live.py compares with transformers where it is installed)."""
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from transformer.tokenizers import tokenizer_from_spec
 from transformer.tokenizers.base import TokenizerError
 from transformer.tokenizers.huggingface import HFTokenizer
-from transformer.tokenizers.m2m100 import M2M100Tokenizer
+from transformer.tokenizers.m2m100_pieces import M2M100Tokenizer
 
 FAMILIES = ("bart", "mbart", "mbart50", "t5", "pegasus", "nllb", "m2m100")
 TEXT = "Hello, world! Привет 東京 😀"

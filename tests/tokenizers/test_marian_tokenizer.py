@@ -1,4 +1,4 @@
-"""Tests for transformer.tokenizers.marian: tiny SentencePiece models trained here and a vocab.json
+"""Tests for transformer.tokenizers.marian_pieces: tiny SentencePiece models trained here and a vocab.json
 laid out as opus-mt's ("</s>" = 0, "<unk>" = 1, the pieces, "<pad>" last)."""
 
 import importlib.util
@@ -13,7 +13,7 @@ import sentencepiece as spm
 
 from transformer.tokenizers import tokenizer_from_spec
 from transformer.tokenizers.base import TokenizerError
-from transformer.tokenizers.marian import (
+from transformer.tokenizers.marian_pieces import (
     MAX_SPM_BYTES,
     MAX_VOCAB_JSON_BYTES,
     MarianTokenizer,

@@ -13,7 +13,7 @@ from sentencepiece import sentencepiece_model_pb2
 
 from transformer.tokenizers import tokenizer_from_spec
 from transformer.tokenizers.base import TokenizerError
-from transformer.tokenizers.marian import MarianTokenizer
+from transformer.tokenizers.marian_pieces import MarianTokenizer
 from transformer.tokenizers.sentencepiece_model import (
     MAX_CHARSMAP_BYTES,
     MAX_RULES_PER_PREFIX,

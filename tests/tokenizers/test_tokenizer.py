@@ -324,7 +324,7 @@ def test_encode_without_start_token_is_a_clear_error():
 
 def _new_kind_tokenizers():
     """(source, target) pairs of the word, wordpiece and marian kinds, from tiny files."""
-    from transformer.tokenizers.marian import MarianTokenizer
+    from transformer.tokenizers.marian_pieces import MarianTokenizer
     from transformer.tokenizers.word import WordTokenizer
     from transformer.tokenizers.wordpiece import WordPieceTokenizer
 

@@ -15,7 +15,7 @@ import tensorflow as tf
 from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 from transformer.model.weights import weight_arrays
 from transformer.training import data
-from transformer.training.train import (
+from transformer.training.fit import (
     TransformerSchedule,
     build_parser,
     epoch_path,

@@ -43,7 +43,7 @@ they are not in the rollout (as in the paper).
 
 NumPy only: the inputs are what one teacher-forced pass captured (each kind's weights and
 per-head values, each stack's layer inputs) and each sublayer's weights; the inference
-module transformer.inference.alti gathers them.
+module transformer.inference.alti_inputs gathers them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ text that cannot be encoded is repaired, and each change is one sentence in the 
 that the Model page shows. Unknown fields are kept as plain data (strings, numbers, lists and
 objects; they are shown, never resolved or run).
 
-Known fields (written by transformer.training.train, the converters, or both):
+Known fields (written by transformer.training.fit, the converters, or both):
     name, task, corpus, corpus_report, command, strategy     text
     seed, epochs, epoch, steps, train_examples,               whole numbers >= 0
         held_out_examples, warmup_steps, batch_size

@@ -8,7 +8,7 @@ A model is a folder (or a .zip of one, or its files uploaded together) holding
     model.safetensors        the weights (no torch, no pickle)
     tokenizer.json           NLLB-200's tokenizer (transformer.tokenizers.huggingface, "nllb"), or
     vocab.json +             M2M100's: the SentencePiece model with vocab.json's ids and the
-      sentencepiece.bpe.model  language tokens after them (transformer.tokenizers.m2m100)
+      sentencepiece.bpe.model  language tokens after them (transformer.tokenizers.m2m100_pieces)
     tokenizer_config.json    which tokenizer (tokenizer_class NllbTokenizer or M2M100Tokenizer),
                              the languages (src_lang, tgt_lang) and NLLB's legacy_behaviour;
                              optional: without it tokenizer.json is NLLB's, the pair M2M100's

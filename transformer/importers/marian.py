@@ -394,7 +394,7 @@ def marian_tokenizers(source_spm: bytes, target_spm: bytes, vocab_json: bytes,
                       label: str = "the Marian model"):
     """(source, target) tokenizers: each side's SentencePiece model with vocab.json's ids."""
     from transformer.tokenizers.base import TokenizerError
-    from transformer.tokenizers.marian import MarianTokenizer
+    from transformer.tokenizers.marian_pieces import MarianTokenizer
 
     try:
         return (MarianTokenizer.from_files(source_spm, vocab_json, "source"),

@@ -10,7 +10,7 @@ entry here:
   per-head values V from the teacher-forced pass, each layer's output projection W_O from the
   model's attention layers); the arithmetic is the analysis module's. A page that holds
   Checkpoint.attention(details=True) already gets the same from value_norm_maps(maps, model).
-- "alti" (ALTI+, Ferrando et al. 2022: transformer.inference.alti, its arithmetic
+- "alti" (ALTI+, Ferrando et al. 2022: transformer.inference.alti_inputs, its arithmetic
   transformer.analysis.alti): each output token's contributions from each source token and
   each decoder input, and its source share.
 - "saliency", "input_x_gradient", "integrated_gradients" (transformer.inference.gradients):
@@ -27,7 +27,7 @@ import numpy as np
 
 from transformer.analysis.value_norm import value_weighted
 from transformer.core.kinds import KINDS, head_masks
-from transformer.inference.alti import alti
+from transformer.inference.alti_inputs import alti
 from transformer.inference.gradients import gradient_attributions
 from transformer.inference.maps import attention_maps, scored_ids
 

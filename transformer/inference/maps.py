@@ -20,7 +20,7 @@ padded keys are masked and padded rows are cut). `Checkpoint.attention` (one sen
     that kind's four alone, each (1, H, ...), and "detail_of" (kind, layer).
     with values (and not details): "<kind>_v" alone (transformer.inference.contributions);
     with hidden_states: "encoder_hidden_states" (L_enc + 1, N, d_model) and
-    "decoder_hidden_states" (L_dec + 1, T, d_model) (transformer.inference.alti).
+    "decoder_hidden_states" (L_dec + 1, T, d_model) (transformer.inference.alti_inputs).
 
 A sentence whose pass computed NaN or infinity gets no maps: a NumericalError
 (transformer.inference.numerics) names the layer and position where it first appears.

@@ -186,7 +186,7 @@ class Checkpoint:
         "integrated_gradients" (steps=): "source_tokens", "target_tokens" (the decoder's
         inputs), "output_tokens", "source" (T, N) and "target" (T, T), row t output token t's
         contributions (target columns after t are 0); "alti" also "source_share" (T,), each
-        layer's own contributions and the rollouts (transformer.inference.alti)."""
+        layer's own contributions and the rollouts (transformer.inference.alti_inputs)."""
         from transformer.inference.contributions import contributions
 
         return contributions(self, source, target, method, **options)

@@ -13,9 +13,9 @@ KIND_CLASSES = {
     "trained": ("bpemb", "BPEmbTokenizer"),
     "word": ("word", "WordTokenizer"),
     "wordpiece": ("wordpiece", "WordPieceTokenizer"),
-    "marian": ("marian", "MarianTokenizer"),
+    "marian": ("marian_pieces", "MarianTokenizer"),
     "huggingface": ("huggingface", "HFTokenizer"),
-    "m2m100": ("m2m100", "M2M100Tokenizer"),
+    "m2m100": ("m2m100_pieces", "M2M100Tokenizer"),
 }
 
 

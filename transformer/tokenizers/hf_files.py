@@ -26,7 +26,7 @@ hands to the ``tokenizers`` library (the library never parses a stranger's file 
   returned is the pieces with their scores and types, the model type and the normalization
   rules (``precompiled_charsmap``).
 
-vocab.json is read by :func:`transformer.tokenizers.marian.parse_vocab_json` (its keys counted
+vocab.json is read by :func:`transformer.tokenizers.marian_pieces.parse_vocab_json` (its keys counted
 before it is parsed). Every malformed file is a TokenizerError naming the file and what is
 wrong, never a traceback, and nothing is allocated in proportion to a count before the count
 is checked.
@@ -46,7 +46,7 @@ from sentencepiece import sentencepiece_model_pb2
 
 from transformer.core import limits
 from transformer.tokenizers.base import TokenizerError, first_not_text, is_int
-from transformer.tokenizers.marian import check_vocab
+from transformer.tokenizers.marian_pieces import check_vocab
 from transformer.tokenizers.sentencepiece_model import (
     MAX_CHARSMAP_BYTES,
     check_charsmap,

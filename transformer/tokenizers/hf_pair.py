@@ -14,7 +14,7 @@ from transformer.tokenizers.base import Tokenizer, TokenizerError
 from transformer.tokenizers.hf_backend import FAMILIES
 from transformer.tokenizers.hf_files import read_tokenizer_config
 from transformer.tokenizers.huggingface import HFTokenizer
-from transformer.tokenizers.m2m100 import M2M100Tokenizer
+from transformer.tokenizers.m2m100_pieces import M2M100Tokenizer
 
 __all__ = ["tokenizer_pair", "TOKENIZER_FILES"]
 

@@ -15,7 +15,7 @@ Pegasus      tokenizer.json, or spiece.model             ``pegasus``
 NLLB-200     tokenizer.json                              ``nllb``
 ===========  =========================================  ===================================
 
-(M2M100 is :class:`transformer.tokenizers.m2m100.M2M100Tokenizer`.)
+(M2M100 is :class:`transformer.tokenizers.m2m100_pieces.M2M100Tokenizer`.)
 
 One object per side ("source" or "target") and language. ``encode(text, add_start=True,
 add_end=True)`` gives exactly the ids transformers' tokenizer gives, ``tok(text)["input_ids"]`` on
@@ -93,7 +93,7 @@ from transformer.tokenizers.hf_files import (
     read_sentencepiece,
     read_tokenizer_json,
 )
-from transformer.tokenizers.marian import parse_vocab_json
+from transformer.tokenizers.marian_pieces import parse_vocab_json
 
 __all__ = ["HFTokenizer", "SIDES", "FAMILY_FILES", "OPTIONS"]
 

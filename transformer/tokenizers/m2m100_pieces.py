@@ -48,7 +48,7 @@ from transformer.tokenizers.base import (
 )
 from transformer.tokenizers.hf_files import read_sentencepiece
 from transformer.tokenizers.hf_languages import M2M100_CODES
-from transformer.tokenizers.marian import (
+from transformer.tokenizers.marian_pieces import (
     MODEL_MEMBER,
     VOCAB_MEMBER,
     _load_sentencepiece,
