@@ -10,6 +10,8 @@ from pathlib import Path
 import streamlit as st
 
 from explorer import load_tensorflow, warm  # light: TensorFlow comes with load_tensorflow
+from explorer.pages import DEFAULT, Page
+from explorer.pages import SECTIONS as PAGE_SECTIONS
 
 # The favicon is a file the server sends: a material icon or an emoji as page_icon is fetched
 # from a font or image host, which an offline machine cannot reach (issue 38).
@@ -18,29 +20,15 @@ st.set_page_config(page_title="Attention Explorer",
                    layout="wide")
 
 
-def _page(path: str, title: str, icon: str, **kwargs) -> st.Page:
-    return st.Page(f"views/{path}", title=title, icon=f":material/{icon}:", **kwargs)
+def _page(page: Page) -> st.Page:
+    return st.Page(page.file, title=page.title, icon=f":material/{page.icon}:",
+                   **({"default": True} if page.url_path == DEFAULT else
+                      {"url_path": page.url_path}))
 
 
 # Sections in a bar across the top: every page a click away (none behind "View more"), and the
-# sidebar starts with the sentence.
-SECTIONS = {
-    "Start": [_page("0_Home.py", "Home", "home", default=True),
-              _page("1_Model.py", "Model", "account_tree")],
-    "The input": [_page("2_Tokenization.py", "Tokenization", "text_fields"),
-                  _page("3_Positional_Encodings.py", "Positional encodings", "waves"),
-                  _page("4_Masks.py", "Masks", "grid_on")],
-    "Attention": [_page("5_Attention_Maps.py", "Attention maps", "grid_view"),
-                  _page("6_Linked_View.py", "Linked view", "link"),
-                  _page("7_Aggregations.py", "Aggregations and rollout", "stacked_line_chart"),
-                  _page("8_Token_View.py", "Token view", "share"),
-                  _page("9_Head_Arithmetic.py", "Arithmetic of one head", "calculate")],
-    "Decoding": [_page("10_Decoding.py", "Step-by-step decoding", "route"),
-                 _page("14_Contributions.py", "Contributions", "donut_small")],
-    "Heads": [_page("11_Compare_Heads.py", "Compare heads", "compare"),
-              _page("12_Head_Statistics.py", "Head statistics", "analytics"),
-              _page("13_Ablation.py", "Head ablation", "content_cut")],
-}
+# sidebar starts with the sentence. The pages, their order and URL paths: explorer/pages.py.
+SECTIONS = {section: [_page(page) for page in pages] for section, pages in PAGE_SECTIONS.items()}
 WITHOUT_SENTENCE = {"Home", "Model"}  # pages that show something when the sentence is empty
 
 page = st.navigation(SECTIONS, position="top", expanded=True)  # expanded: on a phone

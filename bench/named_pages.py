@@ -21,11 +21,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-PAGES = ["views/0_Home.py", "views/1_Model.py", "views/2_Tokenization.py",
-         "views/3_Positional_Encodings.py", "views/4_Masks.py", "views/5_Attention_Maps.py",
-         "views/6_Linked_View.py", "views/7_Aggregations.py", "views/8_Token_View.py",
-         "views/9_Head_Arithmetic.py", "views/10_Decoding.py", "views/11_Compare_Heads.py",
-         "views/12_Head_Statistics.py", "views/13_Ablation.py", "views/14_Contributions.py"]
+PAGES = ["views/Home.py", "views/Model.py", "views/Tokenization.py",
+         "views/Positional_Encodings.py", "views/Masks.py", "views/Attention_Maps.py",
+         "views/Linked_View.py", "views/Aggregations.py", "views/Token_View.py",
+         "views/Head_Arithmetic.py", "views/Decoding.py", "views/Compare_Heads.py",
+         "views/Head_Statistics.py", "views/Ablation.py", "views/Contributions.py"]
 WORDS = ("the old man walks slowly to the station with my friend while the children of the "
          "village sing songs about the river and the mountains in the early morning light").split()
 

@@ -29,7 +29,7 @@ ASK_FOR_SENTENCE_PHONE = ("Type a sentence in the **Source sentence** box above 
                           "example): this page shows what the model does with it.")
 PHONE_LABEL_CHARS = 32  # of the sentence, in the label of a phone's sentence box
 UNSURE_BELOW = 0.5  # a chosen token less probable than this makes the translation "unsure"
-DECODING_PAGE = "views/10_Decoding.py"
+DECODING_PAGE = "views/Decoding.py"
 
 
 def render():

@@ -7,7 +7,7 @@ from conftest import ROOT, set_widget
 
 from explorer import state
 
-ATTN = "views/5_Attention_Maps.py"
+ATTN = "views/Attention_Maps.py"
 
 
 def _fresh(params: dict, page: str | None = None):
@@ -67,7 +67,7 @@ def test_invalid_parameters_fall_back_with_a_note():
 
 
 def test_an_upload_this_session_lacks_falls_back():
-    at = _fresh({"model": "0123456789ab", "dec_layer": "1"}, "views/10_Decoding.py")
+    at = _fresh({"model": "0123456789ab", "dec_layer": "1"}, "views/Decoding.py")
     assert at.selectbox(key=state.MODEL).value == state.default_model_choice()
     assert "upload" in _link_notes(at)[0]
     assert at.selectbox(key="dec_layer").value == 1
@@ -85,7 +85,7 @@ def test_the_url_follows_a_change_and_later_reruns_keep_it(app):
 
 
 def test_another_page_writes_its_own_choices(app):
-    at = app.switch_page("views/6_Linked_View.py").run()
+    at = app.switch_page("views/Linked_View.py").run()
     at = set_widget(at, "selectbox", "link_head", 1)
     assert at.query_params == {"link_head": "1"}
 
@@ -93,7 +93,7 @@ def test_another_page_writes_its_own_choices(app):
 def test_a_page_that_stops_early_still_writes_the_url_and_the_link(app):
     """Head statistics stops when there are no pasted sentences: the URL and the sidebar's
     link still follow the sentence."""
-    at = app.switch_page("views/12_Head_Statistics.py").run()
+    at = app.switch_page("views/Head_Statistics.py").run()
     at = set_widget(at, "radio", "stats_source", "pasted")
     assert any("No sentences to compute over" in i.value for i in at.info)
     at = set_widget(at, "text_input", state.SOURCE, "Tuesday, May 2, 2000")
@@ -110,7 +110,7 @@ def test_a_link_reopens_weight_x_value_norm_and_a_contributions_view():
     assert spec["data"][0]["colorbar"]["title"]["text"] == show.NORM_NAME
     assert at.query_params["attn_show"] == "value_norm"
     at = _fresh({"contrib_method": "integrated_gradients", "contrib_layer": "0",
-                 "contrib_step": "2"}, "views/14_Contributions.py")
+                 "contrib_step": "2"}, "views/Contributions.py")
     assert at.radio(key="contrib_method").value == "Integrated gradients"
     assert at.selectbox(key="contrib_layer").value == 0  # the first layer, not the default last
     assert at.select_slider(key="contrib_step").value == 2

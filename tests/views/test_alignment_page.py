@@ -1,4 +1,4 @@
-"""Head statistics' alignment quality (views/12_Head_Statistics.py, explorer/alignments.py)
+"""Head statistics' alignment quality (views/Head_Statistics.py, explorer/alignments.py)
 through AppTest on the bundled model.
 
 The AER shown is checked against transformer.analysis.alignment applied to maps computed here,
@@ -21,7 +21,7 @@ from transformer.analysis.alignment import (
 from transformer.inference.maps import attention_maps
 from transformer.training.data import held_out_date_alignments
 
-PAGE = "views/12_Head_Statistics.py"
+PAGE = "views/Head_Statistics.py"
 DATES = (False, True)  # the dates model's words: target characters, source words
 PAIRS = "Friday, March 5, 2021\t2021-03-05\n05.03.2021\t2021-03-05\n5 March 2021\t2021-03-05\n"
 # hand-written: source word -> the ISO characters it writes (0-3 year, 5-6 month, 8-9 day)

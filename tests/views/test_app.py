@@ -11,11 +11,11 @@ from conftest import open_page as _page
 
 from explorer import state
 
-PAGES = ["views/0_Home.py", "views/1_Model.py", "views/2_Tokenization.py",
-         "views/3_Positional_Encodings.py", "views/4_Masks.py", "views/5_Attention_Maps.py",
-         "views/6_Linked_View.py", "views/7_Aggregations.py", "views/8_Token_View.py",
-         "views/9_Head_Arithmetic.py", "views/10_Decoding.py", "views/11_Compare_Heads.py",
-         "views/12_Head_Statistics.py", "views/13_Ablation.py", "views/14_Contributions.py"]
+PAGES = ["views/Home.py", "views/Model.py", "views/Tokenization.py",
+         "views/Positional_Encodings.py", "views/Masks.py", "views/Attention_Maps.py",
+         "views/Linked_View.py", "views/Aggregations.py", "views/Token_View.py",
+         "views/Head_Arithmetic.py", "views/Decoding.py", "views/Compare_Heads.py",
+         "views/Head_Statistics.py", "views/Ablation.py", "views/Contributions.py"]
 PAGES_WITH_PLOTS = PAGES[1:]
 
 
@@ -45,7 +45,7 @@ def test_every_page_follows_the_sentence(app, path):
     at.text_input(key=state.SOURCE).set_value("5th of March 1999").run()
     assert not at.exception, at.exception
     after = [c.proto.spec for c in at.get("plotly_chart")] + [m.value for m in at.metric]
-    if path == "views/1_Model.py":  # the model page does not depend on the sentence
+    if path == "views/Model.py":  # the model page does not depend on the sentence
         assert before == after
     else:
         assert before != after
@@ -66,14 +66,14 @@ def test_bundled_epoch_checkpoints_are_listed(app):
 
 
 def test_uploading_a_valid_checkpoint_switches_the_model(app, tiny_checkpoint_bytes):
-    at = _page(app, "views/1_Model.py")
+    at = _page(app, "views/Model.py")
     uploader(at).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     assert not at.exception, at.exception
     assert at.session_state[state.MODEL].startswith("upload:")
     assert any("Loaded tiny.ckpt" in s.value for s in at.success)
     assert at.title[0].value == "Model: tiny-upload"
     # It stays active while moving between pages.
-    for path in ("views/2_Tokenization.py", "views/1_Model.py"):
+    for path in ("views/Tokenization.py", "views/Model.py"):
         at = _page(at, path)
     assert at.title[0].value == "Model: tiny-upload"
 
@@ -91,7 +91,7 @@ def test_a_handled_upload_clears_the_uploader_and_a_second_opens_too(app,
     first = load_checkpoint(tiny_checkpoint_bytes)
     second_bytes = checkpoint_bytes(first.model, first.source_tokenizer, first.target_tokenizer,
                                     {**first.metadata, "name": "second-upload"})
-    at = _page(app, "views/1_Model.py")
+    at = _page(app, "views/Model.py")
     before = state.uploader_key(at.session_state)
     at.file_uploader(key=before).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     after = state.uploader_key(at.session_state)
@@ -103,7 +103,7 @@ def test_a_handled_upload_clears_the_uploader_and_a_second_opens_too(app,
     assert sum("(uploaded" in o for o in at.selectbox(key=state.MODEL).options) == 2
     notes = at.session_state[state.UPLOAD_NOTES]
     assert [kind for kind, _ in notes] == ["success", "success"] and "tiny.ckpt" in notes[0][1]
-    at = _page(at, "views/1_Model.py")  # a later run: the outcome is kept on the Model page
+    at = _page(at, "views/Model.py")  # a later run: the outcome is kept on the Model page
     [kept] = [e for e in at.expander if e.label.startswith("Uploads in this session (2)")]
     text = " ".join(m.value for m in kept.markdown)
     assert plain("Loaded tiny.ckpt") in text and plain("Loaded second.ckpt") in text
@@ -112,7 +112,7 @@ def test_a_handled_upload_clears_the_uploader_and_a_second_opens_too(app,
 
 @pytest.mark.parametrize("payload", [b"not a checkpoint", b"PK\x03\x04truncated", b""])
 def test_uploading_an_invalid_checkpoint_keeps_the_model(app, tiny_checkpoint_bytes, payload):
-    at = _page(app, "views/1_Model.py")
+    at = _page(app, "views/Model.py")
     uploader(at).upload("tiny.ckpt", tiny_checkpoint_bytes).run()
     active = at.session_state[state.MODEL]
     uploader(at).clear().run()
@@ -276,7 +276,7 @@ def test_tf_tutorial_files_open_after_the_form(app, tutorial_files):
     from transformer.importers.tf_tutorial import convert_tf_tutorial
 
     recorded = json.loads((TUTORIAL / "translations.json").read_text(encoding="utf-8"))
-    at = _upload(_page(app, "views/0_Home.py"), tutorial_files)
+    at = _upload(_page(app, "views/Home.py"), tutorial_files)
     assert at.session_state[state.MODEL] == "bundled:dates.ckpt"  # nothing changes before the form
     assert any("TF tutorial (from the weight names)" in c.value for c in at.caption)
     vocabularies = at.radio(key=state.IMPORT_VOCABS)
@@ -292,14 +292,14 @@ def test_tf_tutorial_files_open_after_the_form(app, tutorial_files):
         assert _shown_translation(at, record["source"]) == record["text"]
     # The form is gone, and the model stays active on every page.
     assert not at.get("number_input") and state.IMPORT not in at.session_state
-    at = _page(at, "views/1_Model.py")
+    at = _page(at, "views/Model.py")
     assert at.title[0].value == f"Model: {expected.name}"
 
 
 def test_the_model_page_says_where_a_converted_model_came_from(app, tutorial_files):
     import hashlib
 
-    at = _submit(_upload(_page(app, "views/1_Model.py"), tutorial_files))
+    at = _submit(_upload(_page(app, "views/Model.py"), tutorial_files))
     files = at.dataframe[0].value
     assert list(files["file"]) == list(TUTORIAL_FILES)
     assert list(files["role"]) == ["weights", "source vocabulary", "target vocabulary"]
@@ -367,7 +367,7 @@ def test_the_from_scratch_notebooks_model_checkpoint_folder_opens(app, from_scra
     for path in PAGES:  # every page runs on it, the model staying active
         at = _page(at, path)
         assert at.session_state[state.MODEL] == choice and not at.error, path
-        if path == "views/2_Tokenization.py":  # what this model does with padding
+        if path == "views/Tokenization.py":  # what this model does with padding
             assert any("padded on the right with `[PAD]` (id 0) to the 10 ids this model is always "
                        "fed; this model applies no padding mask" in m.value for m in at.markdown)
 
@@ -495,7 +495,7 @@ def test_the_typed_target_starts_as_the_models_translation(app):
     from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 
     translation = load_checkpoint(DEFAULT_CHECKPOINT).translate(state.DEFAULT_SOURCE).text
-    at = _page(app, "views/5_Attention_Maps.py")
+    at = _page(app, "views/Attention_Maps.py")
     before = [c.proto.spec for c in at.get("plotly_chart")]
     at.radio(key=state.TARGET_MODE).set_value(state.TARGET_TYPED).run()
     assert not at.exception, at.exception

@@ -37,7 +37,7 @@ def _chart(at, key: str) -> dict:
 
 
 def test_the_attention_maps_label_pieces_readably(bart_app):
-    at = _page(bart_app, "views/5_Attention_Maps.py")
+    at = _page(bart_app, "views/Attention_Maps.py")
     at.radio(key="attn_kind").set_value("Encoder self-attention").run()
     assert not at.exception, at.exception
     spec = _chart(at, "attn_heatmap")
@@ -49,14 +49,14 @@ def test_the_attention_maps_label_pieces_readably(bart_app):
 
 
 def test_the_tokenization_table_shows_the_piece_and_the_vocabularys_entry(bart_app):
-    at = _page(bart_app, "views/2_Tokenization.py")
+    at = _page(bart_app, "views/Tokenization.py")
     table = next(d.value for d in at.dataframe if "vocabulary piece" in d.value)  # the source's
     rows = dict(zip(table["vocabulary piece"], table["piece"]))
     assert rows["Ġw"] == "▁w" and rows["Ã©"] == "é"
 
 
 def test_merged_words_decode_characters_split_across_pieces(bart_app):
-    at = _page(bart_app, "views/8_Token_View.py")
+    at = _page(bart_app, "views/Token_View.py")
     at.radio(key="tv_kind").set_value("Encoder self-attention").run()
     at.toggle(key="tv_merge_words").set_value(True).run()
     assert not at.exception, at.exception

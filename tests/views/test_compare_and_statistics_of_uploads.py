@@ -12,7 +12,7 @@ from conftest import open_page as _page
 from explorer import state, tokens
 
 FIXTURES = ROOT / "tests" / "fixtures"
-COMPARE, STATISTICS = "views/11_Compare_Heads.py", "views/12_Head_Statistics.py"
+COMPARE, STATISTICS = "views/Compare_Heads.py", "views/Head_Statistics.py"
 
 
 def _upload(at, files: dict[str, bytes]):

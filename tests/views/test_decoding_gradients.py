@@ -12,7 +12,7 @@ from conftest import open_page, plotly_array, set_widget
 from explorer import state
 from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 
-PAGE = "views/10_Decoding.py"
+PAGE = "views/Decoding.py"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from transformer import load_checkpoint
 from transformer.core.kinds import head_masks
 
 BART = ROOT / "tests" / "fixtures" / "bart"
-DECODING, ABLATION = "views/10_Decoding.py", "views/13_Ablation.py"
+DECODING, ABLATION = "views/Decoding.py", "views/Ablation.py"
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_ablation_searches_as_the_translation_did(app, bart, recorded):
 
 
 def test_greedy_is_a_switch_away_and_in_the_link(app, bart, recorded):
-    at = open_page(app, "views/0_Home.py")
+    at = open_page(app, "views/Home.py")
     set_widget(at, "radio", state.SEARCH, state.SEARCH_GREEDY)
     assert _translation(at) == (_text(bart, recorded["s0_greedy_ids"]) or "(empty)")
     in_force = [c.value for c in at.sidebar.caption if c.value.startswith("In force: ")]

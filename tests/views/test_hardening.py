@@ -68,14 +68,14 @@ BAD_INPUTS = [  # (widget, key, value), set one after the other on the same page
     ("text_input", state.TARGET, "1999-12-31"),
     ("text_input", state.SOURCE, state.DEFAULT_SOURCE),
 ]
-KIND_PICKERS = {"views/5_Attention_Maps.py": "attn_kind", "views/8_Token_View.py": "tv_kind",
-                "views/9_Head_Arithmetic.py": "arith_kind"}
-TOKEN_VIEW = "views/8_Token_View.py"
+KIND_PICKERS = {"views/Attention_Maps.py": "attn_kind", "views/Token_View.py": "tv_kind",
+                "views/Head_Arithmetic.py": "arith_kind"}
+TOKEN_VIEW = "views/Token_View.py"
 
 
 @pytest.mark.parametrize("path", [
-    "views/5_Attention_Maps.py", "views/6_Linked_View.py", TOKEN_VIEW,
-    "views/9_Head_Arithmetic.py", "views/11_Compare_Heads.py", "views/13_Ablation.py"])
+    "views/Attention_Maps.py", "views/Linked_View.py", TOKEN_VIEW,
+    "views/Head_Arithmetic.py", "views/Compare_Heads.py", "views/Ablation.py"])
 def test_pages_survive_bad_input(app, path):
     """Empty, over-long and typed sentences on both sides: the page still draws after each."""
     at = open_page(app, path)
@@ -232,8 +232,8 @@ def _with_config(ckpt: bytes, **changes) -> bytes:
     return _replace_member(ckpt, "config.json", json.dumps(config).encode())
 
 
-LONG_PAGES = ["views/4_Masks.py", "views/5_Attention_Maps.py", "views/10_Decoding.py",
-              "views/13_Ablation.py", "views/14_Contributions.py"]
+LONG_PAGES = ["views/Masks.py", "views/Attention_Maps.py", "views/Decoding.py",
+              "views/Ablation.py", "views/Contributions.py"]
 @pytest.fixture
 def long_model_app(app, tiny_checkpoint_bytes):
     """The app on an uploaded model whose config allows max_len 16,384, with a 10,000-character

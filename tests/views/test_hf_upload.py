@@ -13,12 +13,12 @@ from conftest import ROOT, plotly_array, uploader
 from conftest import open_page as _page
 
 from explorer import state
+from explorer.pages import PAGE_FILES
 from explorer.widgets import plain
 from transformer.importers import HF_MODULES
 
 BART = ROOT / "tests" / "fixtures" / "bart"
-PAGES = [f"views/{p.name}" for p in sorted((ROOT / "views").glob("*.py"),
-                                           key=lambda p: int(p.name.split("_")[0]))]
+PAGES = PAGE_FILES  # every page, in the menus' order (explorer/pages.py)
 SOURCE = state.DEFAULT_SOURCE
 
 
@@ -107,12 +107,12 @@ def test_every_page_runs_on_the_bart_model(bart_app, path):
     assert not at.error, [e.value for e in at.error]
     assert at.session_state[state.MODEL].startswith(f"{state.UPLOADED}:")  # still active
     assert at.text_input(key=state.SOURCE).value == SOURCE
-    if path not in ("views/0_Home.py", "views/1_Model.py"):
+    if path not in ("views/Home.py", "views/Model.py"):
         assert at.get("plotly_chart"), f"{path} drew no plot"
 
 
 def test_home_shows_the_models_translation(bart_app, bart):
-    at = _page(bart_app, "views/0_Home.py")
+    at = _page(bart_app, "views/Home.py")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Model"] == plain(bart.name)
     # the translation its generation config searches for (4 beams), as transformers' generate
@@ -120,7 +120,7 @@ def test_home_shows_the_models_translation(bart_app, bart):
 
 
 def test_the_model_page_says_it_opened_as_it_is_and_the_clis_line(bart_app, bart):
-    at = _page(bart_app, "views/1_Model.py")
+    at = _page(bart_app, "views/Model.py")
     assert at.title[0].value == f"Model: {bart.name}"
     text = _markdown(at)
     assert "Opened from a BART model" in text and "Converted" not in text
@@ -133,7 +133,7 @@ def test_the_model_page_says_it_opened_as_it_is_and_the_clis_line(bart_app, bart
 
 
 def test_tokenization_shows_the_tokenizers_own_specials(bart_app, bart):
-    at = _page(bart_app, "views/2_Tokenization.py")
+    at = _page(bart_app, "views/Tokenization.py")
     source, target = (d.value for d in at.dataframe[:2])
     tok, config = bart.source_tokenizer, bart.config
     assert list(source["id"]) == bart.encode_source(SOURCE)
@@ -150,7 +150,7 @@ def test_tokenization_shows_the_tokenizers_own_specials(bart_app, bart):
 
 
 def test_positional_encodings_are_learned_and_normalised(bart_app, bart):
-    at = _page(bart_app, "views/3_Positional_Encodings.py")
+    at = _page(bart_app, "views/Positional_Encodings.py")
     layer = bart.model.source_embedding
     assert bart.config.positional == "learned" and layer.embedding_norm is not None
     learned = plotly_array(figure(at, "pe_learned")["data"][0]["z"])
@@ -168,7 +168,7 @@ def test_positional_encodings_are_learned_and_normalised(bart_app, bart):
 
 
 def test_masks_name_the_tokens_bart_frames_with(bart_app, bart):
-    at = _page(bart_app, "views/4_Masks.py")
+    at = _page(bart_app, "views/Masks.py")
     config = bart.config
     caption = next(c.value for c in at.caption if c.value.startswith("Source side:"))
     assert "with `'<s>'` (id 0) first and `'</s>'` (id 2) last" in caption
@@ -176,7 +176,7 @@ def test_masks_name_the_tokens_bart_frames_with(bart_app, bart):
 
 
 def test_the_attention_maps_are_the_models_own(bart_app, bart):
-    at = _page(bart_app, "views/5_Attention_Maps.py")
+    at = _page(bart_app, "views/Attention_Maps.py")
     maps = bart.attention(SOURCE, output_ids=bart.generate(SOURCE).token_ids)
     for kind_label, kind, layer, head in [("Encoder self-attention", "encoder", 0, 0),
                                           ("Cross-attention", "cross", 1, 3),
@@ -192,16 +192,16 @@ def test_the_attention_maps_are_the_models_own(bart_app, bart):
 
 
 def test_the_linked_view_names_the_start_token(bart_app):
-    at = _page(bart_app, "views/6_Linked_View.py")
+    at = _page(bart_app, "views/Linked_View.py")
     assert "**Row 0** (fed `</s>`" in _markdown(at)
 
 
 def test_aggregations_and_the_token_view_merge_byte_level_pieces_into_words(bart_app):
-    at = _page(bart_app, "views/7_Aggregations.py")
+    at = _page(bart_app, "views/Aggregations.py")
     assert any("(`</s>` first)" in c.value for c in at.caption)
     at.toggle(key="agg_merge_words").set_value(True).run()
     assert not at.exception, at.exception
-    at = _page(at, "views/8_Token_View.py")
+    at = _page(at, "views/Token_View.py")
     at.toggle(key="tv_merge_words").set_value(True).run()
     assert not at.exception, at.exception
     (chart,) = at.get("plotly_chart")
@@ -213,13 +213,13 @@ def test_aggregations_and_the_token_view_merge_byte_level_pieces_into_words(bart
 
 
 def test_head_arithmetic_equals_the_models_scores(bart_app):
-    at = _page(bart_app, "views/9_Head_Arithmetic.py")
+    at = _page(bart_app, "views/Head_Arithmetic.py")
     gaps = [float(m.value) for m in at.metric]
     assert len(gaps) == 2 and max(gaps) < 1e-4
 
 
 def test_decoding_steps_through_the_models_translation(bart_app, bart):
-    at = _page(bart_app, "views/10_Decoding.py")
+    at = _page(bart_app, "views/Decoding.py")
     result = bart.generate(SOURCE)
     assert [c.value for c in at.code] == [result.text]
     # BART's generation config forces <s> first: step 0 says so
@@ -229,7 +229,7 @@ def test_decoding_steps_through_the_models_translation(bart_app, bart):
 
 
 def test_head_statistics_cover_every_head(bart_app, bart):
-    at = _page(bart_app, "views/12_Head_Statistics.py")
+    at = _page(bart_app, "views/Head_Statistics.py")
     config = bart.config
     table = at.dataframe[1].value
     heads = config.num_heads * (config.num_encoder_layers + 2 * config.num_decoder_layers)
@@ -237,14 +237,14 @@ def test_head_statistics_cover_every_head(bart_app, bart):
 
 
 def test_ablation_scores_the_models_translation(bart_app, bart):
-    at = _page(bart_app, "views/13_Ablation.py")
+    at = _page(bart_app, "views/Ablation.py")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Original translation"] == plain(bart.generate(SOURCE).text)
     assert metrics["Change in log-probability"] == "+0.0000"
 
 
 def test_an_empty_typed_target_is_said_with_barts_own_tokens(bart_app):
-    at = _page(bart_app, "views/0_Home.py")
+    at = _page(bart_app, "views/Home.py")
     at.radio(key=state.TARGET_MODE).set_value(state.TARGET_TYPED).run()
     at.text_input(key=state.TARGET).set_value("").run()
     assert not at.exception, at.exception
@@ -271,7 +271,7 @@ def test_a_model_without_absolute_positions_says_so():
     folder = ROOT / "tests" / "fixtures" / "t5"
     if "t5" not in FAMILIES:
         pytest.skip("no T5 importer or fixture here")
-    at = _page(_uploaded(folder), "views/3_Positional_Encodings.py")
+    at = _page(_uploaded(folder), "views/Positional_Encodings.py")
     assert any("adds **no** position codes" in m.value for m in at.markdown)
     assert any(s.value.startswith("The layer's output equals token part + position part")
                for s in at.success)
@@ -289,7 +289,7 @@ def test_fairseq_sinusoids_are_drawn_as_the_model_reads_them():
     from transformer import load_checkpoint
 
     ckpt = load_checkpoint(folder)
-    at = _page(_uploaded(folder), "views/3_Positional_Encodings.py")
+    at = _page(_uploaded(folder), "views/Positional_Encodings.py")
     assert ckpt.config.positional == "sinusoidal_fairseq" and ckpt.config.position_offset == 2
     shown = plotly_array(figure(at, "pe_heatmap")["data"][0]["z"])
     own = ckpt.model.source_embedding.sinusoids.numpy()
@@ -300,8 +300,7 @@ def test_fairseq_sinusoids_are_drawn_as_the_model_reads_them():
 
 
 def test_the_pages_are_every_page_of_the_app():
-    """PAGES (views/*.py) are the pages app.py's SECTIONS list, no more and no fewer."""
-    import re
-
-    listed = re.findall(r'_page\("([^"]+\.py)"', (ROOT / "app.py").read_text(encoding="utf-8"))
-    assert sorted(listed) == sorted(Path(p).name for p in PAGES) and len(PAGES) >= 14
+    """PAGES (explorer/pages.py, which app.py's navigation is built from) are the scripts under
+    views/, no more and no fewer."""
+    scripts = sorted(f"views/{p.name}" for p in (ROOT / "views").glob("*.py"))
+    assert sorted(PAGES) == scripts and len(PAGES) >= 14

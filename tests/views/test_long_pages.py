@@ -14,9 +14,9 @@ from figures.common import MAX_HEIGHT, WINDOW_ROWS
 from figures.decoding import MAX_CHIPS
 from figures.token_view import MAX_LINES
 
-PAGES = ["views/4_Masks.py", "views/5_Attention_Maps.py", "views/6_Linked_View.py",
-         "views/7_Aggregations.py", "views/8_Token_View.py", "views/9_Head_Arithmetic.py",
-         "views/10_Decoding.py", "views/11_Compare_Heads.py", "views/14_Contributions.py"]
+PAGES = ["views/Masks.py", "views/Attention_Maps.py", "views/Linked_View.py",
+         "views/Aggregations.py", "views/Token_View.py", "views/Head_Arithmetic.py",
+         "views/Decoding.py", "views/Compare_Heads.py", "views/Contributions.py"]
 TARGET_IDS = 400
 
 
@@ -69,7 +69,7 @@ def test_every_chart_of_every_page_keeps_a_bounded_height(long_app, page):
 
 
 def test_the_token_view_draws_its_strongest_lines_and_says_how_many_it_left_out(long_app):
-    at = open_page(long_app, "views/8_Token_View.py")
+    at = open_page(long_app, "views/Token_View.py")
     at.slider(key="tv_min_weight").set_value(0.0).run()  # every weight above 0: ~10^5 lines
     (fig,) = [s for s in charts(at) if s["layout"].get("meta", {}).get("lines_possible")]
     assert fig["layout"]["meta"]["lines"] <= MAX_LINES < fig["layout"]["meta"]["lines_possible"]
@@ -81,7 +81,7 @@ def test_the_token_view_draws_its_strongest_lines_and_says_how_many_it_left_out(
 
 
 def test_the_decoding_page_folds_its_token_chips_under_show_all(long_app):
-    at = open_page(long_app, "views/10_Decoding.py")
+    at = open_page(long_app, "views/Decoding.py")
     chips = [m.value for m in at.markdown if "border-radius: 4px" in m.value
              and "padding: 2px 6px" in m.value]
     assert chips and all("<details>" in c for c in chips if c.count("padding: 2px 6px") > MAX_CHIPS)

@@ -13,8 +13,8 @@ from explorer import state
 
 SAYS = ("The model computed NaN or an infinity in encoder layer 0's self-attention at source "
         "position 0; nothing is drawn from it.")
-PAGES = ["views/5_Attention_Maps.py", "views/10_Decoding.py", "views/13_Ablation.py",
-         "views/14_Contributions.py"]
+PAGES = ["views/Attention_Maps.py", "views/Decoding.py", "views/Ablation.py",
+         "views/Contributions.py"]
 
 
 @pytest.fixture

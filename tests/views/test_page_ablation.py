@@ -1,4 +1,4 @@
-"""views/13_Ablation.py through AppTest: silencing heads changes the translation when it
+"""views/Ablation.py through AppTest: silencing heads changes the translation when it
 should, and per-head importance covers every head. Bad input: tests/views/test_hardening.py."""
 
 import json
@@ -7,7 +7,7 @@ from conftest import open_page as _page
 
 from transformer.core.kinds import KIND_NAMES
 
-ABLATION = "views/13_Ablation.py"
+ABLATION = "views/Ablation.py"
 
 
 def chart(at, key) -> dict:

@@ -1,4 +1,4 @@
-"""views/7_Aggregations.py ("Aggregations and rollout") through AppTest.
+"""views/Aggregations.py ("Aggregations and rollout") through AppTest.
 
 The plotted numbers are checked against transformer.analysis.flow applied to Checkpoint.attention,
 computed here independently of the app."""
@@ -11,7 +11,7 @@ import pytest
 
 from explorer import state
 
-PAGE = "views/7_Aggregations.py"
+PAGE = "views/Aggregations.py"
 CHARTS = ("agg_heads_fig", "agg_rollout_fig", "agg_flow_fig")
 
 

@@ -1,4 +1,4 @@
-"""views/5_Attention_Maps.py through AppTest: it draws the model's true numbers, follows every
+"""views/Attention_Maps.py through AppTest: it draws the model's true numbers, follows every
 picker, and never re-runs the model for a new layer or head (nor does the linked view).
 Bad input: tests/views/test_hardening.py."""
 
@@ -13,7 +13,7 @@ from conftest import set_widget as _set
 from explorer import state
 from transformer.core.kinds import kind_by_label
 
-ATTN, LINK = "views/5_Attention_Maps.py", "views/6_Linked_View.py"
+ATTN, LINK = "views/Attention_Maps.py", "views/Linked_View.py"
 
 
 @pytest.fixture(scope="module")

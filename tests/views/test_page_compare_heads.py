@@ -1,4 +1,4 @@
-"""views/11_Compare_Heads.py through AppTest: it draws the model's true numbers (maps,
+"""views/Compare_Heads.py through AppTest: it draws the model's true numbers (maps,
 differences, the same head in two checkpoints and over training). Bad input:
 tests/views/test_hardening.py."""
 
@@ -12,7 +12,7 @@ from conftest import set_widget as _set
 
 from explorer import state
 
-COMPARE = "views/11_Compare_Heads.py"
+COMPARE = "views/Compare_Heads.py"
 
 
 @pytest.fixture(scope="module")

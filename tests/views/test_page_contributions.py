@@ -1,4 +1,4 @@
-"""views/14_Contributions.py ("Contributions") through AppTest: every number it draws equals
+"""views/Contributions.py ("Contributions") through AppTest: every number it draws equals
 Checkpoint.contributions / attention computed here, independently of the app's caches."""
 
 import json
@@ -9,7 +9,7 @@ from conftest import open_page, plotly_array
 
 from explorer import state
 
-PAGE = "views/14_Contributions.py"
+PAGE = "views/Contributions.py"
 
 
 def _array(value):

@@ -1,4 +1,4 @@
-"""views/10_Decoding.py through AppTest: the step view shows the decode's true numbers, stepping
+"""views/Decoding.py through AppTest: the step view shows the decode's true numbers, stepping
 and playing never re-run the model, beam search and head ablation are shown."""
 
 import base64
@@ -11,7 +11,7 @@ from conftest import open_page, uploader
 from explorer import state
 from figures.common import tick_text
 
-PAGE = "views/10_Decoding.py"
+PAGE = "views/Decoding.py"
 ALL_CROSS = [f"cross L{layer} H{head}" for layer in range(2) for head in range(4)]
 
 

@@ -14,26 +14,26 @@ from testkit.fragments import fragment_of, set_in_fragment
 
 # (page, widget kind, key, value, a text the redrawn figure's title holds, URL parameters after)
 CHANGES = [
-    ("views/3_Positional_Encodings.py", "checkbox", "pe_shared_scale", False, None, {}),
-    ("views/4_Masks.py", "selectbox", "mask_head", 2, "layer 0, head 2, query 0",
+    ("views/Positional_Encodings.py", "checkbox", "pe_shared_scale", False, None, {}),
+    ("views/Masks.py", "selectbox", "mask_head", 2, "layer 0, head 2, query 0",
      {"mask_head": "2"}),
-    ("views/4_Masks.py", "selectbox", "mask_row", 1, "Decoder mask, row 1", {}),
-    ("views/5_Attention_Maps.py", "selectbox", "attn_head", 3,
+    ("views/Masks.py", "selectbox", "mask_row", 1, "Decoder mask, row 1", {}),
+    ("views/Attention_Maps.py", "selectbox", "attn_head", 3,
      "Encoder self-attention, layer 0, head 3", {"attn_head": "3"}),
-    ("views/6_Linked_View.py", "selectbox", "link_layer", 1, "Head 0: target row 0",
+    ("views/Linked_View.py", "selectbox", "link_layer", 1, "Head 0: target row 0",
      {"link_layer": "1"}),
-    ("views/7_Aggregations.py", "radio", "agg_kind", "Cross-attention",
+    ("views/Aggregations.py", "radio", "agg_kind", "Cross-attention",
      "Cross-attention: mean over heads", {"agg_kind": "cross"}),  # flow layer: its default
-    ("views/8_Token_View.py", "selectbox", "tv_layer", 1, "Encoder self-attention, layer 1",
+    ("views/Token_View.py", "selectbox", "tv_layer", 1, "Encoder self-attention, layer 1",
      {"tv_layer": "1"}),
-    ("views/9_Head_Arithmetic.py", "selectbox", "arith_head", 2, "layer 0, head 2, query 0",
+    ("views/Head_Arithmetic.py", "selectbox", "arith_head", 2, "layer 0, head 2, query 0",
      {"arith_head": "2"}),
-    ("views/10_Decoding.py", "selectbox", "dec_head", 2, "layer 0, head 2", {"dec_head": "2"}),
-    ("views/11_Compare_Heads.py", "selectbox", "cmp_ckpt_head", "cross L1 H2", "cross L1 H2",
+    ("views/Decoding.py", "selectbox", "dec_head", 2, "layer 0, head 2", {"dec_head": "2"}),
+    ("views/Compare_Heads.py", "selectbox", "cmp_ckpt_head", "cross L1 H2", "cross L1 H2",
      {}),
-    ("views/12_Head_Statistics.py", "radio", "stats_kind", "Cross-attention",
+    ("views/Head_Statistics.py", "radio", "stats_kind", "Cross-attention",
      "Cross-attention: ", {"stats_kind": "cross"}),
-    ("views/13_Ablation.py", "multiselect", "abl_heads", ["cross L0 H0"],
+    ("views/Ablation.py", "multiselect", "abl_heads", ["cross L0 H0"],
      "Log-probability of each token", {}),
 ]
 
@@ -79,7 +79,7 @@ def test_the_fragment_shows_the_models_true_slice(app):
     from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 
     true_maps = load_checkpoint(DEFAULT_CHECKPOINT).attention(state.DEFAULT_SOURCE)
-    at = open_page(app, "views/5_Attention_Maps.py")
+    at = open_page(app, "views/Attention_Maps.py")
     set_in_fragment(at, "radio", "attn_kind", "Cross-attention")
     set_in_fragment(at, "selectbox", "attn_layer", 1)
     set_in_fragment(at, "selectbox", "attn_head", 2)

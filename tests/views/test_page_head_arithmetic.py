@@ -1,4 +1,4 @@
-"""views/9_Head_Arithmetic.py through AppTest: q, K, the scores, the mask and the softmax redone
+"""views/Head_Arithmetic.py through AppTest: q, K, the scores, the mask and the softmax redone
 from the model's own numbers match its attention row, for every widget. Bad input:
 tests/views/test_hardening.py."""
 
@@ -8,7 +8,7 @@ import json
 import numpy as np
 from conftest import open_page
 
-ARITHMETIC = "views/9_Head_Arithmetic.py"
+ARITHMETIC = "views/Head_Arithmetic.py"
 
 
 def _run(at):

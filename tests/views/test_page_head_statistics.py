@@ -1,4 +1,4 @@
-"""views/12_Head_Statistics.py ("Head statistics") through AppTest.
+"""views/Head_Statistics.py ("Head statistics") through AppTest.
 
 The numbers shown are checked against transformer.analysis.head_stats applied to attention computed here,
 independently of the app (its own checkpoint object, no Streamlit cache)."""
@@ -19,7 +19,7 @@ from transformer.analysis.head_stats import (
     head_similarity_matrix,
 )
 
-PAGE = "views/12_Head_Statistics.py"
+PAGE = "views/Head_Statistics.py"
 CHARTS = ("stats_heatmap", "stats_similarity")
 
 

@@ -1,4 +1,4 @@
-"""views/0_Home.py through AppTest: the active model and its translation of the sidebar's
+"""views/Home.py through AppTest: the active model and its translation of the sidebar's
 sentence, following the sentence."""
 
 import pytest
@@ -7,7 +7,7 @@ from conftest import open_page, set_widget
 from explorer import state
 from explorer.widgets import plain
 
-HOME = "views/0_Home.py"
+HOME = "views/Home.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""views/6_Linked_View.py through AppTest: the three maps of one head, the picked target row
+"""views/Linked_View.py through AppTest: the three maps of one head, the picked target row
 outlined, its strongest source tokens read out with the model's numbers."""
 
 import json
@@ -11,7 +11,7 @@ from conftest import set_widget as _set
 
 from explorer import state
 
-LINK = "views/6_Linked_View.py"
+LINK = "views/Linked_View.py"
 
 
 @pytest.fixture(scope="module")

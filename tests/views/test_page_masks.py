@@ -1,4 +1,4 @@
-"""views/4_Masks.py through AppTest, for every recipe a model can come from: every mask drawn is
+"""views/Masks.py through AppTest, for every recipe a model can come from: every mask drawn is
 the mask the model applies (its own source_mask / target_mask on the batch's padded ids), and
 the masked row drawn is the model's attention row, with the NumPy softmax check passing for each
 kind. The page says what this model masks (no padding mask, a start token with the pad id)."""
@@ -16,7 +16,7 @@ from explorer.widgets import quoted
 from transformer.core.kinds import KINDS
 from transformer.core.masking import pad_ids
 
-PAGE = "views/4_Masks.py"
+PAGE = "views/Masks.py"
 OTHERS = ["5 Mar 2021", "Wednesday, September 22, 1999"]  # the page's default batch
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 D_MODEL, HEADS, DFF, SEQ_LEN = 16, 2, 32, 8
@@ -235,7 +235,7 @@ def test_other_rows_of_a_model_that_never_ends_are_cut_and_said_to_be(app):
     from testkit.tiny import tiny_checkpoint_bytes
     from transformer import load_checkpoint
 
-    steps = importlib.import_module("views.4_Masks").OTHER_ROW_STEPS
+    steps = importlib.import_module("views.Masks").OTHER_ROW_STEPS
     data = tiny_checkpoint_bytes("never-ends", weight_seed=6, max_len=64)  # ends on none
     ckpt = load_checkpoint(data)
     whole = ckpt.translate(state.DEFAULT_SOURCE)

@@ -1,4 +1,4 @@
-"""views/1_Model.py through AppTest: what the model does and where it came from, the
+"""views/Model.py through AppTest: what the model does and where it came from, the
 checkpoint's own configuration, parameter counts, tokenizers and training record, and its
 metadata warnings. (Uploading another model, and the provenance of a converted one:
 tests/views/test_app.py.)"""
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from conftest import open_page, uploader
 
-MODEL = "views/1_Model.py"
+MODEL = "views/Model.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""views/1_Model.py through AppTest: the held-out exact match of every date format (issue 24),
+"""views/Model.py through AppTest: the held-out exact match of every date format (issue 24),
 from the checkpoint's own training report, and nothing where a checkpoint has none."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 from conftest import open_page, uploader
 
-MODEL = "views/1_Model.py"
+MODEL = "views/Model.py"
 
 
 def _per_format_tables(at) -> list:

@@ -1,4 +1,4 @@
-"""views/3_Positional_Encodings.py through AppTest: the sinusoids are the model's own codes and
+"""views/Positional_Encodings.py through AppTest: the sinusoids are the model's own codes and
 follow the settings; the encoder input is the model's token embedding plus position code."""
 
 import json
@@ -9,7 +9,7 @@ from conftest import open_page, plotly_array, set_widget
 
 from transformer import positional_encoding
 
-PAGE = "views/3_Positional_Encodings.py"
+PAGE = "views/Positional_Encodings.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""views/8_Token_View.py through AppTest: every widget changes the lines drawn, the token
+"""views/Token_View.py through AppTest: every widget changes the lines drawn, the token
 toggles drop or merge tokens. Bad input: tests/views/test_hardening.py."""
 
 import json
@@ -7,7 +7,7 @@ from conftest import open_page
 
 from explorer import state
 
-TOKEN_VIEW = "views/8_Token_View.py"
+TOKEN_VIEW = "views/Token_View.py"
 
 
 def _run(at):

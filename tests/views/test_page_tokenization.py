@@ -1,4 +1,4 @@
-"""views/2_Tokenization.py through AppTest: the pieces and ids the model reads, on the source
+"""views/Tokenization.py through AppTest: the pieces and ids the model reads, on the source
 side and on the target side (the model's translation, or the target typed for teacher forcing)."""
 
 import pytest
@@ -6,7 +6,7 @@ from conftest import open_page, set_widget
 
 from explorer import state
 
-PAGE = "views/2_Tokenization.py"
+PAGE = "views/Tokenization.py"
 
 
 @pytest.fixture(scope="module")

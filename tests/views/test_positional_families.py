@@ -1,4 +1,4 @@
-"""views/3_Positional_Encodings.py on each Hugging Face family's fixture (issue 26): the page shows
+"""views/Positional_Encodings.py on each Hugging Face family's fixture (issue 26): the page shows
 what the model adds for positions, no other: BART's and mBART's learned table (the rows read,
 transformers' offset of 2 said), T5's relative bias (no absolute codes), Marian's and Pegasus's
 [sin | cos] and M2M100's and NLLB's fairseq sinusoids, each the model's own; the paper's sinusoids
@@ -13,7 +13,7 @@ from conftest import ROOT, open_page, plotly_array, uploader
 from explorer import state
 from figures.positional import bias_by_offset
 
-PAGE = "views/3_Positional_Encodings.py"
+PAGE = "views/Positional_Encodings.py"
 FIXTURES = ROOT / "tests" / "fixtures"
 SOURCE = "Hello world"
 

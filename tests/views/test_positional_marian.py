@@ -1,4 +1,4 @@
-"""views/3_Positional_Encodings.py through AppTest on a Marian (opus-mt) model, whose sinusoids
+"""views/Positional_Encodings.py through AppTest on a Marian (opus-mt) model, whose sinusoids
 are laid out [sin | cos] (config.positional "sinusoidal_concat"): the page draws the model's own
 layout and says so, where it drew the paper's interleaved codes and captioned them "These are the
 model's own codes" beside a difference of 2 (issue 24, item 5: what a page says comes from the
@@ -13,7 +13,7 @@ from conftest import open_page, plotly_array, uploader
 
 from transformer import positional_encoding
 
-PAGE = "views/3_Positional_Encodings.py"
+PAGE = "views/Positional_Encodings.py"
 MARIAN = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
 
 

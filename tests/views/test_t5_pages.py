@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, open_page, set_widget, uploader
 
+from explorer.pages import PAGE_FILES
 from transformer.core.kinds import KINDS
 
 T5 = ROOT / "tests" / "fixtures" / "t5_v11"
-PAGES = [f"views/{p.name}" for p in sorted((ROOT / "views").glob("*.py"),
-                                           key=lambda p: int(p.name.split("_")[0]))]
+PAGES = PAGE_FILES  # every page, in the menus' order (explorer/pages.py)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_every_page_runs_on_t5(t5_app, page):
 
 
 def test_the_arithmetic_of_one_head_is_t5s(t5_app):
-    at = open_page(t5_app, "views/9_Head_Arithmetic.py")
+    at = open_page(t5_app, "views/Head_Arithmetic.py")
     words = " ".join(m.value for m in at.markdown)
     assert "does not scale its dot products" in words and "position bias is added" in words
     for kind in KINDS.values():

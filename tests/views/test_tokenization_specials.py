@@ -1,4 +1,4 @@
-"""views/2_Tokenization.py through AppTest, issue 24 item 5: every special-token caption and the
+"""views/Tokenization.py through AppTest, issue 24 item 5: every special-token caption and the
 length check come from the model's own tokenizers and config, not from our own <s> ... </s>.
 
 A Marian (opus-mt) model (tests/fixtures/marian, uploaded as a user uploads its files) has no
@@ -18,7 +18,7 @@ from conftest import open_page, set_widget, uploader
 
 from explorer import state
 
-PAGE = "views/2_Tokenization.py"
+PAGE = "views/Tokenization.py"
 MARIAN = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
 LONG = ", ".join(["Friday, March 5, 2021"] * 8)  # ~130 pieces: more than the fixture's 64
 

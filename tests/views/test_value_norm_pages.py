@@ -62,7 +62,7 @@ def app():
 
 
 def test_attention_maps_and_model_view(app, value_norms):
-    at = open_page(app, "views/5_Attention_Maps.py")
+    at = open_page(app, "views/Attention_Maps.py")
     set_widget(at, "radio", "attn_kind", "Cross-attention")
     set_widget(at, "selectbox", "attn_layer", 1)
     set_widget(at, "selectbox", "attn_head", 2)
@@ -79,7 +79,7 @@ def test_attention_maps_and_model_view(app, value_norms):
 
 
 def test_linked_view(app, value_norms):
-    at = open_page(app, "views/6_Linked_View.py")
+    at = open_page(app, "views/Linked_View.py")
     set_widget(at, "selectbox", "link_head", 1)
     set_widget(at, "radio", "link_show", show.VALUE_NORM)
     no_error(at)
@@ -93,7 +93,7 @@ def test_linked_view(app, value_norms):
 
 
 def test_aggregations(app, value_norms):
-    at = open_page(app, "views/7_Aggregations.py")
+    at = open_page(app, "views/Aggregations.py")
     set_widget(at, "radio", "agg_show", show.VALUE_NORM)
     set_widget(at, "radio", "agg_kind", "Cross-attention")
     no_error(at)
@@ -125,7 +125,7 @@ def test_aggregations(app, value_norms):
 
 
 def test_token_view(app, value_norms):
-    at = open_page(app, "views/8_Token_View.py")
+    at = open_page(app, "views/Token_View.py")
     set_widget(at, "radio", "tv_show", show.VALUE_NORM)
     set_widget(at, "slider", "tv_min_weight", 0.2)
     no_error(at)
@@ -141,7 +141,7 @@ def test_token_view(app, value_norms):
 
 
 def test_head_arithmetic_value_norm_step(app, value_norms):
-    at = open_page(app, "views/9_Head_Arithmetic.py")
+    at = open_page(app, "views/Head_Arithmetic.py")
     set_widget(at, "radio", "arith_kind", "Cross-attention")
     set_widget(at, "selectbox", "arith_layer", 1)
     set_widget(at, "selectbox", "arith_head", 3)
@@ -170,7 +170,7 @@ def test_an_imported_model():
                             for path in sorted(folder.iterdir())]).run()
     no_error(at)
     assert at.session_state[state.MODEL].startswith(f"{state.UPLOADED}:")
-    at = open_page(at, "views/5_Attention_Maps.py")
+    at = open_page(at, "views/Attention_Maps.py")
     set_widget(at, "radio", "attn_show", show.VALUE_NORM)
     no_error(at)
     expected = load_checkpoint(folder).contributions(state.DEFAULT_SOURCE, method="value_norm")

@@ -16,18 +16,18 @@ from transformer.core.kinds import KINDS as ALL_KINDS
 
 # page: the keys its pickers fix before they are drawn (explorer.choices)
 PAGES = {
-    "views/4_Masks.py": ["mask_row", "mask_kind", "mask_layer", "mask_head", "mask_query"],
-    "views/5_Attention_Maps.py": ["attn_kind", "attn_layer", "attn_head"],
-    "views/6_Linked_View.py": ["link_layer", "link_head", "link_target"],
-    "views/7_Aggregations.py": ["agg_kind", "agg_flow_layer"],
-    "views/8_Token_View.py": ["tv_kind", "tv_layer", "tv_query", "tv_heads"],
-    "views/9_Head_Arithmetic.py": ["arith_kind", "arith_layer", "arith_head", "arith_query"],
-    "views/10_Decoding.py": ["dec_max_len", "dec_layer", "dec_head", "dec_ablate",
+    "views/Masks.py": ["mask_row", "mask_kind", "mask_layer", "mask_head", "mask_query"],
+    "views/Attention_Maps.py": ["attn_kind", "attn_layer", "attn_head"],
+    "views/Linked_View.py": ["link_layer", "link_head", "link_target"],
+    "views/Aggregations.py": ["agg_kind", "agg_flow_layer"],
+    "views/Token_View.py": ["tv_kind", "tv_layer", "tv_query", "tv_heads"],
+    "views/Head_Arithmetic.py": ["arith_kind", "arith_layer", "arith_head", "arith_query"],
+    "views/Decoding.py": ["dec_max_len", "dec_layer", "dec_head", "dec_ablate",
                              "dec_grad_steps"],
-    "views/11_Compare_Heads.py": ["cmp_heads"],
-    "views/12_Head_Statistics.py": ["stats_kind"],
-    "views/13_Ablation.py": ["abl_heads"],
-    "views/14_Contributions.py": ["contrib_method", "contrib_layer", "contrib_step",
+    "views/Compare_Heads.py": ["cmp_heads"],
+    "views/Head_Statistics.py": ["stats_kind"],
+    "views/Ablation.py": ["abl_heads"],
+    "views/Contributions.py": ["contrib_method", "contrib_layer", "contrib_step",
                                   "contrib_steps"],
 }
 KINDS = {"mask_kind", "attn_kind", "agg_kind", "tv_kind", "arith_kind", "stats_kind"}
@@ -37,7 +37,7 @@ STALE = ["row 0 (sidebar): hello", 2.5, -3, 10**9, True, ["a"]]
 def _open_with(app, page: str, values: dict):
     """Open `page` with `values` in session state, as a rerun or a link brings them (from
     another page, so that AppTest sends no widget state of its own for these keys)."""
-    open_page(app, "views/0_Home.py")
+    open_page(app, "views/Home.py")
     for key, value in values.items():
         app.session_state[key] = value
     return open_page(app, page)
@@ -59,7 +59,7 @@ def test_a_picker_state_of_any_type_runs(app, page, value):
 def test_masks_stale_row_label_is_reset(app):
     """The reported case: the browser's label of the old sentence's row comes back as the
     row's value."""
-    _open_with(app, "views/4_Masks.py", {"mask_row": "row 0 (sidebar): hello"})
+    _open_with(app, "views/Masks.py", {"mask_row": "row 0 (sidebar): hello"})
     assert not app.exception, app.exception
     assert app.session_state["mask_row"] == 0
 

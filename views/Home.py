@@ -28,6 +28,6 @@ st.markdown(f"**What it does.** {plain(described.does)}")
 st.markdown(f"**What it expects.** {plain(described.inputs)}")
 if described.examples:
     st.markdown("For example: " + ", ".join(quoted(e) for e in described.examples))
-st.page_link("views/1_Model.py", label="What the model is made of", icon=":material/account_tree:")
-st.page_link("views/2_Tokenization.py", label="How the sentence is tokenized",
+st.page_link("views/Model.py", label="What the model is made of", icon=":material/account_tree:")
+st.page_link("views/Tokenization.py", label="How the sentence is tokenized",
              icon=":material/text_fields:")
