@@ -19,11 +19,9 @@ import os
 import sys
 from pathlib import Path
 
+from .server_env import OPEN_BY_NAME, SERVED_MODELS  # what the pages are told
+
 APP = Path(__file__).resolve().parent.parent / "app.py"
-# What the server tells its pages (environment variables, read by explorer.state): the models the
-# person running the server named (--model, a JSON list) and whether the sidebar may open one by
-# name or folder (on for a server on localhost, off for one started for others).
-SERVED_MODELS, OPEN_BY_NAME = "EXPLORER_MODELS", "EXPLORER_OPEN_BY_NAME"
 LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
 
 

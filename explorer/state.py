@@ -1,6 +1,7 @@
 """Every session-state key, in one place, with its default, and the accessors pages read them by.
 
-Imports nothing else from explorer: the other modules import this one."""
+Imports nothing else from explorer but server_env (the server's words to it): the other modules
+import this one."""
 
 import json
 import os
@@ -10,7 +11,7 @@ import streamlit as st
 from transformer.core.text import clean_text
 from transformer.inference.session import DEFAULT_CHECKPOINT
 
-from .serve import OPEN_BY_NAME, SERVED_MODELS  # the server's words to its pages
+from .server_env import OPEN_BY_NAME, SERVED_MODELS  # the server's words to its pages
 
 MODEL = "model_choice"  # "bundled:<file name>", "named:<folder or hub name>" or "upload:<sha256>"
 NAMED_OPENED = "named_models_opened"  # [folder or hub name]: opened in this session's sidebar
