@@ -49,8 +49,8 @@ print("RESULT " + json.dumps(out))
 
 # Where a cold open's time goes: the load's own steps (timed by wrapping transformer.checkpoint.format's
 # functions, which load_checkpoint looks up as it runs), then the first translation split into
-# tracing the decode loop (the loop's tf.function traced on its own), and the rest (Grappler
-# and the first run, the host's work).
+# tracing the decode loop (the loop's tf.function traced on its own), and the rest (the first
+# run, without Grappler's rewrites since compiled.unrewritten, and the host's work).
 PHASES = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
@@ -83,7 +83,7 @@ phases["first translation: trace the decode loop (%%d graph ops)" %% ops] = (
     time.perf_counter() - t0)
 t0 = time.perf_counter()
 ckpt.translate(%(sentence)r)
-phases["first translation: Grappler, first run, host"] = time.perf_counter() - t0
+phases["first translation: first run, host"] = time.perf_counter() - t0
 print("RESULT " + json.dumps(phases))
 """
 

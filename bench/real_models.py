@@ -110,6 +110,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 from bench.timing import CHILD_PRELUDE  # noqa: E402
+from testkit.fixtures import fixture_module  # noqa: E402  (the tests' fixture builders)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -502,15 +503,6 @@ def pad_spm(model: bytes, pieces: int, prefix: str = "zq") -> bytes:
     return proto.SerializeToString()
 
 
-def _fixture(module: str):
-    """A module of tests/fixtures (the tiny fixtures' builders): testkit.fixtures, which this
-    script finds as the project's own Python does, and as HF_PYTHON does when it runs the
-    script as a module from the project's root (python -m bench.real_models)."""
-    from testkit.fixtures import fixture_module
-
-    return fixture_module(module)
-
-
 def marian_vocab(lines: list[str], out: Path, config: dict) -> dict[str, int]:
     """source.spm and target.spm (SentencePiece unigram, <unk> 0, <s> 1, </s> 2, nmt_nfkc)
     written into out, and opus-mt's shared vocab.json of them at config's vocab_size: every
@@ -519,7 +511,7 @@ def marian_vocab(lines: list[str], out: Path, config: dict) -> dict[str, int]:
     last (pad_token_id). Each model is padded to 32,000 pieces (synthetic '▁zq..' in the
     source, '▁zx..' in the target, which no English text holds), the target's padding chosen
     so that the two hold exactly as many distinct pieces as the vocabulary's size leaves."""
-    fixture = _fixture("make_marian_fixture")
+    fixture = fixture_module("make_marian_fixture")
     ids = dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1)
     source = pad_spm(train_spm(lines, 8000, "unigram", **ids), 32000)
     target = train_spm(lines[1::2], 6000, "unigram", **ids)
@@ -596,7 +588,7 @@ def build_tokenizer(kind: str, out: Path, hub_name: str):
                                   pad_id=-1), 128_003)  # 128,000 pieces, <unk>, <s>, </s>
         (out / "sentencepiece.bpe.model").write_bytes(model)
         vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
-        for piece in _fixture("make_marian_fixture").spm_pieces(model):
+        for piece in fixture_module("make_marian_fixture").spm_pieces(model):
             vocab.setdefault(piece, len(vocab))
         (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False, indent=2),
                                         encoding="utf-8")
@@ -622,7 +614,7 @@ def build_tokenizer(kind: str, out: Path, hub_name: str):
             {"tokenizer_class": "NllbTokenizer", "src_lang": "eng_Latn", "tgt_lang": "fra_Latn",
              "extra_special_tokens": FAIRSEQ_LANGUAGE_CODES}))
         NllbTokenizerFast.from_pretrained(out).save_pretrained(out)
-        nllb_layout = _fixture("make_m2m100_fixture").nllb_layout  # facebook/nllb-200's ids
+        nllb_layout = fixture_module("make_m2m100_fixture").nllb_layout  # facebook/nllb-200's ids
         data = nllb_layout(json.loads((out / "tokenizer.json").read_text(encoding="utf-8")))
         (out / "tokenizer.json").write_text(json.dumps(data, ensure_ascii=False),
                                             encoding="utf-8")

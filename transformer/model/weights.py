@@ -252,8 +252,8 @@ def _assign_weight(variable, array, out: np.ndarray | None = None) -> None:
     then owns (_owned: NumPy's, handed to TensorFlow through DLPack without a copy; tf.constant
     of a NumPy array took 1.5-3.5 s for NLLB's 1 GB embedding, DLPack 0.24 s with the copy).
     A transposed float32 view (a Hugging Face (out, in) matrix read as our (in, out) kernel) is
-    transposed a tile at a time as it is copied (NumPy's strided copy of the whole took 8x as
-    long); float16 / bfloat16 is copied as stored and transposed and widened to float32 by
+    transposed STRIP columns at a time as it is copied (NumPy's strided copy of the whole took
+    8x as long); float16 / bfloat16 is copied as stored and transposed and widened to float32 by
     TensorFlow. What is in flight besides the model is that one weight, in both precisions at
     most. Never an assignment to a slice of the variable: TensorFlow then keeps the variable in
     its copy-on-read mode, and every later read copied it whole (NLLB's 1 GB embedding: 2.7 s a
