@@ -95,7 +95,7 @@ OPUS_VOCAB = 59_514
 
 
 def opus_config():
-    """TransformerConfig of opus-mt-en-fr as transformer.importers.marian.marian_config maps it
+    """TransformerConfig of opus-mt-en-fr as transformer.importers.hf.marian.marian_config maps it
     (its pad/start id 0 and end id 2 here: those of the word tokenizer below)."""
     return TransformerConfig(
         src_vocab_size=OPUS_VOCAB, tgt_vocab_size=OPUS_VOCAB, d_model=512, num_heads=8, dff=2048,

@@ -9,7 +9,7 @@ bench/open_real.py builds it, in a temporary folder; about a minute). Each model
 generation_config.json is read (opus-mt's: num_beams 4, pad banned, </s> forced at the limit),
 with num_beams set to --beams and max_new_tokens to --new-tokens on both sides (the fixture's
 file names no num_beams, and a random model that never ends then decodes a known length).
-Ours: convert_marian(folder) + generate (one compiled loop, traced once before timing);
+Ours: marian.FAMILY.convert(folder) + generate (one compiled loop, traced once before timing);
 theirs: MarianMTModel.from_pretrained (eager attention) + generate under torch.no_grad, at
 torch's default threads and at one thread. Medians of --repeats over three
 sentences each, per sentence; the generated ids of both sides must be equal (said if not).
@@ -43,14 +43,14 @@ def measure(folder: Path, new_tokens: int, repeats: int, beams: int) -> dict:
     import torch
     from transformers import MarianMTModel, MarianTokenizer
 
-    from transformer.importers.marian import convert_marian
+    from transformer.importers.hf.marian import FAMILY
     from transformer.inference.search_transformers import generate, generation_settings
 
     values = json.loads((folder / "generation_config.json").read_text())
     values["max_new_tokens"] = new_tokens
     values["num_beams"] = beams  # the fixture's file names none (greedy); opus-mt's says 4
     started = time.perf_counter()
-    ckpt = convert_marian(folder)
+    ckpt = FAMILY.convert(folder)
     settings = generation_settings(values, ckpt.config)
     opened = time.perf_counter() - started
     model = MarianMTModel.from_pretrained(folder, attn_implementation="eager").eval()
@@ -126,7 +126,7 @@ def default_translation(folder: Path) -> list[dict]:
 
 def report(name: str, result: dict) -> None:
     print(f"\n{name}: {', '.join(result['settings'])}")
-    print(f"  open (convert_marian) {result['open']:.2f} s; first generate (trace) "
+    print(f"  open (FAMILY.convert) {result['open']:.2f} s; first generate (trace) "
           f"{result['first']:.2f} s; torch threads {result['threads']}")
     print(f"  {'sentence':<56} {'tokens':>6} {'ours':>8} {'theirs':>8} {'theirs@1':>9} "
           f"{'ratio':>6} equal")

@@ -838,7 +838,7 @@ except Exception as err:
     r["logits_failed"] = f"{type(err).__name__}: {err}"
 try:
     from pathlib import Path
-    from transformer.importers import hub
+    from transformer.importers.hf import hub
     where = hub.resolve(%(folder)r)  # the folder, or the cached snapshot a hub name names
     r["read_from"] = str(where)
     saved = read_generation_config(Path(where, "generation_config.json").read_bytes(),
@@ -1274,8 +1274,7 @@ def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS,
 def _reader(model_type: str):
     from transformer.importers import HF_FAMILIES
 
-    module = HF_FAMILIES[model_type]
-    return getattr(module, module.__name__.rsplit(".", 1)[-1] + "_config")
+    return HF_FAMILIES[model_type].config
 
 
 def refusals(config: dict) -> list[str]:

@@ -5,11 +5,12 @@ and a model without any."""
 
 from __future__ import annotations
 
-from transformer.importers import bart, mbart
+from transformer.importers.hf import FAMILIES
 
 LAYOUTS = {"sinusoidal_concat": "concat", "sinusoidal_fairseq": "fairseq"}  # else interleaved
 # recipe -> rows of transformers' learned table before position 0 (never read, not kept)
-LEARNED_OFFSETS = {"bart": bart.POSITION_OFFSET, "mbart": mbart.POSITION_OFFSET}
+LEARNED_OFFSETS = {family.recipe.name: family.position_offset for family in FAMILIES
+                   if family.position_offset}
 NO_POSITIONS = ("This model adds **no** position codes (positional = 'none', as T5): positions "
                 "enter as a relative bias on the attention scores, one learned number per head "
                 "for each bucket of key − query distance, computed in each stack's first layer "

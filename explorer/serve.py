@@ -3,7 +3,7 @@
 prepared while it starts (explorer.warm).
 
 --model NAME_OR_DIR (repeatable): a Hugging Face model's folder or its name on the hub (the
-local cache first, else downloaded: transformer.importers.hub), opened with this machine's
+local cache first, else downloaded: transformer.importers.hf.hub), opened with this machine's
 budgets (transformer.core.limits.named_budgets); the named models are in the sidebar's picker,
 the first one active. The sidebar's "Open a model by name or folder" is on for a server bound to
 localhost (`make run` binds it there) and off for one started for others (any other

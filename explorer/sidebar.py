@@ -5,7 +5,7 @@ import numpy as np
 import streamlit as st
 
 from transformer.core.text import text_notes
-from transformer.importers import HF_MODULES
+from transformer.importers.hf import FAMILIES
 
 from . import models, player, results, screen, state, stepping
 from .tokens import shown
@@ -18,7 +18,7 @@ UPLOAD_HELP = (
     ".keras, or a TF checkpoint's .index and .data-00000-of-00001, with the 'checkpoint' file "
     "of ModelCheckpoint's folder or without) with its two vocabulary files; or a Hugging Face "
     "model's folder, opened as it is (config.json, model.safetensors and its tokenizer's files) "
-    "of a family read here: " + ", ".join(m.RECIPE.label for m in HF_MODULES) + ". Several "
+    "of a family read here: " + ", ".join(family.recipe.label for family in FAMILIES) + ". Several "
     "files at once, or one .zip of them. Everything is read as data.")
 EMPTY_TARGET = ("The target is empty: every page shows the decoder with {fed} alone ({rows}), "
                 "and ablation scores only {scored}. Type a target, or pick \"{model}\".")

@@ -38,36 +38,6 @@ def text_pieces(tok, ids, text: str | None) -> list[str]:
     return [tok.id_to_piece(i) if i in specials or text is None else next(cut) for i in ids]
 
 
-def tokenizer_name(tok) -> tuple[str, str]:
-    """What kind of tokenizer `tok` is: a short name for a metric, and a sentence for its help."""
-    if tok.kind == "bpemb":
-        return (f"BPEmb {tok.lang}",
-                f"BPEmb's pretrained SentencePiece model ({tok.lang}, {tok.vs:,} pieces).")
-    return {"trained": ("SentencePiece", "A SentencePiece BPE model trained on this model's "
-                                         "training data (read through BPEmb)."),
-            "marian": ("SentencePiece", "Marian's tokenizer: a SentencePiece model per side "
-                                        "(source.spm, target.spm), pieces numbered by vocab.json."),
-            "word": ("Word-level", "One id per word, as Keras TextVectorization gives them."),
-            "wordpiece": ("WordPiece", "WordPiece, as tensorflow_text's BertTokenizer splits."),
-            "huggingface": _hf_tokenizer_name(getattr(tok, "family", None)),
-            "m2m100": ("SentencePiece", "M2M100's tokenizer: a SentencePiece model "
-                                        "(sentencepiece.bpe.model), pieces numbered by vocab.json.")
-            }.get(tok.kind, (tok.kind, f"A {tok.kind} tokenizer."))
-
-
-def _hf_tokenizer_name(family) -> tuple[str, str]:
-    """A Hugging Face family's tokenizer (transformer.tokenizers.huggingface), in words."""
-    if family == "bart":
-        return ("Byte-level BPE", "BART's tokenizer: byte-level BPE (tokenizer.json, or "
-                                  "vocab.json + merges.txt) as transformers runs it. Its pieces "
-                                  "are bytes written as characters (a space as Ġ, é as Ã©); "
-                                  "the pages show the text they stand for, ▁ for a space before "
-                                  "a piece as SentencePiece writes it, and <0xE6> for a byte of "
-                                  "a character split across pieces.")
-    return ("SentencePiece", f"The {family} tokenizer of transformers: a SentencePiece "
-                             "vocabulary, run by the tokenizers library.")
-
-
 def preprocessing_note(tok, side: str) -> tuple[str, bool]:
     """What the `side` tokenizer does to the text before splitting it, as a sentence, from its
     own settings, and whether it changes the text."""

@@ -7,7 +7,7 @@ The sidebar's uploader takes a .ckpt (explorer.models loads it), or these:
     (or the from-scratch    .data-00000-of-00001: ModelCheckpoint's folder may come whole) and two
     notebook)               vocabulary files (.txt)
     TF tutorial             the same files
-    a Hugging Face model    the files its family reads (transformer.importers.HF_MODULES, by
+    a Hugging Face model    the files its family reads (transformer.importers.hf.FAMILIES, by
                             config.json's model_type): Marian (opus-mt) config.json,
                             model.safetensors, source.spm, target.spm, vocab.json; BART
                             config.json, model.safetensors, tokenizer.json or vocab.json and
@@ -32,8 +32,9 @@ from transformer.checkpoint import archive
 from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
 from transformer.core import limits
-from transformer.importers import HF_FILES, HF_MODULES, RECIPES, hf_family, hf_weights, is_weights_file
-from transformer.importers.hf_common import FAMILY_TOKENIZER_FILES
+from transformer.importers import HF_FILES, HF_MARKERS, RECIPES, hf_family, is_weights_file
+from transformer.importers.hf import FAMILIES, weight_files
+from transformer.importers.hf.family import SHARED_FILES
 from transformer.importers.keras_seq2seq import FORM_LABELS, KERAS_FORMS, recipe_of_weights
 
 RECIPE_LABELS = {name: recipe.label for name, recipe in RECIPES.items()}
@@ -45,10 +46,9 @@ NOT_VOCABULARIES = {"readme", "license", "licence", "notice", "copying", "checkp
 # A Hugging Face model's files: any of these names among the uploaded files makes them one (the
 # names each family requires; the registry's load_checkpoint opens them), and the family its
 # config.json names reads its FOLDER_FILES of them (HF_FILES: every family's).
-HF_MARKERS = frozenset(name for module in HF_MODULES
-                       for name in getattr(module, "REQUIRED_FILES", ("config.json",)))
-HF_RECIPES = {module.RECIPE.name: module for module in HF_MODULES}  # recipe name -> module
-MARIAN_READ = HF_RECIPES["marian"].FOLDER_FILES  # what read_marian reads of a folder
+# Tokenizer files only some families' folders hold: another family's, seen beside a model's
+FAMILY_TOKENIZER_FILES = frozenset(name for family in FAMILIES for names in family.tokenizer_sets
+                                   for name in names) - SHARED_FILES
 MAX_ZIP_MEMBERS = 256
 # Words in a vocabulary file's name that tell its side (the Keras example's eng/spa, the
 # tutorial's pt/en); anything else keeps the order of the names, and the user may swap.
@@ -120,9 +120,9 @@ def read_upload(named: dict[str, bytes]) -> Upload:
     names = {PurePosixPath(n).name for n in named}
     if names & HF_MARKERS:
         family = hf_family(named)  # config.json's model_type; CheckpointError names an unknown one
-        files = {n: v for n, v in named.items() if PurePosixPath(n).name in family.FOLDER_FILES
-                 or hf_weights.is_weight_file(PurePosixPath(n).name)}
-        unread = hf_weights.unread(PurePosixPath(n).name for n in files)  # another form's
+        files = {n: v for n, v in named.items() if PurePosixPath(n).name in family.folder_files
+                 or weight_files.is_weight_file(PurePosixPath(n).name)}
+        unread = weight_files.unread(PurePosixPath(n).name for n in files)  # another form's
         files = {n: v for n, v in files.items() if PurePosixPath(n).name not in unread}
         if archive_name is None and files:  # name what is read, not what came beside it
             label = f"the file{'s' * (len(files) != 1)} {_join(sorted(files))}"
@@ -131,7 +131,7 @@ def read_upload(named: dict[str, bytes]) -> Upload:
         # says "bart": issue 37's fuzzer found them dropped here, and the refusal silent).
         foreign = {n: v for n, v in named.items() if n not in files
                    and PurePosixPath(n).name in FAMILY_TOKENIZER_FILES}
-        return _finish(Upload({**files, **foreign}, label, family.RECIPE.name,
+        return _finish(Upload({**files, **foreign}, label, family.recipe.name,
                               archive_name=archive_name,
                               ignored=sorted(set(named) - set(files))))
     weights = sorted(n for n in named if is_weights_file(n))

@@ -1,6 +1,6 @@
 """A Hugging Face hub cache laid out on disk as huggingface_hub lays it out, so that a model is
 found by its name offline (HF_HUB_OFFLINE=1) without the hub ever being reached: the tests of
-transformer.importers.hub (tests/importers/test_hub.py) and bench/real_models.py --hub.
+transformer.importers.hf.hub (tests/importers/test_hub.py) and bench/real_models.py --hub.
 
     <cache>/models--<org>--<name>/blobs/<sha256 of the file>
                                  /snapshots/<commit>/<file>   a relative link to its blob

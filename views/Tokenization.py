@@ -69,7 +69,7 @@ source = state.current_source()
 st.title("Tokenization")
 
 cols = st.columns([3, 2, 2, 2])
-name, about = tokens.tokenizer_name(src)
+name, about = src.described()
 cols[0].metric("Tokenizer", name, help=about)
 cols[1].metric("Source vocabulary", f"{src.vocab_size:,}")
 cols[2].metric("Target vocabulary", f"{tgt.vocab_size:,}")

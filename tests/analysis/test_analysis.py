@@ -169,11 +169,17 @@ def test_word_groups_of_the_hugging_face_families():
     families (T5, mBART, ...) with ▁, as Marian's does."""
     from types import SimpleNamespace
 
-    bart = SimpleNamespace(kind="huggingface", family="bart")
+    from transformer.tokenizers.huggingface import HFTokenizer
+
+    def hf(family):  # a Hugging Face tokenizer's word_mark is its family record's
+        return SimpleNamespace(kind="huggingface", family=family,
+                               word_mark=HFTokenizer.word_mark.fget(SimpleNamespace(family=family)))
+
+    bart = hf("bart")
     pieces = ["<s>", "Fri", "day", ",", "\u0120March", "\u0120", "5", "</s>"]
     assert word_groups(pieces, tokenizer=bart) == (
         [[0], [1, 2, 3], [4], [5, 6], [7]], ["<s>", "Friday,", "March", "5", "</s>"])
-    t5 = SimpleNamespace(kind="huggingface", family="t5")
+    t5 = hf("t5")
     assert word_groups(["\u2581a", "b", "\u2581c", "</s>"], tokenizer=t5)[1] == ["ab", "c", "</s>"]
 
 
@@ -207,10 +213,15 @@ def test_simplify_tokens_hides_specials_then_merges_words():
 
 
 class Tok:
-    """Stands for a tokenizer: word boundaries are read from its `kind` only."""
+    """Stands for a tokenizer of a kind: word boundaries are read from its word_mark only, the
+    kind's class's (none for a kind that does not exist)."""
 
     def __init__(self, kind):
+        from transformer.tokenizers import KIND_CLASSES, tokenizer_class
+
         self.kind = kind
+        if kind in KIND_CLASSES:
+            self.word_mark = tokenizer_class(kind).word_mark
 
 
 DATE_TARGET = ["<s>", "▁", "2", "0", "2", "1", "-", "0", "3", "-", "0", "5"]  # the dates model's

@@ -132,4 +132,4 @@ def test_the_graph_is_read():
     """The checks above judge real edges: the graph holds imports that cross layers."""
     assert "transformer.core.limits" in GRAPH["transformer.checkpoint.format"]
     assert "transformer.model.config" in GRAPH["transformer.model.transformer"]
-    assert any(d.startswith("transformer.inference") for d in GRAPH["transformer.importers.marian"])
+    assert any(d.startswith("transformer.inference") for d in GRAPH["transformer.importers.hf.family"])

@@ -10,7 +10,7 @@ import pytest
 
 from explorer import uploads
 from transformer.checkpoint.format import CheckpointError
-from transformer.importers import detect_recipe, is_weights_file
+from transformer.importers import HF_FAMILIES, detect_recipe, is_weights_file
 from transformer.inference.session import load_checkpoint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -64,7 +64,7 @@ def test_a_zip_gives_the_same_files_as_the_files_themselves():
     assert archive.files == files.files and archive.digest == files.digest
     # every file a Marian model is read from that the folder holds; of its weights in two
     # forms, model.safetensors (read first), not tf_model.h5; recorded.npz etc. not read
-    assert sorted(archive.files) == sorted(n for n in uploads.MARIAN_READ
+    assert sorted(archive.files) == sorted(n for n in HF_FAMILIES["marian"].folder_files
                                            if n in MARIAN and n != "tf_model.h5")
     assert "model.safetensors" in archive.files and "tf_model.h5" not in archive.files
     assert archive.label == "the archive 'opus.zip'"
@@ -126,11 +126,11 @@ BART = {path.name: path.read_bytes() for path in sorted((FIXTURES / "bart").iter
 
 
 def test_a_bart_folder_is_read_by_its_family_and_asks_nothing():
-    from transformer.importers import bart
+    from transformer.importers.hf import bart
 
     upload = uploads.read_upload(BART)
     assert upload.recipe == "bart" and not upload.asks
-    assert sorted(upload.files) == sorted(n for n in BART if n in bart.FOLDER_FILES
+    assert sorted(upload.files) == sorted(n for n in BART if n in bart.FAMILY.folder_files
                                           and n != "tf_model.h5")  # model.safetensors is read
     # not read by BART's importer
     assert upload.ignored == ["recorded.npz", "tf_model.h5", "tokenizer_config.json"]
@@ -140,7 +140,7 @@ def test_a_bart_folder_is_read_by_its_family_and_asks_nothing():
 
 
 def test_a_bart_upload_opens_exports_and_names_the_cli_line_through_the_registry():
-    from transformer.importers.bart import convert_bart
+    from transformer.importers.hf import bart
 
     upload = uploads.read_upload({"bart-tiny.zip": zipped(BART, "bart-tiny/")})
     choices = uploads.Choices("bart")
@@ -148,7 +148,7 @@ def test_a_bart_upload_opens_exports_and_names_the_cli_line_through_the_registry
     line = uploads.command(upload, choices)
     assert line == "python -m transformer.convert hf --model-dir bart-tiny --out bart-tiny.ckpt"
     exported = load_checkpoint(uploads.convert(upload, choices))  # the export: our checkpoint
-    expected = convert_bart(FIXTURES / "bart")
+    expected = bart.FAMILY.convert(FIXTURES / "bart")
     assert exported.config == expected.config
     assert exported.metadata["source"]["command"] == line
     assert exported.translate("Hello world.").text == expected.translate("Hello world.").text

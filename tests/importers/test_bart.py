@@ -20,7 +20,8 @@ import pytest
 from transformer.checkpoint.format import CheckpointError
 from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers import RECIPES, detect_recipe, load_checkpoint
-from transformer.importers.bart import FOLDER_FILES, bart_config, convert_bart
+from transformer.importers.hf import bart
+from transformer.importers.hf.bart import bart_config
 from transformer.inference.forward import forward
 from transformer.inference.generation_config import read_generation_config
 from transformer.inference.search_transformers import generate
@@ -39,11 +40,11 @@ def recorded():
 
 @pytest.fixture(scope="module")
 def checkpoint():
-    return convert_bart(FIXTURE)
+    return bart.FAMILY.convert(FIXTURE)
 
 
 def fixture_files() -> dict[str, bytes]:
-    return {name: (FIXTURE / name).read_bytes() for name in FOLDER_FILES
+    return {name: (FIXTURE / name).read_bytes() for name in bart.FAMILY.folder_files
             if (FIXTURE / name).exists()}
 
 
@@ -128,7 +129,7 @@ def test_it_opens_from_a_folder_a_zip_and_files_as_it_is(checkpoint, recorded):
 def test_the_pair_of_tokenizer_files_gives_the_same_ids(checkpoint, recorded):
     files = fixture_files()
     del files["tokenizer.json"]  # vocab.json + merges.txt, as older BART folders ship
-    opened = convert_bart(files)
+    opened = bart.FAMILY.convert(files)
     for j, text in enumerate(recorded["tokenizer_texts"]):
         assert opened.encode_source(str(text)) == recorded[f"tok{j}_source_ids"].tolist(), j
 
@@ -158,7 +159,7 @@ def with_config(**changes) -> dict[str, bytes]:
 ])
 def test_refuses_configs_it_does_not_implement(changes, message):
     with pytest.raises(CheckpointError, match=message):
-        convert_bart(with_config(**changes))
+        bart.FAMILY.convert(with_config(**changes))
 
 
 def test_refuses_a_family_it_does_not_read():
@@ -175,9 +176,9 @@ def test_refuses_missing_tokenizer_and_weights():
         del files[name]
     with pytest.raises(CheckpointError, match=r"missing tokenizer.json \(or vocab.json and "
                                               r"merges.txt\)"):
-        convert_bart(files)
+        bart.FAMILY.convert(files)
     with pytest.raises(CheckpointError, match=r"missing model.safetensors"):
-        convert_bart({n: v for n, v in fixture_files().items()
+        bart.FAMILY.convert({n: v for n, v in fixture_files().items()
                       if n not in ("model.safetensors", "tf_model.h5")})
 
 
@@ -188,13 +189,13 @@ def test_refuses_a_weight_left_over_or_misshaped():
     extra = dict(weights, **{"model.encoder.extra.weight": np.ones(3, np.float32)})
     with pytest.raises(CheckpointError, match=r"'model.encoder.extra.weight' that a "
                                               r"BartForConditionalGeneration"):
-        convert_bart({**fixture_files(), "model.safetensors": save(extra)})
+        bart.FAMILY.convert({**fixture_files(), "model.safetensors": save(extra)})
     short = dict(weights)
     short["model.encoder.embed_positions.weight"] = weights[
         "model.encoder.embed_positions.weight"][:-1]
     with pytest.raises(CheckpointError, match=r"embed_positions.weight' \(the encoder's learned "
                                               r"positions\).*\(65, 16\)"):
-        convert_bart({**fixture_files(), "model.safetensors": save(short)})
+        bart.FAMILY.convert({**fixture_files(), "model.safetensors": save(short)})
 
 
 def test_bart_config_refuses_another_model_type():

@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transformer.importers import HF_MODULES
-from transformer.importers.bart import convert_bart
 from transformer.importers.cli import HF_COMMANDS, hf_argv, main
+from transformer.importers.hf import FAMILIES, bart
 from transformer.inference.session import load_checkpoint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -19,7 +18,7 @@ def test_hf_writes_a_bart_folder_as_a_checkpoint_that_opens_as_the_folder(tmp_pa
     out = tmp_path / "bart.ckpt"
     assert main(["hf", "--model-dir", str(FIXTURES / "bart"), "--out", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
-    written, opened = load_checkpoint(out), convert_bart(FIXTURES / "bart")
+    written, opened = load_checkpoint(out), bart.FAMILY.convert(FIXTURES / "bart")
     assert written.config == opened.config
     assert written.metadata["source"]["command"] == (
         f"python -m transformer.convert hf --model-dir {FIXTURES / 'bart'} --out {out}")
@@ -39,7 +38,7 @@ def test_the_export_keeps_the_generation_config_and_decodes_as_the_folder(tmp_pa
 
     out = tmp_path / "bart.ckpt"
     assert main(["hf", "--model-dir", str(FIXTURES / "bart"), "--out", str(out)]) == 0
-    folder, written = convert_bart(FIXTURES / "bart"), load_checkpoint(out)
+    folder, written = bart.FAMILY.convert(FIXTURES / "bart"), load_checkpoint(out)
     assert written.generation == folder.generation and written.generation.num_beams == 4
     with zipfile.ZipFile(out) as archive:
         names = archive.namelist()
@@ -81,9 +80,9 @@ def test_a_folder_of_no_family_read_here_is_a_sentence(tmp_path, capsys):
 
 
 def test_the_command_line_of_each_family_is_one_the_cli_takes():
-    for module in HF_MODULES:
-        argv = hf_argv(module.RECIPE.name, "MODEL_DIR", "m.ckpt")
-        assert argv[3] == (module.RECIPE.name if module.RECIPE.name in HF_COMMANDS else "hf")
+    for family in FAMILIES:
+        argv = hf_argv(family.recipe.name, "MODEL_DIR", "m.ckpt")
+        assert argv[3] == (family.recipe.name if family.recipe.name in HF_COMMANDS else "hf")
         assert argv[4:] == ["--model-dir", "MODEL_DIR", "--out", "m.ckpt"]
     assert hf_argv("marian", "D", "o.ckpt")[3] == "marian"  # Marian keeps its own subcommand
     assert hf_argv("bart", "D", "o.ckpt")[3] == "hf"

@@ -18,8 +18,8 @@ from safetensors.numpy import load_file
 
 from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import natural_key
-from transformer.importers import bart, marian, mbart, pegasus, t5
-from transformer.importers.hf_tf_weights import pytorch_name, read_tf_weights
+from transformer.importers.hf import bart, marian, mbart, pegasus, t5
+from transformer.importers.hf.tf_weights import pytorch_name, read_tf_weights
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TOL = 1e-6

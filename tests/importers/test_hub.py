@@ -1,4 +1,4 @@
-"""A model's folder or its Hugging Face name turned into a local folder (transformer.importers.hub).
+"""A model's folder or its Hugging Face name turned into a local folder (transformer.importers.hf.hub).
 
 The hub is never reached: a hub cache is laid out in tmp_path exactly as huggingface_hub lays it out
 (testkit.hub_cache.lay_out_cache: models--org--name/blobs/<sha256>, snapshots/<commit>/<file> as
@@ -21,8 +21,9 @@ from huggingface_hub import constants
 
 from testkit.hub_cache import COMMIT, lay_out_cache
 from transformer.checkpoint.format import CheckpointError
-from transformer.importers import HF_FILES, bart, hf_family, hub
-from transformer.importers.hub import (
+from transformer.importers import HF_FILES, hf_family
+from transformer.importers.hf import bart, hub
+from transformer.importers.hf.hub import (
     ALLOWED_PATTERNS,
     NEVER_PATTERNS,
     cache_dir,
@@ -127,8 +128,8 @@ def test_a_cache_of_files_on_disk_links_them(cache, tmp_path):
 def test_the_cached_folder_opens_as_the_model(cache):
     lay_out_cache(cache, REPO, bart_files())
     folder = resolve(REPO)
-    assert hf_family(folder) is bart
-    assert hf_family(folder).convert(folder).config == bart.convert(FIXTURE).config
+    assert hf_family(folder) is bart.FAMILY
+    assert hf_family(folder).convert(folder).config == bart.FAMILY.convert(FIXTURE).config
 
 
 def test_hf_home_names_the_cache(cache, tmp_path, monkeypatch):
@@ -281,7 +282,7 @@ def test_a_download_fetches_only_what_the_families_read(fake_hub, cache, monkeyp
     assert reports[0] == (0.0, f"Downloading {REPO} from the Hugging Face Hub")
     assert reports[-1] == (1.0, f"Downloaded {REPO}")
     assert all(0.0 <= fraction <= 1.0 for fraction, _ in reports)
-    assert hf_family(folder).convert(folder).config == bart.convert(FIXTURE).config
+    assert hf_family(folder).convert(folder).config == bart.FAMILY.convert(FIXTURE).config
 
     fake_hub.fetched.clear()  # found in the cache now, offline or not, and nothing fetched
     assert resolve(REPO) == folder and fake_hub.fetched == []

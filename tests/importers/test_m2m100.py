@@ -23,7 +23,8 @@ import pytest
 
 from transformer.checkpoint.format import CheckpointError, save_checkpoint
 from transformer.core.kinds import KIND_NAMES as KINDS
-from transformer.importers.m2m100 import FOLDER_FILES, convert_m2m100, m2m100_config
+from transformer.importers.hf import m2m100
+from transformer.importers.hf.m2m100 import m2m100_config
 from transformer.inference.forward import forward
 from transformer.inference.generation_config import read_generation_config
 from transformer.inference.search_transformers import generate
@@ -62,13 +63,13 @@ def recorded(family):
 
 def checkpoint(family):
     if ("checkpoint", family) not in _CACHE:
-        _CACHE["checkpoint", family] = convert_m2m100(FIXTURES / family)
+        _CACHE["checkpoint", family] = m2m100.FAMILY.convert(FIXTURES / family)
     return _CACHE["checkpoint", family]
 
 
 def fixture_files(family) -> dict[str, bytes]:
     folder = FIXTURES / family
-    return {name: (folder / name).read_bytes() for name in FOLDER_FILES
+    return {name: (folder / name).read_bytes() for name in m2m100.FAMILY.folder_files
             if (folder / name).exists()}
 
 
@@ -176,7 +177,7 @@ def test_generate_equals_transformers_greedy_and_beam(family):
 @FAMILY
 def test_it_opens_from_a_folder_a_zip_and_files_as_it_is(family):
     from transformer.importers import HF_FAMILIES, detect_recipe, load_checkpoint
-    from transformer.importers import m2m100 as module
+    from transformer.importers.hf import m2m100 as module
 
     ck, rec = checkpoint(family), recorded(family)
     files = fixture_files(family)
@@ -189,7 +190,7 @@ def test_it_opens_from_a_folder_a_zip_and_files_as_it_is(family):
     expected = ck.model((source, target)).numpy()
     for given in (FIXTURES / family, files, {f"{family}.zip": packed.getvalue()},
                   packed.getvalue()):
-        opened = module.convert(given)
+        opened = module.FAMILY.convert(given)
         assert opened.metadata["recipe"] == "m2m100"
         np.testing.assert_array_equal(opened.model((source, target)).numpy(), expected)
     if HF_FAMILIES.get("m2m_100") is module:  # once the registry lists it
@@ -205,7 +206,7 @@ def test_the_languages_follow_tokenizer_config(family):
     src, tgt = ("de", "ro") if family == "m2m100" else ("deu_Latn", "ron_Latn")
     files["tokenizer_config.json"] = json.dumps(
         dict(tokenizer_config, src_lang=src, tgt_lang=tgt)).encode()
-    opened = convert_m2m100(files)
+    opened = m2m100.FAMILY.convert(files)
     assert (opened.source_tokenizer.language, opened.target_tokenizer.language) == (src, tgt)
     ids = opened.source_tokenizer.language_ids
     assert opened.encode_source("hello")[0] == ids[src]
@@ -218,7 +219,7 @@ def test_without_tokenizer_config_the_files_tell_the_tokenizer():
             continue
         files = fixture_files(family)
         del files["tokenizer_config.json"]
-        opened = convert_m2m100(files)
+        opened = m2m100.FAMILY.convert(files)
         assert opened.source_tokenizer.kind == FAMILIES[family][0]
 
 
@@ -253,7 +254,7 @@ def with_config(family, **changes) -> dict[str, bytes]:
 ])
 def test_refuses_configs_it_does_not_implement(family, changes, message):
     with pytest.raises(CheckpointError, match=message):
-        convert_m2m100(with_config(family, **changes))
+        m2m100.FAMILY.convert(with_config(family, **changes))
 
 
 def test_refuses_nllb_moe_by_name():
@@ -271,10 +272,10 @@ def test_refuses_missing_files(family):
         files.pop(name, None)
     with pytest.raises(CheckpointError, match=r"missing tokenizer.json \(or vocab.json and "
                                               r"sentencepiece.bpe.model\)"):
-        convert_m2m100(files)
+        m2m100.FAMILY.convert(files)
     for gone in ("model.safetensors", "config.json"):
         with pytest.raises(CheckpointError, match=rf"missing {gone}"):
-            convert_m2m100({n: v for n, v in fixture_files(family).items() if n != gone})
+            m2m100.FAMILY.convert({n: v for n, v in fixture_files(family).items() if n != gone})
 
 
 def test_refuses_a_tokenizer_config_that_names_files_not_given():
@@ -283,14 +284,14 @@ def test_refuses_a_tokenizer_config_that_names_files_not_given():
         files.pop("tokenizer.json")
         files["vocab.json"] = b"{}"
         with pytest.raises(CheckpointError, match=r"NLLB model .* missing tokenizer.json"):
-            convert_m2m100(files)
+            m2m100.FAMILY.convert(files)
     if fixture_ready("m2m100"):
         files = fixture_files("m2m100")
         files["tokenizer_config.json"] = json.dumps(
             {"tokenizer_class": "MBart50Tokenizer"}).encode()
         with pytest.raises(CheckpointError, match=r"names a mbart50 tokenizer; M2M100 / NLLB "
                                                   r"reads nllb or m2m100 tokenizers"):
-            convert_m2m100(files)
+            m2m100.FAMILY.convert(files)
 
 
 @FAMILY
@@ -306,17 +307,17 @@ def test_refuses_a_weight_left_over_missing_or_misshaped(family):
                                np.ones(16, np.float32))):
         with pytest.raises(CheckpointError, match=rf"'{extra_name}' that an "
                                                   r"M2M100ForConditionalGeneration"):
-            convert_m2m100({**fixture_files(family),
+            m2m100.FAMILY.convert({**fixture_files(family),
                             "model.safetensors": save(dict(weights, **{extra_name: extra}))})
     lacking = {k: v for k, v in weights.items() if k != "model.encoder.layer_norm.bias"}
     with pytest.raises(CheckpointError, match=r"no weight 'model.encoder.layer_norm.bias' \(the "
                                               r"encoder's final LayerNorm\)"):
-        convert_m2m100({**fixture_files(family), "model.safetensors": save(lacking)})
+        m2m100.FAMILY.convert({**fixture_files(family), "model.safetensors": save(lacking)})
     short = dict(weights)
     name = "model.encoder.layers.0.self_attn.k_proj.weight"
     short[name] = weights[name][:, :-1]
     with pytest.raises(CheckpointError, match=rf"'{name}' in .* has shape \(16, 15\)"):
-        convert_m2m100({**fixture_files(family), "model.safetensors": save(short)})
+        m2m100.FAMILY.convert({**fixture_files(family), "model.safetensors": save(short)})
 
 
 # ------------------------------------------------------------------ padded vocabularies

@@ -159,7 +159,7 @@ def test_a_safetensors_shape_is_checked_dimension_by_dimension(shape, says):
 def test_a_marian_weight_of_the_wrong_shape_says_what_it_is_for():
     from test_marian import safetensors_with
 
-    from transformer.importers.marian import marian_checkpoint_bytes
+    from transformer.importers.hf.marian import marian_checkpoint_bytes
 
     def reshape(tensors):
         tensors["final_logits_bias"] = np.zeros((1, 5), np.float32)

@@ -22,10 +22,10 @@ import pytest
 from transformer.checkpoint.format import CheckpointError
 from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.core.limits import NAMED_MAX_LAYERS
-from transformer.importers.marian import (
+from transformer.importers.hf.marian import (
+    FAMILY,
     OPTIONAL_FILES,
     REQUIRED_FILES,
-    convert_marian,
     marian_checkpoint_bytes,
     marian_config,
     read_marian,
@@ -48,7 +48,7 @@ def recorded():
 
 @pytest.fixture(scope="module")
 def checkpoint():
-    return convert_marian(FIXTURE)
+    return FAMILY.convert(FIXTURE)
 
 
 def fixture_files() -> dict[str, bytes]:
@@ -496,5 +496,5 @@ def test_the_generation_config_is_read_when_the_model_opens(checkpoint):
     searched = checkpoint.generate(text, beam)
     assert searched.beam_width == 3 and searched.steps[0].cross.shape[-1] == len(ids)
     without = {n: (FIXTURE / n).read_bytes() for n in REQUIRED_FILES}
-    assert convert_marian(without).generation is None
+    assert FAMILY.convert(without).generation is None
     assert load_checkpoint(DEFAULT_CHECKPOINT).generation is None  # ours: greedy translate

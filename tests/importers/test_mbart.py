@@ -21,7 +21,8 @@ import pytest
 
 from transformer.checkpoint.format import CheckpointError
 from transformer.core.kinds import KIND_NAMES as KINDS
-from transformer.importers.mbart import FOLDER_FILES, convert_mbart, mbart_config
+from transformer.importers.hf import mbart
+from transformer.importers.hf.mbart import mbart_config
 from transformer.inference.forward import forward
 from transformer.inference.generation_config import read_generation_config
 from transformer.inference.search_transformers import generate
@@ -45,11 +46,11 @@ def recorded():
 
 @pytest.fixture(scope="module")
 def checkpoint():
-    return convert_mbart(FIXTURE)
+    return mbart.FAMILY.convert(FIXTURE)
 
 
 def fixture_files() -> dict[str, bytes]:
-    return {name: (FIXTURE / name).read_bytes() for name in FOLDER_FILES
+    return {name: (FIXTURE / name).read_bytes() for name in mbart.FAMILY.folder_files
             if (FIXTURE / name).exists()}
 
 
@@ -134,7 +135,7 @@ def test_checkpoint_generate_uses_the_generation_config(checkpoint, recorded):
 # ------------------------------------------------------------------ how it opens
 def test_it_opens_from_a_folder_a_zip_and_files_as_it_is(checkpoint, recorded):
     from transformer.importers import detect_recipe, load_checkpoint
-    from transformer.importers import mbart as module
+    from transformer.importers.hf import mbart as module
 
     files = fixture_files()
     packed = io.BytesIO()
@@ -145,7 +146,7 @@ def test_it_opens_from_a_folder_a_zip_and_files_as_it_is(checkpoint, recorded):
     target = recorded["s0_forced_target_ids"][None]
     expected = checkpoint.model((source, target)).numpy()
     for given in (FIXTURE, files, {"mbart-tiny.zip": packed.getvalue()}, packed.getvalue()):
-        opened = module.convert(given)
+        opened = module.FAMILY.convert(given)
         assert opened.metadata["recipe"] == "mbart"
         np.testing.assert_array_equal(opened.model((source, target)).numpy(), expected)
     from transformer.importers import HF_FAMILIES
@@ -158,7 +159,7 @@ def test_it_opens_from_a_folder_a_zip_and_files_as_it_is(checkpoint, recorded):
 def test_the_sentencepiece_model_gives_the_same_ids(recorded):
     files = fixture_files()
     del files["tokenizer.json"]  # sentencepiece.bpe.model, as older folders ship
-    opened = convert_mbart(files)
+    opened = mbart.FAMILY.convert(files)
     for j, text in enumerate(recorded["tokenizer_texts"]):
         assert opened.encode_source(str(text)) == recorded[f"tok{j}_source_ids"].tolist(), j
         assert opened.encode_target(str(text)) == recorded[f"tok{j}_target_ids"].tolist(), j
@@ -169,7 +170,7 @@ def test_the_languages_follow_tokenizer_config():
     tokenizer_config = json.loads(files["tokenizer_config.json"])
     files["tokenizer_config.json"] = json.dumps(
         dict(tokenizer_config, src_lang="de_DE", tgt_lang="ro_RO")).encode()
-    opened = convert_mbart(files)
+    opened = mbart.FAMILY.convert(files)
     assert opened.source_tokenizer.language == "de_DE"
     assert opened.target_tokenizer.language == "ro_RO"
     de, ro = (opened.source_tokenizer.language_ids[c] for c in ("de_DE", "ro_RO"))
@@ -211,7 +212,7 @@ def with_config(**changes) -> dict[str, bytes]:
 ])
 def test_refuses_configs_it_does_not_implement(changes, message):
     with pytest.raises(CheckpointError, match=message):
-        convert_mbart(with_config(**changes))
+        mbart.FAMILY.convert(with_config(**changes))
 
 
 def test_refuses_another_familys_tokenizer():
@@ -219,12 +220,12 @@ def test_refuses_another_familys_tokenizer():
     files["tokenizer_config.json"] = json.dumps({"tokenizer_class": "T5Tokenizer"}).encode()
     with pytest.raises(CheckpointError, match=r"names a t5 tokenizer; mBART reads mbart or "
                                               r"mbart50 tokenizers"):
-        convert_mbart(files)
+        mbart.FAMILY.convert(files)
     files["tokenizer_config.json"] = json.dumps(
         {"tokenizer_class": "MBart50Tokenizer", "src_lang": "xx_YY"}).encode()
     with pytest.raises(CheckpointError, match=r"tokenizer file .* invalid: .*'xx_YY' is not a "
                                               r"language code"):
-        convert_mbart(files)
+        mbart.FAMILY.convert(files)
 
 
 def test_refuses_missing_tokenizer_and_weights():
@@ -233,12 +234,12 @@ def test_refuses_missing_tokenizer_and_weights():
         del files[name]
     with pytest.raises(CheckpointError, match=r"missing tokenizer.json \(or "
                                               r"sentencepiece.bpe.model\)"):
-        convert_mbart(files)
+        mbart.FAMILY.convert(files)
     with pytest.raises(CheckpointError, match=r"missing model.safetensors"):
-        convert_mbart({n: v for n, v in fixture_files().items()
+        mbart.FAMILY.convert({n: v for n, v in fixture_files().items()
                        if n not in ("model.safetensors", "tf_model.h5")})
     with pytest.raises(CheckpointError, match=r"missing config.json"):
-        convert_mbart({n: v for n, v in fixture_files().items() if n != "config.json"})
+        mbart.FAMILY.convert({n: v for n, v in fixture_files().items() if n != "config.json"})
 
 
 def test_refuses_a_weight_left_over_missing_or_misshaped():
@@ -248,18 +249,18 @@ def test_refuses_a_weight_left_over_missing_or_misshaped():
     extra = dict(weights, **{"model.encoder.extra.weight": np.ones(3, np.float32)})
     with pytest.raises(CheckpointError, match=r"'model.encoder.extra.weight' that an "
                                               r"MBartForConditionalGeneration"):
-        convert_mbart({**fixture_files(), "model.safetensors": save(extra)})
+        mbart.FAMILY.convert({**fixture_files(), "model.safetensors": save(extra)})
     for gone, message in (("model.decoder.layer_norm.weight", r"the decoder's final LayerNorm"),
                           ("model.encoder.layernorm_embedding.bias",
                            r"the encoder's embedding norm")):
         lacking = {k: v for k, v in weights.items() if k != gone}
         with pytest.raises(CheckpointError, match=rf"no weight '{gone}' \({message}\)"):
-            convert_mbart({**fixture_files(), "model.safetensors": save(lacking)})
+            mbart.FAMILY.convert({**fixture_files(), "model.safetensors": save(lacking)})
     short = dict(weights)
     name = "model.decoder.layers.1.fc1.weight"
     short[name] = weights[name][:-1]
     with pytest.raises(CheckpointError, match=rf"'{name}' in .* has shape \(31, 16\)"):
-        convert_mbart({**fixture_files(), "model.safetensors": save(short)})
+        mbart.FAMILY.convert({**fixture_files(), "model.safetensors": save(short)})
 
 
 def test_mbart_config_refuses_another_model_type():
@@ -350,7 +351,7 @@ def test_live_cc25_starts_with_the_target_language(tmp_path):
     model.save_pretrained(tmp_path)
     model = transformers.MBartForConditionalGeneration.from_pretrained(
         tmp_path, attn_implementation="eager").eval()
-    checkpoint = convert_mbart(tmp_path)
+    checkpoint = mbart.FAMILY.convert(tmp_path)
     assert checkpoint.source_tokenizer.family == "mbart"
     assert checkpoint.config.start_id == ro
     assert checkpoint.encode_source("hello")[-2:] == [2, tokenizer.convert_tokens_to_ids("en_XX")]

@@ -18,7 +18,8 @@ import pytest
 
 from transformer.checkpoint.format import CheckpointError
 from transformer.core.kinds import KIND_NAMES as KINDS
-from transformer.importers.pegasus import FOLDER_FILES, convert_pegasus, pegasus_config
+from transformer.importers.hf import pegasus
+from transformer.importers.hf.pegasus import pegasus_config
 from transformer.inference.forward import forward
 from transformer.inference.generation_config import read_generation_config
 from transformer.inference.search_transformers import generate
@@ -43,11 +44,11 @@ def recorded():
 
 @pytest.fixture(scope="module")
 def checkpoint():
-    return convert_pegasus(FIXTURE)
+    return pegasus.FAMILY.convert(FIXTURE)
 
 
 def fixture_files() -> dict[str, bytes]:
-    return {name: (FIXTURE / name).read_bytes() for name in FOLDER_FILES
+    return {name: (FIXTURE / name).read_bytes() for name in pegasus.FAMILY.folder_files
             if (FIXTURE / name).exists()}
 
 
@@ -152,7 +153,7 @@ def test_generate_equals_transformers_greedy_and_beam(checkpoint, recorded):
 # ------------------------------------------------------------------ how it opens
 def test_it_opens_from_a_folder_a_zip_and_files_as_it_is(checkpoint, recorded):
     from transformer.importers import HF_FAMILIES, detect_recipe, load_checkpoint
-    from transformer.importers import pegasus as module
+    from transformer.importers.hf import pegasus as module
 
     files = fixture_files()
     packed = io.BytesIO()
@@ -163,7 +164,7 @@ def test_it_opens_from_a_folder_a_zip_and_files_as_it_is(checkpoint, recorded):
     target = recorded["s0_forced_target_ids"][None]
     expected = checkpoint.model((source, target)).numpy()
     for given in (FIXTURE, files, {"pegasus-tiny.zip": packed.getvalue()}, packed.getvalue()):
-        opened = module.convert(given)
+        opened = module.FAMILY.convert(given)
         assert opened.metadata["recipe"] == "pegasus"
         np.testing.assert_array_equal(opened.model((source, target)).numpy(), expected)
     if HF_FAMILIES.get("pegasus") is module:  # once the registry lists it
@@ -175,7 +176,7 @@ def test_it_opens_from_a_folder_a_zip_and_files_as_it_is(checkpoint, recorded):
 def test_the_sentencepiece_model_gives_the_same_ids(recorded):
     files = fixture_files()
     del files["tokenizer.json"]  # spiece.model alone, as older folders ship
-    opened = convert_pegasus(files)
+    opened = pegasus.FAMILY.convert(files)
     for j, text in enumerate(recorded["tokenizer_texts"]):
         assert opened.encode_source(str(text)) == recorded[f"tok{j}_source_ids"].tolist(), j
 
@@ -184,12 +185,12 @@ def test_a_save_without_the_sinusoids_or_with_more_opens_the_same(checkpoint, re
     source = recorded["s0_source_ids"][None]
     target = recorded["s0_forced_target_ids"][None]
     arrays = {k: v for k, v in weights().items() if "embed_positions" not in k}
-    opened = convert_pegasus(with_weights(arrays))
+    opened = pegasus.FAMILY.convert(with_weights(arrays))
     np.testing.assert_array_equal(opened.model((source, target)).numpy(),
                                   checkpoint.model((source, target)).numpy())
     longer = positional_encoding(80, 16, layout="concat")  # a longer table, cut to max_len
     arrays.update({f"model.{s}.embed_positions.weight": longer for s in ("encoder", "decoder")})
-    opened = convert_pegasus(with_weights(arrays))
+    opened = pegasus.FAMILY.convert(with_weights(arrays))
     np.testing.assert_array_equal(opened.model((source, target)).numpy(),
                                   checkpoint.model((source, target)).numpy())
 
@@ -230,14 +231,14 @@ def with_config(**changes) -> dict[str, bytes]:
 ])
 def test_refuses_configs_it_does_not_implement(changes, message):
     with pytest.raises(CheckpointError, match=message):
-        convert_pegasus(with_config(**changes))
+        pegasus.FAMILY.convert(with_config(**changes))
 
 
 def test_refuses_another_familys_tokenizer():
     files = fixture_files()
     files["tokenizer_config.json"] = json.dumps({"tokenizer_class": "T5Tokenizer"}).encode()
     with pytest.raises(CheckpointError, match=r"names a t5 tokenizer; Pegasus reads pegasus"):
-        convert_pegasus(files)
+        pegasus.FAMILY.convert(files)
 
 
 def test_refuses_missing_tokenizer_and_weights():
@@ -245,10 +246,10 @@ def test_refuses_missing_tokenizer_and_weights():
     for name in ("tokenizer.json", "spiece.model"):
         del files[name]
     with pytest.raises(CheckpointError, match=r"missing tokenizer.json \(or spiece.model\)"):
-        convert_pegasus(files)
+        pegasus.FAMILY.convert(files)
     for gone in ("model.safetensors", "config.json"):
         with pytest.raises(CheckpointError, match=rf"missing {gone}"):
-            convert_pegasus({n: v for n, v in fixture_files().items()
+            pegasus.FAMILY.convert({n: v for n, v in fixture_files().items()
                              if n not in (gone, "tf_model.h5")})
 
 
@@ -257,32 +258,32 @@ def test_refuses_a_weight_left_over_missing_misshaped_or_trained_positions():
     extra = dict(arrays, **{"model.encoder.layernorm_embedding.weight": np.ones(16, np.float32)})
     with pytest.raises(CheckpointError, match=r"'model.encoder.layernorm_embedding.weight' "
                                               r"that a PegasusForConditionalGeneration"):
-        convert_pegasus(with_weights(extra))
+        pegasus.FAMILY.convert(with_weights(extra))
     for gone, message in (("model.decoder.layer_norm.weight", r"the decoder's final LayerNorm"),
                           ("model.shared.weight", None)):
         lacking = {k: v for k, v in arrays.items() if k != gone}
         if message is None:
             with pytest.raises(CheckpointError, match=r"no weight 'model.shared.weight'"):
-                convert_pegasus(with_weights(lacking))
+                pegasus.FAMILY.convert(with_weights(lacking))
         else:
             with pytest.raises(CheckpointError, match=rf"no weight '{gone}' \({message}\)"):
-                convert_pegasus(with_weights(lacking))
+                pegasus.FAMILY.convert(with_weights(lacking))
     trained = dict(arrays)
     name = "model.decoder.embed_positions.weight"
     trained[name] = arrays[name] + 0.01
     with pytest.raises(CheckpointError, match=rf"'{name}' in .* is not Pegasus's sinusoids"):
-        convert_pegasus(with_weights(trained))
+        pegasus.FAMILY.convert(with_weights(trained))
     wide = dict(arrays)
     name = "model.encoder.embed_positions.weight"
     wide[name] = np.ones((64, 17), np.float32)
     with pytest.raises(CheckpointError, match=rf"'{name}' \(the encoder's sinusoids\) in .* "
                                               r"has shape \(64, 17\)"):
-        convert_pegasus(with_weights(wide))
+        pegasus.FAMILY.convert(with_weights(wide))
     short = dict(arrays)
     name = "model.decoder.layers.0.encoder_attn.v_proj.bias"
     short[name] = arrays[name][:-1]
     with pytest.raises(CheckpointError, match=rf"'{name}' in .* has shape \(15,\)"):
-        convert_pegasus(with_weights(short))
+        pegasus.FAMILY.convert(with_weights(short))
 
 
 def test_pegasus_config_refuses_another_model_type():

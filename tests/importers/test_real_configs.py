@@ -32,8 +32,7 @@ SHAPES = {"t5-small": (6, 6, 512, 8), "t5-base": (12, 12, 768, 12),
 
 def mapped(path: Path) -> dict:
     hf_config = json.loads(path.read_text())
-    module = HF_FAMILIES[hf_config["model_type"]]
-    return getattr(module, f"{module.__name__.rsplit('.', 1)[1]}_config")(hf_config)
+    return HF_FAMILIES[hf_config["model_type"]].config(hf_config)
 
 
 def test_every_model_is_here():

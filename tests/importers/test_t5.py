@@ -20,7 +20,8 @@ import pytest
 from transformer.checkpoint.format import CheckpointError, save_checkpoint
 from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers import detect_recipe, load_checkpoint
-from transformer.importers.t5 import FOLDER_FILES, convert_t5, t5_config
+from transformer.importers.hf import t5
+from transformer.importers.hf.t5 import t5_config
 from transformer.inference.forward import forward
 from transformer.inference.generation_config import read_generation_config
 from transformer.inference.search_transformers import generate
@@ -41,11 +42,11 @@ def version(request):
     folder = FIXTURES / request.param
     with np.load(folder / "recorded.npz", allow_pickle=False) as npz:
         recorded = {name: npz[name] for name in npz.files}
-    return folder, convert_t5(folder), recorded
+    return folder, t5.FAMILY.convert(folder), recorded
 
 
 def fixture_files(folder) -> dict[str, bytes]:
-    return {name: (folder / name).read_bytes() for name in FOLDER_FILES
+    return {name: (folder / name).read_bytes() for name in t5.FAMILY.folder_files
             if (folder / name).exists()}
 
 
@@ -120,7 +121,7 @@ def test_it_opens_through_the_registry(version):
     np.testing.assert_array_equal(opened.model((source, target)).numpy(),
                                   checkpoint.model((source, target)).numpy())
     del files["tokenizer.json"]  # spiece.model alone, as older T5 folders ship
-    assert convert_t5(files).encode_source(str(recorded["sentences"][2])) == \
+    assert t5.FAMILY.convert(files).encode_source(str(recorded["sentences"][2])) == \
         recorded["s2_source_ids"].tolist()
 
 
@@ -143,7 +144,7 @@ def with_config(folder, **changes) -> dict[str, bytes]:
 ])
 def test_refuses_what_it_does_not_implement(changes, message):
     with pytest.raises(CheckpointError, match=message):
-        convert_t5(with_config(FIXTURES / "t5", **changes))
+        t5.FAMILY.convert(with_config(FIXTURES / "t5", **changes))
 
 
 def test_the_padded_rows_are_unused_ids_decoded_as_transformers_decodes_them(version):
@@ -164,7 +165,7 @@ def test_the_padded_rows_are_unused_ids_decoded_as_transformers_decodes_them(ver
 
 
 def test_a_padded_model_round_trips_through_our_checkpoint(tmp_path):
-    checkpoint = convert_t5(FIXTURES / "t5_v11")
+    checkpoint = t5.FAMILY.convert(FIXTURES / "t5_v11")
     path = save_checkpoint(tmp_path / "t5.ckpt", checkpoint.model, checkpoint.source_tokenizer,
                            checkpoint.target_tokenizer, checkpoint.metadata)
     loaded = load_ckpt(path)
@@ -180,7 +181,7 @@ def test_a_padded_model_round_trips_through_our_checkpoint(tmp_path):
 
 
 def test_a_spec_without_padding_means_none_and_a_bad_padded_size_is_refused():
-    tok = convert_t5(FIXTURES / "t5").source_tokenizer
+    tok = t5.FAMILY.convert(FIXTURES / "t5").source_tokenizer
     spec = dict(tok.spec())
     del spec["padded_vocab_size"]
     plain = tokenizer_from_spec(spec, tok.model_bytes)
@@ -202,7 +203,7 @@ def test_refuses_a_weight_left_over():
         np.ones((8, 4), np.float32)  # a second bias table: not T5's
     with pytest.raises(CheckpointError, match=r"block.1.layer.0.SelfAttention.relative_attention"
                                               r"_bias.weight' that a T5ForConditional"):
-        convert_t5({**fixture_files(FIXTURES / "t5_v11"), "model.safetensors": save(weights)})
+        t5.FAMILY.convert({**fixture_files(FIXTURES / "t5_v11"), "model.safetensors": save(weights)})
 
 
 def test_live_against_transformers(version):
@@ -283,7 +284,7 @@ def test_flan_t5_as_transformers_5_24_writes_it_keeps_its_own_output_head():
     files = fixture_files(folder)
     files["config.json"] = json.dumps({**config, "tie_word_embeddings": True,
                                        "scale_decoder_outputs": False}).encode()
-    ckpt = convert_t5(files)
+    ckpt = t5.FAMILY.convert(files)
     assert not ckpt.config.tie_output and ckpt.config.output_scale == 1.0
     recorded = np.load(folder / "recorded.npz")
     source, target = recorded["s0_source_ids"][None], recorded["s0_forced_target_ids"][None]

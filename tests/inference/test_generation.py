@@ -28,7 +28,7 @@ import pytest
 
 from transformer import CheckpointError
 from transformer.core import limits
-from transformer.importers.marian import convert_marian
+from transformer.importers.hf.marian import FAMILY as MARIAN
 from transformer.inference import compiled
 from transformer.inference.decoded import BeamDecoding, Decoding
 from transformer.inference.generation_config import MAX_BAD_WORDS, MAX_NUM_BEAMS
@@ -53,7 +53,7 @@ SCORE_ATOL, SCORE_RTOL = 1e-4, 1e-5  # transformers' scores are float32 sums
 
 @pytest.fixture(scope="module")
 def marian():
-    return convert_marian(recipe.FOLDER)
+    return MARIAN.convert(recipe.FOLDER)
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ SOURCE_TABLE = "source_embedding/source_token_embedding/embeddings"
 
 
 def opus_weights(vocab: int = 59_514, seed: int = 0):
-    """(config, weights) of opus-mt-en-fr's shapes (as transformer.importers.marian maps it:
+    """(config, weights) of opus-mt-en-fr's shapes (as transformer.importers.hf.marian maps it:
     shared and tied embeddings with a logits bias, swish, post-LN), drawn as Glorot-uniform
     kernels, unit gains and zero biases: a freshly initialised model of that size."""
     config = TransformerConfig(

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from transformer.tokenizers.hf_families import FAMILIES
 from transformer.tokenizers.hf_files import read_tokenizer_config
 from transformer.tokenizers.hf_pair import TOKENIZER_FILES, tokenizer_pair
-from transformer.tokenizers.huggingface import FAMILY_FILES
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 FOLDERS = ("bart", "mbart", "t5", "t5_v11", "m2m100", "nllb", "pegasus")
@@ -36,7 +36,7 @@ def tokenizers(files):
     wins where there is one), and from the family's original files alone where it has them."""
     family = read_tokenizer_config(files["tokenizer_config.json"])["family"]
     out = [("the folder's files", *tokenizer_pair(files))]
-    originals = FAMILY_FILES.get(family, ())
+    originals = FAMILIES[family].files if family in FAMILIES else ()
     if "tokenizer.json" in files and originals and all(f in files for f in originals):
         alone = {k: v for k, v in files.items() if k != "tokenizer.json"}
         out.append((" + ".join(originals), *tokenizer_pair(alone)))

@@ -13,12 +13,8 @@ import sentencepiece as spm
 
 from transformer.tokenizers import tokenizer_from_spec
 from transformer.tokenizers.base import TokenizerError
-from transformer.tokenizers.marian_pieces import (
-    MAX_SPM_BYTES,
-    MAX_VOCAB_JSON_BYTES,
-    MarianTokenizer,
-    parse_vocab_json,
-)
+from transformer.tokenizers.marian_pieces import MarianTokenizer
+from transformer.tokenizers.spm_vocab import MAX_SPM_BYTES, MAX_VOCAB_JSON_BYTES, parse_vocab_json
 
 SOURCE = [
     "The black cat sleeps on the mat.", "I like green apples and red cherries.",

@@ -393,13 +393,13 @@ def test_the_form_asks_for_the_heads_the_weights_do_not_hold(app, handwritten_fi
 
 @pytest.mark.parametrize("zipped", [False, True], ids=["several files", "one zip"])
 def test_marian_files_open_without_a_form(app, marian_files, zipped):
-    from transformer.importers.marian import convert_marian
+    from transformer.importers.hf import marian
 
     files = {"opus-mt-tiny.zip": _zipped(marian_files, "opus-mt-tiny")} if zipped else marian_files
     at = _upload(app, files)  # nothing to ask: converted at once, no form left
     assert state.IMPORT not in at.session_state
     assert not [b for b in at.button if b.key == state.IMPORT_SUBMIT]
-    expected = convert_marian(MARIAN)
+    expected = marian.FAMILY.convert(MARIAN)
     name = _assert_opened(at, expected, ["the cat", "a black cat"])
     assert at.title[0].value == "Attention Explorer"
     # No conversion step: the session keeps the Marian files themselves, which open as they are.

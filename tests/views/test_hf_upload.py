@@ -15,7 +15,7 @@ from conftest import open_page as _page
 from explorer import state
 from explorer.pages import PAGE_FILES
 from explorer.widgets import plain
-from transformer.importers import HF_MODULES
+from transformer.importers.hf import FAMILIES as HF_FAMILIES
 
 BART = ROOT / "tests" / "fixtures" / "bart"
 PAGES = PAGE_FILES  # every page, in the menus' order (explorer/pages.py)
@@ -55,7 +55,7 @@ def bart_app():
 # Every family the registry reads whose tiny transformers-built folder is in tests/fixtures, and
 # the fixtures of the same modules' other tokenizers and versions (NLLB-200 through m2m100's
 # importer, T5 v1.1 through t5's); BART's pages are visited with bart_app above.
-FAMILIES = [name for name in [m.RECIPE.name for m in HF_MODULES] + ["nllb", "t5_v11"]
+FAMILIES = [name for name in [family.recipe.name for family in HF_FAMILIES] + ["nllb", "t5_v11"]
             if (ROOT / "tests" / "fixtures" / name / "config.json").is_file() and name != "bart"]
 
 

@@ -87,9 +87,9 @@ def tf_tutorial_checkpoint(tmp: Path):
 
 def marian_checkpoint(tmp: Path):
     """A Marian (opus-mt) model, tests/fixtures/marian: its start token has the pad id."""
-    from transformer.importers.marian import convert_marian
+    from transformer.importers.hf import marian
 
-    return convert_marian(FIXTURES / "marian")
+    return marian.FAMILY.convert(FIXTURES / "marian")
 
 
 RECIPES = {

@@ -19,9 +19,9 @@ MARIAN = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
 
 @pytest.fixture(scope="module")
 def marian():
-    from transformer.importers.marian import convert_marian
+    from transformer.importers.hf import marian
 
-    return convert_marian(MARIAN)
+    return marian.FAMILY.convert(MARIAN)
 
 
 def charts(at) -> dict[str, dict]:

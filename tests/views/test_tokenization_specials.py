@@ -25,9 +25,9 @@ LONG = ", ".join(["Friday, March 5, 2021"] * 8)  # ~130 pieces: more than the fi
 
 @pytest.fixture(scope="module")
 def marian():
-    from transformer.importers.marian import convert_marian
+    from transformer.importers.hf import marian
 
-    return convert_marian(MARIAN)
+    return marian.FAMILY.convert(MARIAN)
 
 
 @pytest.fixture

@@ -44,14 +44,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transformer.analysis.flow import (
-    BYTE_LEVEL_START,
-    SPECIAL_TOKENS,
-    WORD_START,
-    drop_tokens,
-    simplify_tokens,
-)
+from transformer.analysis.flow import SPECIAL_TOKENS, drop_tokens, simplify_tokens
 from transformer.core.limits import MAX_INPUT_TOKENS, MB
+from transformer.core.text import BYTE_LEVEL_START, WORD_START
 
 __all__ = ["MAX_ALIGNMENT_BYTES", "MAX_ALIGNMENT_SENTENCES", "MAX_LINKS",
            "MAX_LINKS_PER_SENTENCE", "MAX_WORD_INDEX", "ROWS", "AlignedPair", "AlignmentError",

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from transformer.core.text import WORD_START
+
 SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>")
-WORD_START = "▁"  # SentencePiece's mark for "a space came before this piece"
 HEAD_REDUCTIONS = ("mean", "max")
 
 __all__ = ["HEAD_REDUCTIONS", "SPECIAL_TOKENS", "attention_rollout", "drop_tokens", "head_max",
@@ -186,36 +187,22 @@ def merge_subwords(weights, query_groups, key_groups) -> np.ndarray:
     return np.stack([summed[..., g, :].mean(axis=-2) for g in query_groups], axis=-2)
 
 
-# How each tokenizer kind (Tokenizer.kind) marks words in its pieces: (mark, what it means).
-# "start": a piece beginning with the mark starts a word (SentencePiece's "▁", a space before);
-# "continue": a piece beginning with the mark continues the word before (WordPiece's "##");
-# None: every piece is a word of its own (word-level vocabularies).
-WORD_CONVENTIONS = {"bpemb": (WORD_START, "start"), "trained": (WORD_START, "start"),
-                    "marian": (WORD_START, "start"), "m2m100": (WORD_START, "start"),
-                    "wordpiece": ("##", "continue"), "word": (None, None)}
-# The Hugging Face families (kind "huggingface", by tokenizer.family): BART's byte-level BPE marks
-# a space before a piece with "Ġ"; the SentencePiece families (mBART, T5, Pegasus, NLLB) with "▁".
-BYTE_LEVEL_START = "\u0120"  # Ġ: the byte-level alphabet's space
-HF_WORD_CONVENTIONS = {"bart": (BYTE_LEVEL_START, "start")}
-
-
 def _convention(tokenizer) -> tuple[str | None, str | None]:
-    kind = getattr(tokenizer, "kind", None)
-    if kind == "huggingface":
-        return HF_WORD_CONVENTIONS.get(getattr(tokenizer, "family", None), (WORD_START, "start"))
-    if kind not in WORD_CONVENTIONS:
-        raise ValueError(f"no word convention for tokenizer kind {kind!r}: known kinds are "
-                         f"{sorted(WORD_CONVENTIONS)}")
-    return WORD_CONVENTIONS[kind]
+    """How the tokenizer's pieces mark words (Tokenizer.word_mark: its kind's, or for a Hugging
+    Face family its record's: BART's byte-level BPE marks a space before a piece with "Ġ")."""
+    mark = getattr(tokenizer, "word_mark", None)
+    if not (isinstance(mark, tuple) and len(mark) == 2):
+        raise ValueError(f"no word convention for tokenizer kind "
+                         f"{getattr(tokenizer, 'kind', None)!r}: a tokenizer says how its pieces "
+                         "mark words in its word_mark")
+    return mark
 
 
 def word_starts(tokenizer, pieces: Sequence[str], special: Sequence[str] = SPECIAL_TOKENS
                 ) -> list[bool]:
-    """Which pieces start a word, by the tokenizer's kind (tokenizer.kind, see
-    WORD_CONVENTIONS): SentencePiece kinds (bpemb, trained, marian) start a word with "▁";
-    WordPiece continues one with "##"; a word-level vocabulary makes every piece a word. Special
-    tokens always start a word of their own. (Only `kind` is read: this could be a method of
-    the tokenizer classes.)"""
+    """Which pieces start a word, by the tokenizer's word_mark (Tokenizer.word_mark):
+    SentencePiece kinds start a word with "▁"; WordPiece continues one with "##"; a word-level
+    vocabulary makes every piece a word. Special tokens always start a word of their own."""
     mark, meaning = _convention(tokenizer)
     special = set(special)
     out = []

@@ -640,9 +640,6 @@ def _check_finite(model: Transformer) -> None:
             "overflow float32).")
 
 
-HF_TOKENIZER_KINDS = ("huggingface", "m2m100")  # transformer.tokenizers' Hugging Face families
-
-
 def check_consistent(config: TransformerConfig, source: Tokenizer, target: Tokenizer) -> None:
     problems = []
     if source.vocab_size != config.src_vocab_size:
@@ -655,8 +652,7 @@ def check_consistent(config: TransformerConfig, source: Tokenizer, target: Token
         problems.append(f"the source tokenizer pads with id {source.pad_id}, the model with {config.pad_id}")
     # A Hugging Face family's target tokenizer names its text's prefix start_id (BART's <s>,
     # mBART-50's language code); the model's start_id is the decoder's first input (BART's </s>).
-    hugging_face = target.kind in HF_TOKENIZER_KINDS
-    for name in ("pad_id", "end_id") if hugging_face else ("pad_id", "start_id", "end_id"):
+    for name in ("pad_id", "end_id") if target.prefix_start else ("pad_id", "start_id", "end_id"):
         if getattr(target, name) != getattr(config, name):
             problems.append(f"the target tokenizer's {name} is {getattr(target, name)}, "
                             f"the model's is {getattr(config, name)}")

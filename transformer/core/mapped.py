@@ -1,6 +1,6 @@
 """Views of memory-mapped files: giving their pages back once they are read.
 
-A weight file opened from a folder is memory-mapped (transformer.importers.hf_weights): its
+A weight file opened from a folder is memory-mapped (transformer.importers.hf.weight_files): its
 arrays are views of the page cache, and every page a reader touches counts in this process's
 resident memory until the map is closed. A load reads each weight twice (checked finite, then
 copied into the model's variables), so without giving pages back it held the whole file besides

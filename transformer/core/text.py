@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_TEXT_CHARS", "REPLACEMENT", "clean_text", "text_notes", "check_str"]
+__all__ = ["MAX_TEXT_CHARS", "REPLACEMENT", "WORD_START", "BYTE_LEVEL_START", "clean_text",
+           "text_notes", "check_str"]
 
 # Characters of one text a tokenizer reads: the longest model reads 16,384 pieces (the config's
 # max_len limit), so a longer text only costs time; 100k characters tokenize in ~0.1 s.
 MAX_TEXT_CHARS = 100_000
 REPLACEMENT = "\ufffd"  # U+FFFD REPLACEMENT CHARACTER, what UTF-8 decoders put for bad bytes
+# How pieces say "a space came before this piece": SentencePiece's mark, and a byte-level BPE's
+# (GPT-2's alphabet writes the space byte as Ġ)
+WORD_START = "\u2581"
+BYTE_LEVEL_START = "\u0120"
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str every surrogate is a lone code unit
 
 

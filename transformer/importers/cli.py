@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from transformer.checkpoint.format import CheckpointError, write_checkpoint
-from transformer.importers import MARIAN_FILES, hf_family
+from transformer.importers import hf_family
+from transformer.importers.hf.marian import REQUIRED_FILES as MARIAN_FILES
 from transformer.importers.keras_seq2seq import convert_keras_seq2seq
 from transformer.importers.tf_tutorial import TUTORIAL_POSITIONS, convert_tf_tutorial
 from transformer.inference.session import Checkpoint
@@ -154,7 +155,7 @@ def _run(args, command: str) -> None:
                                          args.num_heads, max_len=args.max_len,
                                          mask_padding=mask, command=command)
     else:
-        from transformer.importers.marian import marian_data  # imported only when asked
+        from transformer.importers.hf.marian import marian_data  # imported only when asked
 
         model_dir = args.model_dir
         if args.hub:

@@ -19,6 +19,12 @@ KIND_CLASSES = {
 }
 
 
+def tokenizer_class(kind: str) -> type[Tokenizer]:
+    """The class of a tokenizer kind (KIND_CLASSES), imported now."""
+    module, name = KIND_CLASSES[kind]
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+
+
 def tokenizer_from_spec(spec: dict, model_bytes: bytes) -> Tokenizer:
     """Rebuild a tokenizer of any kind from ``spec()`` and ``model_bytes``.
 
@@ -30,8 +36,8 @@ def tokenizer_from_spec(spec: dict, model_bytes: bytes) -> Tokenizer:
     kind = spec.get("kind")
     if not isinstance(kind, str) or kind not in KIND_CLASSES:
         raise TokenizerError(f"kind: must be one of {tuple(KIND_CLASSES)}, got {kind!r}")
-    module, name = KIND_CLASSES[kind]
-    klass = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+    klass = tokenizer_class(kind)
+    name = klass.__name__
     if not issubclass(klass, Tokenizer):
         raise TokenizerError(f"kind: {kind!r} is a {name}, not a Tokenizer")
     if not isinstance(model_bytes, (bytes, bytearray, memoryview)):

@@ -97,6 +97,13 @@ class Tokenizer:
     start_id: int | None
     end_id: int | None
     model_bytes: bytes
+    # How its pieces mark words: (mark, meaning). "start": a piece beginning with the mark starts
+    # a word (SentencePiece's "▁", a space before); "continue": it continues the word before
+    # (WordPiece's "##"); (None, None): every piece is a word (word-level vocabularies).
+    word_mark: tuple[str | None, str | None] = ("\u2581", "start")
+    # start_id is the first id of the text's prefix (a Hugging Face family's: BART's <s>, a
+    # language code), not the id a decoder starts from (the model config's start_id)
+    prefix_start: bool = False
     lowercase: bool = False       # the text is lowercased before splitting
     digits_to_zero: bool = False  # every digit becomes 0 before splitting
     SPEC_FIELDS: tuple[str, ...] = ()
@@ -242,6 +249,11 @@ class Tokenizer:
             raise TokenizerError(f"ids {ids} fall outside [0, {self.vocab_size})")
         if not is_text(self.decode(ids)):
             raise TokenizerError("decoding its ids does not give valid UTF-8 text")
+
+    def described(self) -> tuple[str, str]:
+        """What kind of tokenizer this is, in words: a short name (for a metric) and a sentence
+        (for its help)."""
+        return self.kind, f"A {self.kind} tokenizer."
 
     # ----------------------------------------------------------------- spec / loading
 

@@ -46,6 +46,13 @@ class BPEmbTokenizer(Tokenizer):
     Build it with :meth:`from_bpemb`, :meth:`train` or :meth:`Tokenizer.from_spec`.
     """
 
+    def described(self) -> tuple[str, str]:
+        if self.kind == "trained":
+            return ("SentencePiece", "A SentencePiece BPE model trained on this model's "
+                                     "training data (read through BPEmb).")
+        return (f"BPEmb {self.lang}",
+                f"BPEmb's pretrained SentencePiece model ({self.lang}, {self.vs:,} pieces).")
+
     SPEC_FIELDS = (
         "kind", "lang", "vs", "lowercase", "digits_to_zero",
         "pad_id", "start_id", "end_id", "unk_id", "vocab_size",

@@ -18,11 +18,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 
-__all__ = ["WORD_START", "BYTE_LEVEL_FAMILIES", "byte_alphabet", "is_byte_level",
+from transformer.core.text import BYTE_LEVEL_START, WORD_START
+
+__all__ = ["WORD_START", "BYTE_LEVEL_START", "byte_alphabet", "is_byte_level",
            "byte_level_text", "shown_pieces"]
 
-WORD_START = "▁"  # SentencePiece's mark for "a space came before this piece"
-BYTE_LEVEL_FAMILIES = ("bart",)  # Hugging Face families (tokenizer.family) with byte-level BPE
 
 
 @functools.cache
@@ -41,10 +41,13 @@ def _char_bytes() -> dict[str, int]:
 
 
 def is_byte_level(tokenizer) -> bool:
-    """Whether the tokenizer's pieces are byte-level BPE (a Hugging Face tokenizer of a family in
-    BYTE_LEVEL_FAMILIES)."""
-    return (getattr(tokenizer, "kind", None) == "huggingface"
-            and getattr(tokenizer, "family", None) in BYTE_LEVEL_FAMILIES)
+    """Whether the tokenizer's pieces are byte-level BPE (a Hugging Face tokenizer whose
+    family's record pre-tokenizes byte by byte: hf_families)."""
+    from transformer.tokenizers.hf_families import FAMILIES
+
+    family = FAMILIES.get(getattr(tokenizer, "family", None))
+    return (getattr(tokenizer, "kind", None) == "huggingface" and family is not None
+            and family.pre_tokenizer == "byte_level")
 
 
 def byte_level_text(piece: str) -> str:

@@ -1,45 +1,24 @@
-"""The ``tokenizers``-library pipelines of BART, mBART (cc25), mBART-50, T5, Pegasus and NLLB-200,
-built the way transformers 5.23 builds them, from checked data (hf_files).
+"""The ``tokenizers``-library pipeline of a Hugging Face family's tokenizer (a TokenizerFamily
+record, hf_families), built the way transformers 5.23 builds it, from checked data (hf_files).
 
-transformers' tokenizer classes for these families do not run the pipeline a tokenizer.json
-describes: each takes only the vocabulary (and the BPE merges, and the normalization rules of a
-``Precompiled`` normalizer) from tokenizer.json or from the SentencePiece model, and builds its own
-normalizer, pre-tokenizer, model and decoder. So do we (FAMILIES: one entry per family):
+(Metaspace: "▁", prepend_scheme "always", split. A Unigram model's unk id is the record's, or the
+first "<unk>" of score 0 after id 0, Pegasus's.)
 
-============  =======  ============================================  ==================================
-family        model    normalizer                                    pre-tokenizer / decoder
-============  =======  ============================================  ==================================
-``bart``      BPE      none                                          ByteLevel / ByteLevel
-``mbart``     Unigram  none (the rules are not used)                 WhitespaceSplit + Metaspace
-``mbart50``   Unigram  Precompiled (if any) + Replace(" {2,}", " ")  Metaspace / Metaspace
-``t5``        Unigram  Precompiled (if any)                          WhitespaceSplit + Metaspace
-``pegasus``   Unigram  Precompiled + Replace(" {2,}", " "), or       Metaspace / Metaspace
-                       Replace("\\n", " ") + Replace(" {2,}", " ")
-``nllb``      BPE      Precompiled + Replace(" {2,}", " "), or none  Metaspace / Metaspace
-============  =======  ============================================  ==================================
-
-(Metaspace: "▁", prepend_scheme "always", split. BART's BPE: no unk token, no fused unknowns;
-NLLB's: unk "<unk>", fused. Unigram's unk: id 2 for T5, 3 for mBART and mBART-50, Pegasus's the
-first "<unk>" of score 0 after id 0.)
-
-The vocabulary from a SentencePiece model is laid out as transformers' converters lay it out:
-
-* T5: the model's pieces, then ``<extra_id_{n-1}>`` .. ``<extra_id_0>`` (n = extra_ids, 100);
-* Pegasus: ``<pad>``, ``</s>``, ``<mask_1>``, ``<mask_2>``, ``<unk_2>`` .. ``<unk_102>`` (score
-  -100), then the model's pieces from id 2 (so ``<unk>`` is 105);
-* mBART and mBART-50: ``<s>``, ``<pad>``, ``</s>``, ``<unk>``, the model's pieces from id 3 (the
-  fairseq offset of 1), the family's language codes, ``<mask>``.
+The vocabulary from a SentencePiece model is laid out as transformers' converters lay it out
+(the record's sentencepiece_head, _skip and _tail): T5's pieces then ``<extra_id_{n-1}>`` ..
+``<extra_id_0>`` (n = extra_ids, 100); Pegasus's ``<pad>``, ``</s>``, ``<mask_1>``,
+``<mask_2>``, ``<unk_2>`` .. ``<unk_102>`` (score -100), then the model's pieces from id 2 (so
+``<unk>`` is 105); mBART's and mBART-50's ``<s>``, ``<pad>``, ``</s>``, ``<unk>``, the model's
+pieces from id 3 (the fairseq offset of 1), the family's language codes, ``<mask>``.
 
 Then the special tokens are added as transformers adds them (AddedToken, special): those a
 tokenizer.json lists (their ids as it gives them; from a SentencePiece model, its control pieces
-as special and its user-defined pieces as not, except for Pegasus), then the family's named
-specials and language codes it lacks. Text that holds one of them (a typed "</s>") is cut there as the
-library does; decoding skips them.
+as special and its user-defined pieces as not, where the record says so), then the family's named
+specials, added specials and language codes it lacks. Text that holds one of them (a typed "</s>")
+is cut there as the library does; decoding skips them.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as Backend
@@ -47,39 +26,14 @@ from tokenizers.models import BPE, Unigram
 
 from transformer.core import limits
 from transformer.tokenizers.base import TokenizerError
+from transformer.tokenizers.hf_families import FAMILIES, TokenizerFamily
 from transformer.tokenizers.hf_files import (
     MAX_ADDED_TOKENS,
     SentencePieceData,
     TokenizerJson,
 )
-from transformer.tokenizers.hf_languages import MBART50_CODES, MBART_CODES, NLLB_CODES
 
-__all__ = ["Family", "FAMILIES", "build_backend", "vocab_from_sentencepiece"]
-
-
-@dataclass(frozen=True)
-class Family:
-    """One family's tokenizer: its model type, named special tokens (name -> text), language
-    codes and the layout of each side (see huggingface.HFTokenizer.side_layout)."""
-    name: str
-    model_type: str  # "BPE" or "Unigram"
-    specials: tuple[tuple[str, str], ...]
-    language_codes: tuple[str, ...] = ()
-    default_source_language: str | None = None
-
-
-_FAIRSEQ = (("bos", "<s>"), ("eos", "</s>"), ("unk", "<unk>"), ("pad", "<pad>"),
-            ("mask", "<mask>"))
-FAMILIES = {
-    "bart": Family("bart", "BPE", _FAIRSEQ),
-    "mbart": Family("mbart", "Unigram", _FAIRSEQ, MBART_CODES, "en_XX"),
-    "mbart50": Family("mbart50", "Unigram", _FAIRSEQ, MBART50_CODES, "en_XX"),
-    "t5": Family("t5", "Unigram", (("eos", "</s>"), ("unk", "<unk>"), ("pad", "<pad>"))),
-    "pegasus": Family("pegasus", "Unigram", (("pad", "<pad>"), ("eos", "</s>"), ("unk", "<unk>"),
-                                             ("mask", "<mask_2>"), ("mask_sent", "<mask_1>"))),
-    "nllb": Family("nllb", "BPE", _FAIRSEQ, NLLB_CODES, "eng_Latn"),
-}
-PEGASUS_OFFSET = 103
+__all__ = ["FAMILIES", "build_backend", "vocab_from_sentencepiece"]
 
 
 def _metaspace_pre():
@@ -90,99 +44,93 @@ def _metaspace_dec():
     return decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
 
 
-def vocab_from_sentencepiece(family: Family, spm: SentencePieceData, *, extra_ids: int = 100,
-                             name: str = "the SentencePiece model") -> list[tuple[str, float]]:
+def vocab_from_sentencepiece(family: TokenizerFamily, spm: SentencePieceData, *,
+                             extra_ids: int = 100, name: str = "the SentencePiece model"
+                             ) -> list[tuple[str, float]]:
     """The Unigram vocabulary transformers' converter makes of a SentencePiece model."""
     if spm.model_type != "unigram":
         raise TokenizerError(f"{name}: a {family.name} tokenizer needs a unigram SentencePiece "
                              f"model, this one is {spm.model_type}")
+    if family.sentencepiece_head is None:
+        raise TokenizerError(f"a {family.name} tokenizer is not built from a SentencePiece model "
+                             f"here (give its tokenizer.json)")
     pieces = [(p, s) for p, s, _ in spm.pieces]
-    if family.name == "t5":
-        return pieces + [(f"<extra_id_{i}>", 0.0) for i in range(extra_ids - 1, -1, -1)]
-    if family.name == "pegasus":
-        head = [("<pad>", 0.0), ("</s>", 0.0), ("<mask_1>", 0.0), ("<mask_2>", 0.0)]
-        head += [(f"<unk_{i}>", -100.0) for i in range(2, PEGASUS_OFFSET)]
-        return head + pieces[2:]
-    if family.name in ("mbart", "mbart50"):
-        head = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
-        return head + pieces[3:] + [(c, 0.0) for c in family.language_codes] + [("<mask>", 0.0)]
-    raise TokenizerError(f"a {family.name} tokenizer is not built from a SentencePiece model "
-                         f"here (give its tokenizer.json)")
+    return _laid_out(family, pieces, extra_ids)
 
 
-def _unigram_unk(family: Family, vocab: list[tuple[str, float]], name: str) -> int:
-    if family.name == "t5":
-        unk = 2
-    elif family.name == "pegasus":
+def _laid_out(family: TokenizerFamily, pieces: list, extra_ids: int = 100) -> list:
+    """The family's head, the pieces after its skip, and its tail (codes and <mask>, or the
+    extra ids)."""
+    tail = []
+    if family.sentencepiece_tail == "codes_and_mask":
+        tail = [(c, 0.0) for c in family.language_codes] + [("<mask>", 0.0)]
+    elif family.sentencepiece_tail == "extra_ids":
+        tail = [(f"<extra_id_{i}>", 0.0) for i in range(extra_ids - 1, -1, -1)]
+    return list(family.sentencepiece_head or ()) + pieces[family.sentencepiece_skip:] + tail
+
+
+def _unigram_unk(family: TokenizerFamily, vocab: list[tuple[str, float]], name: str) -> int:
+    unk = family.unigram_unk
+    if unk is None:
         unk = next((i for i in range(1, len(vocab)) if vocab[i] == ("<unk>", 0.0)), None)
         if unk is None:
-            raise TokenizerError(f"{name}: a Pegasus vocabulary must hold '<unk>' with score 0 "
-                                 f"after id 0")
-    else:
-        unk = 3
+            raise TokenizerError(f"{name}: a {family.title} vocabulary must hold '<unk>' with "
+                                 f"score 0 after id 0")
     if unk >= len(vocab):
         raise TokenizerError(f"{name}: the vocabulary has {len(vocab)} pieces, too few for "
                              f"the unknown piece's id {unk}")
     return unk
 
 
-def build_backend(family: Family, data: TokenizerJson, *, name: str,
+def _normalizer(family: TokenizerFamily, charsmap):
+    """The family's normalizer steps over the rules the files give (None: no normalizer)."""
+    steps = []
+    for step in family.normalizer:
+        if step == "precompiled" and charsmap:
+            steps.append(normalizers.Precompiled(charsmap))
+        elif step == "precompiled_or_newlines":
+            steps.append(normalizers.Precompiled(charsmap) if charsmap
+                         else normalizers.Replace(Regex(r"\n"), " "))
+        elif step == "collapse_spaces" or step == "collapse_spaces_with_rules" and charsmap:
+            steps.append(normalizers.Replace(Regex(r" {2,}"), " "))
+    if not steps:
+        return None
+    return normalizers.Sequence(steps) if len(family.normalizer) > 1 else steps[0]
+
+
+def build_backend(family: TokenizerFamily, data: TokenizerJson, *, name: str,
                   add_prefix_space: bool = False) -> Backend:
     """The family's pipeline over the checked vocabulary ``data`` (from tokenizer.json, or
     made from a SentencePiece model / vocab.json + merges.txt), with its special tokens added."""
     if data.model_type != family.model_type:
         raise TokenizerError(f"{name}: a {family.name} tokenizer has a {family.model_type} model, "
                              f"this file holds a {data.model_type} model")
-    charsmap = data.charsmap
     try:
         if family.model_type == "Unigram":
             vocab = list(data.vocab)
-            if family.name == "mbart50" and not any(p in family.language_codes
-                                                    for p, _ in vocab):
-                # MBart50Tokenizer, given a vocabulary without language codes, lays one out
-                vocab = ([("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)] + vocab[3:]
-                         + [(c, 0.0) for c in family.language_codes] + [("<mask>", 0.0)])
+            if family.lay_out_codes and not any(p in family.language_codes for p, _ in vocab):
+                vocab = _laid_out(family, vocab)  # as the family's tokenizer lays one out
             if len(vocab) > limits.MAX_VOCAB:
                 raise TokenizerError(f"{name}: {len(vocab):,} pieces, more than the "
                                      f"{limits.MAX_VOCAB:,} a vocabulary may have")
             unk = _unigram_unk(family, vocab, name)
             tk = Backend(Unigram(vocab, unk_id=unk, byte_fallback=False))
-            replace_spaces = normalizers.Replace(Regex(r" {2,}"), " ")
-            if family.name == "mbart":
-                tk.normalizer = None
-            elif family.name == "mbart50":
-                parts = [replace_spaces]
-                if charsmap:
-                    parts = [normalizers.Precompiled(charsmap)] + parts
-                tk.normalizer = normalizers.Sequence(parts)
-            elif family.name == "t5":
-                if charsmap:
-                    tk.normalizer = normalizers.Precompiled(charsmap)
-            elif family.name == "pegasus":
-                first = (normalizers.Precompiled(charsmap) if charsmap
-                         else normalizers.Replace(Regex(r"\n"), " "))
-                tk.normalizer = normalizers.Sequence([first, replace_spaces])
-            if family.name in ("mbart", "t5"):
-                tk.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
-                                                            _metaspace_pre()])
-            else:
-                tk.pre_tokenizer = _metaspace_pre()
-            tk.decoder = _metaspace_dec()
-        elif family.name == "bart":
+        else:
+            unk = family.bpe_options.get("unk_token")
+            if unk is not None and unk not in data.vocab:
+                raise TokenizerError(f"{name}: an {family.title} vocabulary must hold {unk!r}")
             tk = Backend(BPE(vocab=dict(data.vocab), merges=list(data.merges), dropout=None,
-                             continuing_subword_prefix="", end_of_word_suffix="",
-                             fuse_unk=False))
+                             **family.bpe_options))
+        normalizer = _normalizer(family, data.charsmap)
+        if normalizer is not None:
+            tk.normalizer = normalizer
+        if family.pre_tokenizer == "byte_level":
             tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
             tk.decoder = decoders.ByteLevel()
-        else:  # nllb
-            if "<unk>" not in data.vocab:
-                raise TokenizerError(f"{name}: an NLLB vocabulary must hold '<unk>'")
-            tk = Backend(BPE(vocab=dict(data.vocab), merges=list(data.merges), dropout=None,
-                             unk_token="<unk>", fuse_unk=True, byte_fallback=False))
-            if charsmap:
-                tk.normalizer = normalizers.Sequence([normalizers.Precompiled(charsmap),
-                                                      normalizers.Replace(Regex(r" {2,}"), " ")])
-            tk.pre_tokenizer = _metaspace_pre()
+        else:
+            tk.pre_tokenizer = (_metaspace_pre() if family.pre_tokenizer == "metaspace" else
+                                pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                         _metaspace_pre()]))
             tk.decoder = _metaspace_dec()
     except TokenizerError:
         raise
@@ -194,7 +142,7 @@ def build_backend(family: Family, data: TokenizerJson, *, name: str,
     return tk
 
 
-def _add_tokens(tk: Backend, family: Family, listed: list[dict], name: str) -> None:
+def _add_tokens(tk: Backend, family: TokenizerFamily, listed: list[dict], name: str) -> None:
     """The added tokens tokenizer.json lists (in id order, each at the id it gives), then the
     family's named specials and language codes that are not yet tokens of the vocabulary
     (special, at the next free ids), as transformers adds them. Each list goes to the library
@@ -224,11 +172,9 @@ def _add_tokens(tk: Backend, family: Family, listed: list[dict], name: str) -> N
         raise TokenizerError(f"{name}: the added token {moved[:40]!r} has id {given[moved]}, "
                              f"but the tokenizers library gives it id {tk.token_to_id(moved)}")
     present = {t.content for t in tk.get_added_tokens_decoder().values()}
-    wanted = [text for _, text in family.specials]
-    if family.name == "t5":
+    wanted = [text for _, text in family.specials] + list(family.added_specials)
+    if family.adds_extra_ids:
         wanted += [t for t, _ in _vocab_items(tk) if t.startswith("<extra_id_")]
-    elif family.name == "pegasus":
-        wanted += [f"<unk_{i}>" for i in range(2, PEGASUS_OFFSET)]
     wanted += list(family.language_codes)  # NLLB's too: NllbTokenizer adds every code
     added, specials = 0, []
     for text in dict.fromkeys(wanted):
@@ -238,8 +184,8 @@ def _add_tokens(tk: Backend, family: Family, listed: list[dict], name: str) -> N
             added += 1
             if added > MAX_ADDED_TOKENS:
                 raise TokenizerError(f"{name}: more than {MAX_ADDED_TOKENS} special tokens to add")
-        lstrip = text == "<mask>" and family.name in ("mbart", "mbart50", "nllb")
-        normalized = text == "<mask>" and family.name == "nllb"
+        lstrip = text == "<mask>" and family.mask_lstrip
+        normalized = text == "<mask>" and family.mask_normalized
         specials.append(AddedToken(text, lstrip=lstrip, normalized=normalized, special=True))
     if len(specials) > MAX_ADDED_TOKENS:  # pieces of the vocabulary made special count too: a
         # T5 vocabulary of 261,924 <extra_id_N> pieces took 600 MB and 7-14 s (issue 37)

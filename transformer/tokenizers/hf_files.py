@@ -26,7 +26,7 @@ hands to the ``tokenizers`` library (the library never parses a stranger's file 
   returned is the pieces with their scores and types, the model type and the normalization
   rules (``precompiled_charsmap``).
 
-vocab.json is read by :func:`transformer.tokenizers.marian_pieces.parse_vocab_json` (its keys counted
+vocab.json is read by :func:`transformer.tokenizers.spm_vocab.parse_vocab_json` (its keys counted
 before it is parsed). Every malformed file is a TokenizerError naming the file and what is
 wrong, never a traceback, and nothing is allocated in proportion to a count before the count
 is checked.
@@ -46,16 +46,17 @@ from sentencepiece import sentencepiece_model_pb2
 
 from transformer.core import limits
 from transformer.tokenizers.base import TokenizerError, first_not_text, is_int
-from transformer.tokenizers.marian_pieces import check_vocab
+from transformer.tokenizers.hf_families import CLASS_FAMILY
 from transformer.tokenizers.sentencepiece_model import (
     MAX_CHARSMAP_BYTES,
     check_charsmap,
     check_piece_lengths,
     check_sentencepiece_model,
 )
+from transformer.tokenizers.spm_vocab import check_vocab
 
 __all__ = ["read_tokenizer_json", "read_merges_txt", "read_sentencepiece", "TokenizerJson",
-           "read_tokenizer_config", "CLASS_FAMILY",
+           "read_tokenizer_config",
            "SentencePieceData", "ALLOWED_KINDS", "MAX_TOKENIZER_JSON_BYTES", "MAX_MERGES",
            "MAX_MERGES_BYTES", "MAX_SPM_BYTES", "MAX_ADDED_TOKENS", "MAX_TOKENIZER_JSON_DEPTH",
            "MAX_JSON_STRINGS", "MAX_JSON_KEYS", "MAX_JSON_NUMBERS", "MAX_JSON_ARRAYS",
@@ -497,15 +498,6 @@ def read_sentencepiece(data, name: str) -> SentencePieceData:
 
 # ---------------------------------------------------------------------- tokenizer_config.json
 
-# tokenizer_config.json's tokenizer_class -> the family (huggingface.HFTokenizer's, or "m2m100")
-CLASS_FAMILY = {
-    "BartTokenizer": "bart", "BartTokenizerFast": "bart", "RobertaTokenizer": "bart",
-    "RobertaTokenizerFast": "bart", "MBartTokenizer": "mbart", "MBartTokenizerFast": "mbart",
-    "MBart50Tokenizer": "mbart50", "MBart50TokenizerFast": "mbart50", "T5Tokenizer": "t5",
-    "T5TokenizerFast": "t5", "MT5Tokenizer": "t5", "MT5TokenizerFast": "t5",
-    "PegasusTokenizer": "pegasus", "PegasusTokenizerFast": "pegasus", "NllbTokenizer": "nllb",
-    "NllbTokenizerFast": "nllb", "M2M100Tokenizer": "m2m100",
-}
 _CONFIG_BOOLS = ("legacy_behaviour", "add_prefix_space", "clean_up_tokenization_spaces")
 
 

@@ -2,8 +2,8 @@
 
 :func:`tokenizer_pair` is what an importer calls with the folder's files (name -> bytes): it
 reads tokenizer_config.json (hf_files.read_tokenizer_config) for the family, the languages and
-the options, and builds one tokenizer per side: huggingface.HFTokenizer for BART, mBART,
-mBART-50, T5, Pegasus and NLLB-200, m2m100.M2M100Tokenizer for M2M100. Arguments given override
+the options, and builds one tokenizer per side: huggingface.HFTokenizer for a family of
+hf_families.FAMILIES, the tokenizer kind of its own for the others (SEPARATE_KINDS). Arguments given override
 what tokenizer_config.json says; the target language defaults to the source's (as transformers'
 tokenizers do when no tgt_lang is set).
 """
@@ -11,12 +11,15 @@ tokenizers do when no tgt_lang is set).
 from __future__ import annotations
 
 from transformer.tokenizers.base import Tokenizer, TokenizerError
-from transformer.tokenizers.hf_backend import FAMILIES
+from transformer.tokenizers.hf_families import FAMILIES
 from transformer.tokenizers.hf_files import read_tokenizer_config
 from transformer.tokenizers.huggingface import HFTokenizer
 from transformer.tokenizers.m2m100_pieces import M2M100Tokenizer
 
 __all__ = ["tokenizer_pair", "TOKENIZER_FILES"]
+
+# CLASS_FAMILY's families that are a tokenizer kind of their own: family (its kind) -> class
+SEPARATE_KINDS = {kind.kind: kind for kind in (M2M100Tokenizer,)}
 
 # the files of a folder the tokenizers read (the others are the importer's)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "spiece.model",
@@ -34,19 +37,20 @@ def tokenizer_pair(files: dict, family: str | None = None, src_lang: str | None 
               read_tokenizer_config(b"{}"))
     family = family or config["family"]
     if family is None:
+        titles = [f.title for f in FAMILIES.values()] + [k.title for k in SEPARATE_KINDS.values()]
         raise TokenizerError("tokenizer_config.json: its tokenizer_class names no tokenizer that "
-                             "opens here (BART, mBART, mBART-50, T5, Pegasus, NLLB, M2M100)")
+                             f"opens here ({', '.join(titles)})")
     src = src_lang or config["src_lang"]
     tgt = tgt_lang or config["tgt_lang"] or src
     given = {k: v for k, v in files.items() if k in TOKENIZER_FILES[:-1]}
-    if family == "m2m100":
-        options = {k: config[k] for k in ("language_codes", "num_madeup_words")
-                   if config[k] is not None}
-        return (M2M100Tokenizer.from_files(given, "source", src, **options),
-                M2M100Tokenizer.from_files(given, "target", tgt, **options))
+    if family in SEPARATE_KINDS:
+        kind = SEPARATE_KINDS[family]
+        options = {k: config[k] for k in kind.CONFIG_OPTIONS if config[k] is not None}
+        return (kind.from_files(given, "source", src, **options),
+                kind.from_files(given, "target", tgt, **options))
     if family not in FAMILIES:
-        raise TokenizerError(f"family: must be one of {tuple(FAMILIES) + ('m2m100',)}, got "
-                             f"{str(family)[:40]!r}")
+        raise TokenizerError(f"family: must be one of {tuple(FAMILIES) + tuple(SEPARATE_KINDS)}, "
+                             f"got {str(family)[:40]!r}")
     options = dict(config["options"])
     if config["extra_ids"] is not None:
         options["extra_ids"] = config["extra_ids"]

@@ -74,7 +74,7 @@ from __future__ import annotations
 import copy
 import operator
 
-from transformer.core.text import clean_text
+from transformer.core.text import BYTE_LEVEL_START, WORD_START, clean_text
 from transformer.tokenizers.base import (
     UNUSED_NAME,
     Tokenizer,
@@ -87,26 +87,18 @@ from transformer.tokenizers.base import (
     library_panics,
 )
 from transformer.tokenizers.hf_backend import FAMILIES, build_backend, vocab_from_sentencepiece
+from transformer.tokenizers.hf_families import TokenizerFamily
 from transformer.tokenizers.hf_files import (
     TokenizerJson,
     read_merges_txt,
     read_sentencepiece,
     read_tokenizer_json,
 )
-from transformer.tokenizers.marian_pieces import parse_vocab_json
+from transformer.tokenizers.spm_vocab import parse_vocab_json
 
-__all__ = ["HFTokenizer", "SIDES", "FAMILY_FILES", "OPTIONS"]
+__all__ = ["HFTokenizer", "SIDES", "OPTIONS"]
 
 SIDES = ("source", "target")
-# family -> the files it is built from when there is no tokenizer.json
-FAMILY_FILES = {
-    "bart": ("vocab.json", "merges.txt"),
-    "mbart": ("sentencepiece.bpe.model",),
-    "mbart50": ("sentencepiece.bpe.model",),
-    "t5": ("spiece.model",),
-    "pegasus": ("spiece.model",),
-    "nllb": (),
-}
 # options (all bool, default False): tokenizer_config.json's values, read by the importer
 OPTIONS = ("add_prefix_space", "legacy_behaviour", "clean_up_tokenization_spaces")
 
@@ -127,6 +119,26 @@ class HFTokenizer(Tokenizer):
     """One side of a BART / mBART / mBART-50 / T5 / Pegasus / NLLB tokenizer (see the module)."""
 
     kind = "huggingface"
+    prefix_start = True
+
+    @property
+    def word_mark(self) -> tuple[str, str]:
+        """A byte-level BPE marks a space before a piece with "Ġ" (BYTE_LEVEL_START), the
+        SentencePiece families with "▁"."""
+        byte_level = FAMILIES[self.family].pre_tokenizer == "byte_level"
+        return (BYTE_LEVEL_START if byte_level else WORD_START), "start"
+
+    def described(self) -> tuple[str, str]:
+        fam = FAMILIES[self.family]
+        if fam.pre_tokenizer == "byte_level":
+            return ("Byte-level BPE", f"{fam.title}'s tokenizer: byte-level BPE (tokenizer.json, "
+                                      f"or {' + '.join(fam.files)}) as transformers runs it. Its "
+                                      "pieces are bytes written as characters (a space as Ġ, é "
+                                      "as Ã©); the pages show the text they stand for, ▁ for a "
+                                      "space before a piece as SentencePiece writes it, and "
+                                      "<0xE6> for a byte of a character split across pieces.")
+        return ("SentencePiece", f"The {self.family} tokenizer of transformers: a SentencePiece "
+                                 "vocabulary, run by the tokenizers library.")
     SPEC_FIELDS = ("kind", "family", "side", "language", "options", "pad_id", "unk_id",
                    "start_id", "end_id", "vocab_size")
     OPTIONAL_SPEC_FIELDS = ("padded_vocab_size",)  # given when the model has unused rows
@@ -222,26 +234,25 @@ class HFTokenizer(Tokenizer):
         self.vocab_size = size
 
     def _layout(self) -> tuple[list[int], list[int]]:
-        lang = self.language_ids.get(self.language) if self.language is not None else None
-        eos = self.eos_id
-        if self.family == "bart":
-            if self.bos_id is None:
-                raise TokenizerError("a BART vocabulary must hold <s>")
-            return [self.bos_id], [eos]
-        if self.family == "mbart" or (self.family == "nllb"
-                                      and self.options["legacy_behaviour"]):
-            return [], [eos, lang]
-        if self.family in ("mbart50", "nllb"):
-            return [lang], [eos]
-        return [], [eos]  # t5, pegasus
+        """(prefix ids, suffix ids): the family's roles around a text (its legacy layout with
+        the legacy_behaviour option, where it has one)."""
+        fam: TokenizerFamily = FAMILIES[self.family]
+        prefix, suffix = fam.prefix, fam.suffix
+        if self.options["legacy_behaviour"] and fam.legacy_suffix is not None:
+            prefix, suffix = fam.legacy_prefix, fam.legacy_suffix
+        ids = {"bos": self.bos_id, "eos": self.eos_id,
+               "lang": self.language_ids.get(self.language) if self.language is not None else None}
+        if "bos" in prefix + suffix and self.bos_id is None:
+            raise TokenizerError(f"a {fam.title} vocabulary must hold <s>")
+        return [ids[role] for role in prefix], [ids[role] for role in suffix]
 
     # ----------------------------------------------------------------- building
 
     @classmethod
     def from_files(cls, family: str, files: dict, side: str, language: str | None = None,
                    *, padded_vocab_size: int | None = None, **options) -> "HFTokenizer":
-        """The tokenizer of ``family`` from its files (name -> bytes, the names of FAMILY_FILES
-        or "tokenizer.json", which wins when given). ``options``: OPTIONS (T5's ``extra_ids``
+        """The tokenizer of ``family`` from its files (name -> bytes, the names of its record's
+        files, or "tokenizer.json", which wins when given). ``options``: OPTIONS (T5's ``extra_ids``
         is taken from the vocabulary of a tokenizer.json, 100 for a spiece.model);
         ``padded_vocab_size``: the model's rows, when it has more than the tokenizer's entries
         (pad_vocabulary)."""
@@ -257,12 +268,12 @@ class HFTokenizer(Tokenizer):
             data = read_tokenizer_json(files["tokenizer.json"], "tokenizer.json")
             name = "tokenizer.json"
         else:
-            needed = FAMILY_FILES[family]
+            needed = FAMILIES[family].files
             if not needed or any(f not in files for f in needed):
                 want = " + ".join(needed) if needed else "nothing else"
                 raise TokenizerError(f"a {family} tokenizer needs tokenizer.json (or {want}); "
                                      f"given {sorted(map(str, files))[:6]}")
-            if family == "bart":
+            if FAMILIES[family].model_type == "BPE":  # vocab.json + merges.txt
                 vocab = parse_vocab_json(files["vocab.json"], "vocab.json")
                 merges = read_merges_txt(files["merges.txt"], vocab, "merges.txt")
                 data = TokenizerJson("BPE", vocab, merges=merges)
@@ -273,7 +284,8 @@ class HFTokenizer(Tokenizer):
                 vocab = vocab_from_sentencepiece(FAMILIES[family], spm, extra_ids=extra_ids,
                                                  name=name)
                 data = TokenizerJson("Unigram", vocab, charsmap=spm.charsmap or None,
-                                     added_tokens=_spm_added_tokens(family, spm, vocab))
+                                     added_tokens=_spm_added_tokens(FAMILIES[family], spm,
+                                                                    vocab))
         return cls(family, data, side, language, name=name, options=options,
                    padded_vocab_size=padded_vocab_size)
 
@@ -377,11 +389,12 @@ class HFTokenizer(Tokenizer):
         return tok
 
 
-def _spm_added_tokens(family: str, spm, vocab: list) -> list[dict]:
+def _spm_added_tokens(family: TokenizerFamily, spm, vocab: list) -> list[dict]:
     """The SentencePiece model's control (type 3: special) and user-defined (type 4: not special)
     pieces as added tokens, at their ids in the laid-out vocabulary, as transformers' extractor
-    passes them on (PegasusTokenizer drops them; a piece the layout dropped is left out)."""
-    if family == "pegasus":
+    passes them on (where the record says so: PegasusTokenizer drops them; a piece the layout
+    dropped is left out)."""
+    if not family.sentencepiece_added_tokens:
         return []
     index = {piece: i for i, (piece, _) in enumerate(vocab)}
     return [{"id": index[p], "content": p, "single_word": False, "lstrip": False,

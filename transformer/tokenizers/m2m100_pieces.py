@@ -6,7 +6,7 @@ and the language tokens after them, as transformers' (slow, Python) ``M2M100Toke
   rest goes through the SentencePiece model's ``encode(text, out_type=str)``. transformers 5.23
   registers no language token as special, so a typed ``__de__`` is ordinary text here too;
 * ids: a language token ``__xx__`` is ``len(vocab.json)`` + the index of ``xx`` in the language
-  list (``language_codes`` "m2m100": 100 codes, or "wmt21": 8; hf_languages.M2M100_CODES);
+  list (``language_codes`` "m2m100": 100 codes, or "wmt21": 8; hf_families.M2M100_CODES);
   every other piece goes through vocab.json, ``<unk>`` when it lacks it. After the language
   tokens come ``num_madeup_words`` (8) ids transformers names ``<unk>``;
 * ``encode(add_start=True, add_end=True)``: ``__src__`` X ``</s>`` on the source side and
@@ -26,7 +26,7 @@ and decoded as the made-up words are, "<unk>", as transformers decodes an id it 
 the spec records the padded size (``padded_vocab_size``, left out when there is no padding).
 
 ``model_bytes``: the SentencePiece model and vocab.json in one uncompressed ZIP, as Marian's
-(marian._pack).
+(spm_vocab.pack).
 """
 
 from __future__ import annotations
@@ -46,17 +46,17 @@ from transformer.tokenizers.base import (
     is_int,
     sentencepiece_spans,
 )
+from transformer.tokenizers.hf_families import M2M100_CODES
 from transformer.tokenizers.hf_files import read_sentencepiece
-from transformer.tokenizers.hf_languages import M2M100_CODES
-from transformer.tokenizers.marian_pieces import (
+from transformer.tokenizers.spm_vocab import (
     MODEL_MEMBER,
     VOCAB_MEMBER,
-    _load_sentencepiece,
-    _pack,
-    _unpack,
-    _vocab_json,
     check_vocab,
+    load_sentencepiece,
+    pack,
     parse_vocab_json,
+    unpack,
+    vocab_json_data,
 )
 
 __all__ = ["M2M100Tokenizer", "SIDES", "SPM_FILE", "MAX_MADEUP_WORDS"]
@@ -71,6 +71,13 @@ class M2M100Tokenizer(Tokenizer):
     """One side (and language) of an M2M100 tokenizer (see the module)."""
 
     kind = "m2m100"
+    prefix_start = True
+    title = "M2M100"  # in sentences
+    CONFIG_OPTIONS = ("language_codes", "num_madeup_words")  # read of tokenizer_config.json
+
+    def described(self) -> tuple[str, str]:
+        return ("SentencePiece", "M2M100's tokenizer: a SentencePiece model "
+                                 "(sentencepiece.bpe.model), pieces numbered by vocab.json.")
     SPEC_FIELDS = ("kind", "side", "language", "language_codes", "num_madeup_words", "pad_id",
                    "unk_id", "start_id", "end_id", "vocab_size")
     OPTIONAL_SPEC_FIELDS = ("padded_vocab_size",)  # given when the model has unused rows
@@ -88,7 +95,7 @@ class M2M100Tokenizer(Tokenizer):
             raise TokenizerError(f"num_madeup_words: expected an int in [0, "
                                  f"{MAX_MADEUP_WORDS}], got {num_madeup_words!r}"[:200])
         read_sentencepiece(spm_bytes, spm_name)  # bounds, then the rules checked
-        self.sp = _load_sentencepiece(spm_bytes, spm_name)
+        self.sp = load_sentencepiece(spm_bytes, spm_name)
         check_vocab(vocab, vocab_name)
         self.side, self.language_codes = side, language_codes
         self.num_madeup_words = num_madeup_words
@@ -129,7 +136,7 @@ class M2M100Tokenizer(Tokenizer):
         self.prefix_ids = [self.language_ids[language]]
         self.suffix_ids = [self.eos_id]
         self.start_id, self.end_id = self.prefix_ids[0], self.eos_id
-        self.model_bytes = _pack(bytes(spm_bytes), _vocab_json(self.vocab))
+        self.model_bytes = pack(bytes(spm_bytes), vocab_json_data(self.vocab))
         if padded_vocab_size is not None:
             self.pad_vocabulary(padded_vocab_size)
         self.probe(f"the {side} M2M100 tokenizer ({spm_name} with {vocab_name})")
@@ -261,7 +268,7 @@ class M2M100Tokenizer(Tokenizer):
         padded = spec.get("padded_vocab_size")
         if padded is not None:
             check_padded_vocab_size(padded, spec["vocab_size"])
-        spm_bytes, vocab_json_bytes = _unpack(model_bytes)
+        spm_bytes, vocab_json_bytes = unpack(model_bytes)
         tok = cls(spm_bytes, parse_vocab_json(vocab_json_bytes, f"model_bytes' {VOCAB_MEMBER}"),
                   spec["side"], spec["language"], language_codes=spec["language_codes"],
                   num_madeup_words=spec["num_madeup_words"],

@@ -75,6 +75,10 @@ class WordTokenizer(Tokenizer):
     """
 
     kind = "word"
+    word_mark = (None, None)  # every piece is a word
+
+    def described(self) -> tuple[str, str]:
+        return "Word-level", "One id per word, as Keras TextVectorization gives them."
     SPEC_FIELDS = ("kind", "standardize", "pad_id", "unk_id", "start_id", "end_id",
                    "vocab_size")
 

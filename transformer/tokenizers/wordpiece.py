@@ -72,6 +72,10 @@ class WordPieceTokenizer(Tokenizer):
     """
 
     kind = "wordpiece"
+    word_mark = ("##", "continue")
+
+    def described(self) -> tuple[str, str]:
+        return "WordPiece", "WordPiece, as tensorflow_text's BertTokenizer splits."
     SPEC_FIELDS = ("kind", "lower_case", "pad_id", "unk_id", "start_id", "end_id", "vocab_size")
 
     def __init__(self, tokens: list[str], *, lower_case: bool = True,

@@ -1,6 +1,8 @@
-"""The weight names of transformers' BART-style encoder-decoders (BART, mBART, Marian, M2M100,
-NLLB, Pegasus all keep modeling_bart's layout) and ours: one layer's table, the shared token
-embedding, the embedding and final norms, and the logits (tied embedding, final_logits_bias).
+"""What transformers' fairseq-born encoder-decoders share (BART, mBART, Marian, M2M100, NLLB,
+Pegasus all keep modeling_bart's layout and config fields): the config.json fields their configs
+have in common (FIELDS, ACTIVATIONS, LAYER_NORM_EPSILON), and the weight names and ours: one
+layer's table, the shared token embedding, the embedding and final norms, and the logits (tied
+embedding, final_logits_bias).
 
 PyTorch's Linear stores (out, in); a Keras Dense kernel is (in, out): every projection is
 transposed (a view; copied once, into the model)."""
@@ -10,11 +12,57 @@ from __future__ import annotations
 import numpy as np
 
 from transformer.checkpoint.format import CheckpointError
+from transformer.core import limits
+from transformer.importers.hf.config_reader import ConfigReader
 from transformer.importers.mapping import WeightMap
 from transformer.model import weights as names
 
-__all__ = ["layer_names", "mapped_layers", "take_final_norms", "take_layers", "take_norm",
+__all__ = ["ACTIVATIONS", "FIELDS", "FIELD_MEANINGS", "LAYER_NORM_EPSILON", "fairseq_config",
+           "layer_names",
+           "mapped_layers", "take_final_norms", "take_layers", "take_norm",
            "take_output", "take_shared_embedding"]
+
+LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; their configs have no field for it
+ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "silu": "silu", "swish": "swish",
+               "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}  # theirs -> ours
+FIELDS = {  # config.json fields every one of them reads (config_reader.ConfigReader's allowed)
+    "vocab_size": None, "d_model": None, "hidden_size": None, "encoder_layers": None,
+    "decoder_layers": None, "num_hidden_layers": None, "encoder_attention_heads": None,
+    "decoder_attention_heads": None, "num_attention_heads": None, "encoder_ffn_dim": None,
+    "decoder_ffn_dim": None, "activation_function": None, "max_position_embeddings": None,
+    "scale_embedding": None, "pad_token_id": None, "eos_token_id": None,
+    "decoder_start_token_id": None, "tie_word_embeddings": None,
+    "is_encoder_decoder": (True,), "is_decoder": (False,),
+}
+FIELD_MEANINGS = {
+    "is_encoder_decoder": "a model that is not an encoder-decoder",
+    "is_decoder": "a decoder-only model",
+}
+def fairseq_config(read: ConfigReader, label: str, *, pad_id: int, end_id: int,
+                   start_id: int | None, activation: str, scale_embeddings: bool,
+                   activations: dict = ACTIVATIONS, **fields) -> dict:
+    """TransformerConfig fields every one of them maps alike: the vocabulary, the sizes, the
+    positions read, the special ids (the defaults given: their configs' defaults; start_id None:
+    eos_token_id when decoder_start_token_id is not given, mBART's), the activation, embedding
+    scale and tie; `fields` are the family's own (positions, norms, the ids around a text)."""
+    vocab = read.integer("vocab_size", high=limits.MAX_VOCAB)
+    max_len = read.integer("max_position_embeddings", 1024, high=limits.MAX_POSITIONS)
+    pad = read.token_id("pad_token_id", pad_id, vocab)
+    end = read.token_id("eos_token_id", end_id, vocab)
+    start = (end if start_id is None and read.config.get("decoder_start_token_id") is None
+             else read.token_id("decoder_start_token_id", start_id, vocab))
+    if end == pad:
+        raise CheckpointError(f"config.json in {label} gives the same id {end} for "
+                              "eos_token_id and pad_token_id; the end of an output could not be "
+                              "told apart.")
+    return dict(
+        src_vocab_size=vocab, tgt_vocab_size=vocab, **read.sizes(), dropout_rate=0.1,
+        max_len=max_len, scale_embeddings=read.boolean("scale_embedding", scale_embeddings),
+        share_embeddings=True, tie_output=read.boolean("tie_word_embeddings", True),
+        pad_id=pad, start_id=start, end_id=end,
+        activation=read.choice("activation_function", activation, activations),
+        layer_norm_epsilon=LAYER_NORM_EPSILON, mask_padding=True, **fields)
+
 
 _LINEAR = {"q_proj": "query", "k_proj": "key", "v_proj": "value", "out_proj": "output"}
 _LAYER_NORM = {"weight": "gamma", "bias": "beta"}

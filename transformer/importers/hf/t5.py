@@ -26,7 +26,7 @@ What makes T5 differ from the paper's model, and the config field that carries i
 
 Google's checkpoints pad the embedding beyond the tokenizer's entries (t5-small, flan-T5: 32,128
 rows for 32,100 pieces and extra ids): the tokenizers are padded to config.json's vocab_size
-(hf_common.check_tokenizers), the rows between being ids no text gives.
+(hf.family.check_tokenizers), the rows between being ids no text gives.
 """
 
 from __future__ import annotations
@@ -35,45 +35,17 @@ import json
 
 import numpy as np
 
-from transformer.checkpoint.format import CheckpointData, CheckpointError
+from transformer.checkpoint.format import CheckpointError
 from transformer.core import limits
-from transformer.importers.hf_common import (
-    REQUIRED_FILES,
-    WEIGHT_FILE_BYTES,
-    ModelFiles,
-    build_config,
-    check_tokenizers,
-    checkpoint_data,
-    read_folder,
-    tokenizer_family,
-    tokenizers,
-)
-from transformer.importers.hf_config import ConfigReader
-from transformer.importers.hf_folder import FolderSpec
-from transformer.importers.hf_weights import PICKLE_FILES
+from transformer.importers.hf.config_reader import ConfigReader
+from transformer.importers.hf.family import Family
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
-from transformer.inference.session import Checkpoint
 from transformer.model import weights as names
 
-__all__ = ["RECIPE", "REQUIRED_FILES", "convert_t5", "read_t5", "t5_config", "t5_data",
-           "t5_weights"]
+__all__ = ["FAMILY", "t5_config", "t5_weights"]
 
 MODEL_TYPES = ("t5", "mt5")  # config.json's model_type
-RECIPE = Recipe("t5", "T5", "T5", "Hugging Face's T5ForConditionalGeneration (t5, T5 v1.1, "
-                "flan-T5, mT5)", asks=False)
-# tokenizer_config.json is read for its tokenizer_class only (tokenizer_family: another family's
-# tokenizer is refused); the tokenizer itself is made of tokenizer.json or spiece.model alone.
-TOKENIZER_FILES = ("tokenizer.json", "spiece.model", "tokenizer_config.json")
-FOLDER = FolderSpec({
-    "config.json": limits.MAX_JSON_BYTES,
-    "generation_config.json": limits.MAX_JSON_BYTES,
-    **WEIGHT_FILE_BYTES,
-    "tokenizer.json": limits.MAX_TOKENIZER_BYTES,
-    "spiece.model": limits.MAX_TOKENIZER_BYTES,
-    "tokenizer_config.json": limits.MAX_JSON_BYTES,
-}, PICKLE_FILES, "the T5 model")
-FOLDER_FILES = tuple(FOLDER.file_bytes)  # the names read of a folder
 DEFAULT_MAX_LEN = 512  # T5 has no absolute positions: the longest sequence read (its n_positions)
 FEED_FORWARD = {"relu": ("dense", "relu"), "gated-gelu": ("gated", "gelu_tanh"),
                 "gated-relu": ("gated", "relu"), "gelu": ("dense", "gelu"),
@@ -90,17 +62,6 @@ ALLOWED_FIELDS = {
     "scale_decoder_outputs": None,
     "is_encoder_decoder": (True,), "is_decoder": (False,),
 }
-
-
-def read_t5(source, budgets: limits.Budgets = limits.UPLOAD
-            ) -> tuple[ModelFiles, dict]:
-    """A T5 model's files, read and checked, and its config mapped (t5_config)."""
-    files = read_folder(
-        source, FOLDER, TOKENIZER_FILES, (("tokenizer.json",), ("spiece.model",)), "T5", budgets=budgets)
-    config = t5_config(files.hf_config, files.label)
-    tokenizer_family(files.tokenizer_files, ("t5",), "t5", files.label, "T5")  # before weights
-    files.read_weights(config)
-    return files, config
 
 
 def t5_config(hf_config: dict, label: str = "the T5 model") -> dict:
@@ -238,31 +199,16 @@ def tied_output(hf_weights: dict) -> bool:
                             and np.array_equal(head, shared))
 
 
-def t5_data(source, *, name: str | None = None, command: str | None = None,
-            budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
-    """A T5 model's files mapped onto our config, weights and tokenizers (nothing built)."""
-    files, c = read_t5(source, budgets)
+def tie_output(c: dict, files, target_tok) -> None:
     c["tie_output"] = tied_output(files.weights)
-    source_tok, target_tok = tokenizers(
-        {n: data for n, data in files.tokenizer_files.items() if n != "tokenizer_config.json"},
-        "t5", files.label)
-    check_tokenizers(source_tok, target_tok, c, files.label)
-    config = build_config(c, files.label)
-    weights = t5_weights(files.weights, c, files.label)
-    files.weights = {}
-    return checkpoint_data(files, config, weights, source_tok, target_tok, recipe="t5",
-                           architecture="T5ForConditionalGeneration", default_name="T5 model",
-                           name=name, command=command)
 
 
-def convert_t5(source, *, name: str | None = None, command: str | None = None,
-               budgets: limits.Budgets = limits.UPLOAD) -> Checkpoint:
-    """A T5 model (folder path, .zip path or bytes, or {file name: bytes}) -> an opened
-    Checkpoint, checked as any checkpoint is."""
-    data = t5_data(source, name=name, command=command,
-                   budgets=budgets)
-    return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
-
-
-convert = convert_t5  # the registry's names for them (transformer.importers.HF_FAMILIES)
-data = t5_data
+FAMILY = Family(
+    Recipe("t5", "T5", "T5", "Hugging Face's T5ForConditionalGeneration (t5, T5 v1.1, flan-T5, "
+           "mT5)", asks=False),
+    model_types=MODEL_TYPES, architecture="T5ForConditionalGeneration",
+    # tokenizer_config.json is read for its tokenizer_class only (another family's tokenizer is
+    # refused); the tokenizer itself is made of tokenizer.json or spiece.model alone.
+    tokenizer_files=("tokenizer.json", "spiece.model", "tokenizer_config.json"),
+    tokenizer_sets=(("tokenizer.json",), ("spiece.model",)), tokenizer_families=("t5",),
+    config=t5_config, weights=t5_weights, settle=tie_output, tokenizer_options=False)

@@ -120,7 +120,7 @@ def read_weights(stored: StoredWeights) -> tuple[dict[str, np.ndarray], list[dic
     if INDEX in files:
         return _read_shards(stored)
     if TF_WEIGHTS in files:
-        from transformer.importers.hf_tf_weights import read_tf_weights
+        from transformer.importers.hf.tf_weights import read_tf_weights
 
         data = _open(stored, TF_WEIGHTS, stored.budgets.weights_bytes)
         limit = stored.budgets.weights_bytes if stored.budgets.named else None

@@ -1,30 +1,29 @@
-"""The steps every Hugging Face encoder-decoder family here shares (BART, mBART, T5, Pegasus,
-M2M100 / NLLB), so that a family's module holds only what makes it differ: its FolderSpec, its
-config.json allow-list and mapping, and its weight names.
+"""A Hugging Face family as one record (Family), and the steps every family's model goes through
+(Family.read, .data, .convert), so that a family's module holds only what makes it differ: its
+tokenizer files, its config.json allow-list and mapping, and its weight table.
 
-    read_folder       the folder's files (hf_folder.gather), a sentence naming every missing one,
-                      config.json parsed, the files' names, sizes and SHA-256 for the provenance;
-                      the weights found, not yet read (ModelFiles.read_weights reads them once
-                      the mapped config passed every check: hf_weights)
-    tokenizer_family  which tokenizer tokenizer_config.json names (its tokenizer_class)
-    tokenizers        the (source, target) pair of the folder's tokenizer files
-    check_tokenizers  the tokenizer and config.json agree on the vocabulary and the special ids;
-                      an embedding with more rows than the tokenizer has entries (Google's T5:
-                      32,128 for 32,100; NLLB-200: 256,206 for 256,204) pads the tokenizers to it
-    build_config      the TransformerConfig, or a sentence saying why it cannot be built
-    checkpoint_data   the CheckpointData of a mapped model, with its provenance
+    Family.read       the folder's files (folder.gather) and a sentence naming every missing one
+                      (read_folder), config.json mapped (Family.config), the tokenizer family
+                      chosen (tokenizer_config.json's tokenizer_class), then the weights read
+                      once the mapped config passed every check (ModelFiles.read_weights:
+                      model.safetensors, shards or tf_model.h5, any stored precision)
+    Family.data       the tokenizers built and checked against config.json (check_tokenizers:
+                      an embedding with more rows than the tokenizer has entries, Google's T5
+                      32,128 for 32,100 or NLLB-200 256,206 for 256,204, pads the tokenizers to
+                      it), what config.json cannot tell settled (Family.settle), the config
+                      built, the weights mapped (Family.weights), the provenance
+                      (checkpoint_data, which checks the tokenizers against the model once
+                      more: checkpoint.format.check_consistent)
+    Family.convert    the opened Checkpoint (inference.session.Checkpoint.open)
 
-A family's importer reads the folder (read_folder), maps config.json, reads the weights
-(ModelFiles.read_weights: model.safetensors, shards or tf_model.h5, any stored precision),
-builds the tokenizers and checks them against the config, builds the config, maps the weights
-and hands everything to checkpoint_data, which checks the tokenizers against the model once
-more (checkpoint.format.check_consistent).
+Marian still reads its folder its own way (Family.steps: hf.marian's marian_data).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,8 +35,9 @@ from transformer.checkpoint.format import (
 )
 from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
-from transformer.importers.hf_folder import FolderSpec, gather, parse_json
-from transformer.importers.hf_weights import (
+from transformer.importers.hf.folder import FolderSpec, gather, parse_json
+from transformer.importers.hf.weight_files import (
+    PICKLE_FILES,
     SAFETENSORS,
     WEIGHT_FILE_BYTES,
     StoredWeights,
@@ -46,9 +46,11 @@ from transformer.importers.hf_weights import (
     read_weights,
     settled,
 )
+from transformer.importers.recipe import Recipe
+from transformer.inference.session import Checkpoint
 from transformer.model.config import TransformerConfig
 
-__all__ = ["REQUIRED_FILES", "WEIGHT_FILE_BYTES", "ModelFiles", "build_config",
+__all__ = ["Family", "REQUIRED_FILES", "WEIGHT_FILE_BYTES", "ModelFiles", "build_config",
            "check_tokenizers", "checkpoint_data", "read_folder", "tokenizer_family", "tokenizers"]
 
 REQUIRED_FILES = ("config.json", "model.safetensors")  # every family's, besides its tokenizer
@@ -109,23 +111,26 @@ def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
                       stored)
 
 
-# Tokenizer files only some families' folders hold, by the families that hold them.
-FAMILY_TOKENIZER_FILES = {"source.spm": "Marian", "target.spm": "Marian",
-                          "spiece.model": "T5 or Pegasus",
-                          "sentencepiece.bpe.model": "mBART, M2M100 or NLLB",
-                          "merges.txt": "BART"}
+DECLARED: list = []  # every Family made, as its module ran (the registry, hf.FAMILIES, is these)
+SHARED_FILES = frozenset({"tokenizer.json", "vocab.json"})  # many families' tokenizers' files
 
 
 def _other_family(raw: dict, tokenizer_sets) -> str:
     """A sentence when the files hold tokenizer files of another family than the one
     config.json's model_type names (a Marian folder whose config.json says "bart"), else ""."""
-    others = [n for n in FAMILY_TOKENIZER_FILES
-              if n in raw and not any(n in names for names in tokenizer_sets)]
+    mine = {n for names in tokenizer_sets for n in names}
+    holders = {}  # a file only some families' folders hold -> those families, in words
+    for family in DECLARED:
+        for name in dict.fromkeys(n for names in family.tokenizer_sets for n in names):
+            if name not in SHARED_FILES:
+                holders.setdefault(name, []).append(family.words)
+    others = [n for n in holders if n in raw and n not in mine]
     if not others:
         return ""
-    return (f" The files hold {' and '.join(others)}, which a "
-            f"{FAMILY_TOKENIZER_FILES[others[0]]} model has: is config.json's model_type the "
-            f"model's?")
+    words = holders[others[0]]
+    words = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+    return (f" The files hold {' and '.join(others)}, which a {words} model has: is "
+            f"config.json's model_type the model's?")
 
 
 def tokenizers(files: dict[str, bytes], family: str, label: str):
@@ -244,3 +249,103 @@ def with_provenance(data: CheckpointData, files, metadata: dict) -> CheckpointDa
     return data
 
 
+
+
+# ------------------------------------------------------------------ a family, as data
+@dataclass(frozen=True, eq=False)  # one record per family: compared by identity
+class Family:
+    """One Hugging Face family: what its folder holds, how its config.json and weights map onto
+    ours, and which tokenizers read it. The registry (transformer.importers.hf.FAMILIES) holds
+    one per family; read, data and convert run the steps every family shares."""
+    recipe: Recipe  # the app's and the metadata's name and words for it
+    model_types: tuple[str, ...]  # config.json's model_type values routed here
+    architecture: str  # transformers' class, for the provenance: "BartForConditionalGeneration"
+    tokenizer_files: tuple[str, ...]  # the tokenizer's files read of a folder
+    tokenizer_sets: tuple[tuple[str, ...], ...]  # each a set of those that makes a tokenizer
+    tokenizer_families: tuple[str, ...]  # transformer.tokenizers' families it reads, default first
+    config: Callable[[dict, str], dict]  # (config.json, label) -> TransformerConfig fields
+    weights: Callable[[dict, dict, str], dict]  # (their weights, fields, label) -> ours
+    what: str = ""  # in sentences ("M2M100 or NLLB"); recipe.label when ""
+    refused_model_types: tuple[str, ...] = ()  # routed here only to be refused by name
+    pick_tokenizer: Callable[[dict, str], str] | None = None  # (files, label) -> its family,
+    # where the files decide it (M2M100's or NLLB's); tokenizer_config.json's class otherwise
+    settle: Callable[[dict, "ModelFiles", object], None] | None = None  # (fields, files,
+    # target tokenizer): the fields config.json cannot tell (mBART's start, T5's tied output)
+    tokenizer_options: bool = True  # tokenizer_config.json's options read (T5's: not)
+    model_names: Mapping[str, str] = field(default_factory=dict)  # tokenizer family -> the
+    # name of a model whose config.json names none ("NLLB model"); "<label> model" otherwise
+    steps: Callable | None = None  # a family that reads its files its own way: data(source, ...)
+    required_files: tuple[str, ...] = REQUIRED_FILES  # besides its tokenizer's: any one of them
+    # among uploaded files makes them a Hugging Face model's
+    position_offset: int = 0  # rows of its learned position table before position 0 (BART's
+    # 2: transformers reads row position + 2), never read, left out on import
+
+    def __post_init__(self) -> None:
+        DECLARED.append(self)
+
+    def __repr__(self) -> str:
+        return f"Family({self.recipe.name!r})"
+
+    @property
+    def words(self) -> str:
+        return self.what or self.recipe.label
+
+    @property
+    def folder(self) -> FolderSpec:
+        """The files read of a folder, each with its cap; a pickle is named, never read."""
+        return FolderSpec({
+            "config.json": limits.MAX_JSON_BYTES,
+            "generation_config.json": limits.MAX_JSON_BYTES,
+            **WEIGHT_FILE_BYTES,
+            **{name: limits.MAX_JSON_BYTES if name.endswith("_config.json")
+               else limits.MAX_TOKENIZER_BYTES for name in self.tokenizer_files},
+        }, PICKLE_FILES, f"the {self.words} model")
+
+    @property
+    def folder_files(self) -> tuple[str, ...]:
+        return tuple(self.folder.file_bytes)
+
+    def read(self, source, budgets: limits.Budgets = limits.UPLOAD
+             ) -> tuple[ModelFiles, dict, str]:
+        """(the files, read and checked; config.json's mapped fields; the tokenizer family),
+        the weights read last, once the config passed every check."""
+        files = read_folder(source, self.folder, self.tokenizer_files, self.tokenizer_sets,
+                            self.words, budgets=budgets)
+        c = self.config(files.hf_config, files.label)
+        if self.pick_tokenizer is not None:
+            family = self.pick_tokenizer(files.tokenizer_files, files.label)
+        else:
+            family = tokenizer_family(files.tokenizer_files, self.tokenizer_families,
+                                      self.tokenizer_families[0], files.label, self.words)
+        files.read_weights(c)
+        return files, c, family
+
+    def data(self, source, *, name: str | None = None, command: str | None = None,
+             budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
+        """The model's files (folder path, .zip path or bytes, or {file name: bytes}) mapped
+        onto our config, weights and tokenizers: what Checkpoint.open builds the model from.
+        Nothing is built here, and no file of ours is written."""
+        if self.steps is not None:
+            return self.steps(source, name=name, command=command, budgets=budgets)
+        files, c, family = self.read(source, budgets)
+        given = files.tokenizer_files if self.tokenizer_options else {
+            n: data for n, data in files.tokenizer_files.items() if n != "tokenizer_config.json"}
+        source_tok, target_tok = tokenizers(given, family, files.label)
+        check_tokenizers(source_tok, target_tok, c, files.label)
+        if self.settle is not None:
+            self.settle(c, files, target_tok)
+        config = build_config(c, files.label)
+        weights = self.weights(files.weights, c, files.label)
+        files.weights = {}  # the mapped arrays are ours now; free the originals
+        return checkpoint_data(files, config, weights, source_tok, target_tok,
+                               recipe=self.recipe.name, architecture=self.architecture,
+                               default_name=self.model_names.get(
+                                   family, f"{self.recipe.label} model"),
+                               name=name, command=command)
+
+    def convert(self, source, *, name: str | None = None, command: str | None = None,
+                budgets: limits.Budgets = limits.UPLOAD):
+        """The model's files -> an opened Checkpoint: mapped on load, the weights copied once
+        (into the model), checked as any checkpoint is (Checkpoint.open)."""
+        data = self.data(source, name=name, command=command, budgets=budgets)
+        return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")

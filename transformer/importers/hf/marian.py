@@ -28,8 +28,8 @@ What makes Marian differ from the paper's model, and the config field that carri
     positions up to max_position_embeddings          max_len
 
 PyTorch's Linear stores (out, in); a Keras Dense kernel is (in, out): every projection is
-transposed. convert_marian builds the checkpoint through checkpoint_bytes + load_checkpoint, so a
-converted model is validated exactly as an upload is.
+transposed. FAMILY.convert opens the mapped model with Checkpoint.open, so a converted model is
+validated exactly as an upload is.
 """
 
 from __future__ import annotations
@@ -50,27 +50,23 @@ from transformer.checkpoint.format import (
     data_bytes,
 )
 from transformer.core import limits
-from transformer.importers.bart_layout import take_layers, take_output, take_shared_embedding
-from transformer.importers.hf_common import build_config, with_provenance
-from transformer.importers.hf_folder import FolderSpec, gather, is_folder, parse_json
-from transformer.importers.hf_weights import (
+from transformer.importers.hf.fairseq import take_layers, take_output, take_shared_embedding
+from transformer.importers.hf.family import Family, build_config, with_provenance
+from transformer.importers.hf.folder import FolderSpec, gather, is_folder, parse_json
+from transformer.importers.hf.weight_files import (
     WEIGHT_FILE_BYTES,
     found,
     read_weights,
 )
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
-from transformer.inference.session import Checkpoint
 from transformer.model import weights as names
 from transformer.model.config import TransformerConfig
 
 __all__ = ["MarianFiles", "read_marian", "marian_config", "marian_weights", "marian_tokenizers",
-           "marian_checkpoint_bytes", "marian_data", "convert_marian", "is_folder", "REQUIRED_FILES",
+           "marian_checkpoint_bytes", "marian_data", "FAMILY", "is_folder", "REQUIRED_FILES",
            "ALLOWED_FIELDS"]
 
-MODEL_TYPES = ("marian",)  # config.json's model_type
-RECIPE = Recipe("marian", "Marian (opus-mt)", "Marian (opus-mt)",
-                "Hugging Face's MarianMT (an opus-mt model)", asks=False)
 REQUIRED_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
 # tokenizer_config.json: read for the language names only; generation_config.json: how
 # transformers decodes the model (Checkpoint.generation)
@@ -146,7 +142,7 @@ _FIELD_MEANINGS = {
 
 @dataclass
 class MarianFiles:
-    """A Marian model's files, read and checked: what convert_marian maps onto our model."""
+    """A Marian model's files, read and checked: what marian_data maps onto our model."""
     label: str  # how sentences name where the model came from ("the folder 'opus-mt-en-fr'")
     hf_config: dict  # config.json as parsed
     config: dict  # TransformerConfig fields (marian_config)
@@ -451,15 +447,6 @@ def marian_data(source, *, name: str | None = None, command: str | None = None,
                                           budgets=files.budgets), files, metadata)
 
 
-def convert_marian(source, *, name: str | None = None, command: str | None = None,
-                   budgets: limits.Budgets = limits.UPLOAD) -> Checkpoint:
-    """A Marian model (folder path, .zip path or bytes, or {file name: bytes}) -> an opened
-    Checkpoint: mapped on load, the weights copied once (into the model), checked as any
-    checkpoint is (Checkpoint.open)."""
-    data = marian_data(source, name=name, command=command, budgets=budgets)
-    return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
-
-
 def marian_checkpoint_bytes(source, *, name: str | None = None,
                             command: str | None = None) -> bytes:
     """The export: a Marian model as our one-file checkpoint (bytes), written from the mapped
@@ -485,5 +472,12 @@ def _join(names) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-convert = convert_marian  # the registry's names for them (transformer.importers.HF_FAMILIES)
-data = marian_data
+FAMILY = Family(
+    Recipe("marian", "Marian (opus-mt)", "Marian (opus-mt)",
+           "Hugging Face's MarianMT (an opus-mt model)", asks=False),
+    model_types=("marian",), architecture="MarianMTModel",
+    tokenizer_files=("source.spm", "target.spm", "vocab.json", "tokenizer_config.json"),
+    tokenizer_sets=(("source.spm", "target.spm", "vocab.json"),), tokenizer_families=("marian",),
+    config=marian_config, weights=marian_weights, what="Marian",
+    steps=marian_data,  # its own reader still (read_marian): not yet the shared steps
+    required_files=REQUIRED_FILES)

@@ -1,6 +1,6 @@
 """Reading a Hugging Face model folder as data: the files one family reads, from a folder, a
 .zip of it, or the files given one by one ({file name: bytes}, an upload), each within its own
-byte cap; its JSON files. Its weights are read by transformer.importers.hf_weights (no torch, no
+byte cap; its JSON files. Its weights are read by transformer.importers.hf.weight_files (no torch, no
 pickle).
 
 Every family's importer (marian, bart, ...) names the files it reads and their caps in a
@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from transformer.checkpoint import archive
 from transformer.checkpoint.format import CheckpointError, read_input
 from transformer.core import limits
-from transformer.importers.hf_weights import SAFETENSORS, SHARD_FILE, WEIGHT_FILES
+from transformer.importers.hf.weight_files import SAFETENSORS, SHARD_FILE, WEIGHT_FILES
 
 __all__ = ["FolderSpec", "gather", "is_folder", "parse_json"]
 

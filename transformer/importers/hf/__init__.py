@@ -1,0 +1,35 @@
+"""The Hugging Face encoder-decoder families, read as data: one module per family, each a
+declaration (its FAMILY record: tokenizer files, config.json allow-list and mapping, weight
+table; hf.family.Family), and the steps they share.
+
+    family          Family, and the steps every family's model goes through (read, data, convert)
+    folder          a folder, a .zip or uploaded files gathered by name within their caps
+    config_reader   config.json read against a family's allow-list
+    weight_files    model.safetensors, its shards or tf_model.h5 (tf_weights), any precision
+    fairseq         what the fairseq-born families share: config fields and the weight layout
+    hub             a Hugging Face name resolved to a folder (the local cache, else a download)
+    the others      one family each (marian, bart, mbart, t5, pegasus, m2m100: M2M100 and NLLB)
+
+FAMILIES is the registry: every module of this package that declares a FAMILY, in the order of
+their recipes' names. A new family is one module here (DESIGN.md's recipe).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from transformer.importers.hf.family import Family
+
+__all__ = ["FAMILIES", "BY_MODEL_TYPE", "Family"]
+
+
+def _declared() -> tuple[Family, ...]:
+    modules = (importlib.import_module(f"{__name__}.{info.name}")
+               for info in pkgutil.iter_modules(__path__))
+    found = [module.FAMILY for module in modules if isinstance(getattr(module, "FAMILY", None), Family)]
+    return tuple(sorted(found, key=lambda family: family.recipe.name))
+
+
+FAMILIES: tuple[Family, ...] = _declared()
+BY_MODEL_TYPE = {model_type: family for family in FAMILIES for model_type in family.model_types}
