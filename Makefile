@@ -39,7 +39,7 @@ test-fast: install
 	$(BIN)/python -m pytest -m "not slow and not browser"
 
 bench: install chromium
-	$(BIN)/python bench/forward.py
+	$(BIN)/python bench/forward_cost.py
 	$(BIN)/python bench/decode.py
 	$(BIN)/python bench/profile_decode.py --model bundled
 	$(BIN)/python bench/profile_decode.py --model paper-base --runs 3
@@ -53,9 +53,9 @@ bench: install chromium
 	$(BIN)/python bench/model_view.py
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/generate.py
-	$(BIN)/python bench/value_norm.py
-	$(BIN)/python bench/gradients.py
-	$(BIN)/python bench/alti.py
+	$(BIN)/python bench/value_norm_cost.py
+	$(BIN)/python bench/gradients_cost.py
+	$(BIN)/python bench/alti_cost.py
 	$(BIN)/python bench/real_models.py
 
 clean:

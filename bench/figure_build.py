@@ -27,8 +27,16 @@ import plotly.io as pio  # noqa: E402
 import plotly.tools  # noqa: E402
 
 from bench.model_view import attention_maps  # noqa: E402
-from figures import aggregate, arithmetic, compare, decoding, head_stats, masks, positional  # noqa: E402
-from figures.attention import attention_heatmap_fig, linked_view_fig, model_view_fig  # noqa: E402
+from figures import (  # noqa: E402
+    aggregate,
+    arithmetic,
+    compare,
+    decoding,
+    head_grids,
+    mask_maps,
+    positional,
+)
+from figures.attention_maps import attention_heatmap_fig, linked_view_fig, model_view_fig  # noqa: E402
 from figures.token_view import head_colour, token_view_fig  # noqa: E402
 from transformer.core.kinds import KIND_NAMES, head_label  # noqa: E402
 
@@ -95,13 +103,13 @@ def other_figures(n: int, layers: int, heads: int, seed: int = 0) -> dict:
         f"aggregate.layer_grid_fig ({layers}x{n}x{n})":
             lambda: aggregate.layer_grid_fig(layer_maps, tokens, tokens,
                                              [f"layer {i}" for i in range(layers)], title="t"),
-        f"masks.mask_heatmap_fig ({n}x{n})":
-            lambda: masks.mask_heatmap_fig(look_ahead, tokens, tokens, "look-ahead"),
-        f"masks.batch_mask_fig (8x{n})":
-            lambda: masks.batch_mask_fig(np.ones((8, n)), batch_ids,
+        f"mask_maps.mask_heatmap_fig ({n}x{n})":
+            lambda: mask_maps.mask_heatmap_fig(look_ahead, tokens, tokens, "look-ahead"),
+        f"mask_maps.batch_mask_fig (8x{n})":
+            lambda: mask_maps.batch_mask_fig(np.ones((8, n)), batch_ids,
                                          [tokens] * 8, [f"row {i}" for i in range(8)], "batch"),
-        f"masks.masking_row_fig ({n} keys, half blocked)":
-            lambda: masks.masking_row_fig(result["scaled"], look_ahead[row], result["weights"],
+        f"mask_maps.masking_row_fig ({n} keys, half blocked)":
+            lambda: mask_maps.masking_row_fig(result["scaled"], look_ahead[row], result["weights"],
                                           tokens, "t", blocked_score=-1e9),
         f"positional.positional_heatmap_fig ({n}x{d_model})":
             lambda: positional.positional_heatmap_fig(pe),
@@ -121,8 +129,8 @@ def other_figures(n: int, layers: int, heads: int, seed: int = 0) -> dict:
             lambda: decoding.heads_grid_fig(steps, tokens, "t"),
         f"decoding.alignment_fig ({n}x{n})":
             lambda: decoding.alignment_fig(layer_maps[0], tokens, tokens, "t"),
-        f"head_stats.similarity_matrix_fig ({len(entries)}x{len(entries)})":
-            lambda: head_stats.similarity_matrix_fig(
+        f"head_grids.similarity_matrix_fig ({len(entries)}x{len(entries)})":
+            lambda: head_grids.similarity_matrix_fig(
                 weight_rows((len(entries), len(entries)), rng), labels, title="t"),
     }
 

@@ -3,7 +3,7 @@
     .venv/bin/python bench/model_view.py [--length 200] [--repeats 3] [--no-browser]
 
 A random model with max_len 256 runs one 200-token sentence (random ids) with
-return_attention=True; figures.attention.model_view_fig draws its encoder self-attention and its
+return_attention=True; figures.attention_maps.model_view_fig draws its encoder self-attention and its
 cross-attention. Prints each figure's JSON size (goal <= 2 MB) and its draw time in headless
 Chromium (goal < 2 s): the median time Plotly.newPlot takes to resolve in a page written by
 plotly.io.to_html, and the time from navigation until the plot is drawn (parsing plotly.js too).
@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 import plotly.graph_objects as go  # noqa: E402
 import plotly.io as pio  # noqa: E402
 
-from figures.attention import heatmap_json_size, model_view_fig  # noqa: E402
+from figures.attention_maps import heatmap_json_size, model_view_fig  # noqa: E402
 from testkit.browser import launch_options  # noqa: E402
 from transformer import Transformer, TransformerConfig  # noqa: E402
 

@@ -31,7 +31,7 @@ from .common import (
     unvalidated_figure,
     window_height,
 )
-from .masks import BLOCKED_COLOR, MASK_COLORSCALE
+from .mask_maps import BLOCKED_COLOR, MASK_COLORSCALE
 
 MAX_CELL_TEXT = 24  # write numbers in the cells of rows at most this long
 VALUE_SCALE = DIVERGING_SCALE  # q, K, V and scores: positive blue, as everywhere

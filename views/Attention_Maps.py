@@ -5,7 +5,7 @@ import streamlit as st
 from explorer import links, models, results, screen, show, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker, scroll_into_view
-from figures.attention import attention_heatmap_fig, model_view_cell, model_view_fig
+from figures.attention_maps import attention_heatmap_fig, model_view_cell, model_view_fig
 
 ROWS = {"Decoder inputs": "target_tokens", "Predicted outputs": "output_tokens"}
 # The colour scale's options: the same labels whatever Show says (a radio whose labels change

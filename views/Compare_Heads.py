@@ -8,7 +8,7 @@ from explorer import models, results, screen, state, tokens
 from explorer.choices import forget_if_not_offered
 from explorer.heads import head_map, labels_of_maps
 from explorer.widgets import quoted
-from figures.attention import attention_heatmap_fig
+from figures.attention_maps import attention_heatmap_fig
 from figures.compare import difference_fig, side_by_side_fig
 from transformer.analysis.head_stats import cosine_similarity, head_divergence
 from transformer.core.kinds import KINDS, parse_head_label

@@ -8,7 +8,7 @@ from explorer import links, models, results, screen, show, state, tokens
 from explorer.choices import clamp_choice, forget_if_not_offered
 from explorer.widgets import export_buttons
 from figures.aggregate import layer_grid_fig
-from figures.contributions import contribution_map_fig, source_share_fig, step_bars_fig
+from figures.contribution_maps import contribution_map_fig, source_share_fig, step_bars_fig
 from transformer.analysis.flow import attention_rollout, source_to_target_flow
 from transformer.inference.gradients import AUTO_STEPS, MAX_STEPS
 

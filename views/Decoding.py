@@ -12,7 +12,7 @@ from explorer.choices import clamp_choice, forget_if_not_offered, keep_offered
 from explorer.widgets import export_buttons
 from figures import decoding as figs
 from figures import lens as lens_figs
-from figures.contributions import step_bars_fig
+from figures.contribution_maps import step_bars_fig
 from transformer.inference.gradients import AUTO_STEPS, MAX_STEPS
 from transformer.inference.search_ours import beam_search, length_normalised
 from transformer.inference.search_transformers import GeneratedBeam

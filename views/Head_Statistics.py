@@ -5,8 +5,8 @@ import streamlit as st
 
 from explorer import alignments, links, models, results, screen, state, tokens
 from explorer.widgets import export_buttons, kind_picker
-from figures.alignment import aer_ranking_fig
-from figures.head_stats import similarity_matrix_fig, stat_heatmap_fig
+from figures.aer_bars import aer_ranking_fig
+from figures.head_grids import similarity_matrix_fig, stat_heatmap_fig
 from transformer.analysis.head_stats import CROSS_ONLY, SHARES, STATISTICS, cluster_order, statistics_table
 from transformer.core.kinds import head_label, head_labels
 

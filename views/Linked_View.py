@@ -6,7 +6,7 @@ import streamlit as st
 from explorer import links, models, results, screen, show, tokens
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import export_buttons, kind_picker
-from figures.attention import clicked_row, linked_view_fig, top_keys
+from figures.attention_maps import clicked_row, linked_view_fig, top_keys
 from figures.common import plotly_text
 from transformer.core.kinds import KINDS
 

@@ -8,7 +8,7 @@ from explorer import about, links, mask_captions, models, results, screen, state
 from explorer.choices import reset_if_out_of_range
 from explorer.widgets import kind_picker, quoted
 from figures.common import plotly_text, short_label
-from figures.masks import batch_mask_fig, mask_heatmap_fig, masked_softmax, masking_row_fig
+from figures.mask_maps import batch_mask_fig, mask_heatmap_fig, masked_softmax, masking_row_fig
 from transformer.core.kinds import layer_counts
 from transformer.core.masking import BLOCKED_SCORE
 

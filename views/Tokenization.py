@@ -4,7 +4,7 @@ import streamlit as st
 from explorer import models, results, screen, state, tokens
 from explorer.widgets import quoted
 from figures.common import short_label
-from figures.tokens import (
+from figures.tokenization import (
     PIECE,
     SPECIAL,
     UNKNOWN,

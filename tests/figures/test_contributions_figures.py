@@ -1,9 +1,9 @@
-"""figures.contributions: the numbers drawn are the ones given, tokens are escaped once."""
+"""figures.contribution_maps: the numbers drawn are the ones given, tokens are escaped once."""
 
 import numpy as np
 import pytest
 
-from figures.contributions import contribution_map_fig, source_share_fig, step_bars_fig
+from figures.contribution_maps import contribution_map_fig, source_share_fig, step_bars_fig
 
 
 def test_share_lines_carry_each_methods_values_and_tokens_escaped_once():

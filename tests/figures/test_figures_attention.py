@@ -1,4 +1,4 @@
-"""figures.attention: traces, token ticks at positions, shape errors, hover, blocked cells drawn
+"""figures.attention_maps: traces, token ticks at positions, shape errors, hover, blocked cells drawn
 apart, colour scales, the model view (one colour axis, block-max downsampling) and the linked
 view (its panels' token sides from transformer.core.kinds)."""
 
@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import pytest
 from figure_ticks import cell_data, tick_texts, ticks
 
-from figures.attention import (
+from figures.attention_maps import (
     BLOCKED_NAME,
     attention_heatmap_fig,
     block_max_pool,

@@ -120,9 +120,9 @@ def test_check_matrix_names_both_sizes():
 
 def test_figures_import_no_tensorflow():
     # figures use transformer.core.kinds, which must not bring TensorFlow in (nor may anything else).
-    code = ("import sys, figures.aggregate, figures.arithmetic, figures.attention, "
-            "figures.compare, figures.decoding, figures.head_stats, figures.masks, "
-            "figures.model, figures.positional, figures.token_view, figures.tokens; "
+    code = ("import sys, figures.aggregate, figures.arithmetic, figures.attention_maps, "
+            "figures.compare, figures.decoding, figures.head_grids, figures.mask_maps, "
+            "figures.model, figures.positional, figures.token_view, figures.tokenization; "
             "print('tensorflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=300, check=True)
@@ -133,7 +133,7 @@ def test_two_trace_legends_sit_at_the_foot_of_the_figure():
     """Issue 38: on the right a narrow window clipped them ("original mod", "heads silenc");
     at the top they covered the title's subtitle. Now in one row at the figure's foot."""
     from figures.compare import token_log_prob_fig
-    from figures.contributions import source_share_fig, step_bars_fig
+    from figures.contribution_maps import source_share_fig, step_bars_fig
 
     figures = [token_log_prob_fig(["▁a", "b"], [-1.0, -2.0], [-1.5, -2.5], title="t"),
                source_share_fig(["▁a", "b"], {"ALTI+": [0.2, 0.3], "saliency": [0.4, 0.5]},

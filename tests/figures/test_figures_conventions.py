@@ -8,19 +8,19 @@ import plotly.graph_objects as go
 import pytest
 
 from figures import (
+    aer_bars,
     aggregate,
-    alignment,
     arithmetic,
-    attention,
+    attention_maps,
     compare,
     decoding,
-    head_stats,
+    head_grids,
     lens,
-    masks,
+    mask_maps,
     model,
     positional,
     token_view,
-    tokens,
+    tokenization,
 )
 from figures.common import short_label
 
@@ -51,10 +51,10 @@ IMPORTANCE = [{"kind": "cross", "layer": 0, "head": h, "delta_log_prob": d}
               for h, d in enumerate((-0.01, -2.5, -0.002, 0.001))]
 
 FIGURES = {  # name: (builder, whether its tokens hold "▁")
-    "attention heatmap": (lambda: attention.attention_heatmap_fig(rows((4, 7)), TARGET, SOURCE),
+    "attention heatmap": (lambda: attention_maps.attention_heatmap_fig(rows((4, 7)), TARGET, SOURCE),
                           True),
-    "model view": (lambda: attention.model_view_fig(rows((2, 2, 4, 7)), TARGET, SOURCE), False),
-    "linked view": (lambda: attention.linked_view_fig(rows((7, 7)), rows((4, 4)), rows((4, 7)),
+    "model view": (lambda: attention_maps.model_view_fig(rows((2, 2, 4, 7)), TARGET, SOURCE), False),
+    "linked view": (lambda: attention_maps.linked_view_fig(rows((7, 7)), rows((4, 4)), rows((4, 7)),
                                                       SOURCE, TARGET), True),
     "layer grid": (lambda: aggregate.layer_grid_fig(rows((2, 7, 7)), SOURCE, SOURCE,
                                                     ["a", "b"]), True),
@@ -76,10 +76,10 @@ FIGURES = {  # name: (builder, whether its tokens hold "▁")
     "score steps": (lambda: arithmetic.score_steps_fig(arithmetic_result(), SOURCE), True),
     "contributions": (lambda: arithmetic.contributions_fig(signed((7, 4)), signed(4), SOURCE),
                       True),
-    "mask": (lambda: masks.mask_heatmap_fig(np.tril(np.ones((4, 4))), TARGET, TARGET, "m"), True),
-    "batch mask": (lambda: masks.batch_mask_fig(np.ones((1, 7)), np.ones((1, 7)), [SOURCE],
+    "mask": (lambda: mask_maps.mask_heatmap_fig(np.tril(np.ones((4, 4))), TARGET, TARGET, "m"), True),
+    "batch mask": (lambda: mask_maps.batch_mask_fig(np.ones((1, 7)), np.ones((1, 7)), [SOURCE],
                                                 ["row 0"], "p"), True),
-    "masking row": (lambda: masks.masking_row_fig(signed(7), np.ones(7), rows(7), SOURCE,
+    "masking row": (lambda: mask_maps.masking_row_fig(signed(7), np.ones(7), rows(7), SOURCE,
                                                   blocked_score=-1e9), True),
     "positional": (lambda: positional.positional_heatmap_fig(signed((6, 8))), False),
     "sinusoids": (lambda: positional.sinusoids_fig(signed((6, 8)), [0, 1]), False),
@@ -88,19 +88,19 @@ FIGURES = {  # name: (builder, whether its tokens hold "▁")
                                                            signed((7, 8)), SOURCE), True),
     "encoder input, own scales": (lambda: positional.encoder_input_fig(
         signed((7, 8)), signed((7, 8)), signed((7, 8)), SOURCE, shared_scale=False), True),
-    "statistic": (lambda: head_stats.stat_heatmap_fig(rows((2, 2)), "entropy",
+    "statistic": (lambda: head_grids.stat_heatmap_fig(rows((2, 2)), "entropy",
                                                       colorbar_title="entropy"), False),
-    "head similarity": (lambda: head_stats.similarity_matrix_fig(rows((4, 4)), list("abcd")),
+    "head similarity": (lambda: head_grids.similarity_matrix_fig(rows((4, 4)), list("abcd")),
                         False),
     "token view": (lambda: token_view.token_view_fig(rows((1, 4, 7)), TARGET, SOURCE,
                                                      head_labels=["head 0"]), True),
-    "pieces": (lambda: tokens.pieces_fig(SOURCE, np.arange(7), (0, 6), 9), True),
-    "padded batch": (lambda: tokens.padded_batch_fig(np.arange(7)[None], [SOURCE], 99), True),
+    "pieces": (lambda: tokenization.pieces_fig(SOURCE, np.arange(7), (0, 6), 9), True),
+    "padded batch": (lambda: tokenization.padded_batch_fig(np.arange(7)[None], [SOURCE], 99), True),
     "history": (lambda: model.history_fig({"loss": [2.0, 1.0], "accuracy": [0.5, 0.8]}), False),
     "architecture": (lambda: model.architecture_fig(CONFIG), False),
     "logit lens": (lambda: lens.layer_lens_fig([["▁a", "b"], ["b", "▁a"]], rows((2, 2)),
                                                [0.2, 0.4], [1, 0], "▁a"), True),
-    "AER ranking": (lambda: alignment.aer_ranking_fig(["L0 H1", "L0 H0"], [0.1, 0.3],
+    "AER ranking": (lambda: aer_bars.aer_ranking_fig(["L0 H1", "L0 H0"], [0.1, 0.3],
                                                       [0.9, 0.7], [0.9, 0.6]), False),
 }
 SIGNED = ("difference", "q vector", "K matrix", "contributions", "positional", "similarity",
@@ -173,22 +173,22 @@ def test_arithmetic_scores_and_weights_follow_the_convention():
 
 
 def test_character_figures_keep_the_space_mark_without_the_word_start_note():
-    fig = tokens.round_trip_fig("Friday, March", "friday, march")
+    fig = tokenization.round_trip_fig("Friday, March", "friday, march")
     assert "␣" in fig.data[0].text[0] and not fig.layout.title.subtitle.text
-    fig = tokens.piece_spans_fig("a b", [(0, 1), (1, 3)], ["▁a", "▁b"], [5, 6], 0)
+    fig = tokenization.piece_spans_fig("a b", [(0, 1), (1, 3)], ["▁a", "▁b"], [5, 6], 0)
     assert not fig.layout.title.subtitle.text
 
 
 def test_long_pieces_never_spill_into_the_next_cell():
     many = ["<s>"] + ["▁wednesday"] * 20 + ["</s>"]
-    fig = masks.batch_mask_fig(np.ones((1, 22)), np.ones((1, 22)), [many], ["row 0"], "p",
+    fig = mask_maps.batch_mask_fig(np.ones((1, 22)), np.ones((1, 22)), [many], ["row 0"], "p",
                                width=1000)
     shown = fig.data[0].text[0]
     assert shown[1].endswith("…") and len(shown[1]) <= (1000 / 22) / 7.5
     assert fig.data[0].customdata[0][1][3] == "␣wednesday"  # the hover has it whole
-    fig = tokens.padded_batch_fig(np.arange(22)[None], [many], 99, width=1000)
+    fig = tokenization.padded_batch_fig(np.arange(22)[None], [many], 99, width=1000)
     assert fig.data[0].text[0][1].split("<br>")[0].endswith("…")
-    assert masks.batch_mask_fig(np.ones((1, 3)), np.ones((1, 3)), [many[:3]], ["r"], "p"
+    assert mask_maps.batch_mask_fig(np.ones((1, 3)), np.ones((1, 3)), [many[:3]], ["r"], "p"
                                 ).data[0].text[0][1] == "␣wednesday"  # room: kept whole
 
 

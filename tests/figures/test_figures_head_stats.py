@@ -1,10 +1,10 @@
-"""figures.head_stats: one statistic as a layers x heads heatmap, and the head similarity
+"""figures.head_grids: one statistic as a layers x heads heatmap, and the head similarity
 matrix in a given order. (The page that draws them: tests/views/test_page_head_statistics.py.)"""
 
 import numpy as np
 import pytest
 
-from figures.head_stats import similarity_matrix_fig, stat_heatmap_fig
+from figures.head_grids import similarity_matrix_fig, stat_heatmap_fig
 
 
 def test_stat_heatmap_fig_layers_down_heads_across():

@@ -10,7 +10,15 @@ import numpy as np
 import plotly.io as pio
 import pytest
 
-from figures import aggregate, arithmetic, attention, compare, decoding, masks, token_view
+from figures import (
+    aggregate,
+    arithmetic,
+    attention_maps,
+    compare,
+    decoding,
+    mask_maps,
+    token_view,
+)
 from figures.common import MAX_HEIGHT, MAX_TICKS, WINDOW_ROWS, tick_text
 
 T, N = 400, 30
@@ -26,17 +34,17 @@ def rows(q, k):
 
 LOOK_AHEAD = np.tril(np.ones((T, T)))
 FIGURES = {
-    "attention TxT": lambda: attention.attention_heatmap_fig(rows(T, T), TARGET, TARGET,
+    "attention TxT": lambda: attention_maps.attention_heatmap_fig(rows(T, T), TARGET, TARGET,
                                                              blocked=LOOK_AHEAD == 0),
-    "attention TxN": lambda: attention.attention_heatmap_fig(rows(T, N), TARGET, SOURCE),
-    "model view": lambda: attention.model_view_fig(RNG.random((2, 4, T, T)), TARGET, TARGET),
-    "linked view": lambda: attention.linked_view_fig(
+    "attention TxN": lambda: attention_maps.attention_heatmap_fig(rows(T, N), TARGET, SOURCE),
+    "model view": lambda: attention_maps.model_view_fig(RNG.random((2, 4, T, T)), TARGET, TARGET),
+    "linked view": lambda: attention_maps.linked_view_fig(
         rows(N, N), rows(T, T), rows(T, N), SOURCE, TARGET, selected_target=3,
         blocked={"decoder": LOOK_AHEAD == 0}),
-    "look-ahead mask": lambda: masks.mask_heatmap_fig(LOOK_AHEAD, TARGET, TARGET, "mask"),
-    "batch mask": lambda: masks.batch_mask_fig(np.ones((3, T)), np.ones((3, T), int),
+    "look-ahead mask": lambda: mask_maps.mask_heatmap_fig(LOOK_AHEAD, TARGET, TARGET, "mask"),
+    "batch mask": lambda: mask_maps.batch_mask_fig(np.ones((3, T)), np.ones((3, T), int),
                                                [TARGET] * 3, ["a", "b", "c"], "batch"),
-    "masked row": lambda: masks.masking_row_fig(RNG.random(T), LOOK_AHEAD[5], rows(1, T)[0],
+    "masked row": lambda: mask_maps.masking_row_fig(RNG.random(T), LOOK_AHEAD[5], rows(1, T)[0],
                                                 TARGET, "row", blocked_score=-1e9),
     "layer grid": lambda: aggregate.layer_grid_fig(np.stack([rows(T, N)] * 2), TARGET, SOURCE,
                                                    ["layer 0", "layer 1"]),

@@ -1,4 +1,4 @@
-"""figures.masks: traces, token ticks at positions, shape errors, blocked keys drawn apart, true
+"""figures.mask_maps: traces, token ticks at positions, shape errors, blocked keys drawn apart, true
 numbers plotted, the blocked score received (never hard-coded)."""
 
 import functools
@@ -8,12 +8,12 @@ import plotly.graph_objects as go
 import pytest
 from figure_ticks import cell_data, tick_texts, ticks
 
-from figures import masks
-from figures.masks import batch_mask_fig, mask_heatmap_fig
+from figures import mask_maps
+from figures.mask_maps import batch_mask_fig, mask_heatmap_fig
 
 BLOCKED = -1e9  # the model's constant (transformer.model.attention.BLOCKED_SCORE), passed in
-masked_softmax = functools.partial(masks.masked_softmax, blocked_score=BLOCKED)
-masking_row_fig = functools.partial(masks.masking_row_fig, blocked_score=BLOCKED)
+masked_softmax = functools.partial(mask_maps.masked_softmax, blocked_score=BLOCKED)
+masking_row_fig = functools.partial(mask_maps.masking_row_fig, blocked_score=BLOCKED)
 
 KEYS = ["<s>", "5", "march", "5", "</s>", "<pad>"]
 MASK = np.array([1, 1, 1, 1, 1, 0], float)
@@ -149,18 +149,18 @@ def test_masked_softmax():
 
 def test_the_blocked_score_is_received_not_hard_coded():
     with pytest.raises(TypeError, match="blocked_score"):
-        masks.masked_softmax(SCORES, MASK)
+        mask_maps.masked_softmax(SCORES, MASK)
     with pytest.raises(TypeError, match="blocked_score"):
-        masks.masking_row_fig(SCORES, MASK, SCORES, KEYS)
-    fig = masks.masking_row_fig(SCORES, MASK, SCORES, KEYS, blocked_score=-1e4)
+        mask_maps.masking_row_fig(SCORES, MASK, SCORES, KEYS)
+    fig = mask_maps.masking_row_fig(SCORES, MASK, SCORES, KEYS, blocked_score=-1e4)
     assert "blocked keys get −10000: weight 0" in fig.layout.annotations[1].text
     assert "(−10000)" in by_name(fig, "blocked").hovertemplate
     # The model's rule with a mild blocked score: the blocked key keeps exactly 0, the others
     # share what exp(-1e4) leaves (nothing, in float64).
-    np.testing.assert_allclose(masks.masked_softmax(SCORES, MASK, blocked_score=-1e4),
+    np.testing.assert_allclose(mask_maps.masked_softmax(SCORES, MASK, blocked_score=-1e4),
                                masked_softmax(SCORES, MASK), atol=0)
     # A blocked score that does not swamp the scores shows: the softmax is the model's rule.
-    mild = masks.masked_softmax([0.0, 0.0], [1, 0], blocked_score=-1.0)
+    mild = mask_maps.masked_softmax([0.0, 0.0], [1, 0], blocked_score=-1.0)
     np.testing.assert_allclose(mild, [1.0 / (1.0 + np.exp(-1.0)), 0.0])
 
 
@@ -175,7 +175,7 @@ def test_masked_softmax_equals_the_models_attention():
     mask = decoder_mask(np.array([[1, 5, 6, 0, 0], [1, 5, 6, 7, 8]]))  # (2, 1, 5, 5)
     _, weights, scores = scaled_dot_product_attention(tf.constant(q), tf.constant(k),
                                                       tf.constant(v), mask)
-    expected = masks.masked_softmax(scores.numpy(), np.broadcast_to(mask.numpy(), scores.shape),
+    expected = mask_maps.masked_softmax(scores.numpy(), np.broadcast_to(mask.numpy(), scores.shape),
                                     blocked_score=BLOCKED_SCORE)
     np.testing.assert_allclose(weights.numpy(), expected, atol=1e-6)
 
@@ -204,5 +204,5 @@ def test_masked_softmax_redoes_every_kind_with_the_models_masks(options):
         scores = np.asarray(out[f"{kind}_scores"])  # (L, B, H, Tq, Tk)
         mask = np.broadcast_to(np.asarray(mask)[np.newaxis], scores.shape)
         np.testing.assert_allclose(
-            masks.masked_softmax(scores, mask, blocked_score=BLOCKED_SCORE),
+            mask_maps.masked_softmax(scores, mask, blocked_score=BLOCKED_SCORE),
             np.asarray(out[f"{kind}_attention"]), atol=1e-6, err_msg=kind)

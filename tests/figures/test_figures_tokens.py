@@ -1,4 +1,4 @@
-"""figures.tokens: pure figure functions (no Streamlit, no model)."""
+"""figures.tokenization: pure figure functions (no Streamlit, no model)."""
 
 import html
 
@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import pytest
 from figure_ticks import tick_texts, ticks
 
-from figures.tokens import (
+from figures.tokenization import (
     PIECE,
     SPECIAL,
     UNKNOWN,

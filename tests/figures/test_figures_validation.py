@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from figures import aggregate, arithmetic, compare, decoding, masks, positional
-from figures.attention import attention_heatmap_fig, linked_view_fig, model_view_fig
+from figures import aggregate, arithmetic, compare, decoding, mask_maps, positional
+from figures.attention_maps import attention_heatmap_fig, linked_view_fig, model_view_fig
 from figures.common import subplot_axes, subplot_layout, unvalidated_figure
 from figures.token_view import token_view_fig
 
@@ -45,10 +45,10 @@ FIGURES |= {
     "q vector": lambda: arithmetic.vector_fig(ARITHMETIC["q"], ["0", "1", "2"], "q"),
     "layer grid": lambda: aggregate.layer_grid_fig(rows((2, 3, 4)), TARGET, SOURCE,
                                                    ["layer 0", "layer 1"], title="t"),
-    "mask heatmap": lambda: masks.mask_heatmap_fig(LOOK_AHEAD, SOURCE, SOURCE, "t"),
-    "batch mask": lambda: masks.batch_mask_fig(np.array([[1, 1, 0], [1, 1, 1]]), np.ones((2, 3)),
+    "mask heatmap": lambda: mask_maps.mask_heatmap_fig(LOOK_AHEAD, SOURCE, SOURCE, "t"),
+    "batch mask": lambda: mask_maps.batch_mask_fig(np.array([[1, 1, 0], [1, 1, 1]]), np.ones((2, 3)),
                                                [TARGET, TARGET], ["a", "b"], "t"),
-    "masking row": lambda: masks.masking_row_fig(np.arange(4.0), LOOK_AHEAD[1], rows(4), SOURCE,
+    "masking row": lambda: mask_maps.masking_row_fig(np.arange(4.0), LOOK_AHEAD[1], rows(4), SOURCE,
                                                  "t", blocked_score=-1e9),
     "position similarity": lambda: positional.similarity_fig(CODES @ CODES.T, SOURCE),
     "encoder input": lambda: positional.encoder_input_fig(CODES, CODES, 2 * CODES, SOURCE),

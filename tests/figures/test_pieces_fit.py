@@ -1,4 +1,4 @@
-"""figures.tokens.pieces_fig with many pieces (a 64-token Marian translation on the Tokenization
+"""figures.tokenization.pieces_fig with many pieces (a 64-token Marian translation on the Tokenization
 page): a cell's text never spills into its neighbours' (it did, "▁br 93" in 14 px cells)."""
 
 import html
@@ -6,7 +6,7 @@ import html
 import numpy as np
 
 from figures.common import CHAR_PX, CHART_WIDTH
-from figures.tokens import pieces_fig
+from figures.tokenization import pieces_fig
 
 
 def test_cell_text_fits_its_cell():

@@ -183,7 +183,7 @@ def test_the_value_norm_figures_pass_plotly_validation():
     import plotly.graph_objects as go
 
     from figures.arithmetic import value_norm_steps_fig
-    from figures.attention import attention_heatmap_fig, linked_view_fig, model_view_fig
+    from figures.attention_maps import attention_heatmap_fig, linked_view_fig, model_view_fig
     from figures.token_view import token_view_fig
 
     rng = np.random.default_rng(0)

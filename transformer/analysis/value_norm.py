@@ -140,7 +140,7 @@ def value_weighted(weights, v, w_o, head_mask=None, overwrite: bool = False
 # cells, 0.3 against 9 for 16 heads and 30 x 30).
 _FACTOR_FROM = 4096
 
-# (query, key) cells per block: 128 kB a float32 buffer, in cache. bench/value_norm.py's
+# (query, key) cells per block: 128 kB a float32 buffer, in cache. bench/value_norm_cost.py's
 # tiny512 (2 heads, 512 x 512 cells) took 20 ms a call with blocks of the Gram form in float64,
 # 34 ms with whole planes (each call page-faulting new 2 MB arrays).
 _BLOCK_CELLS = 1 << 15

@@ -1,7 +1,7 @@
 """Gradient attributions' cost: integrated gradients (--steps, batched) against one saliency
 pass, in one run (issue 27's goal: 32 steps at most 4x saliency).
 
-    .venv/bin/python bench/gradients.py [--steps 32] [--repeats 20]
+    .venv/bin/python bench/gradients_cost.py [--steps 32] [--repeats 20]
 
 Both on the bundled model, the sentence's own translation attributed. First one output token:
 its one gradient row (saliency) against its steps and the two ends (alpha 1 and 0) in one

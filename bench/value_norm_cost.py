@@ -1,7 +1,7 @@
 """Cost of the value-weighted maps (issue 27, item 8): Checkpoint.contributions(source, target,
 method="value_norm") against Checkpoint.attention(source, target), the maps the pages show.
 
-    .venv/bin/python bench/value_norm.py [--models bundled,bundled64,tiny512] [--repeats 40]
+    .venv/bin/python bench/value_norm_cost.py [--models bundled,bundled64,tiny512] [--repeats 40]
                                          [--details]
 
 Models and sentences, each with a typed target (teacher forcing: no decoding in either):
@@ -11,7 +11,7 @@ Models and sentences, each with a typed target (teacher forcing: no decoding in 
 - tiny512: testkit.tiny's untrained model (1 + 1 layers, d_model 16, 2 heads) reading 512
   positions, as bench/long_pages.py builds it: a long source and a 400-token target;
 - opus (not in the default list): opus-mt-en-fr's shapes with random weights and a word
-  tokenizer (bench/forward.py's, 6 + 6 layers, d_model 512, 8 heads), 13 and 15 words.
+  tokenizer (bench/forward_cost.py's, 6 + 6 layers, d_model 512, 8 heads), 13 and 15 words.
 
 Per model: the first call of each (traces), then warm, interleaved so that machine noise hits
 each alike, medians (and minima): the maps and the value-weighted maps (one compiled pass that
@@ -52,7 +52,7 @@ def model_and_sentence(name: str):
             target += TARGET + " "
         return ckpt, (SOURCE.lower() + " ") * 40, target
     if name == "opus":
-        from bench.forward import OPUS_VOCAB, opus_config
+        from bench.forward_cost import OPUS_VOCAB, opus_config
         from transformer import Transformer
         from transformer.inference.session import Checkpoint
         from transformer.tokenizers.word import WordTokenizer

@@ -2,14 +2,14 @@
 Checkpoint.contributions(source, method="alti") against Checkpoint.attention(source), the maps
 the pages show, on the same sentence and the same output ids.
 
-    .venv/bin/python bench/alti.py [--models bundled,bundled64,opus] [--repeats 20]
+    .venv/bin/python bench/alti_cost.py [--models bundled,bundled64,opus] [--repeats 20]
 
 Models and sentences:
 - bundled: the bundled dates model (2 + 2 layers, d_model 128, 4 heads), a source of exactly 30
   ids ("on the 5th day of march, 2021, a friday" and " march 5" until 30) and its greedy
   translation;
 - bundled64: the same model, a source and target repeated until max_len (64) cuts them;
-- opus: opus-mt-en-fr's shapes with random weights (bench/forward.py's; 6 + 6 layers,
+- opus: opus-mt-en-fr's shapes with random weights (bench/forward_cost.py's; 6 + 6 layers,
   d_model 512, 8 heads), 30 source and 30 target words.
 
 Per model: the first call of each (it traces the compiled pass), then warm medians (and
@@ -55,7 +55,7 @@ def model_and_sentence(name: str):
         source = "Friday, March 5, 2021 " * 10
         return ckpt, source, ckpt.encode_target("2021-03-05 " * 10)
     if name == "opus":
-        from bench.value_norm import model_and_sentence as opus_model
+        from bench.value_norm_cost import model_and_sentence as opus_model
 
         ckpt, _, _ = opus_model("opus")
         source = " ".join(f"w{37 * i + 5}" for i in range(30))

@@ -1,10 +1,10 @@
 """Cost of returning every attention map: plain forward pass vs return_attention=True.
 
-    .venv/bin/python bench/forward.py [--small]
+    .venv/bin/python bench/forward_cost.py [--small]
 
 Prints both median times and their ratio, measured in the same run (goal: ratio <= 1.30).
 
-    .venv/bin/python bench/forward.py --maps [--source-words 13] [--target-words 15] [--details]
+    .venv/bin/python bench/forward_cost.py --maps [--source-words 13] [--target-words 15] [--details]
 
 The maps of one sentence with a typed target, as the pages ask for them
 (Checkpoint.attention(source, target)), on a model of opus-mt-en-fr's shapes with random weights
