@@ -159,11 +159,11 @@ def test_a_safetensors_shape_is_checked_dimension_by_dimension(shape, says):
 def test_a_marian_weight_of_the_wrong_shape_says_what_it_is_for():
     from test_marian import safetensors_with
 
-    from transformer.importers.hf.marian import marian_checkpoint_bytes
+    from transformer.importers.hf.marian import FAMILY
 
     def reshape(tensors):
         tensors["final_logits_bias"] = np.zeros((1, 5), np.float32)
     with pytest.raises(CheckpointError, match=r"The weight 'final_logits_bias' \(the logits' "
                                               r"bias\) in model\.safetensors in the given files "
                                               r"has shape \(1, 5\), but config\.json describes"):
-        marian_checkpoint_bytes(safetensors_with(reshape))
+        FAMILY.checkpoint_bytes(safetensors_with(reshape))

@@ -24,11 +24,8 @@ from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.core.limits import NAMED_MAX_LAYERS
 from transformer.importers.hf.marian import (
     FAMILY,
-    OPTIONAL_FILES,
     REQUIRED_FILES,
-    marian_checkpoint_bytes,
     marian_config,
-    read_marian,
 )
 from transformer.inference.numerics import log_softmax
 from transformer.inference.session import load_checkpoint
@@ -193,8 +190,8 @@ def test_zip_and_uploaded_files_convert_the_same(checkpoint):
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in REQUIRED_FILES + ("tokenizer_config.json", "generation_config.json"):
             archive.write(FIXTURE / name, f"opus-mt-tiny/{name}")
-    as_zip = load_checkpoint(marian_checkpoint_bytes(buffer.getvalue()))
-    uploaded = load_checkpoint(marian_checkpoint_bytes(
+    as_zip = load_checkpoint(FAMILY.checkpoint_bytes(buffer.getvalue()))
+    uploaded = load_checkpoint(FAMILY.checkpoint_bytes(
         {name: (FIXTURE / name).read_bytes() for name in REQUIRED_FILES}))
     reference = weight_arrays(checkpoint.model)
     for other in (as_zip, uploaded):
@@ -216,12 +213,12 @@ def test_load_checkpoint_opens_the_folder_as_it_is(checkpoint, recorded, tmp_pat
         np.testing.assert_array_equal(weight_arrays(opened.model)[name], value, err_msg=name)
     assert opened.metadata["source"]["from"] == "the folder 'marian'"
     assert len(opened.content_hash) == 64
-    read = [n for n in REQUIRED_FILES + OPTIONAL_FILES if (FIXTURE / n).exists()]
+    read = [n for n in FAMILY.folder_files if (FIXTURE / n).exists()]
     files = transformer.load_checkpoint({n: (FIXTURE / n).read_bytes() for n in read})
     assert files.content_hash == opened.content_hash  # the same files: the same cache key
     maps = opened.attention(recorded["sentence"].item() if "sentence" in recorded else "the cat")
     assert np.isfinite(maps["cross"]).all()
-    exported = load_checkpoint(marian_checkpoint_bytes(FIXTURE))
+    exported = load_checkpoint(FAMILY.checkpoint_bytes(FIXTURE))
     for name, value in weight_arrays(exported.model).items():
         np.testing.assert_array_equal(weight_arrays(opened.model)[name], value, err_msg=name)
     with pytest.raises(CheckpointError, match="no model that opens as it is"):
@@ -320,7 +317,7 @@ T5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]}
 ])
 def test_refuses_configs_it_does_not_implement(changes, message):
     with pytest.raises(CheckpointError, match=r"config\.json in the given files .*" + message):
-        read_marian(with_config(**changes))
+        FAMILY.read(with_config(**changes))
 
 
 def test_scale_embedding_false_is_honoured():
@@ -332,7 +329,7 @@ def test_refuses_config_that_is_not_json():
     files = fixture_files()
     files["config.json"] = b"{not json"
     with pytest.raises(CheckpointError, match=r"config\.json in the given files is not valid JSON"):
-        read_marian(files)
+        FAMILY.read(files)
 
 
 @pytest.mark.parametrize("missing", ["vocab.json", "model.safetensors", "target.spm"])
@@ -340,12 +337,12 @@ def test_refuses_missing_file(missing, tmp_path):
     files = fixture_files()
     del files[missing]
     with pytest.raises(CheckpointError, match=rf"missing {missing}; a Marian model holds"):
-        read_marian(files)
+        FAMILY.read(files)
     for name, data in files.items():  # the same, from a folder
         (tmp_path / name).write_bytes(data)
     with pytest.raises(CheckpointError,
                        match=rf"folder '{re.escape(tmp_path.name)}' is missing {missing}"):
-        read_marian(tmp_path)
+        FAMILY.read(tmp_path)
 
 
 def test_pickled_weights_are_never_read():
@@ -354,7 +351,7 @@ def test_pickled_weights_are_never_read():
     files["pytorch_model.bin"] = b"\x80\x04 a pickle"
     with pytest.raises(CheckpointError, match=r"only in pytorch_model\.bin, a pickle, which can "
                                               r"run code.*never read.*save_pretrained"):
-        read_marian(files)
+        FAMILY.read(files)
 
 
 def safetensors_with(change) -> dict[str, bytes]:
@@ -371,7 +368,7 @@ def test_refuses_missing_weight():
     files = safetensors_with(lambda t: t.pop("model.encoder.layers.1.fc2.weight"))
     with pytest.raises(CheckpointError, match=r"model\.safetensors in the given files has no "
                                               r"weight 'model\.encoder\.layers\.1\.fc2\.weight'"):
-        marian_checkpoint_bytes(files)
+        FAMILY.checkpoint_bytes(files)
 
 
 def test_refuses_misshaped_weight():
@@ -383,7 +380,7 @@ def test_refuses_misshaped_weight():
                                               r"\.weight' in model\.safetensors in the given files "
                                               r"has shape \(16, 8\), but config\.json describes "
                                               r"\(16, 16\)"):
-        marian_checkpoint_bytes(safetensors_with(transpose))
+        FAMILY.checkpoint_bytes(safetensors_with(transpose))
 
 
 def test_refuses_unexpected_weight():
@@ -392,7 +389,7 @@ def test_refuses_unexpected_weight():
 
     with pytest.raises(CheckpointError, match=r"weight 'model\.encoder\.layers\.2\.fc1\.weight' "
                                               r"that a MarianMTModel with this config\.json"):
-        marian_checkpoint_bytes(safetensors_with(extra))
+        FAMILY.checkpoint_bytes(safetensors_with(extra))
 
 
 def test_refuses_positions_that_are_not_sinusoids(recorded):
@@ -401,7 +398,7 @@ def test_refuses_positions_that_are_not_sinusoids(recorded):
 
     with pytest.raises(CheckpointError, match=r"'model\.encoder\.embed_positions\.weight' .* is "
                                               r"not Marian's static sinusoidal positions"):
-        marian_checkpoint_bytes(safetensors_with(learned))
+        FAMILY.checkpoint_bytes(safetensors_with(learned))
 
 
 def test_saved_sinusoids_and_tied_copies_are_accepted(recorded):
@@ -416,10 +413,10 @@ def test_saved_sinusoids_and_tied_copies_are_accepted(recorded):
             tensors[name] = tensors["model.shared.weight"]
 
     files = safetensors_with(older)
-    weights = read_marian(files).weights
+    weights = FAMILY.read(files)[0].weights
     assert "lm_head.weight" in weights
     load(files["model.safetensors"])  # a valid file
-    assert marian_checkpoint_bytes(files)
+    assert FAMILY.checkpoint_bytes(files)
 
 
 def test_refuses_garbage_safetensors():
@@ -427,7 +424,7 @@ def test_refuses_garbage_safetensors():
     files["model.safetensors"] = b"\x10\x00\x00\x00\x00\x00\x00\x00{not a header}"
     with pytest.raises(CheckpointError, match=r"model\.safetensors in the given files is not a "
                                               r"valid safetensors file"):
-        read_marian(files)
+        FAMILY.read(files)
 
 
 def test_refuses_vocabulary_of_another_model():
@@ -436,7 +433,7 @@ def test_refuses_vocabulary_of_another_model():
     vocab["▁extra"] = len(vocab)
     files["vocab.json"] = json.dumps(vocab).encode()
     with pytest.raises(CheckpointError, match=r"vocab\.json"):
-        marian_checkpoint_bytes(files)
+        FAMILY.checkpoint_bytes(files)
 
 
 def test_refuses_a_sentencepiece_model_that_is_not_one():
@@ -444,12 +441,12 @@ def test_refuses_a_sentencepiece_model_that_is_not_one():
     files["target.spm"] = b"not a SentencePiece model"
     with pytest.raises(CheckpointError, match=r"A tokenizer file in the given files is invalid: "
                                               r"target\.spm: not a SentencePiece model"):
-        marian_checkpoint_bytes(files)
+        FAMILY.checkpoint_bytes(files)
 
 
 def test_refuses_a_zip_that_is_not_one():
     with pytest.raises(CheckpointError, match=r"not a ZIP archive"):
-        read_marian(b"this is not a zip file at all, not even close")
+        FAMILY.read(b"this is not a zip file at all, not even close")
 
 
 def test_hub_download_offline_is_a_sentence(capsys, monkeypatch):
@@ -466,7 +463,7 @@ def test_hub_download_offline_is_a_sentence(capsys, monkeypatch):
 # ------------------------------------------------------------------ hostile files (issue 15)
 def test_an_activation_that_is_not_a_name_is_a_sentence():
     with pytest.raises(CheckpointError, match=r"gives activation_function \[\"gelu\"\]; only"):
-        read_marian(with_config(activation_function=["gelu"]))
+        FAMILY.read(with_config(activation_function=["gelu"]))
 
 
 def test_a_vocabulary_with_a_5000_digit_id_is_a_sentence():
@@ -474,7 +471,7 @@ def test_a_vocabulary_with_a_5000_digit_id_is_a_sentence():
     text = files["vocab.json"].decode()
     files["vocab.json"] = (text[:text.rindex("}")] + ', "zz": ' + "9" * 5000 + "}").encode()
     with pytest.raises(CheckpointError, match=r"vocab\.json: holds a number too long to be an id"):
-        marian_checkpoint_bytes(files)
+        FAMILY.checkpoint_bytes(files)
 
 
 def test_the_generation_config_is_read_when_the_model_opens(checkpoint):

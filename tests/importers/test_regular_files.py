@@ -158,6 +158,6 @@ def test_a_marian_folder_is_not_listed(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "iterdir", refuse)
     monkeypatch.setattr(os, "scandir", refuse)
     monkeypatch.setattr(os, "listdir", refuse)
-    from transformer.importers.hf.marian import read_marian
+    from transformer.importers.hf.marian import FAMILY
 
-    assert read_marian(folder).config["num_encoder_layers"] >= 1
+    assert FAMILY.read(folder)[1]["num_encoder_layers"] >= 1

@@ -84,7 +84,9 @@ def test_the_bart_files_open_as_they_are_and_nothing_is_lost(bart_app, bart):
     assert state.IMPORT not in at.session_state  # nothing to ask: no form left
     assert not [b for b in at.button if b.key == state.IMPORT_SUBMIT]
     (name, kept), = at.session_state[state.UPLOADS].values()
-    assert name == f"{bart.name} (BART)"
+    # files given one by one name no folder: the family's name for a model of it (a folder
+    # opened by path is named after the folder, bart.name)
+    assert name == "BART model (BART)"
     assert isinstance(kept, dict) and "model.safetensors" in kept  # the files themselves
     assert "recorded.npz" not in kept and "tokenizer_config.json" not in kept  # not read
     assert at.success[0].value.startswith(
@@ -114,14 +116,14 @@ def test_every_page_runs_on_the_bart_model(bart_app, path):
 def test_home_shows_the_models_translation(bart_app, bart):
     at = _page(bart_app, "views/Home.py")
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Model"] == plain(bart.name)
+    assert metrics["Model"] == plain("BART model")
     # the translation its generation config searches for (4 beams), as transformers' generate
     assert metrics["Translation of the sentence"] == plain(bart.generate(SOURCE).text)
 
 
 def test_the_model_page_says_it_opened_as_it_is_and_the_clis_line(bart_app, bart):
     at = _page(bart_app, "views/Model.py")
-    assert at.title[0].value == f"Model: {bart.name}"
+    assert at.title[0].value == "Model: BART model"
     text = _markdown(at)
     assert "Opened from a BART model" in text and "Converted" not in text
     assert "translator" not in text  # BART may summarise: the files do not say

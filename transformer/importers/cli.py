@@ -155,14 +155,14 @@ def _run(args, command: str) -> None:
                                          args.num_heads, max_len=args.max_len,
                                          mask_padding=mask, command=command)
     else:
-        from transformer.importers.hf.marian import marian_data  # imported only when asked
+        from transformer.importers.hf.marian import FAMILY  # imported only when asked
 
         model_dir = args.model_dir
         if args.hub:
             model_dir = _download_marian(args.hub)
         # The export builds no model: the mapped weights (checked, finite) are written as
         # they are; the file is checked like any other when it is opened.
-        data = marian_data(model_dir, command=command)
+        data = FAMILY.data(model_dir, command=command)
         write_checkpoint(args.out, data)
         _say_wrote(args.out, data.config)
         return

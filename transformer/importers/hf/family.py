@@ -15,15 +15,15 @@ tokenizer files, its config.json allow-list and mapping, and its weight table.
                       (checkpoint_data, which checks the tokenizers against the model once
                       more: checkpoint.format.check_consistent)
     Family.convert    the opened Checkpoint (inference.session.Checkpoint.open)
-
-Marian still reads its folder its own way (Family.steps: hf.marian's marian_data).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from transformer.checkpoint.format import (
     CheckpointError,
     check_config,
     check_consistent,
+    data_bytes,
 )
 from transformer.checkpoint.metadata import clean_metadata
 from transformer.core import limits
@@ -54,7 +55,7 @@ __all__ = ["Family", "REQUIRED_FILES", "WEIGHT_FILE_BYTES", "ModelFiles", "build
            "check_tokenizers", "checkpoint_data", "read_folder", "tokenizer_family", "tokenizers"]
 
 REQUIRED_FILES = ("config.json", "model.safetensors")  # every family's, besides its tokenizer
-# (model.safetensors, or the shards its index names, or tf_model.h5: hf_weights, which holds
+# (model.safetensors, or the shards its index names, or tf_model.h5: weight_files, which holds
 # WEIGHT_FILE_BYTES, their caps as given files)
 
 
@@ -85,7 +86,8 @@ class ModelFiles:
 
 def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
                 tokenizer_sets: tuple[tuple[str, ...], ...], what: str,
-                budgets: limits.Budgets = limits.UPLOAD) -> ModelFiles:
+                budgets: limits.Budgets = limits.UPLOAD, refused: Mapping[str, str] | None = None
+                ) -> ModelFiles:
     """A model's files from a folder path, a .zip (path or bytes) or {file name: bytes}:
     config.json, its weights (found, not read: ModelFiles.read_weights), and one of
     tokenizer_sets (each a set of file names that makes a tokenizer); a sentence names every
@@ -95,12 +97,18 @@ def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
     stored = found(raw, label, what, budgets)
     missing = [n for n in REQUIRED_FILES
                if n not in raw and not (n == SAFETENSORS and stored.files)]
+    sets = " (or ".join(" and ".join(s) for s in tokenizer_sets) + ")" * (len(tokenizer_sets) - 1)
     if not any(all(raw.get(n) for n in names_) for names_ in tokenizer_sets):
-        missing.append(" (or ".join(" and ".join(s) for s in tokenizer_sets)
-                       + ")" * (len(tokenizer_sets) - 1))
+        # one way to make the tokenizer: the files of it that are missing; several: the ways
+        missing += ([n for n in tokenizer_sets[0] if not raw.get(n)] if len(tokenizer_sets) == 1
+                    else [sets])
     if missing:
-        raise CheckpointError(f"The {what} model in {label} is missing {', '.join(missing)}; "
-                              f"download them from the model's page.{_other_family(raw, tokenizer_sets)}")
+        raise CheckpointError(f"The {what} model in {label} is missing {_join(missing)}; a {what} "
+                              f"model holds {', '.join(REQUIRED_FILES)} and {sets} (download "
+                              f"them from the model's page).{_other_family(raw, tokenizer_sets)}")
+    for name, why in (refused or {}).items():
+        if name in raw:
+            raise CheckpointError(f"The {what} model in {label} has a {name}: {why}.")
     hf_config = parse_json(raw["config.json"], "config.json", label)
     return ModelFiles(label, hf_config, {}, {n: raw[n] for n in tokenizer_files if raw.get(n)},
                       raw.get("generation_config.json") or None,
@@ -166,7 +174,8 @@ def tokenizer_family(files: dict[str, bytes], allowed: tuple[str, ...], default:
     return family
 
 
-def check_tokenizers(source_tok, target_tok, config: dict, label: str) -> None:
+def check_tokenizers(source_tok, target_tok, config: dict, label: str,
+                     names: tuple[str, ...] = ()) -> None:
     """The tokenizers and config.json agree on the vocabulary and the special ids. An embedding
     with more rows than the tokenizer has entries (vocab_size above them: Google's T5 pads
     32,100 entries to 32,128 rows, NLLB-200 256,204 to 256,206) pads both tokenizers to it
@@ -174,6 +183,11 @@ def check_tokenizers(source_tok, target_tok, config: dict, label: str) -> None:
     from transformer.tokenizers.base import TokenizerError
 
     vocab = config["src_vocab_size"]
+    if vocab != source_tok.vocab_size and not hasattr(source_tok, "pad_vocabulary"):
+        made_of = f" ({_join(list(names))})" if names else ""
+        raise CheckpointError(
+            f"The tokenizer in {label}{made_of} has {source_tok.vocab_size} pieces, but "
+            f"config.json gives vocab_size {vocab}; they must be the same model's.")
     if source_tok.vocab_size > vocab:  # only added special tokens past the rows may be cut
         try:
             for tok in (source_tok, target_tok):
@@ -215,14 +229,14 @@ def checkpoint_data(files: ModelFiles, config: TransformerConfig, weights: dict,
     hf_name = files.hf_config.get("_name_or_path")
     hf_name = hf_name.strip()[:80] if isinstance(hf_name, str) and hf_name.strip() else ""
     metadata = {
-        "name": name or hf_name.rsplit("/", 1)[-1] or default_name,
+        "name": name or short_name(hf_name) or short_name(files.label) or default_name,
         "recipe": recipe,
         "source": {
             "recipe": recipe, "format": f"Hugging Face {architecture} (config.json, "
                                         "model.safetensors, tokenizer files)",
             "model": hf_name, "from": files.label,
             "transformers_version": str(files.hf_config.get("transformers_version", ""))[:40],
-            "command": command or "",
+            "command": command or "", **languages(files.tokenizer_files),
         },
     }
     return with_provenance(CheckpointData(config, weights, source_tok, target_tok,
@@ -230,10 +244,43 @@ def checkpoint_data(files: ModelFiles, config: TransformerConfig, weights: dict,
                                           budgets=files.budgets), files, metadata)
 
 
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def short_name(text: str | None) -> str | None:
+    """'Helsinki-NLP/opus-mt-en-fr' -> 'opus-mt-en-fr'; "the folder 'x'" -> 'x'; None for a
+    label that names no file ("the given files")."""
+    if not text:
+        return None
+    text = text.strip().strip("'\"")
+    if text.startswith(("the folder ", "the archive ")):
+        text = text.split(" ", 2)[2].strip("'\"")
+        text = text[:-4] if text.lower().endswith(".zip") else text
+    elif text.startswith("the "):
+        return None
+    return PurePosixPath(text.replace("\\", "/")).name[:80] or None
+
+
+def languages(tokenizer_files: dict) -> dict:
+    """The language names tokenizer_config.json gives as source_lang and target_lang (Marian's;
+    description only: never refused)."""
+    data = tokenizer_files.get("tokenizer_config.json")
+    if not data:
+        return {}
+    try:
+        value = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {k: value[k][:40] for k in ("source_lang", "target_lang") if isinstance(value.get(k), str)}
+
+
 def with_provenance(data: CheckpointData, files, metadata: dict) -> CheckpointData:
     """data with its metadata (`metadata`, the files read added to its "source") and content
     hash, once the weight files' hashes are known: they are computed in a thread while the load
-    goes on (hf_weights), so this waits for them only when data.settle() is called
+    goes on (weight_files), so this waits for them only when data.settle() is called
     (Checkpoint.open calls it after the model is built: a 2 GB file's hash took 0.8 s more than
     the reading before it). Until then data.metadata holds everything but the files. files: a
     ModelFiles (or marian.MarianFiles), whose entries may hold the hashes' futures."""
@@ -274,7 +321,10 @@ class Family:
     tokenizer_options: bool = True  # tokenizer_config.json's options read (T5's: not)
     model_names: Mapping[str, str] = field(default_factory=dict)  # tokenizer family -> the
     # name of a model whose config.json names none ("NLLB model"); "<label> model" otherwise
-    steps: Callable | None = None  # a family that reads its files its own way: data(source, ...)
+    make_tokenizers: Callable | None = None  # (files, tokenizer family, label) -> (source,
+    # target), for a tokenizer kind of its own (Marian's); transformer.tokenizers.hf_pair else
+    refused_files: Mapping[str, str] = field(default_factory=dict)  # a file whose presence
+    # says the model is not one read here -> why (Marian's target_vocab.json)
     required_files: tuple[str, ...] = REQUIRED_FILES  # besides its tokenizer's: any one of them
     # among uploaded files makes them a Hugging Face model's
     position_offset: int = 0  # rows of its learned position table before position 0 (BART's
@@ -299,7 +349,7 @@ class Family:
             **WEIGHT_FILE_BYTES,
             **{name: limits.MAX_JSON_BYTES if name.endswith("_config.json")
                else limits.MAX_TOKENIZER_BYTES for name in self.tokenizer_files},
-        }, PICKLE_FILES, f"the {self.words} model")
+        }, PICKLE_FILES + tuple(self.refused_files), f"the {self.words} model")
 
     @property
     def folder_files(self) -> tuple[str, ...]:
@@ -310,10 +360,12 @@ class Family:
         """(the files, read and checked; config.json's mapped fields; the tokenizer family),
         the weights read last, once the config passed every check."""
         files = read_folder(source, self.folder, self.tokenizer_files, self.tokenizer_sets,
-                            self.words, budgets=budgets)
+                            self.words, budgets=budgets, refused=self.refused_files)
         c = self.config(files.hf_config, files.label)
         if self.pick_tokenizer is not None:
             family = self.pick_tokenizer(files.tokenizer_files, files.label)
+        elif self.make_tokenizers is not None:
+            family = self.tokenizer_families[0]
         else:
             family = tokenizer_family(files.tokenizer_files, self.tokenizer_families,
                                       self.tokenizer_families[0], files.label, self.words)
@@ -325,13 +377,12 @@ class Family:
         """The model's files (folder path, .zip path or bytes, or {file name: bytes}) mapped
         onto our config, weights and tokenizers: what Checkpoint.open builds the model from.
         Nothing is built here, and no file of ours is written."""
-        if self.steps is not None:
-            return self.steps(source, name=name, command=command, budgets=budgets)
         files, c, family = self.read(source, budgets)
         given = files.tokenizer_files if self.tokenizer_options else {
             n: data for n, data in files.tokenizer_files.items() if n != "tokenizer_config.json"}
-        source_tok, target_tok = tokenizers(given, family, files.label)
-        check_tokenizers(source_tok, target_tok, c, files.label)
+        source_tok, target_tok = (self.make_tokenizers or tokenizers)(given, family, files.label)
+        check_tokenizers(source_tok, target_tok, c, files.label,
+                         tuple(n for n in given if n != "tokenizer_config.json"))
         if self.settle is not None:
             self.settle(c, files, target_tok)
         config = build_config(c, files.label)
@@ -349,3 +400,9 @@ class Family:
         (into the model), checked as any checkpoint is (Checkpoint.open)."""
         data = self.data(source, name=name, command=command, budgets=budgets)
         return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
+
+    def checkpoint_bytes(self, source, *, name: str | None = None,
+                         command: str | None = None) -> bytes:
+        """The export: the model as our one-file checkpoint (bytes), written from the mapped
+        weights as they are (no model is built; opening the file checks it as any other)."""
+        return data_bytes(self.data(source, name=name, command=command))

@@ -30,8 +30,8 @@ MAX_ZIP_MEMBERS = 256
 class FolderSpec:
     """What one family reads of a folder. file_bytes: {file name: its byte cap}, every file it
     may read; hinted: names looked for only to say something about them (never read); what:
-    the model in sentences ("the Marian model"). A folder's weight files (hf_weights.WEIGHT_FILES)
-    are given as their Path, memory-mapped when the weights are read (hf_weights; the shards its
+    the model in sentences ("the Marian model"). A folder's weight files (weight_files.WEIGHT_FILES)
+    are given as their Path, memory-mapped when the weights are read (weight_files; the shards its
     index names are looked up then); given files hold shards (SHARD_FILE) read within
     model.safetensors' cap."""
     file_bytes: dict
@@ -112,7 +112,7 @@ def _from_folder(path: Path, spec: FolderSpec) -> tuple[dict[str, bytes], str]:
         if not present:
             continue
         if name in spec.file_bytes and name in WEIGHT_FILES:
-            raw[name] = child  # read (memory-mapped) with the weights: hf_weights
+            raw[name] = child  # read (memory-mapped) with the weights: weight_files
         elif name in spec.file_bytes:
             raw[name] = read_input(child, name, spec.file_bytes[name])
         else:

@@ -28,58 +28,33 @@ What makes Marian differ from the paper's model, and the config field that carri
     positions up to max_position_embeddings          max_len
 
 PyTorch's Linear stores (out, in); a Keras Dense kernel is (in, out): every projection is
-transposed. FAMILY.convert opens the mapped model with Checkpoint.open, so a converted model is
-validated exactly as an upload is.
+transposed. Reading the folder, the checks and the provenance are the steps every family shares
+(transformer.importers.hf.family); FAMILY.convert opens the mapped model with Checkpoint.open, so
+a converted model is validated exactly as an upload is.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 
 import numpy as np
 
-from transformer.checkpoint.format import (
-    CheckpointData,
-    CheckpointError,
-    check_config,
-    check_consistent,
-    data_bytes,
-)
+from transformer.checkpoint.format import CheckpointError
 from transformer.core import limits
+from transformer.importers.hf.config_reader import IGNORED_FIELDS
 from transformer.importers.hf.fairseq import take_layers, take_output, take_shared_embedding
-from transformer.importers.hf.family import Family, build_config, with_provenance
-from transformer.importers.hf.folder import FolderSpec, gather, is_folder, parse_json
-from transformer.importers.hf.weight_files import (
-    WEIGHT_FILE_BYTES,
-    found,
-    read_weights,
-)
+from transformer.importers.hf.family import REQUIRED_FILES as WEIGHTS_AND_CONFIG
+from transformer.importers.hf.family import Family
 from transformer.importers.mapping import WeightMap
 from transformer.importers.recipe import Recipe
 from transformer.model import weights as names
-from transformer.model.config import TransformerConfig
 
-__all__ = ["MarianFiles", "read_marian", "marian_config", "marian_weights", "marian_tokenizers",
-           "marian_checkpoint_bytes", "marian_data", "FAMILY", "is_folder", "REQUIRED_FILES",
+__all__ = ["FAMILY", "marian_config", "marian_weights", "marian_tokenizers", "REQUIRED_FILES",
            "ALLOWED_FIELDS"]
 
-REQUIRED_FILES = ("config.json", "model.safetensors", "source.spm", "target.spm", "vocab.json")
-# tokenizer_config.json: read for the language names only; generation_config.json: how
-# transformers decodes the model (Checkpoint.generation)
-OPTIONAL_FILES = ("tokenizer_config.json", "generation_config.json")
-MAX_FILE_BYTES = {
-    "config.json": limits.MAX_JSON_BYTES,
-    "tokenizer_config.json": limits.MAX_JSON_BYTES,
-    "generation_config.json": limits.MAX_JSON_BYTES,
-    **WEIGHT_FILE_BYTES,  # model.safetensors, or its shards' index, or tf_model.h5
-    "source.spm": limits.MAX_TOKENIZER_BYTES,
-    "target.spm": limits.MAX_TOKENIZER_BYTES,
-    "vocab.json": limits.MAX_TOKENIZER_BYTES,
-}
+TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
+REQUIRED_FILES = WEIGHTS_AND_CONFIG + TOKENIZER_FILES
 LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; MarianConfig has no field for it
 POSITION_TOLERANCE = 1e-4  # saved embed_positions must be Marian's sinusoids to this
 
@@ -107,26 +82,6 @@ ALLOWED_FIELDS = {
     "add_final_layer_norm": (False,),
     "add_bias_logits": (False,),
 }
-# Fields that do not change what the model computes at inference: training (dropout, layerdrop,
-# init), generation defaults (beam search settings; the app decodes its own way), bookkeeping.
-IGNORED_FIELDS = frozenset({
-    "_name_or_path", "_num_labels", "activation_dropout", "attention_dropout", "classif_dropout",
-    "classifier_dropout", "encoder_layerdrop", "decoder_layerdrop", "init_std", "use_cache",
-    "gradient_checkpointing", "id2label", "label2id", "num_labels", "torch_dtype", "dtype",
-    "transformers_version", "bad_words_ids", "num_beams", "max_length", "min_length",
-    "forced_eos_token_id", "forced_bos_token_id", "bos_token_id", "unk_token_id", "sep_token_id",
-    "tokenizer_class", "prefix", "task_specific_params", "problem_type", "output_past",
-    "output_attentions", "output_hidden_states", "return_dict", "extra_pos_embeddings",
-    "early_stopping", "length_penalty", "no_repeat_ngram_size", "num_return_sequences",
-    "do_sample", "temperature", "top_k", "top_p", "repetition_penalty", "max_new_tokens",
-    "chunk_size_feed_forward", "pruned_heads", "torchscript", "use_bfloat16", "finetuning_task",
-    "tf_legacy_loss", "keys_to_ignore_at_inference",
-    "encoder_no_repeat_ngram_size", "num_beam_groups", "diversity_penalty", "typical_p",
-    "remove_invalid_values", "return_dict_in_generate", "output_scores",
-    "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
-    "cross_attention_hidden_size", "add_cross_attention", "tie_encoder_decoder",
-    "_attn_implementation_autoset", "_commit_hash",
-})
 _FIELD_MEANINGS = {
     "normalize_before": "pre-LayerNorm blocks (mBART style); Marian normalizes after each block",
     "normalize_embedding": "a LayerNorm on the embeddings, which Marian does not have",
@@ -138,78 +93,6 @@ _FIELD_MEANINGS = {
     "is_encoder_decoder": "a model that is not an encoder-decoder",
     "is_decoder": "a decoder-only model",
 }
-
-
-@dataclass
-class MarianFiles:
-    """A Marian model's files, read and checked: what marian_data maps onto our model."""
-    label: str  # how sentences name where the model came from ("the folder 'opus-mt-en-fr'")
-    hf_config: dict  # config.json as parsed
-    config: dict  # TransformerConfig fields (marian_config)
-    weights: dict[str, np.ndarray]  # model.safetensors, float32, by Hugging Face's names
-    source_spm: bytes
-    target_spm: bytes
-    vocab_json: bytes
-    files: list[dict] = field(default_factory=list)  # [{"name", "bytes", "sha256"}] read
-    languages: dict = field(default_factory=dict)  # {"source_lang", "target_lang"} when given
-    generation_config: bytes | None = None  # generation_config.json, when given
-    budgets: limits.Budgets = limits.UPLOAD  # who gave it (core.limits.Budgets)
-
-
-# ============================================================================ reading the files
-def read_marian(source, budgets: limits.Budgets = limits.UPLOAD) -> MarianFiles:
-    """Read a Marian model from a folder path, a .zip (path or bytes) or {file name: bytes}
-    (several uploaded files; a name may carry a folder, which is ignored). Raises CheckpointError
-    sentences that name the file and what was wrong. The weights are model.safetensors, a
-    sharded model or tf_model.h5 (hf_weights), read once config.json passed every check."""
-    raw, label = _gather(source)
-    stored = found(raw, label, "Marian", budgets)
-    missing = [name for name in REQUIRED_FILES
-               if name not in raw and not (name == "model.safetensors" and stored.files)]
-    if missing:
-        raise CheckpointError(
-            f"The Marian model in {label} is missing {_join(missing)}; a Marian model holds "
-            f"{_join(REQUIRED_FILES)} (download them from the model's page).")
-    if "target_vocab.json" in raw:
-        raise CheckpointError(
-            f"The Marian model in {label} has a target_vocab.json: it has separate source and "
-            "target vocabularies, which this converter does not read (opus-mt models share one "
-            "vocab.json).")
-    hf_config = parse_json(raw["config.json"], "config.json", label)
-    config = marian_config(hf_config, label)
-    check_config(build_config(config, label), budgets)  # before any weight is read
-    weights, entries = read_weights(stored)
-    files = [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-             for name, data in sorted(raw.items())
-             if name in REQUIRED_FILES + OPTIONAL_FILES and name not in stored.files]
-    files = sorted(files + entries, key=lambda entry: entry["name"])
-    return MarianFiles(label, hf_config, config, weights, raw["source.spm"], raw["target.spm"],
-                       raw["vocab.json"], files, _languages(raw.get("tokenizer_config.json")),
-                       raw.get("generation_config.json") or None, budgets)
-
-
-HINTED_FILES = ("pytorch_model.bin", "target_vocab.json")  # named, never read
-FOLDER = FolderSpec(MAX_FILE_BYTES, HINTED_FILES, "the Marian model")
-FOLDER_FILES = tuple(MAX_FILE_BYTES)  # the names read of a folder
-
-
-def _gather(source) -> tuple[dict[str, bytes], str]:
-    """({file name: bytes} of the files we read, a label), from any accepted form."""
-    return gather(source, FOLDER)
-
-
-def _languages(data: bytes | None) -> dict:
-    """The language names tokenizer_config.json gives (description only: never refused)."""
-    if not data:
-        return {}
-    try:
-        value = json.loads(data.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return {}
-    if not isinstance(value, dict):
-        return {}
-    return {k: value[k][:40] for k in ("source_lang", "target_lang")
-            if isinstance(value.get(k), str)}
 
 
 # ============================================================================ config.json
@@ -232,7 +115,7 @@ def marian_config(hf_config: dict, label: str = "the Marian model") -> dict:
             f"{where} describes architectures {architectures!r}; only MarianMTModel (the "
             "translation model with its output layer) is read here.")
     for key, value in hf_config.items():
-        if key in IGNORED_FIELDS:
+        if key in IGNORED_FIELDS and key not in ALLOWED_FIELDS:
             continue
         if key not in ALLOWED_FIELDS:
             raise CheckpointError(
@@ -399,85 +282,24 @@ def marian_tokenizers(source_spm: bytes, target_spm: bytes, vocab_json: bytes,
         raise CheckpointError(f"A tokenizer file in {label} is invalid: {err}.") from None
 
 
-# ============================================================================ conversion
-def marian_data(source, *, name: str | None = None, command: str | None = None,
-                budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
-    """A Marian model's files (see read_marian for `source`) mapped onto our config, weight
-    names and tokenizers: what Checkpoint.open builds the model from. Nothing is built here, and
-    no file of ours is written: the model opens from the Hugging Face files as they are."""
-    files = read_marian(source, budgets)
-    source_tok, target_tok = marian_tokenizers(files.source_spm, files.target_spm,
-                                               files.vocab_json, files.label)
-    c = files.config
-    vocab = source_tok.vocab_size
-    if vocab != c["src_vocab_size"]:
-        raise CheckpointError(
-            f"vocab.json in {files.label} has {vocab} pieces, but config.json gives vocab_size "
-            f"{c['src_vocab_size']}; they must be the same model's.")
-    for what, tok_id, config_name in (("<pad>", source_tok.pad_id, "pad_token_id"),
-                                      ("</s>", source_tok.end_id, "eos_token_id")):
-        config_id = c["pad_id"] if config_name == "pad_token_id" else c["end_id"]
-        if tok_id != config_id:
-            raise CheckpointError(
-                f"vocab.json in {files.label} gives {what} the id {tok_id}, but config.json "
-                f"gives {config_name} {config_id}; they must be the same model's.")
-    try:
-        config = TransformerConfig(**c)
-    except (TypeError, ValueError) as err:
-        raise CheckpointError(f"The model that config.json in {files.label} describes cannot "
-                              f"be built here: {err}.") from None
-    weights = marian_weights(files.weights, c, files.label)
-    files.weights = {}  # the mapped arrays are ours now; free the originals
-    check_consistent(config, source_tok, target_tok)
-    hf_name = files.hf_config.get("_name_or_path")
-    hf_name = hf_name if isinstance(hf_name, str) and hf_name.strip() else None
-    metadata = {
-        "name": name or _short_name(hf_name) or _short_name(files.label) or "Marian model",
-        "recipe": "marian",
-        "source": {
-            "recipe": "marian", "format": "Hugging Face MarianMTModel (config.json, "
-                                          "model.safetensors, source.spm, target.spm, vocab.json)",
-            "model": hf_name or "", "from": files.label,
-            "transformers_version": str(files.hf_config.get("transformers_version", ""))[:40],
-            "command": command or "", **files.languages,
-        },
-    }
-    return with_provenance(CheckpointData(config, weights, source_tok, target_tok,
-                                          generation_config=files.generation_config,
-                                          budgets=files.budgets), files, metadata)
-
-
-def marian_checkpoint_bytes(source, *, name: str | None = None,
-                            command: str | None = None) -> bytes:
-    """The export: a Marian model as our one-file checkpoint (bytes), written from the mapped
-    weights as they are (no model is built; opening the file checks it as any other)."""
-    return data_bytes(marian_data(source, name=name, command=command))
-
-
-def _short_name(text: str | None) -> str | None:
-    """'Helsinki-NLP/opus-mt-en-fr' -> 'opus-mt-en-fr'; "the folder 'x'" -> 'x'."""
-    if not text:
-        return None
-    text = text.strip().strip("'\"")
-    if text.startswith(("the folder ", "the archive ")):
-        text = text.split(" ", 2)[2].strip("'\"")
-        text = text[:-4] if text.lower().endswith(".zip") else text
-    elif text.startswith("the "):
-        return None
-    return PurePosixPath(text.replace("\\", "/")).name[:80] or None
-
-
 def _join(names) -> str:
     names = list(names)
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def tokenizers(files: dict[str, bytes], family: str, label: str):
+    """(source, target): each side's SentencePiece model with vocab.json's ids."""
+    return marian_tokenizers(files["source.spm"], files["target.spm"], files["vocab.json"], label)
 
 
 FAMILY = Family(
     Recipe("marian", "Marian (opus-mt)", "Marian (opus-mt)",
            "Hugging Face's MarianMT (an opus-mt model)", asks=False),
     model_types=("marian",), architecture="MarianMTModel",
-    tokenizer_files=("source.spm", "target.spm", "vocab.json", "tokenizer_config.json"),
-    tokenizer_sets=(("source.spm", "target.spm", "vocab.json"),), tokenizer_families=("marian",),
-    config=marian_config, weights=marian_weights, what="Marian",
-    steps=marian_data,  # its own reader still (read_marian): not yet the shared steps
-    required_files=REQUIRED_FILES)
+    # tokenizer_config.json: read for the language names only
+    tokenizer_files=TOKENIZER_FILES + ("tokenizer_config.json",),
+    tokenizer_sets=(TOKENIZER_FILES,), tokenizer_families=("marian",),
+    config=marian_config, weights=marian_weights, what="Marian", required_files=REQUIRED_FILES,
+    make_tokenizers=tokenizers, refused_files={
+        "target_vocab.json": "it has separate source and target vocabularies, which this "
+                             "converter does not read (opus-mt models share one vocab.json)"})

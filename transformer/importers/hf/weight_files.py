@@ -6,7 +6,7 @@ the families read here:
       + model-00001-of-0000N.safetensors    every tensor, the shard that holds it
     tf_model.h5                             a repository with no safetensors (many opus-mt ones),
                                             read as data through the bounded HDF5 reader
-                                            (hf_tf_weights); never Keras objects
+                                            (tf_weights); never Keras objects
     pytorch_model.bin alone                 refused with a sentence: a pickle can run code
 
 F32, F16, BF16 and F64 tensors are kept in their stored precision (BF16 as ml_dtypes.bfloat16)
@@ -78,7 +78,7 @@ def is_weight_file(name: str) -> bool:
 
 
 def found(raw: dict, label: str, what: str, budgets: limits.Budgets) -> StoredWeights:
-    """The weight files among a model's files as hf_folder.gather gives them (a folder's as
+    """The weight files among a model's files as hf.folder.gather gives them (a folder's as
     Paths, given ones as bytes); a model whose only weights are pytorch_model.bin is refused
     (refuse_pickle). what: "BART"."""
     files = {n: v for n, v in raw.items() if is_weight_file(n) and (isinstance(v, Path) or v)}
