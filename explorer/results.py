@@ -1,9 +1,11 @@
 """What a checkpoint computes for the pages, cached across reruns and sessions.
 
-Each public helper takes the checkpoint and derives the cache key itself: the inner
-st.cache_data function is keyed by (the checkpoint's content hash, the inputs) and receives the
-checkpoint as an unhashed `_ckpt`. So changing a layer, head or kind re-slices cached arrays and
-never re-runs the model, and no page handles hashes.
+Every cached function is st.cache_data with hash_funcs that key a Checkpoint by its content hash
+(its files' digest, never its weights) and a GenerationSettings by its repr (`cached`). A helper
+takes the checkpoint and its inputs and is cached itself; where an input comes from the session
+(the shared translation's ids, the search settings), the public helper reads it and hands it to
+the cached one (_attention, _decode, ...), so the key holds it. Changing a layer, head or kind
+re-slices cached arrays and never re-runs the model, and no page handles hashes.
 
 A model that computes NaN or infinity for the sentence (transformer.inference.numerics: only a
 model built through the API can, the load-time bound refuses such files) raises a
@@ -26,6 +28,7 @@ from transformer.inference import batch
 from transformer.inference.ablation import ablate, head_importance
 from transformer.inference.compiled import Watch
 from transformer.inference.forward import forward
+from transformer.inference.generation_config import GenerationSettings
 from transformer.inference.numerics import NumericalError, check_forward
 from transformer.inference.search_ours import greedy_decode_batch
 from transformer.tokenizers.base import TokenizerError
@@ -35,6 +38,12 @@ from . import models, state
 MAX_RESULTS = 256
 MAX_STOPPED = 32  # translations a user stopped, kept (over all sessions) until asked again
 _STOPPED: dict[tuple, object] = {}  # (kind, content hash, source, options) -> the stopped decode
+
+
+def cached(**options):
+    """st.cache_data keyed by a Checkpoint's content hash and a GenerationSettings' repr."""
+    return st.cache_data(hash_funcs={Checkpoint: lambda ckpt: ckpt.content_hash,
+                                     GenerationSettings: repr}, **options)
 
 
 def _said(function):
@@ -60,13 +69,13 @@ def attention(ckpt: Checkpoint, source: str, target: str | None = None,
     the decoder is fed the ids of `translation(ckpt, source)`: the translation the sidebar and
     every page show, never one decoded again (under the time budget it could stop elsewhere)."""
     output_ids = None if target is not None else _ids(translation(ckpt, source).token_ids)
-    return _attention(ckpt.content_hash, source, target, output_ids, details, ckpt)
+    return _attention(ckpt, source, target, output_ids, details)
 
 
-@st.cache_data(max_entries=MAX_RESULTS, show_spinner="Running the model…")
-def _attention(content_hash: str, source: str, target: str | None, output_ids: tuple | None,
-               details: bool, _ckpt: Checkpoint) -> dict:
-    return _ckpt.attention(source, target, details=details, output_ids=output_ids)
+@cached(max_entries=MAX_RESULTS, show_spinner="Running the model…")
+def _attention(ckpt: Checkpoint, source: str, target: str | None, output_ids: tuple | None,
+               details: bool) -> dict:
+    return ckpt.attention(source, target, details=details, output_ids=output_ids)
 
 
 @_said
@@ -85,13 +94,13 @@ def current_details(kind: str, layer: int) -> dict:
     ckpt, source = models.active_checkpoint(), state.current_source()
     target = state.current_target()
     output_ids = None if target is not None else _ids(translation(ckpt, source).token_ids)
-    return _details(ckpt.content_hash, source, target, output_ids, kind, int(layer), ckpt)
+    return _details(ckpt, source, target, output_ids, kind, int(layer))
 
 
-@st.cache_data(max_entries=MAX_RESULTS, show_spinner="Running the model…")
-def _details(content_hash: str, source: str, target: str | None, output_ids: tuple | None,
-             kind: str, layer: int, _ckpt: Checkpoint) -> dict:
-    maps = _ckpt.attention(source, target, details=(kind, layer), output_ids=output_ids)
+@cached(max_entries=MAX_RESULTS, show_spinner="Running the model…")
+def _details(ckpt: Checkpoint, source: str, target: str | None, output_ids: tuple | None,
+             kind: str, layer: int) -> dict:
+    maps = ckpt.attention(source, target, details=(kind, layer), output_ids=output_ids)
     return {name: value for name, value in maps.items()
             if name.startswith(f"{kind}_") or name.endswith("_position_bias")}
 
@@ -114,20 +123,20 @@ def translation(ckpt: Checkpoint, source: str):
 def generated(ckpt: Checkpoint, source: str, settings, silenced: tuple[str, ...] = ()):
     """Checkpoint.generate with these GenerationSettings (transformers' greedy or beam search)
     and the heads labelled in `silenced` silenced, cached per (model, sentence, settings)."""
-    key = ("generate", ckpt.content_hash, source, repr(settings), tuple(sorted(silenced)))
+    silenced = tuple(sorted(silenced))
+    key = ("generate", ckpt.content_hash, source, repr(settings), silenced)
     if key in _STOPPED:
         return _STOPPED[key]
-    return _generated(*key[1:], ckpt, settings)
+    return _generated(ckpt, source, settings, silenced)
 
 
-@st.cache_data(max_entries=64, show_spinner="Decoding as the model's generation config says…")
-def _generated(content_hash: str, source: str, settings_key: str, silenced: tuple,
-               _ckpt: Checkpoint, _settings):
-    mask = head_masks(_ckpt.config, silenced) if silenced else None
-    return _watched(("generate", content_hash, source, settings_key, silenced), _ckpt,
-                    _settings.max_new_tokens,
-                    lambda seconds: _ckpt.generate(source, _settings, head_mask=mask,
-                                                   seconds=seconds))
+@cached(max_entries=64, show_spinner="Decoding as the model's generation config says…")
+def _generated(ckpt: Checkpoint, source: str, settings: GenerationSettings, silenced: tuple):
+    mask = head_masks(ckpt.config, silenced) if silenced else None
+    return _watched(("generate", ckpt.content_hash, source, repr(settings), silenced), ckpt,
+                    settings.max_new_tokens,
+                    lambda seconds: ckpt.generate(source, settings, head_mask=mask,
+                                                  seconds=seconds))
 
 
 def _watched(key: tuple, ckpt: Checkpoint, most: int, run):
@@ -191,51 +200,42 @@ def decode(ckpt: Checkpoint, source: str, max_len: int | None = None, stop: bool
            int(beam_width), tuple(sorted(silenced)))
     if key in _STOPPED:
         return _STOPPED[key]
-    return _decode(*key[1:], ckpt)
+    return _decode(ckpt, *key[2:])
 
 
-@st.cache_data(max_entries=64, show_spinner="Decoding…")
-def _decode(content_hash: str, source: str, max_len: int, stop: bool, beam_width: int,
-            silenced: tuple, _ckpt: Checkpoint):
-    mask = head_masks(_ckpt.config, silenced) if silenced else None
-    return _watched(("decode", content_hash, source, max_len, stop, beam_width, silenced),
-                    _ckpt, max_len,
-                    lambda seconds: _ckpt.translate(source, max_len=max_len, head_mask=mask,
-                                                    beam_width=beam_width, stop_at_end=stop,
-                                                    seconds=seconds))
+@cached(max_entries=64, show_spinner="Decoding…")
+def _decode(ckpt: Checkpoint, source: str, max_len: int, stop: bool, beam_width: int,
+            silenced: tuple):
+    mask = head_masks(ckpt.config, silenced) if silenced else None
+    return _watched(("decode", ckpt.content_hash, source, max_len, stop, beam_width, silenced),
+                    ckpt, max_len,
+                    lambda seconds: ckpt.translate(source, max_len=max_len, head_mask=mask,
+                                                   beam_width=beam_width, stop_at_end=stop,
+                                                   seconds=seconds))
 
 
 @_said
+@cached(max_entries=64, show_spinner="Translating the batch's other sentences…")
 def batch_translations(ckpt: Checkpoint, sources, max_len: int) -> list:
     """Greedy translations of several sentences decoded together (one batch, equal to decoding
     each alone), each cut at max_len tokens (at most the step budget), without their steps'
     attention (ids, tokens and text): the Masks page's other batch rows, cached."""
-    return _batch_translations(ckpt.content_hash, tuple(sources),
-                               min(int(max_len), ckpt.step_budget()), ckpt)
-
-
-@st.cache_data(max_entries=64, show_spinner="Translating the batch's other sentences…")
-def _batch_translations(content_hash: str, sources: tuple, max_len: int, _ckpt: Checkpoint
-                        ) -> list:
     if not sources:
         return []
-    return greedy_decode_batch(_ckpt.model, [_ckpt.encode_source(s) for s in sources],
-                               max_len=max_len, tokenizer=_ckpt.target_tokenizer, capture=False,
-                               seconds=_ckpt.budgets.decode_seconds)
+    return greedy_decode_batch(ckpt.model, [ckpt.encode_source(s) for s in sources],
+                               max_len=min(int(max_len), ckpt.step_budget()),
+                               tokenizer=ckpt.target_tokenizer, capture=False,
+                               seconds=ckpt.budgets.decode_seconds)
 
 
 @_said
+@cached(max_entries=64, show_spinner="Teacher-forcing the target…")
 def teacher_forced(ckpt: Checkpoint, source: str, target: str):
     """transformer.inference.teacher_forcing.teacher_forced (a typed target stepped through as a
     Decoding, from one teacher-forced pass), cached."""
-    return _teacher_forced(ckpt.content_hash, source, target, ckpt)
-
-
-@st.cache_data(max_entries=64, show_spinner="Teacher-forcing the target…")
-def _teacher_forced(content_hash: str, source: str, target: str, _ckpt: Checkpoint):
     from transformer.inference.teacher_forcing import teacher_forced as forced
 
-    return forced(_ckpt, source, target)
+    return forced(ckpt, source, target)
 
 
 @_said
@@ -244,56 +244,48 @@ def layer_predictions(ckpt: Checkpoint, source: str, output_ids, silenced: tuple
     """Checkpoint.layer_predictions (the logit lens: what each decoder layer's output predicts,
     per step) on the given output ids (a decode's token_ids, or a typed target's as teacher
     forcing scores it) with the heads labelled in `silenced` silenced, cached."""
-    return _layer_predictions(ckpt.content_hash, source, _ids(output_ids),
-                              tuple(sorted(silenced)), int(k), ckpt)
+    return _layer_predictions(ckpt, source, _ids(output_ids), tuple(sorted(silenced)), int(k))
 
 
-@st.cache_data(max_entries=64, show_spinner="Reading every decoder layer's prediction…")
-def _layer_predictions(content_hash: str, source: str, output_ids: tuple, silenced: tuple,
-                       k: int, _ckpt: Checkpoint) -> dict:
-    mask = head_masks(_ckpt.config, silenced) if silenced else None
-    return _ckpt.layer_predictions(source, k=k, head_mask=mask, output_ids=list(output_ids))
+@cached(max_entries=64, show_spinner="Reading every decoder layer's prediction…")
+def _layer_predictions(ckpt: Checkpoint, source: str, output_ids: tuple, silenced: tuple,
+                       k: int) -> dict:
+    mask = head_masks(ckpt.config, silenced) if silenced else None
+    return ckpt.layer_predictions(source, k=k, head_mask=mask, output_ids=list(output_ids))
 
 
 # ------------------------------------------------------------------ positions
+@cached(max_entries=64, show_spinner=False)
 def position_codes(ckpt: Checkpoint) -> np.ndarray:
     """The encoder's (max_len, d_model) position codes: its learned matrix or its sinusoids."""
-    return _position_codes(ckpt.content_hash, ckpt)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _position_codes(content_hash: str, _ckpt: Checkpoint) -> np.ndarray:
-    layer = _ckpt.model.source_embedding
+    layer = ckpt.model.source_embedding
     if layer.position_embedding is not None:
         return layer.position_embedding.embeddings.numpy()
     return layer.sinusoids.numpy()
 
 
+@cached(max_entries=256, show_spinner="Embedding the sentence…")
 def encoder_input(ckpt: Checkpoint, source: str) -> dict:
     """The source embedding layer on the sentence's ids, and the two parts it adds:
     "tokens", "token_part", "position_part", "total" (each (N, d_model)): total is the layer's
     output, LayerNorm(token part + position part) in a model with an embedding norm (BART's
     layernorm_embedding), whose own layer on their sum is "normed" (None without one). A
     model without absolute positions (T5) has a zero position part."""
-    return _encoder_input(ckpt.content_hash, source, ckpt)
-
-
-@st.cache_data(max_entries=256, show_spinner="Embedding the sentence…")
-def _encoder_input(content_hash: str, source: str, _ckpt: Checkpoint) -> dict:
-    layer, ids = _ckpt.model.source_embedding, np.asarray([_ckpt.encode_source(source)])
+    layer, ids = ckpt.model.source_embedding, np.asarray([ckpt.encode_source(source)])
     token_part = layer.token_embedding(ids)[0].numpy()
     if layer.scale_embeddings:
         token_part = token_part * np.sqrt(np.float32(layer.d_model))
     codes = layer.position_codes(ids.shape[1])
     position_part = np.zeros_like(token_part) if codes is None else codes.numpy()
     norm = layer.embedding_norm
-    return {"tokens": _ckpt.source_tokenizer.ids_to_pieces(ids[0]), "token_part": token_part,
+    return {"tokens": ckpt.source_tokenizer.ids_to_pieces(ids[0]), "token_part": token_part,
             "position_part": position_part, "total": layer(ids)[0].numpy(),
             "normed": None if norm is None else norm(token_part + position_part).numpy()}
 
 
 # ------------------------------------------------------------------ batches
 @_said
+@cached(max_entries=64, show_spinner="Running the model on the batch…")
 def mask_batch(ckpt: Checkpoint, sources, translations) -> dict:
     """One padded batch (sources, and the start token + each translation as targets): its ids
     and tokens per side and the model's masks of every row. "padding" (B, 1, 1, N): the
@@ -301,18 +293,12 @@ def mask_batch(ckpt: Checkpoint, sources, translations) -> dict:
     "target_padding" (B, 1, 1, T): the target_mask's last query row (it sees every key but
     padding); "look_ahead" (T, T): the target_mask of a row without padding. Row 0's scores
     and weights: masked_row."""
-    return _mask_batch(ckpt.content_hash, tuple(sources), tuple(translations), ckpt)
-
-
-@st.cache_data(max_entries=64, show_spinner="Running the model on the batch…")
-def _mask_batch(content_hash: str, sources: tuple, translations: tuple, _ckpt: Checkpoint
-                ) -> dict:
-    cfg, model = _ckpt.config, _ckpt.model
-    rows = {"source": [_ckpt.encode_source(s) for s in sources],
-            "target": [[cfg.start_id] + _ckpt.encode_target(t)[:-1]  # as attention() feeds it
+    cfg, model = ckpt.config, ckpt.model
+    rows = {"source": [ckpt.encode_source(s) for s in sources],
+            "target": [[cfg.start_id] + ckpt.encode_target(t)[:-1]  # as attention() feeds it
                        for t in translations]}
     out = {}
-    for side, tokenizer in (("source", _ckpt.source_tokenizer), ("target", _ckpt.target_tokenizer)):
+    for side, tokenizer in (("source", ckpt.source_tokenizer), ("target", ckpt.target_tokenizer)):
         width = max(map(len, rows[side]))
         ids = np.array([r + [cfg.pad_id] * (width - len(r)) for r in rows[side]], np.int32)
         out[f"{side}_ids"], out[f"{side}_tokens"] = ids, [tokenizer.ids_to_pieces(r) for r in ids]
@@ -335,14 +321,14 @@ def masked_row(ckpt: Checkpoint, batch: dict, kind: str, layer: int) -> dict:
     new; the other layers' are computed when picked."""
     source = tuple(int(i) for i in batch["source_ids"][0])
     target = tuple(int(i) for i in batch["target_ids"][0])
-    return _masked_row(ckpt.content_hash, source, target, kind, int(layer), ckpt,
-                       batch["padding"][:1], batch["decoder"][:1])
+    return _masked_row(ckpt, source, target, kind, int(layer), batch["padding"][:1],
+                       batch["decoder"][:1])
 
 
-@st.cache_data(max_entries=64, show_spinner="Running the model on the batch's first row…")
-def _masked_row(content_hash: str, source: tuple, target: tuple, kind: str, layer: int,
-                _ckpt: Checkpoint, _padding: np.ndarray, _decoder: np.ndarray) -> dict:
-    result = forward(_ckpt.model, np.array([source], np.int32), np.array([target], np.int32),
+@cached(max_entries=64, show_spinner="Running the model on the batch's first row…")
+def _masked_row(ckpt: Checkpoint, source: tuple, target: tuple, kind: str, layer: int,
+                _padding: np.ndarray, _decoder: np.ndarray) -> dict:
+    result = forward(ckpt.model, np.array([source], np.int32), np.array([target], np.int32),
                      details=True, detail_of=(kind, layer))
     row = {"scores": result[f"{kind}_scores"][0, 0],  # (H, Tq, Tk)
            "attention": result[f"{kind}_attention"][layer, 0]}
@@ -355,16 +341,12 @@ def _masked_row(content_hash: str, source: tuple, target: tuple, kind: str, laye
 
 
 @_said
+@cached(max_entries=16, show_spinner=False)
 def batch_attention(ckpt: Checkpoint, sources) -> list[dict]:
     """transformer.inference.batch.attention_batch (each source with the model's own translation),
     cached; a progress bar shows only while it computes."""
-    return _batch_attention(ckpt.content_hash, tuple(sources), ckpt)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def _batch_attention(content_hash: str, sources: tuple, _ckpt: Checkpoint) -> list[dict]:
     bar = st.progress(0.0, text=f"Running the model on {len(sources)} sentences…")
-    maps = batch.attention_batch(_ckpt, list(sources), batch_size=16, on_progress=lambda done,
+    maps = batch.attention_batch(ckpt, list(sources), batch_size=16, on_progress=lambda done,
                                  total: bar.progress(done / total, text=f"{done} of {total}"))
     bar.empty()
     return maps
@@ -381,30 +363,20 @@ def sentence_maps(ckpt: Checkpoint, sentences, target: str | None = None,
 
 
 @_said
+@cached(max_entries=64, show_spinner=False)
 def statistics(ckpt: Checkpoint, sentences, target: str | None = None,
                batched: bool = False) -> dict:
     """{kind: batch_statistics} of the maps sentence_maps gives, cached."""
-    return _statistics(ckpt.content_hash, tuple(sentences), target, batched, ckpt)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _statistics(content_hash: str, sentences: tuple, target, batched: bool, _ckpt: Checkpoint
-                ) -> dict:
-    maps_list = sentence_maps(_ckpt, sentences, target, batched)
+    maps_list = sentence_maps(ckpt, sentences, target, batched)
     return {kind: batch_statistics(maps_list, kind) for kind in KIND_NAMES}
 
 
 @_said
+@cached(max_entries=64, show_spinner=False)
 def similarity(ckpt: Checkpoint, sentences, kind: str, target: str | None = None,
                batched: bool = False) -> np.ndarray:
     """head_similarity_matrix of one kind over the maps sentence_maps gives, cached."""
-    return _similarity(ckpt.content_hash, tuple(sentences), target, batched, kind, ckpt)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _similarity(content_hash: str, sentences: tuple, target, batched: bool, kind: str,
-                _ckpt: Checkpoint) -> np.ndarray:
-    return head_similarity_matrix(sentence_maps(_ckpt, sentences, target, batched), kind)
+    return head_similarity_matrix(sentence_maps(ckpt, sentences, target, batched), kind)
 
 
 # ------------------------------------------------------------------ ablation
@@ -414,15 +386,15 @@ def ablation(ckpt: Checkpoint, source: str, target_ids, silenced) -> dict:
     (None: the model's own translation), cached; the unablated translation is the shared one."""
     heads = tuple(parse_head_label(label) for label in silenced)
     settings = state.search_settings(ckpt)  # the ablated model searches as the shared one did
-    return _ablation(ckpt.content_hash, source, _scored(ckpt, source, target_ids), heads,
-                     repr(settings), ckpt, translation(ckpt, source), settings)
+    return _ablation(ckpt, source, _scored(ckpt, source, target_ids), heads, settings,
+                     translation(ckpt, source))
 
 
-@st.cache_data(max_entries=64, show_spinner="Running the model with those heads silenced…")
-def _ablation(content_hash: str, source: str, target_ids, silenced: tuple, settings_key: str,
-              _ckpt: Checkpoint, _original, _settings) -> dict:
-    return ablate(_ckpt, source, list(silenced), target_ids=target_ids, original=_original,
-                  settings=_settings)
+@cached(max_entries=64, show_spinner="Running the model with those heads silenced…")
+def _ablation(ckpt: Checkpoint, source: str, target_ids, silenced: tuple,
+              settings: GenerationSettings | None, _original) -> dict:
+    return ablate(ckpt, source, list(silenced), target_ids=target_ids, original=_original,
+                  settings=settings)
 
 
 @_said
@@ -431,13 +403,13 @@ def importance(ckpt: Checkpoint, source: str, target_ids) -> list:
     shows only while it computes. The bar is made inside the cached function (as
     _batch_attention's is), so a cache hit replays it whole: a bar made by the page and updated
     from inside would be a closure Streamlit cannot replay (CacheReplayClosureError)."""
-    return _importance(ckpt.content_hash, source, _scored(ckpt, source, target_ids), ckpt)
+    return _importance(ckpt, source, _scored(ckpt, source, target_ids))
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def _importance(content_hash: str, source: str, target_ids, _ckpt: Checkpoint) -> list:
+@cached(max_entries=16, show_spinner=False)
+def _importance(ckpt: Checkpoint, source: str, target_ids) -> list:
     bar = st.progress(0.0, text="Silencing one head at a time…")
-    entries = head_importance(_ckpt, source, target_ids=target_ids, on_progress=lambda done,
+    entries = head_importance(ckpt, source, target_ids=target_ids, on_progress=lambda done,
                               total: bar.progress(done / total, text=f"Silenced {done} of {total}"))
     bar.empty()
     return entries
@@ -463,13 +435,13 @@ def value_norms(ckpt: Checkpoint, source: str, target: str | None = None) -> dic
     kind's weights replaced by ||alpha^h_ij f_h(x_j)|| (Kobayashi et al. 2020), plus
     "<kind>_summed" (layers, queries, keys) and "<kind>_norms" (layers, heads, keys), cached."""
     output_ids = None if target is not None else _ids(translation(ckpt, source).token_ids)
-    return _value_norms(ckpt.content_hash, source, target, output_ids, ckpt)
+    return _value_norms(ckpt, source, target, output_ids)
 
 
-@st.cache_data(max_entries=MAX_RESULTS, show_spinner="Computing weight × value norms…")
-def _value_norms(content_hash: str, source: str, target: str | None, output_ids: tuple | None,
-                 _ckpt: Checkpoint) -> dict:
-    return _ckpt.contributions(source, target, method="value_norm",
+@cached(max_entries=MAX_RESULTS, show_spinner="Computing weight × value norms…")
+def _value_norms(ckpt: Checkpoint, source: str, target: str | None, output_ids: tuple | None
+                 ) -> dict:
+    return ckpt.contributions(source, target, method="value_norm",
                                output_ids=None if output_ids is None else list(output_ids))
 
 
@@ -480,17 +452,13 @@ def current_value_norms() -> dict:
                        state.current_target())
 
 
+@cached(max_entries=64, show_spinner=False)
 def output_projections(ckpt: Checkpoint) -> dict[str, np.ndarray]:
     """transformer.inference.contributions.output_projections (each kind's W_O kernels,
     (layers, heads * head_dim, d_model)), cached per checkpoint."""
-    return _output_projections(ckpt.content_hash, ckpt)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _output_projections(content_hash: str, _ckpt: Checkpoint) -> dict[str, np.ndarray]:
     from transformer.inference.contributions import output_projections as projections
 
-    return projections(_ckpt.model)
+    return projections(ckpt.model)
 
 
 # ------------------------------------------------------------------ contributions (issue 27)
@@ -503,20 +471,20 @@ def contributions(ckpt: Checkpoint, source: str, target: str | None, method: str
     translation's (as `attention` picks them). steps: integrated gradients' steps."""
     if target is None and output_ids is None:
         output_ids = translation(ckpt, source).token_ids
-    return _contributions(ckpt.content_hash, source, target, _ids(output_ids), method,
-                          None if steps is None else int(steps), ckpt)
+    return _contributions(ckpt, source, target, _ids(output_ids), method,
+                          None if steps is None else int(steps))
 
 
-@st.cache_data(max_entries=MAX_RESULTS, show_spinner=False)
-def _contributions(content_hash: str, source: str, target: str | None, output_ids: tuple | None,
-                   method: str, steps: int | None, _ckpt: Checkpoint) -> dict:
+@cached(max_entries=MAX_RESULTS, show_spinner=False)
+def _contributions(ckpt: Checkpoint, source: str, target: str | None, output_ids: tuple | None,
+                   method: str, steps: int | None) -> dict:
     ids = None if output_ids is None else list(output_ids)
     if method == "alti":  # one pass and NumPy: a spinner
         with st.spinner("Computing ALTI+ contributions…"):
-            return _ckpt.contributions(source, target, method=method, output_ids=ids)
+            return ckpt.contributions(source, target, method=method, output_ids=ids)
     options = {} if steps is None else {"steps": steps}
     bar = st.progress(0.0, text="Computing gradients…")  # made here: a cache hit replays it
-    result = _ckpt.contributions(
+    result = ckpt.contributions(
         source, target, method=method, output_ids=ids, **options,
         on_progress=lambda done, total: bar.progress(
             done / total, text=f"Gradients of {done} of {total} rows (output token x step)"))
