@@ -54,7 +54,7 @@ PAGE_KEYS: dict[str, dict[str, str]] = {
 OPTIONS: dict[str, dict[str, str]] = {
     **{key: {"weights": show.WEIGHTS, "value_norm": show.VALUE_NORM}
        for key in ("attn_show", "link_show", "agg_show", "tv_show")},
-    "contrib_method": dict(show.METHOD_LABELS),
+    "contrib_method": {name: m.label for name, m in show.PAGE_METHODS.items()},
 }
 # Number choices a page opens on the last decoder layer rather than 0: a link names any other
 # value, the first layer included.

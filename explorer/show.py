@@ -13,17 +13,16 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from transformer.inference.contributions import METHODS
+
 from . import results
 from .choices import forget_if_not_offered
 
 WEIGHTS, VALUE_NORM = "Weights", "Weight × value norm"
-# The contribution methods the pages offer (Checkpoint.contributions' names): the radios'
-# labels, and what one value of each is (a colour bar's or an axis's title)
-METHOD_LABELS = {"alti": "ALTI+", "saliency": "Saliency", "input_x_gradient": "Input × gradient",
-                 "integrated_gradients": "Integrated gradients"}
-METHOD_VALUES = {"alti": "contribution", "saliency": "‖∇ log p‖",
-                 "input_x_gradient": "‖e ⊙ ∇ log p‖", "integrated_gradients": "attribution"}
-SIGNED_METHODS = frozenset({"integrated_gradients"})  # values of either sign
+# The contribution methods the Contributions page offers (their records: label, unit, signed,
+# about), and those the Decoding page's gradients offer
+PAGE_METHODS = {m.name: m for m in METHODS.values() if m.contributions_page}
+GRADIENT_METHODS = {m.name: m for m in METHODS.values() if m.gradient}
 OPTIONS = (WEIGHTS, VALUE_NORM)
 NORM_NAME = "‖α f(x)‖"  # a colour bar's title, a hover's name for one head's value
 SUMMED_NAME = "‖Σₕ α f(x)‖"  # the same of the head-summed map

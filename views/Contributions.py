@@ -14,29 +14,7 @@ from transformer.inference.gradients import AUTO_STEPS, MAX_STEPS
 
 SIDE_BY_SIDE_TOKENS = 24  # a map's columns up to which the three maps sit side by side
 ALTI = "alti"
-LABELS = {label: method for method, label in show.METHOD_LABELS.items()}
-ABOUT = {
-    ALTI: "**ALTI+** (Ferrando et al. 2022, *Towards Opening the Black Box of Neural Machine "
-          "Translation: Source and Target Contributions of Each Token*): every attention "
-          "sublayer's output is split into one term per token (the residual and the LayerNorm "
-          "linearised), each term's share comes from how close it is to the output (L1 "
-          "distance), and the shares are rolled out through the encoder and through the "
-          "decoder with its cross-attention. Each row sums to 1 over the source and the "
-          "prefix together.",
-    "saliency": "**Saliency** (Simonyan et al. 2014): the length of the gradient of the output "
-                "token's log-probability with respect to each token's embedding: how fast the "
-                "prediction would move if that token's vector moved. Not a share: rows do not "
-                "sum to 1.",
-    "input_x_gradient": "**Input × gradient** (Shrikumar et al. 2017): the length of the "
-                        "embedding times its gradient, element by element: the first-order "
-                        "estimate of what the token's vector adds to the log-probability.",
-    "integrated_gradients": "**Integrated gradients** (Sundararajan et al. 2017): the gradient "
-                            "averaged along the straight path from a baseline (every token the "
-                            "padding token) to the sentence, times the embedding's distance "
-                            "from the baseline; signed (red: the token lowers the "
-                            "log-probability). A row sums to log p(token) − log p(token | "
-                            "baseline), up to the path's steps.",
-}
+LABELS = {m.label: m for m in show.PAGE_METHODS.values()}  # the radio's label: its record
 
 st.title("Contributions")
 st.markdown(
@@ -64,13 +42,10 @@ def views(ckpt, source: str, typed) -> None:
     forget_if_not_offered("contrib_method", list(LABELS))
     clamp_choice("contrib_steps", MAX_STEPS, default=AUTO_STEPS[0], low=1)
     c1, c2 = st.columns([3, 2])
-    method = LABELS[c1.radio("Method", list(LABELS), key="contrib_method", horizontal=True)]
-    steps = None
-    if method == "integrated_gradients":
-        steps = show.steps_picker(c2, "contrib")
-    label, value_name = show.METHOD_LABELS[method], show.METHOD_VALUES[method]
-    signed = method in show.SIGNED_METHODS
-    st.markdown(ABOUT[method])
+    record = LABELS[c1.radio("Method", list(LABELS), key="contrib_method", horizontal=True)]
+    method, label, value_name, signed = record.name, record.label, record.unit, record.signed
+    steps = show.steps_picker(c2, "contrib") if record.steps else None
+    st.markdown(record.about)
     alti = results.contributions(ckpt, source, typed, ALTI)
     picked = alti if method == ALTI else results.contributions(ckpt, source, typed, method,
                                                                steps=steps)
@@ -78,7 +53,7 @@ def views(ckpt, source: str, typed) -> None:
     shown = tokens.shown_maps(attention, ckpt)
     src_tokens, prefix, out_tokens = (shown["source_tokens"], shown["target_tokens"],
                                       shown["output_tokens"])
-    if method == "integrated_gradients":
+    if record.steps:
         show.completeness_caption(picked, out_tokens)
 
     st.header("Source share, step by step")
@@ -104,7 +79,7 @@ def views(ckpt, source: str, typed) -> None:
                               "(Abnar & Zuidema 2020, the residual counted as half).")
     flow = source_to_target_flow(attention["encoder"], attention["cross"], layer=layer)
     rollout = attention_rollout(attention["decoder"])[layer]
-    zmax = 1.0 if method == ALTI else None
+    zmax = 1.0 if record.share else None
     for side, matrix, raw, rolled, cols, x_title in (
             ("source", picked["source"], attention["cross"][layer].mean(0), flow, src_tokens,
              "source token"),

@@ -19,8 +19,7 @@ from transformer.inference.search_transformers import GeneratedBeam
 
 LENGTH_PENALTY = inspect.signature(beam_search).parameters["length_penalty"].default
 OWN_SEARCH, OPTIONS_SEARCH = "As the sidebar's translation", "With the options here"
-GRADIENTS = {show.METHOD_LABELS[m]: m for m in ("saliency", "input_x_gradient",
-                                                "integrated_gradients")}  # label: method
+GRADIENTS = {m.label: m.name for m in show.GRADIENT_METHODS.values()}  # label: method
 
 ckpt = models.active_checkpoint()
 cfg, source, typed = ckpt.config, state.current_source(), state.current_target()
@@ -134,10 +133,8 @@ def step_gradients(ckpt, source: str, result, typed, silenced: tuple, t: int,
     label = c1.radio("Gradient method", list(GRADIENTS), key="dec_grad_method",
                      horizontal=True)
     method = GRADIENTS[label]
-    value_name = show.METHOD_VALUES[method]
-    steps = None
-    if method == "integrated_gradients":
-        steps = show.steps_picker(c2, "dec_grad")
+    value_name = show.GRADIENT_METHODS[method].unit
+    steps = show.steps_picker(c2, "dec_grad") if show.GRADIENT_METHODS[method].steps else None
     grads = (results.contributions(ckpt, source, typed, method, steps=steps) if typed is not None
              else results.contributions(ckpt, source, None, method,
                                         output_ids=result.token_ids, steps=steps))

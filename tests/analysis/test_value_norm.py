@@ -242,7 +242,8 @@ def test_a_new_method_is_one_registry_entry(bundled, monkeypatch):
         calls.append((ckpt, source, target, options))
         return answer
 
-    monkeypatch.setitem(contributions_module.METHODS, "alti", fake)
+    monkeypatch.setitem(contributions_module.METHODS, "alti",
+                        contributions_module.Method("alti", "ALTI+", "contribution", fake))
     assert bundled.contributions(SOURCE, TARGET, method="alti", steps=3) is answer
     assert calls == [(bundled, SOURCE, TARGET, {"steps": 3})]
 

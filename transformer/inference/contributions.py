@@ -1,8 +1,9 @@
 """What each token contributed, beyond the attention weights: Checkpoint.contributions.
 
-One function per method in METHODS, each called as method(ckpt, source, target, **options)
-and returning a dict; `contributions` dispatches by name, so a new method is one module and one
-entry here:
+One Method record per method in METHODS (its name, label, unit, whether its values are signed,
+its description and its compute: compute(ckpt, source, target, **options) returns a dict), which
+the pages, their links and their exports read; `contributions` dispatches by name, so a new
+method is one module and one record here:
 
 - "value_norm" (Kobayashi et al. 2020, transformer.analysis.value_norm): the maps of
   Checkpoint.attention with every attention kind's weights replaced by ||alpha^h_ij f_h(x_j)||,
@@ -22,6 +23,7 @@ Any other name is a ValueError naming the methods there are.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,7 +33,8 @@ from transformer.inference.alti_inputs import alti
 from transformer.inference.gradients import gradient_attributions
 from transformer.inference.maps import attention_maps, scored_ids
 
-__all__ = ["METHODS", "contributions", "output_projections", "value_norm", "value_norm_maps"]
+__all__ = ["METHODS", "Method", "contributions", "output_projections", "value_norm",
+           "value_norm_maps"]
 
 
 def output_projections(model) -> dict[str, np.ndarray]:
@@ -97,19 +100,61 @@ def _gradients(method: str) -> Callable[..., dict]:
     return run
 
 
-METHODS: dict[str, Callable[..., dict]] = {
-    "value_norm": value_norm,
-    "alti": alti,
-    **{name: _gradients(name) for name in ("saliency", "input_x_gradient",
-                                           "integrated_gradients")},
-}
+@dataclass(frozen=True)
+class Method:
+    """One attribution method, as the pages, their links and their exports read it."""
+    name: str  # Checkpoint.contributions' method=
+    label: str  # a picker's label: "ALTI+"
+    unit: str  # what one value is (a colour bar's or an axis's title): "‖∇ log p‖"
+    compute: Callable[..., dict]  # (ckpt, source, target, **options) -> its result
+    about: str = ""  # the method and its paper, in Markdown (the page's paragraph)
+    signed: bool = False  # values of either sign
+    share: bool = False  # each row shares 1 between the source and the prefix (ALTI+'s)
+    steps: bool = False  # takes integrated gradients' path steps (options: steps)
+    gradient: bool = False  # a gradient of the output token's log-probability
+    contributions_page: bool = True  # offered on the Contributions page (value norms are the
+    # attention pages' "Weight × value norm")
+
+
+METHODS: dict[str, Method] = {method.name: method for method in (
+    Method("value_norm", "Weight × value norm", "‖α f(x)‖", value_norm,
+           about="**Weight × value norm** (Kobayashi et al. 2020): each head's weight times the "
+                 "length of the key's value vector through the output projection.",
+           contributions_page=False),
+    Method("alti", "ALTI+", "contribution", alti, share=True, about=(
+        "**ALTI+** (Ferrando et al. 2022, *Towards Opening the Black Box of Neural Machine "
+        "Translation: Source and Target Contributions of Each Token*): every attention "
+        "sublayer's output is split into one term per token (the residual and the LayerNorm "
+        "linearised), each term's share comes from how close it is to the output (L1 "
+        "distance), and the shares are rolled out through the encoder and through the "
+        "decoder with its cross-attention. Each row sums to 1 over the source and the "
+        "prefix together.")),
+    Method("saliency", "Saliency", "‖∇ log p‖", _gradients("saliency"), gradient=True, about=(
+        "**Saliency** (Simonyan et al. 2014): the length of the gradient of the output "
+        "token's log-probability with respect to each token's embedding: how fast the "
+        "prediction would move if that token's vector moved. Not a share: rows do not "
+        "sum to 1.")),
+    Method("input_x_gradient", "Input × gradient", "‖e ⊙ ∇ log p‖",
+           _gradients("input_x_gradient"), gradient=True, about=(
+               "**Input × gradient** (Shrikumar et al. 2017): the length of the embedding times "
+               "its gradient, element by element: the first-order estimate of what the token's "
+               "vector adds to the log-probability.")),
+    Method("integrated_gradients", "Integrated gradients", "attribution",
+           _gradients("integrated_gradients"), signed=True, steps=True, gradient=True, about=(
+               "**Integrated gradients** (Sundararajan et al. 2017): the gradient averaged along "
+               "the straight path from a baseline (every token the padding token) to the "
+               "sentence, times the embedding's distance from the baseline; signed (red: the "
+               "token lowers the log-probability). A row sums to log p(token) − log p(token | "
+               "baseline), up to the path's steps.")),
+)}
 
 
 def contributions(ckpt, source: str, target: str | None = None, method: str = "value_norm",
                   **options) -> dict:
-    """METHODS[method](ckpt, source, target, **options); ValueError for another name."""
+    """METHODS[method].compute(ckpt, source, target, **options); ValueError for another
+    name."""
     try:
-        run = METHODS[method]
+        run = METHODS[method].compute
     except (KeyError, TypeError):
         available = ", ".join(repr(m) for m in METHODS)
         raise ValueError(f"contribution method must be one of {available}, got "
