@@ -236,7 +236,10 @@ def test_every_method_the_issue_names_is_registered_and_another_is_a_value_error
 
 
 def test_a_new_method_is_one_registry_entry(bundled, monkeypatch):
-    calls, answer = [], {"source": np.zeros((1, 1))}
+    calls = []
+    answer = contributions_module.TokenContributions(
+        source_tokens=[], target_tokens=[], output_tokens=[], source=np.zeros((1, 1)),
+        target=np.zeros((1, 1)))
 
     def fake(ckpt, source, target, **options):
         calls.append((ckpt, source, target, options))

@@ -32,6 +32,7 @@ from transformer.core.kinds import KINDS, head_masks
 from transformer.inference.alti_inputs import alti
 from transformer.inference.gradients import gradient_attributions
 from transformer.inference.maps import attention_maps, scored_ids
+from transformer.inference.outputs import AttentionMaps, Output, TokenContributions
 
 __all__ = ["METHODS", "Method", "contributions", "output_projections", "value_norm",
            "value_norm_maps"]
@@ -107,6 +108,7 @@ class Method:
     label: str  # a picker's label: "ALTI+"
     unit: str  # what one value is (a colour bar's or an axis's title): "‖∇ log p‖"
     compute: Callable[..., dict]  # (ckpt, source, target, **options) -> its result
+    output: type[Output] = TokenContributions  # the result's type
     about: str = ""  # the method and its paper, in Markdown (the page's paragraph)
     signed: bool = False  # values of either sign
     share: bool = False  # each row shares 1 between the source and the prefix (ALTI+'s)
@@ -117,7 +119,7 @@ class Method:
 
 
 METHODS: dict[str, Method] = {method.name: method for method in (
-    Method("value_norm", "Weight × value norm", "‖α f(x)‖", value_norm,
+    Method("value_norm", "Weight × value norm", "‖α f(x)‖", value_norm, AttentionMaps,
            about="**Weight × value norm** (Kobayashi et al. 2020): each head's weight times the "
                  "length of the key's value vector through the output projection.",
            contributions_page=False),
@@ -154,9 +156,10 @@ def contributions(ckpt, source: str, target: str | None = None, method: str = "v
     """METHODS[method].compute(ckpt, source, target, **options); ValueError for another
     name."""
     try:
-        run = METHODS[method].compute
+        record = METHODS[method]
     except (KeyError, TypeError):
         available = ", ".join(repr(m) for m in METHODS)
         raise ValueError(f"contribution method must be one of {available}, got "
                          f"{method!r}") from None
-    return run(ckpt, source, target, **options)
+    result = record.compute(ckpt, source, target, **options)
+    return result if isinstance(result, record.output) else record.output(result)

@@ -24,6 +24,7 @@ from transformer.core.masking import pad_ids
 from transformer.inference.forward import forward
 from transformer.inference.maps import scored_ids
 from transformer.inference.numerics import check_forward
+from transformer.inference.outputs import LayerPredictions
 
 __all__ = ["layer_predictions", "top_k_ids"]
 
@@ -112,7 +113,7 @@ def layer_predictions(ckpt, source: str, target: str | None = None, k: int = 5,
         flat[2][rows] = (logits > logits[at, picked][:, None]).sum(axis=-1)
         flat[3][rows] = np.exp(shifted[at, picked] - log_norm)
     pieces = ckpt.target_tokenizer.ids_to_pieces
-    return {
+    return LayerPredictions({
         "source_tokens": ckpt.source_tokenizer.ids_to_pieces(source_ids),
         "target_tokens": pieces(target_ids),
         "output_tokens": pieces(output_ids),
@@ -125,4 +126,4 @@ def layer_predictions(ckpt, source: str, target: str | None = None, k: int = 5,
         "top_probs": top_probs,
         "chosen_rank": chosen_rank,
         "chosen_probs": chosen_probs,
-    }
+    })

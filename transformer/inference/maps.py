@@ -36,6 +36,7 @@ from transformer.core.kinds import KINDS
 from transformer.core.masking import pad_ids
 from transformer.inference.forward import eager_forward, forward
 from transformer.inference.numerics import check_forward
+from transformer.inference.outputs import AttentionMaps
 
 __all__ = ["attention_maps", "scored_ids"]
 
@@ -105,7 +106,7 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
                         out[f"{stack}_position_bias"][0, :, :length, :length].copy()
             if detail_of is not None:
                 maps["detail_of"] = (detail_of[0], int(detail_of[1]))
-        results.append(maps)
+        results.append(AttentionMaps(maps))
     return results
 
 

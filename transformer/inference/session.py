@@ -16,6 +16,7 @@ from transformer.checkpoint.format import CheckpointData, build_model, read_chec
 from transformer.core import limits
 from transformer.inference.decoded import Decoding
 from transformer.inference.maps import attention_maps
+from transformer.inference.outputs import AttentionMaps, LayerPredictions, TokenContributions
 from transformer.inference.search_ours import beam_search, greedy_decode, greedy_decode_batch
 from transformer.model.config import TransformerConfig
 from transformer.model.transformer import Transformer
@@ -152,7 +153,7 @@ class Checkpoint:
         return None
 
     def attention(self, source: str, target: str | None = None, head_mask=None,
-                  details: bool | tuple[str, int] = False, output_ids=None) -> dict:
+                  details: bool | tuple[str, int] = False, output_ids=None) -> AttentionMaps:
         """Every attention map of one teacher-forced pass, as NumPy arrays (the keys are listed
         in transformer.inference.maps): the maps of each kind, their masks, the tokens and ids of each
         side and the log-probability of each output token; details=True adds Q, K, V and the
@@ -175,7 +176,8 @@ class Checkpoint:
                               bool(details), detail_of=detail_of)[0]
 
     def contributions(self, source: str, target: str | None = None,
-                      method: str = "value_norm", **options) -> dict:
+                      method: str = "value_norm", **options
+                      ) -> AttentionMaps | TokenContributions:
         """What each token contributed, by `method` (transformer.inference.contributions.METHODS;
         ValueError for another name). "value_norm" (Kobayashi et al. 2020): what `attention`
         returns, with each kind's "encoder"/"decoder"/"cross" (layers, heads, queries, keys)
@@ -192,7 +194,7 @@ class Checkpoint:
         return contributions(self, source, target, method, **options)
 
     def layer_predictions(self, source: str, target: str | None = None, k: int = 5,
-                          head_mask=None, output_ids=None) -> dict:
+                          head_mask=None, output_ids=None) -> LayerPredictions:
         """The logit lens: every decoder layer's output through the final norm and the output
         projection, per step the top-k (token, probability) and the rank of the token chosen
         (the translation's, or the typed target's); the dict is described in
