@@ -1,5 +1,5 @@
 """Cost of ALTI+ (issue 27, item 8: a 30-token sentence on the bundled model in at most 1 s):
-Checkpoint.contributions(source, method="alti") against Checkpoint.attention(source), the maps
+OpenedModel.contributions(source, method="alti") against OpenedModel.attention(source), the maps
 the pages show, on the same sentence and the same output ids.
 
     .venv/bin/python bench/alti_cost.py [--models bundled,bundled64,opus] [--repeats 20]

@@ -7,7 +7,7 @@ Prints both median times and their ratio, measured in the same run (goal: ratio 
     .venv/bin/python bench/forward_cost.py --maps [--source-words 13] [--target-words 15] [--details]
 
 The maps of one sentence with a typed target, as the pages ask for them
-(Checkpoint.attention(source, target)), on a model of opus-mt-en-fr's shapes with random weights
+(OpenedModel.attention(source, target)), on a model of opus-mt-en-fr's shapes with random weights
 (6 + 6 layers, d_model 512, 8 heads, ffn 2048, vocabulary 59,514, 512 positions, swish,
 [sin | cos] positions, shared and tied embeddings: the config the Marian importer maps it to), and
 a word tokenizer of as many words: the first call (the compiled pass's trace), then warm,
@@ -146,13 +146,13 @@ def torch_forward(n, t):
 
 def maps_bench(args):
     from transformer.inference.maps import attention_maps
-    from transformer.inference.session import Checkpoint
+    from transformer.inference.session import OpenedModel
     from transformer.tokenizers.word import WordTokenizer
 
     config = opus_config()
     words = ["", "[UNK]", "[end]"] + [f"w{i}" for i in range(OPUS_VOCAB - 3)]
     tokenizer = WordTokenizer(words, end_token="[end]", standardize=None)
-    ckpt = Checkpoint(config, Transformer(config).build_weights(), tokenizer, tokenizer)
+    ckpt = OpenedModel(config, Transformer(config).build_weights(), tokenizer, tokenizer)
     source = " ".join(f"w{37 * i + 5}" for i in range(args.source_words))
     target = " ".join(f"w{53 * i + 7}" for i in range(args.target_words))
     source_ids, output_ids = ckpt.encode_source(source), ckpt.encode_target(target)

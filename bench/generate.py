@@ -13,7 +13,7 @@ Ours: marian.FAMILY.convert(folder) + generate (one compiled loop, traced once b
 theirs: MarianMTModel.from_pretrained (eager attention) + generate under torch.no_grad, at
 torch's default threads and at one thread. Medians of --repeats over three
 sentences each, per sentence; the generated ids of both sides must be equal (said if not).
-Then the opus-mt-shaped model's default translation (load_checkpoint + Checkpoint.generate with
+Then the opus-mt-shaped model's default translation (load_checkpoint + OpenedModel.generate with
 its own generation_config.json, what the app shows) against what transformers' translation
 pipeline gives (--end-bias makes the random model end, as a trained one does).
 Skips (exit 0) where torch or transformers is not installed.
@@ -93,7 +93,7 @@ def build_opus(folder: Path, end_bias: float = 0.0) -> None:
 
 def default_translation(folder: Path) -> list[dict]:
     """The app's default translation against transformers' translation pipeline, on the files
-    as they are: ours load_checkpoint(folder) + Checkpoint.generate(sentence) (the model's
+    as they are: ours load_checkpoint(folder) + OpenedModel.generate(sentence) (the model's
     generation_config.json, nothing given); theirs what the pipeline ran (transformers 5 dropped
     it): generate with the model's own generation config, decode(skip_special_tokens=True)
     (tests/fixtures/make_marian_generation.py pipeline_translations). One run each."""

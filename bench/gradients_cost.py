@@ -6,7 +6,7 @@ pass, in one run (issue 27's goal: 32 steps at most 4x saliency).
 Both on the bundled model, the sentence's own translation attributed. First one output token:
 its one gradient row (saliency) against its steps and the two ends (alpha 1 and 0) in one
 batched pass (gradient_attributions' by-token batching, _log_probs_and_grads). Then every
-output token, as the Contributions and Decoding pages ask (Checkpoint.contributions with method
+output token, as the Contributions and Decoding pages ask (OpenedModel.contributions with method
 "saliency" and "integrated_gradients": the by-point batching, one forward per point and its
 backward vectorized over the output tokens); on 2 CPU cores the compute of a pass is about
 linear in its points, so this ratio is near their count. Each pair is timed interleaved

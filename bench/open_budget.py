@@ -6,7 +6,7 @@ and its maps, each in a fresh process.
 
 For each layer count L it builds an L + L post-LN model of width --width (1 head, random
 weights of scale 0.1, the bundled model's tokenizers) and times, in one fresh process: opening
-it (Checkpoint.open: the size and bound checks, the build, the probe), the first translation
+it (OpenedModel.open: the size and bound checks, the build, the probe), the first translation
 without maps (translate_plain: the decode loop that keeps none, traced and compiled on first
 use), the first translation with every step's attention (translate: the other decode loop) and
 the first maps of it (attention(output_ids=...): the pages' pass). Width barely matters: what
@@ -38,7 +38,7 @@ def child(layers: int, width: int) -> dict:
     from transformer.checkpoint import format as checkpoint_format
     from transformer.checkpoint.format import CheckpointData
     from transformer.core import limits
-    from transformer.inference.session import Checkpoint
+    from transformer.inference.session import OpenedModel
     from transformer.model.config import TransformerConfig
     from transformer.model.weights import weight_shapes
 
@@ -56,7 +56,7 @@ def child(layers: int, width: int) -> dict:
     data = CheckpointData(c, weights, base.source_tokenizer, base.target_tokenizer, {})
     times = {}
     started = time.perf_counter()
-    ckpt = Checkpoint.open(data)
+    ckpt = OpenedModel.open(data)
     times["open"] = time.perf_counter() - started
     started = time.perf_counter()
     ckpt.translate_plain(SENTENCE)

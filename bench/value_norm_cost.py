@@ -1,5 +1,5 @@
-"""Cost of the value-weighted maps (issue 27, item 8): Checkpoint.contributions(source, target,
-method="value_norm") against Checkpoint.attention(source, target), the maps the pages show.
+"""Cost of the value-weighted maps (issue 27, item 8): OpenedModel.contributions(source, target,
+method="value_norm") against OpenedModel.attention(source, target), the maps the pages show.
 
     .venv/bin/python bench/value_norm_cost.py [--models bundled,bundled64,tiny512] [--repeats 40]
                                          [--details]
@@ -54,13 +54,13 @@ def model_and_sentence(name: str):
     if name == "opus":
         from bench.forward_cost import OPUS_VOCAB, opus_config
         from transformer import Transformer
-        from transformer.inference.session import Checkpoint
+        from transformer.inference.session import OpenedModel
         from transformer.tokenizers.word import WordTokenizer
 
         config = opus_config()
         words = ["", "[UNK]", "[end]"] + [f"w{i}" for i in range(OPUS_VOCAB - 3)]
         tokenizer = WordTokenizer(words, end_token="[end]", standardize=None)
-        ckpt = Checkpoint(config, Transformer(config).build_weights(), tokenizer, tokenizer)
+        ckpt = OpenedModel(config, Transformer(config).build_weights(), tokenizer, tokenizer)
         return (ckpt, " ".join(f"w{37 * i + 5}" for i in range(13)),
                 " ".join(f"w{53 * i + 7}" for i in range(15)))
     raise SystemExit(f"unknown model {name!r}: bundled, bundled64, tiny512 or opus")

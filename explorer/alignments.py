@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from transformer import Checkpoint
+from transformer import OpenedModel
 from transformer.analysis.alignment import (
     MAX_ALIGNMENT_BYTES,
     AlignedPair,
@@ -58,24 +58,24 @@ class Scores:
     left_out: list[str]  # one sentence per pair left out (its words differ from the gold's)
 
 
-def is_dates_model(ckpt: Checkpoint) -> bool:
+def is_dates_model(ckpt: OpenedModel) -> bool:
     """Whether the model was trained on the dates task (its checkpoint's metadata says so):
     it has a built-in gold, and its target words are characters."""
     return ckpt.metadata.get("task") == "dates"
 
 
-def merge_words(ckpt: Checkpoint) -> bool | tuple[bool, bool]:
+def merge_words(ckpt: OpenedModel) -> bool | tuple[bool, bool]:
     """How pieces become the words alignments index: (target, source) as word_alignment_maps
     takes it."""
     return DATES_WORDS if is_dates_model(ckpt) else True
 
 
-def _seed(ckpt: Checkpoint) -> int:
+def _seed(ckpt: OpenedModel) -> int:
     seed = ckpt.metadata.get("seed", 0)
     return seed if isinstance(seed, int) else 0
 
 
-def built_in_description(ckpt: Checkpoint) -> str:
+def built_in_description(ckpt: OpenedModel) -> str:
     """What the dates task's gold is, in a sentence (for the page)."""
     n = len(held_out_date_alignments(BUILT_IN_PER_FORMAT, seed=_seed(ckpt)))
     return (f"{n} held-out dates of the dates task ({BUILT_IN_PER_FORMAT} per input format, "
@@ -86,8 +86,8 @@ def built_in_description(ckpt: Checkpoint) -> str:
 
 
 # ------------------------------------------------------------------ scoring
-def _maps(ckpt: Checkpoint, pairs: list[tuple[str, str]]) -> list[dict]:
-    """Checkpoint.attention of every (source, target) pair with the target teacher-forced, in
+def _maps(ckpt: OpenedModel, pairs: list[tuple[str, str]]) -> list[dict]:
+    """OpenedModel.attention of every (source, target) pair with the target teacher-forced, in
     padded passes of at most MAX_BATCH sentences whose maps fit the model's maps budget."""
     source_ids = [ckpt.encode_source(source) for source, _ in pairs]
     output_ids = [ckpt.encode_target(target) for _, target in pairs]
@@ -101,7 +101,7 @@ def _maps(ckpt: Checkpoint, pairs: list[tuple[str, str]]) -> list[dict]:
     return maps
 
 
-def _words_differ(ckpt: Checkpoint, maps: dict, gold, number: int) -> str | None:
+def _words_differ(ckpt: OpenedModel, maps: dict, gold, number: int) -> str | None:
     """A sentence saying how the model's words of one sentence differ from its gold's, or None
     when their counts agree on both sides."""
     _, target_words, source_words = word_alignment_maps(
@@ -118,7 +118,7 @@ def _words_differ(ckpt: Checkpoint, maps: dict, gold, number: int) -> str | None
     return None
 
 
-def _score(ckpt: Checkpoint, pairs: list[tuple[str, str]], golds: list) -> Scores:
+def _score(ckpt: OpenedModel, pairs: list[tuple[str, str]], golds: list) -> Scores:
     maps = _maps(ckpt, pairs)
     kept_maps, kept_golds, left_out = [], [], []
     for number, (one, gold) in enumerate(zip(maps, golds), start=1):
@@ -137,19 +137,19 @@ def _score(ckpt: Checkpoint, pairs: list[tuple[str, str]], golds: list) -> Score
                   rank_heads(kept_maps, kept_golds, **options), len(kept_maps), left_out)
 
 
-def built_in_golds(ckpt: Checkpoint) -> list:
+def built_in_golds(ckpt: OpenedModel) -> list:
     """The dates task's gold (DateAlignment each): the held-out dates of the training seed."""
     return held_out_date_alignments(BUILT_IN_PER_FORMAT, seed=_seed(ckpt))
 
 
-def built_in(ckpt: Checkpoint) -> Scores:
+def built_in(ckpt: OpenedModel) -> Scores:
     """Every head scored on the dates task's gold (built_in_golds); AlignmentError when the
     model's words are not the task's, NumericalError when it computes NaN."""
     return _built_in(ckpt.content_hash, _seed(ckpt), ckpt)
 
 
 @st.cache_data(max_entries=16, show_spinner="Scoring every head's alignment of the dates…")
-def _built_in(content_hash: str, seed: int, _ckpt: Checkpoint) -> Scores:
+def _built_in(content_hash: str, seed: int, _ckpt: OpenedModel) -> Scores:
     golds = built_in_golds(_ckpt)
     return _score(_ckpt, [(g.source, g.target) for g in golds], golds)
 
@@ -163,7 +163,7 @@ def _text(data: str | bytes, what: str) -> bytes:
     return data
 
 
-def uploaded_golds(ckpt: Checkpoint, pharaoh: str | bytes, pairs_tsv: str | bytes
+def uploaded_golds(ckpt: OpenedModel, pharaoh: str | bytes, pairs_tsv: str | bytes
                    ) -> tuple[list[tuple[str, str]], list[AlignedPair]]:
     """The sentence pairs (source<TAB>target per line) and their gold (Pharaoh text, line k
     with pair k), read as untrusted data: AlignmentError in a sentence for anything refused.
@@ -187,7 +187,7 @@ def uploaded_golds(ckpt: Checkpoint, pharaoh: str | bytes, pairs_tsv: str | byte
     return pairs, aligned_pairs(_text(pharaoh, "alignments"), worded)
 
 
-def uploaded(ckpt: Checkpoint, pharaoh: str | bytes, pairs_tsv: str | bytes) -> Scores:
+def uploaded(ckpt: OpenedModel, pharaoh: str | bytes, pairs_tsv: str | bytes) -> Scores:
     """Every head scored on an uploaded gold (uploaded_golds); AlignmentError for anything
     refused."""
     return _uploaded(ckpt.content_hash, _text(pharaoh, "alignments"),
@@ -195,7 +195,7 @@ def uploaded(ckpt: Checkpoint, pharaoh: str | bytes, pairs_tsv: str | bytes) -> 
 
 
 @st.cache_data(max_entries=16, show_spinner="Scoring every head's alignment of your sentences…")
-def _uploaded(content_hash: str, pharaoh: bytes, pairs_tsv: bytes, _ckpt: Checkpoint) -> Scores:
+def _uploaded(content_hash: str, pharaoh: bytes, pairs_tsv: bytes, _ckpt: OpenedModel) -> Scores:
     pairs, golds = uploaded_golds(_ckpt, pharaoh, pairs_tsv)
     return _score(_ckpt, pairs, golds)
 

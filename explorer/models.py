@@ -29,7 +29,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from transformer import Checkpoint, CheckpointError, load_checkpoint
+from transformer import CheckpointError, OpenedModel, load_checkpoint
 from transformer.inference.session import ASSETS, DEFAULT_CHECKPOINT
 from transformer.training.data import date_pairs
 
@@ -41,7 +41,7 @@ MAX_MODELS = 6  # checkpoints held in memory at once, over all sessions
 MAX_UPLOADS_PER_SESSION = 3  # uploaded models a session keeps (the oldest is forgotten first)
 MAX_NOTES = 10  # upload outcomes a session keeps for the Model page
 MAX_NAMED = 3  # named models (folders, hub names) held in memory at once, over all sessions
-_named: OrderedDict[str, Checkpoint] = OrderedDict()  # {folder or hub name: opened}, oldest first
+_named: OrderedDict[str, OpenedModel] = OrderedDict()  # {folder or hub name: opened}, oldest first
 _named_lock = threading.Lock()  # one named model opens at a time
 
 
@@ -92,7 +92,7 @@ def model_choices() -> dict[str, str]:
 
 
 @st.cache_resource(max_entries=MAX_MODELS, show_spinner="Loading the model…")
-def _load(content_hash: str, _data: bytes | dict[str, bytes]) -> Checkpoint:
+def _load(content_hash: str, _data: bytes | dict[str, bytes]) -> OpenedModel:
     """A checkpoint file's bytes, or a Hugging Face model's files ({name: bytes}), opened."""
     return load_checkpoint(_data)
 
@@ -116,7 +116,7 @@ def named_label(text: str) -> str:
     return f"{text} (Hugging Face)"
 
 
-def open_named(text: str, progress=None) -> Checkpoint:
+def open_named(text: str, progress=None) -> OpenedModel:
     """The model a folder path or Hugging Face name gives, opened with the machine's budgets
     (load_checkpoint(text)), from the process-wide cache when it is there. progress(fraction,
     text): a download's progress. CheckpointError when it cannot be opened."""
@@ -131,7 +131,7 @@ def open_named(text: str, progress=None) -> Checkpoint:
         return ckpt
 
 
-def checkpoint_for(choice: str) -> Checkpoint:
+def checkpoint_for(choice: str) -> OpenedModel:
     origin, _, name = choice.partition(":")
     if origin == state.NAMED:
         return open_named(name)
@@ -143,7 +143,7 @@ def checkpoint_for(choice: str) -> Checkpoint:
     return _load(hashlib.sha256(data).hexdigest(), data)
 
 
-def active_checkpoint() -> Checkpoint:
+def active_checkpoint() -> OpenedModel:
     """The session's active model; falls back to the bundled default if its choice vanished."""
     choice = state.model_choice()
     if choice not in model_choices():
@@ -153,7 +153,7 @@ def active_checkpoint() -> Checkpoint:
     return checkpoint_for(choice)
 
 
-def _open_with_progress(choice: str) -> Checkpoint:
+def _open_with_progress(choice: str) -> OpenedModel:
     """A named model not opened yet, opened with a progress bar; when it cannot be, its sentence
     and the bundled default model instead."""
     text = choice.partition(":")[2]
@@ -198,7 +198,7 @@ def open_by_name() -> None:
     st.session_state[state.MODEL] = choice
 
 
-def _open_with_bar(text: str) -> Checkpoint:
+def _open_with_bar(text: str) -> OpenedModel:
     """open_named with a progress bar (a download's) and a spinner while the model is built."""
     bar = st.progress(0.0, text=f"Looking for {text}…")
     try:
@@ -424,7 +424,7 @@ def run_requested_import() -> None:
                             f"({ckpt.name}).")
 
 
-def examples(ckpt: Checkpoint) -> list[str]:
+def examples(ckpt: OpenedModel) -> list[str]:
     """Example sources: recorded by training, or drawn from the dates task's held-out days."""
     recorded = ckpt.metadata.get("examples")
     if isinstance(recorded, list) and all(isinstance(x, str) for x in recorded):
@@ -434,7 +434,7 @@ def examples(ckpt: Checkpoint) -> list[str]:
     return []
 
 
-def held_out_dates(ckpt: Checkpoint, n: int) -> list[str]:
+def held_out_dates(ckpt: OpenedModel, n: int) -> list[str]:
     """The first n sources of the dates task's held-out split, drawn with the training seed."""
     seed = ckpt.metadata.get("seed", 0)
     return [s for s, _ in date_pairs(int(n), seed=seed if isinstance(seed, int) else 0,

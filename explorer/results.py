@@ -1,6 +1,6 @@
 """What a checkpoint computes for the pages, cached across reruns and sessions.
 
-Every cached function is st.cache_data with hash_funcs that key a Checkpoint by its content hash
+Every cached function is st.cache_data with hash_funcs that key an OpenedModel by its content hash
 (its files' digest, never its weights) and a GenerationSettings by its repr (`cached`). A helper
 takes the checkpoint and its inputs and is cached itself; where an input comes from the session
 (the shared translation's ids, the search settings), the public helper reads it and hands it to
@@ -21,7 +21,7 @@ import threading
 import numpy as np
 import streamlit as st
 
-from transformer import Checkpoint
+from transformer import OpenedModel
 from transformer.analysis.head_stats import batch_statistics, head_similarity_matrix
 from transformer.core.kinds import KIND_NAMES, head_masks, parse_head_label
 from transformer.inference import batch
@@ -41,8 +41,8 @@ _STOPPED: dict[tuple, object] = {}  # (kind, content hash, source, options) -> t
 
 
 def cached(**options):
-    """st.cache_data keyed by a Checkpoint's content hash and a GenerationSettings' repr."""
-    return st.cache_data(hash_funcs={Checkpoint: lambda ckpt: ckpt.content_hash,
+    """st.cache_data keyed by an OpenedModel's content hash and a GenerationSettings' repr."""
+    return st.cache_data(hash_funcs={OpenedModel: lambda ckpt: ckpt.content_hash,
                                      GenerationSettings: repr}, **options)
 
 
@@ -63,9 +63,9 @@ def _said(function):
 
 # ------------------------------------------------------------------ one sentence
 @_said
-def attention(ckpt: Checkpoint, source: str, target: str | None = None,
+def attention(ckpt: OpenedModel, source: str, target: str | None = None,
               details: bool = False) -> dict:
-    """Checkpoint.attention (every map of one teacher-forced pass), cached. With target=None
+    """OpenedModel.attention (every map of one teacher-forced pass), cached. With target=None
     the decoder is fed the ids of `translation(ckpt, source)`: the translation the sidebar and
     every page show, never one decoded again (under the time budget it could stop elsewhere)."""
     output_ids = None if target is not None else _ids(translation(ckpt, source).token_ids)
@@ -73,14 +73,14 @@ def attention(ckpt: Checkpoint, source: str, target: str | None = None,
 
 
 @cached(max_entries=MAX_RESULTS, show_spinner="Running the model…")
-def _attention(ckpt: Checkpoint, source: str, target: str | None, output_ids: tuple | None,
+def _attention(ckpt: OpenedModel, source: str, target: str | None, output_ids: tuple | None,
                details: bool) -> dict:
     return ckpt.attention(source, target, details=details, output_ids=output_ids)
 
 
 @_said
 def current_attention(details: bool = False) -> dict:
-    """Attention maps for the sidebar's model, source and target (see Checkpoint.attention)."""
+    """Attention maps for the sidebar's model, source and target (see OpenedModel.attention)."""
     return attention(models.active_checkpoint(), state.current_source(), state.current_target(),
                      details)
 
@@ -89,7 +89,7 @@ def current_attention(details: bool = False) -> dict:
 def current_details(kind: str, layer: int) -> dict:
     """The sidebar's sentence's q, k, v and scores of one kind and layer, "<kind>_q", "_k",
     "_v", "_scores" (1, H, ...), and T5's "encoder_position_bias"/"decoder_position_bias"
-    (H, len, len): what a page showing one layer needs (Checkpoint.attention with
+    (H, len, len): what a page showing one layer needs (OpenedModel.attention with
     details=(kind, layer)), cached per layer without the maps, which current_attention holds."""
     ckpt, source = models.active_checkpoint(), state.current_source()
     target = state.current_target()
@@ -98,7 +98,7 @@ def current_details(kind: str, layer: int) -> dict:
 
 
 @cached(max_entries=MAX_RESULTS, show_spinner="Running the model…")
-def _details(ckpt: Checkpoint, source: str, target: str | None, output_ids: tuple | None,
+def _details(ckpt: OpenedModel, source: str, target: str | None, output_ids: tuple | None,
              kind: str, layer: int) -> dict:
     maps = ckpt.attention(source, target, details=(kind, layer), output_ids=output_ids)
     return {name: value for name, value in maps.items()
@@ -106,12 +106,12 @@ def _details(ckpt: Checkpoint, source: str, target: str | None, output_ids: tupl
 
 
 @_said
-def translation(ckpt: Checkpoint, source: str):
+def translation(ckpt: OpenedModel, source: str):
     """The model's translation of `source`, every step's attention kept: one per (model,
     sentence, search), computed once and shared by the sidebar and every page. A model with a
     generation config (one imported from Hugging Face) decodes as it says, unless the
     sidebar's Search asks for greedy (generated(), with state.search_settings); any other
-    model greedily (Checkpoint.translate up to the step budget: decode() with its defaults,
+    model greedily (OpenedModel.translate up to the step budget: decode() with its defaults,
     the same cache entry)."""
     settings = state.search_settings(ckpt)
     if settings is None:
@@ -120,8 +120,8 @@ def translation(ckpt: Checkpoint, source: str):
 
 
 @_said
-def generated(ckpt: Checkpoint, source: str, settings, silenced: tuple[str, ...] = ()):
-    """Checkpoint.generate with these GenerationSettings (transformers' greedy or beam search)
+def generated(ckpt: OpenedModel, source: str, settings, silenced: tuple[str, ...] = ()):
+    """OpenedModel.generate with these GenerationSettings (transformers' greedy or beam search)
     and the heads labelled in `silenced` silenced, cached per (model, sentence, settings)."""
     silenced = tuple(sorted(silenced))
     key = ("generate", ckpt.content_hash, source, repr(settings), silenced)
@@ -131,7 +131,7 @@ def generated(ckpt: Checkpoint, source: str, settings, silenced: tuple[str, ...]
 
 
 @cached(max_entries=64, show_spinner="Decoding as the model's generation config says…")
-def _generated(ckpt: Checkpoint, source: str, settings: GenerationSettings, silenced: tuple):
+def _generated(ckpt: OpenedModel, source: str, settings: GenerationSettings, silenced: tuple):
     mask = head_masks(ckpt.config, silenced) if silenced else None
     return _watched(("generate", ckpt.content_hash, source, repr(settings), silenced), ckpt,
                     settings.max_new_tokens,
@@ -139,7 +139,7 @@ def _generated(ckpt: Checkpoint, source: str, settings: GenerationSettings, sile
                                                   seconds=seconds))
 
 
-def _watched(key: tuple, ckpt: Checkpoint, most: int, run):
+def _watched(key: tuple, ckpt: OpenedModel, most: int, run):
     """run(seconds) -> a decode. A named model's (no time budget: its translations may be as
     long as its generation config says) runs in a worker thread with a compiled.Watch, while
     this run of the page draws its progress; when the user stops the run (Streamlit's Stop, or
@@ -188,9 +188,9 @@ def translate_to_the_end() -> None:
 
 
 @_said
-def decode(ckpt: Checkpoint, source: str, max_len: int | None = None, stop: bool = True,
+def decode(ckpt: OpenedModel, source: str, max_len: int | None = None, stop: bool = True,
            beam_width: int = 1, silenced: tuple[str, ...] = ()):
-    """Checkpoint.translate with these options and the heads labelled in `silenced` silenced
+    """OpenedModel.translate with these options and the heads labelled in `silenced` silenced
     (head labels such as "decoder L0 H1"), cached. The options are keyed as translate applies
     them (max_len cut to the step budget, beam search always stops at the end token), so equal
     settings share one decode whatever page asks."""
@@ -204,7 +204,7 @@ def decode(ckpt: Checkpoint, source: str, max_len: int | None = None, stop: bool
 
 
 @cached(max_entries=64, show_spinner="Decoding…")
-def _decode(ckpt: Checkpoint, source: str, max_len: int, stop: bool, beam_width: int,
+def _decode(ckpt: OpenedModel, source: str, max_len: int, stop: bool, beam_width: int,
             silenced: tuple):
     mask = head_masks(ckpt.config, silenced) if silenced else None
     return _watched(("decode", ckpt.content_hash, source, max_len, stop, beam_width, silenced),
@@ -216,7 +216,7 @@ def _decode(ckpt: Checkpoint, source: str, max_len: int, stop: bool, beam_width:
 
 @_said
 @cached(max_entries=64, show_spinner="Translating the batch's other sentences…")
-def batch_translations(ckpt: Checkpoint, sources, max_len: int) -> list:
+def batch_translations(ckpt: OpenedModel, sources, max_len: int) -> list:
     """Greedy translations of several sentences decoded together (one batch, equal to decoding
     each alone), each cut at max_len tokens (at most the step budget), without their steps'
     attention (ids, tokens and text): the Masks page's other batch rows, cached."""
@@ -230,7 +230,7 @@ def batch_translations(ckpt: Checkpoint, sources, max_len: int) -> list:
 
 @_said
 @cached(max_entries=64, show_spinner="Teacher-forcing the target…")
-def teacher_forced(ckpt: Checkpoint, source: str, target: str):
+def teacher_forced(ckpt: OpenedModel, source: str, target: str):
     """transformer.inference.teacher_forcing.teacher_forced (a typed target stepped through as a
     Decoding, from one teacher-forced pass), cached."""
     from transformer.inference.teacher_forcing import teacher_forced as forced
@@ -239,16 +239,16 @@ def teacher_forced(ckpt: Checkpoint, source: str, target: str):
 
 
 @_said
-def layer_predictions(ckpt: Checkpoint, source: str, output_ids, silenced: tuple[str, ...] = (),
+def layer_predictions(ckpt: OpenedModel, source: str, output_ids, silenced: tuple[str, ...] = (),
                       k: int = 5) -> dict:
-    """Checkpoint.layer_predictions (the logit lens: what each decoder layer's output predicts,
+    """OpenedModel.layer_predictions (the logit lens: what each decoder layer's output predicts,
     per step) on the given output ids (a decode's token_ids, or a typed target's as teacher
     forcing scores it) with the heads labelled in `silenced` silenced, cached."""
     return _layer_predictions(ckpt, source, _ids(output_ids), tuple(sorted(silenced)), int(k))
 
 
 @cached(max_entries=64, show_spinner="Reading every decoder layer's prediction…")
-def _layer_predictions(ckpt: Checkpoint, source: str, output_ids: tuple, silenced: tuple,
+def _layer_predictions(ckpt: OpenedModel, source: str, output_ids: tuple, silenced: tuple,
                        k: int) -> dict:
     mask = head_masks(ckpt.config, silenced) if silenced else None
     return ckpt.layer_predictions(source, k=k, head_mask=mask, output_ids=list(output_ids))
@@ -256,7 +256,7 @@ def _layer_predictions(ckpt: Checkpoint, source: str, output_ids: tuple, silence
 
 # ------------------------------------------------------------------ positions
 @cached(max_entries=64, show_spinner=False)
-def position_codes(ckpt: Checkpoint) -> np.ndarray:
+def position_codes(ckpt: OpenedModel) -> np.ndarray:
     """The encoder's (max_len, d_model) position codes: its learned matrix or its sinusoids."""
     layer = ckpt.model.source_embedding
     if layer.position_embedding is not None:
@@ -265,7 +265,7 @@ def position_codes(ckpt: Checkpoint) -> np.ndarray:
 
 
 @cached(max_entries=256, show_spinner="Embedding the sentence…")
-def encoder_input(ckpt: Checkpoint, source: str) -> dict:
+def encoder_input(ckpt: OpenedModel, source: str) -> dict:
     """The source embedding layer on the sentence's ids, and the two parts it adds:
     "tokens", "token_part", "position_part", "total" (each (N, d_model)): total is the layer's
     output, LayerNorm(token part + position part) in a model with an embedding norm (BART's
@@ -286,7 +286,7 @@ def encoder_input(ckpt: Checkpoint, source: str) -> dict:
 # ------------------------------------------------------------------ batches
 @_said
 @cached(max_entries=64, show_spinner="Running the model on the batch…")
-def mask_batch(ckpt: Checkpoint, sources, translations) -> dict:
+def mask_batch(ckpt: OpenedModel, sources, translations) -> dict:
     """One padded batch (sources, and the start token + each translation as targets): its ids
     and tokens per side and the model's masks of every row. "padding" (B, 1, 1, N): the
     model's source_mask (encoder and cross keys); "decoder" (B, 1, T, T): its target_mask;
@@ -313,7 +313,7 @@ def mask_batch(ckpt: Checkpoint, sources, translations) -> dict:
 
 
 @_said
-def masked_row(ckpt: Checkpoint, batch: dict, kind: str, layer: int) -> dict:
+def masked_row(ckpt: OpenedModel, batch: dict, kind: str, layer: int) -> dict:
     """Row 0 of a mask_batch, as padded in the batch (its padded keys blocked): the scores
     and weights of one kind and layer, "scores" and "attention" (H, Tq, Tk), from the compiled
     pass with the details of that layer (the Head arithmetic page's, prepared with the model:
@@ -326,7 +326,7 @@ def masked_row(ckpt: Checkpoint, batch: dict, kind: str, layer: int) -> dict:
 
 
 @cached(max_entries=64, show_spinner="Running the model on the batch's first row…")
-def _masked_row(ckpt: Checkpoint, source: tuple, target: tuple, kind: str, layer: int,
+def _masked_row(ckpt: OpenedModel, source: tuple, target: tuple, kind: str, layer: int,
                 _padding: np.ndarray, _decoder: np.ndarray) -> dict:
     result = forward(ckpt.model, np.array([source], np.int32), np.array([target], np.int32),
                      details=True, detail_of=(kind, layer))
@@ -342,7 +342,7 @@ def _masked_row(ckpt: Checkpoint, source: tuple, target: tuple, kind: str, layer
 
 @_said
 @cached(max_entries=16, show_spinner=False)
-def batch_attention(ckpt: Checkpoint, sources) -> list[dict]:
+def batch_attention(ckpt: OpenedModel, sources) -> list[dict]:
     """transformer.inference.batch.attention_batch (each source with the model's own translation),
     cached; a progress bar shows only while it computes."""
     bar = st.progress(0.0, text=f"Running the model on {len(sources)} sentences…")
@@ -353,7 +353,7 @@ def batch_attention(ckpt: Checkpoint, sources) -> list[dict]:
 
 
 @_said
-def sentence_maps(ckpt: Checkpoint, sentences, target: str | None = None,
+def sentence_maps(ckpt: OpenedModel, sentences, target: str | None = None,
                   batched: bool = False) -> list[dict]:
     """The maps of each sentence: run as one batch (each with its own translation), or one by
     one with `target` (None: the model's translation)."""
@@ -364,7 +364,7 @@ def sentence_maps(ckpt: Checkpoint, sentences, target: str | None = None,
 
 @_said
 @cached(max_entries=64, show_spinner=False)
-def statistics(ckpt: Checkpoint, sentences, target: str | None = None,
+def statistics(ckpt: OpenedModel, sentences, target: str | None = None,
                batched: bool = False) -> dict:
     """{kind: batch_statistics} of the maps sentence_maps gives, cached."""
     maps_list = sentence_maps(ckpt, sentences, target, batched)
@@ -373,7 +373,7 @@ def statistics(ckpt: Checkpoint, sentences, target: str | None = None,
 
 @_said
 @cached(max_entries=64, show_spinner=False)
-def similarity(ckpt: Checkpoint, sentences, kind: str, target: str | None = None,
+def similarity(ckpt: OpenedModel, sentences, kind: str, target: str | None = None,
                batched: bool = False) -> np.ndarray:
     """head_similarity_matrix of one kind over the maps sentence_maps gives, cached."""
     return head_similarity_matrix(sentence_maps(ckpt, sentences, target, batched), kind)
@@ -381,7 +381,7 @@ def similarity(ckpt: Checkpoint, sentences, kind: str, target: str | None = None
 
 # ------------------------------------------------------------------ ablation
 @_said
-def ablation(ckpt: Checkpoint, source: str, target_ids, silenced) -> dict:
+def ablation(ckpt: OpenedModel, source: str, target_ids, silenced) -> dict:
     """transformer.inference.ablation.ablate with the heads labelled in `silenced`, scoring `target_ids`
     (None: the model's own translation), cached; the unablated translation is the shared one."""
     heads = tuple(parse_head_label(label) for label in silenced)
@@ -391,14 +391,14 @@ def ablation(ckpt: Checkpoint, source: str, target_ids, silenced) -> dict:
 
 
 @cached(max_entries=64, show_spinner="Running the model with those heads silenced…")
-def _ablation(ckpt: Checkpoint, source: str, target_ids, silenced: tuple,
+def _ablation(ckpt: OpenedModel, source: str, target_ids, silenced: tuple,
               settings: GenerationSettings | None, _original) -> dict:
     return ablate(ckpt, source, list(silenced), target_ids=target_ids, original=_original,
                   settings=settings)
 
 
 @_said
-def importance(ckpt: Checkpoint, source: str, target_ids) -> list:
+def importance(ckpt: OpenedModel, source: str, target_ids) -> list:
     """transformer.inference.ablation.head_importance (each head silenced alone), cached; a progress bar
     shows only while it computes. The bar is made inside the cached function (as
     _batch_attention's is), so a cache hit replays it whole: a bar made by the page and updated
@@ -407,7 +407,7 @@ def importance(ckpt: Checkpoint, source: str, target_ids) -> list:
 
 
 @cached(max_entries=16, show_spinner=False)
-def _importance(ckpt: Checkpoint, source: str, target_ids) -> list:
+def _importance(ckpt: OpenedModel, source: str, target_ids) -> list:
     bar = st.progress(0.0, text="Silencing one head at a time…")
     entries = head_importance(ckpt, source, target_ids=target_ids, on_progress=lambda done,
                               total: bar.progress(done / total, text=f"Silenced {done} of {total}"))
@@ -415,7 +415,7 @@ def _importance(ckpt: Checkpoint, source: str, target_ids) -> list:
     return entries
 
 
-def _scored(ckpt: Checkpoint, source: str, target_ids) -> tuple:
+def _scored(ckpt: OpenedModel, source: str, target_ids) -> tuple:
     """The output ids ablation scores: the given ones, else the shared translation's."""
     if target_ids is None:
         target_ids = translation(ckpt, source).token_ids
@@ -429,8 +429,8 @@ def _ids(target_ids):
 
 # ------------------------------------------------------------------ value norms (issue 27)
 @_said
-def value_norms(ckpt: Checkpoint, source: str, target: str | None = None) -> dict:
-    """Checkpoint.contributions(method="value_norm"): the maps of `attention(ckpt, source,
+def value_norms(ckpt: OpenedModel, source: str, target: str | None = None) -> dict:
+    """OpenedModel.contributions(method="value_norm"): the maps of `attention(ckpt, source,
     target)` (the same output ids: the shared translation's when target is None) with each
     kind's weights replaced by ||alpha^h_ij f_h(x_j)|| (Kobayashi et al. 2020), plus
     "<kind>_summed" (layers, queries, keys) and "<kind>_norms" (layers, heads, keys), cached."""
@@ -439,7 +439,7 @@ def value_norms(ckpt: Checkpoint, source: str, target: str | None = None) -> dic
 
 
 @cached(max_entries=MAX_RESULTS, show_spinner="Computing weight × value norms…")
-def _value_norms(ckpt: Checkpoint, source: str, target: str | None, output_ids: tuple | None
+def _value_norms(ckpt: OpenedModel, source: str, target: str | None, output_ids: tuple | None
                  ) -> dict:
     return ckpt.contributions(source, target, method="value_norm",
                                output_ids=None if output_ids is None else list(output_ids))
@@ -453,7 +453,7 @@ def current_value_norms() -> dict:
 
 
 @cached(max_entries=64, show_spinner=False)
-def output_projections(ckpt: Checkpoint) -> dict[str, np.ndarray]:
+def output_projections(ckpt: OpenedModel) -> dict[str, np.ndarray]:
     """transformer.inference.contributions.output_projections (each kind's W_O kernels,
     (layers, heads * head_dim, d_model)), cached per checkpoint."""
     from transformer.inference.contributions import output_projections as projections
@@ -463,9 +463,9 @@ def output_projections(ckpt: Checkpoint) -> dict[str, np.ndarray]:
 
 # ------------------------------------------------------------------ contributions (issue 27)
 @_said
-def contributions(ckpt: Checkpoint, source: str, target: str | None, method: str,
+def contributions(ckpt: OpenedModel, source: str, target: str | None, method: str,
                   output_ids=None, steps: int | None = None) -> dict:
-    """Checkpoint.contributions(method=...) for "alti" and the gradient methods: each output
+    """OpenedModel.contributions(method=...) for "alti" and the gradient methods: each output
     token's contributions from the source tokens and the decoder inputs, cached. The output ids
     are the typed target's, else output_ids (a decode's token_ids), else the shared
     translation's (as `attention` picks them). steps: integrated gradients' steps."""
@@ -476,7 +476,7 @@ def contributions(ckpt: Checkpoint, source: str, target: str | None, method: str
 
 
 @cached(max_entries=MAX_RESULTS, show_spinner=False)
-def _contributions(ckpt: Checkpoint, source: str, target: str | None, output_ids: tuple | None,
+def _contributions(ckpt: OpenedModel, source: str, target: str | None, output_ids: tuple | None,
                    method: str, steps: int | None) -> dict:
     ids = None if output_ids is None else list(output_ids)
     if method == "alti":  # one pass and NumPy: a spinner

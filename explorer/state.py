@@ -134,7 +134,7 @@ def current_target() -> str | None:
 
 def search_settings(ckpt):
     """How `ckpt` translates in this session: None for a model without a generation config
-    (the bundled ones: greedy, Checkpoint.translate), else its GenerationSettings as its
+    (the bundled ones: greedy, OpenedModel.translate), else its GenerationSettings as its
     generation_config.json gives them, or the same settings searching greedily when the
     sidebar's Search says so (transformers' generate with num_beams=1)."""
     if ckpt.generation is None:

@@ -146,7 +146,7 @@ def shown(tok, pieces) -> list[str]:
 
 
 def shown_maps(maps: dict, ckpt) -> dict:
-    """Checkpoint.attention's maps (of `ckpt`) with their token lists (source_tokens,
+    """OpenedModel.attention's maps (of `ckpt`) with their token lists (source_tokens,
     target_tokens, output_tokens) as the pages show them (shown), each by its side's tokenizer.
     The arrays are the same objects; an export of the maps (NPZ) keeps the vocabulary's pieces."""
     tokenizers = {"source": ckpt.source_tokenizer, "target": ckpt.target_tokenizer}

@@ -3,7 +3,7 @@
 Rows are queries (top to bottom in token order), columns are keys; cells sit at positions
 (0 .. n - 1) and the ticks are the tokens as they are (figures.common.token_axis), so a repeated
 token shows twice; hover names position and token ("key 3 (2021)"). ``blocked`` arrays use
-True = BLOCKED; the masks of ``Checkpoint.attention`` use True = may attend, so callers pass
+True = BLOCKED; the masks of ``OpenedModel.attention`` use True = may attend, so callers pass
 ``~mask``. Blocked cells are NaN in the weights' heatmap and drawn by a second heatmap named
 "blocked (masked)": grey cells marked '×', so they never look like small weights.
 """

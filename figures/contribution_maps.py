@@ -2,7 +2,7 @@
 one contribution map (output tokens down, source tokens or decoder inputs across), and one
 step's contributions as bars.
 
-The numbers come from Checkpoint.contributions (transformer.inference: ALTI+, saliency, input x
+The numbers come from OpenedModel.contributions (transformer.inference: ALTI+, saliency, input x
 gradient, integrated gradients) and transformer.analysis.flow (attention, rollout); this module
 only draws them (NumPy + Plotly).
 """

@@ -9,13 +9,13 @@ SMALL = dict(d_model=16, num_heads=2, dff=32, head_dim=None, num_encoder_layers=
 
 
 def random_variant(base, seed: int = 0, **overrides):
-    """A Checkpoint with `base`'s tokenizers and config (its vocabulary sizes, ids, options),
+    """An OpenedModel with `base`'s tokenizers and config (its vocabulary sizes, ids, options),
     made SMALL and then changed by `overrides`, with random weights from `seed`."""
     import keras
     import numpy as np
 
     from transformer import Transformer
-    from transformer.inference.session import Checkpoint
+    from transformer.inference.session import OpenedModel
 
     config = dataclasses.replace(base.config, **{**SMALL, **overrides})
     keras.utils.set_random_seed(seed)
@@ -23,4 +23,4 @@ def random_variant(base, seed: int = 0, **overrides):
     rng = np.random.default_rng(seed)
     for w in model.weights:
         w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
-    return Checkpoint(config, model, base.source_tokenizer, base.target_tokenizer)
+    return OpenedModel(config, model, base.source_tokenizer, base.target_tokenizer)

@@ -1357,7 +1357,7 @@ def flip_bytes_v2(rng, base):
 # The other formats the uploader accepts: tests/fuzz_formats.py (imported at the end of this
 # module) appends (name, make() -> bytes, loader) to OTHER_CRAFTED and (name, generator(rng,
 # index) -> bytes, loader) to OTHER_FORMAT_GENERATORS; loader is "module:function", which takes
-# the case file's path and returns a Checkpoint or raises CheckpointError. Every case then runs
+# the case file's path and returns an OpenedModel or raises CheckpointError. Every case then runs
 # through the same child, limits and checks as the checkpoint cases. LOAD_SECONDS: a loader's
 # own time limit, where it does more than load (a conversion builds the model three times);
 # LOADER_IMPORTS: the modules it imports when first called (imported before memory is measured).
@@ -1557,8 +1557,8 @@ def exercise_typed(ckpt, texts: tuple[str, ...], steps: int, timing: dict | None
 
 
 def exercise_generate(ckpt, timing: dict | None = None) -> str:
-    """A model that came with a generation_config.json (issue 26: Checkpoint.generation, read
-    when it opened) generates as its original program would (Checkpoint.generate: its beams and
+    """A model that came with a generation_config.json (issue 26: OpenedModel.generation, read
+    when it opened) generates as its original program would (OpenedModel.generate: its beams and
     lengths, capped), on the first sentence and on the long paste: ids in the target vocabulary,
     finite scores and attention. timing["generate_s"]: the longer of the two, which the parent
     holds to GENERATE_SECONDS (a budget, measured again alone when the cores were busy).

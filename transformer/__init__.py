@@ -18,7 +18,8 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 _EXPORTS = {  # name: the module that defines it
     "MultiHeadAttention": "model.attention", "scaled_dot_product_attention": "model.attention",
-    "DEFAULT_CHECKPOINT": "inference.session", "Checkpoint": "inference.session",
+    "DEFAULT_CHECKPOINT": "inference.session", "OpenedModel": "inference.session",
+    "Checkpoint": "inference.session",  # OpenedModel's name before issue 39
     "CheckpointError": "checkpoint.format", "load_checkpoint": "importers",
     "NumericalError": "inference.numerics",
     "save_checkpoint": "checkpoint.format",

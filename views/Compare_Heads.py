@@ -97,9 +97,9 @@ def two_checkpoints(source: str, target) -> None:
                 "model to compare it here; two models of different vocabularies are shown side "
                 "by side, without a difference map.")
     c1, c2 = st.columns(2)
-    choice_a = c1.selectbox("Checkpoint A", ids, format_func=choices.get, key="cmp_ckpt_a",
+    choice_a = c1.selectbox("OpenedModel A", ids, format_func=choices.get, key="cmp_ckpt_a",
                             index=first_index(ids, active))
-    choice_b = c2.selectbox("Checkpoint B", ids, format_func=choices.get, key="cmp_ckpt_b",
+    choice_b = c2.selectbox("OpenedModel B", ids, format_func=choices.get, key="cmp_ckpt_b",
                             index=first_index(ids, other or active))
     ckpt_a, ckpt_b = models.checkpoint_for(choice_a), models.checkpoint_for(choice_b)
     if target is not None:  # the typed target, for both
@@ -146,7 +146,7 @@ def over_training(source: str, target) -> None:
                 "`<name>.epochNN.ckpt` next to it), so there is no training to follow.")
     else:
         forget_if_not_offered("cmp_epoch", list(steps))
-        epoch = st.select_slider("Checkpoint during training", list(steps), key="cmp_epoch")
+        epoch = st.select_slider("OpenedModel during training", list(steps), key="cmp_epoch")
         ckpt_e = models.checkpoint_for(steps[epoch])
         maps_e = tokens.shown_maps(results.attention(ckpt_e, source, target), ckpt_e)
         epoch_labels = labels_of_maps(maps_e)

@@ -1,4 +1,4 @@
-"""ALTI+ (Ferrando et al. 2022): Checkpoint.contributions(method="alti") against the paper's
+"""ALTI+ (Ferrando et al. 2022): OpenedModel.contributions(method="alti") against the paper's
 equations written out in plain NumPy here, on the bundled model, on random post-LN, pre-LN and
 RMS-norm variants, and on imported models (Marian, BART, mBART, T5).
 

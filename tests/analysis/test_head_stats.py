@@ -1,5 +1,5 @@
 """transformer.analysis.head_stats against hand-computed examples, and transformer.inference.batch against
-Checkpoint.attention run one sentence at a time."""
+OpenedModel.attention run one sentence at a time."""
 
 import subprocess
 import sys

@@ -1,5 +1,5 @@
 """Value-weighted attention (Kobayashi et al. 2020; issue 27, items 1 and 7):
-transformer.analysis.value_norm and Checkpoint.contributions(method="value_norm") against the
+transformer.analysis.value_norm and OpenedModel.contributions(method="value_norm") against the
 paper's equation re-implemented here in plain NumPy from the model's own Keras weights: each
 attention layer's input x (the hidden state, through the sublayer's norm for a pre-LN model,
 the encoder's output for cross-attention), x W_V + b_V per head, times the head's rows of W_O,
@@ -209,7 +209,7 @@ def test_the_result_has_the_maps_keys_and_the_sums(bundled):
 
 def test_the_values_pass_is_the_details_pass(bundled):
     """attention_maps(values=True) hands out V alone, the details' V; value_norm_maps of the
-    details maps a page already holds equals Checkpoint.contributions, the maps untouched."""
+    details maps a page already holds equals OpenedModel.contributions, the maps untouched."""
     source, output = bundled.encode_source(SOURCE), bundled.encode_target(TARGET)
     values = attention_maps(bundled, [source], [output], values=True)[0]
     details = bundled.attention(SOURCE, TARGET, details=True)

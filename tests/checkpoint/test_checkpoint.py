@@ -33,8 +33,8 @@ import pytest
 from fuzz_cases import Entry, entry, npy_raw, write_zip, zeros_deflated
 
 from transformer import (
-    Checkpoint,
     CheckpointError,
+    OpenedModel,
     Transformer,
     TransformerConfig,
     load_checkpoint,
@@ -200,7 +200,7 @@ VARIANTS = {
 
 @pytest.fixture(scope="module", params=list(VARIANTS))
 def saved(request, tokenizers, tmp_path_factory):
-    """(original Checkpoint, path of its saved file, that file loaded) for each model variant."""
+    """(original OpenedModel, path of its saved file, that file loaded) for each model variant."""
     source, target, joint = tokenizers
     options = VARIANTS[request.param]
     if options.get("share_embeddings"):
@@ -211,7 +211,7 @@ def saved(request, tokenizers, tmp_path_factory):
                 "history": {"loss": [2.5, 1.25]}}
     path = save_checkpoint(tmp_path_factory.mktemp(request.param) / "sub" / "tiny.ckpt",
                            model, source, target, metadata)
-    return Checkpoint(config, model, source, target, metadata), path, load_checkpoint(path)
+    return OpenedModel(config, model, source, target, metadata), path, load_checkpoint(path)
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ modules, TensorFlow-free layers that import no TensorFlow, and no UI library any
 
     core        no TensorFlow: the three kinds, limits, text, padding and the blocked score
     analysis    NumPy only: rollout, flow, head statistics, value norms (imports core only;
-                the runtime uses its arithmetic on captured tensors: Checkpoint.contributions)
+                the runtime uses its arithmetic on captured tensors: OpenedModel.contributions)
     tokenizers  one interface and one module per kind
     model       config, attention, layers, the Transformer, weight names and shapes
     checkpoint  the one-file format and the bounded readers of untrusted bytes

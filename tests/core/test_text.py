@@ -1,6 +1,6 @@
 """Tests for transformer.core.text and for text as a browser can send it: any Python string (lone
 surrogates, control characters, NUL, noncharacters, very long text) through every public text
-entry point of a Checkpoint and of every tokenizer kind gives a result (finite numbers) or a
+entry point of an OpenedModel and of every tokenizer kind gives a result (finite numbers) or a
 ValueError with a message, never anything else."""
 
 from pathlib import Path

@@ -16,7 +16,7 @@ def config():
 
 @pytest.fixture(scope="module")
 def maps():
-    """Maps shaped like Checkpoint.attention's for 1 encoder and 2 decoder layers of 2 heads,
+    """Maps shaped like OpenedModel.attention's for 1 encoder and 2 decoder layers of 2 heads,
     N = 3 source and T = 4 target tokens; every entry distinct."""
     n, t = 3, 4
     return {"encoder": np.arange(1 * 2 * n * n, dtype=float).reshape(1, 2, n, n),

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from explorer import results
-from transformer import Checkpoint, load_checkpoint
+from transformer import OpenedModel, load_checkpoint
 from transformer.core.kinds import KIND_NAMES, head_masks
 
 
@@ -16,17 +16,17 @@ def ckpt(tiny_checkpoint_bytes):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Every Checkpoint.attention and Checkpoint.translate call (the class attributes, so any
+    """Every OpenedModel.attention and OpenedModel.translate call (the class attributes, so any
     checkpoint object counts), each delegated to the original."""
     counted = {"attention": [], "translate": []}
     for name in counted:
-        original = getattr(Checkpoint, name)
+        original = getattr(OpenedModel, name)
 
         def counting(self, *args, _name=name, _original=original, **kwargs):
             counted[_name].append((args, kwargs))
             return _original(self, *args, **kwargs)
 
-        monkeypatch.setattr(Checkpoint, name, counting)
+        monkeypatch.setattr(OpenedModel, name, counting)
     return counted
 
 
@@ -125,7 +125,7 @@ def test_one_translation_for_the_sidebar_every_page_and_the_maps(ckpt, calls, mo
     Decoding page's default settings, the maps of the translation and ablation's scored ids
     all come from one decode."""
     decoded_again = []
-    monkeypatch.setattr(Checkpoint, "_translation_ids",
+    monkeypatch.setattr(OpenedModel, "_translation_ids",
                         lambda self, *a, **k: decoded_again.append(a) or [])
     source = "19 May 1933"  # used by no other test: nothing cached yet
     shown = results.translation(ckpt, source)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from explorer import warm
-from transformer import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
+from transformer import DEFAULT_CHECKPOINT, OpenedModel, load_checkpoint
 from transformer.inference import search_ours
 from transformer.inference.decoded import TOP_K
 from transformer.inference.forward import forward_function
@@ -25,14 +25,14 @@ def bundled():
     return load_checkpoint(DEFAULT_CHECKPOINT)
 
 
-def small(bundled, dff: int, seed: int = 0) -> Checkpoint:
+def small(bundled, dff: int, seed: int = 0) -> OpenedModel:
     """A random model with the bundled tokenizers, of an architecture no other test uses (its
     compiled functions are shared per config across the process)."""
     config = dataclasses.replace(bundled.config, d_model=8, num_heads=2, dff=dff, head_dim=None,
                                  num_encoder_layers=1, num_decoder_layers=1)
     keras.utils.set_random_seed(seed)
     model = Transformer(config).build_weights()
-    return Checkpoint(config, model, bundled.source_tokenizer, bundled.target_tokenizer)
+    return OpenedModel(config, model, bundled.source_tokenizer, bundled.target_tokenizer)
 
 
 def traces(model) -> dict[str, int]:

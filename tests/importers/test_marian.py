@@ -146,7 +146,7 @@ def test_model_logits_and_attention_equal_recorded(checkpoint, recorded, mode):
 
 
 def test_checkpoint_attention_equals_recorded(checkpoint, recorded):
-    """What every page shows: Checkpoint.attention on the text, teacher-forced on the recorded
+    """What every page shows: OpenedModel.attention on the text, teacher-forced on the recorded
     target and on the model's own greedy translation. (That one runs to </s> or max_len, past
     generate's limit: its first rows are compared; the decoder is causal, so they are final.)"""
     for i in sentence_ids(recorded):
@@ -475,8 +475,8 @@ def test_a_vocabulary_with_a_5000_digit_id_is_a_sentence():
 
 
 def test_the_generation_config_is_read_when_the_model_opens(checkpoint):
-    """Checkpoint.generation: the folder's generation_config.json (transformers' defaults with
-    the model's ids here); Checkpoint.generate decodes with it, or with other settings."""
+    """OpenedModel.generation: the folder's generation_config.json (transformers' defaults with
+    the model's ids here); OpenedModel.generate decodes with it, or with other settings."""
     from transformer import DEFAULT_CHECKPOINT
     from transformer.inference.generation_config import read_generation_config
     from transformer.inference.search_transformers import generate

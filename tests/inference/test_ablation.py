@@ -116,7 +116,7 @@ def test_silencing_every_cross_head_changes_the_translation(ckpt):
     assert result["original_text"] == "2021-03-05"
     assert result["text"] != result["original_text"] and result["changed"]
     assert result["delta_log_prob"] < -1.0  # the original output became far less likely
-    # The same number through Checkpoint.attention, which re-tokenizes the original text.
+    # The same number through OpenedModel.attention, which re-tokenizes the original text.
     mask = head_masks(ckpt.config, cross)
     expected = (ckpt.attention(SOURCE, "2021-03-05", head_mask=mask)["log_probs"].sum()
                 - ckpt.attention(SOURCE, "2021-03-05")["log_probs"].sum())
@@ -155,7 +155,7 @@ def test_head_importance_one_entry_per_head(ckpt, importance):
 def test_head_importance_equals_an_independent_recomputation(ckpt, importance, head):
     entries, _ = importance
     entry = next(e for e in entries if (e["kind"], e["layer"], e["head"]) == head)
-    # Independently: a hand-built mask and Checkpoint.attention's teacher-forced log-probs.
+    # Independently: a hand-built mask and OpenedModel.attention's teacher-forced log-probs.
     kind, layer, index = head
     layers = ckpt.config.num_encoder_layers if kind == "encoder" else \
         ckpt.config.num_decoder_layers

@@ -330,7 +330,7 @@ def test_bundled_attention_is_teacher_forced_rows(ckpt):
         src = ckpt.encode_source(text)
         result = ckpt.translate(text, stop_at_end=False)
         assert_faithful(ckpt.model, src, result, atol=1e-4)
-        # Checkpoint.attention (teacher forcing on the model's own translation) agrees too
+        # OpenedModel.attention (teacher forcing on the model's own translation) agrees too
         stopped = ckpt.translate(text)
         maps = ckpt.attention(text)
         assert maps["decoder"].shape[2] == len(stopped.steps)

@@ -161,7 +161,7 @@ def _pipeline_equal(checkpoint, rows):
 
 
 def test_default_translation_equals_recorded_pipeline(opus):
-    """With opus-mt's generation config the default translation (Checkpoint.generate, what the
+    """With opus-mt's generation config the default translation (OpenedModel.generate, what the
     app's sidebar shows) is the translation pipeline's: its ids and its text."""
     folder, checkpoint = opus
     assert checkpoint.generation.num_beams == 4 and checkpoint.generation.notes == ()

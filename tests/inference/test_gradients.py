@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer import DEFAULT_CHECKPOINT, Checkpoint, load_checkpoint
+from transformer import DEFAULT_CHECKPOINT, OpenedModel, load_checkpoint
 from transformer.inference import gradients
 from transformer.inference.gradients import _log_probs_and_grads, gradient_attributions
 from transformer.model.transformer import Transformer
@@ -39,7 +39,7 @@ def pre_ln(bundled):
                                  positional="learned", embedding_norm=True)
     keras.utils.set_random_seed(3)
     model = Transformer(config).build_weights()
-    return Checkpoint(config, model, bundled.source_tokenizer, bundled.target_tokenizer)
+    return OpenedModel(config, model, bundled.source_tokenizer, bundled.target_tokenizer)
 
 
 def _setup(ckpt, target=TARGET):

@@ -7,7 +7,7 @@ sqrt(d_model), since inseq differentiates the scaled embedding; input x gradient
 inseq's decoder-embedding double scaling patched away) recorded inseq 0.7.1's numbers in
 tests/fixtures/marian/inseq_attributions.json.
 
-- The recorded test always runs: Checkpoint.contributions on each recorded pair, with the same
+- The recorded test always runs: OpenedModel.contributions on each recorded pair, with the same
   ids, equals the recording.
 - The live test runs that script afresh where an inseq interpreter is at hand (the environment
   variable INSEQ_PYTHON naming a Python that imports inseq, or inseq in this one) and compares

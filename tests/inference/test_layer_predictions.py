@@ -1,6 +1,6 @@
-"""The logit lens (issue 27, items 5 and 7): Checkpoint.layer_predictions reads every decoder
+"""The logit lens (issue 27, items 5 and 7): OpenedModel.layer_predictions reads every decoder
 layer's output through the final norm and the output projection. Its last layer is the model's
-own output: the probabilities of Checkpoint.attention's "log_probs", rank 0 everywhere on the
+own output: the probabilities of OpenedModel.attention's "log_probs", rank 0 everywhere on the
 model's greedy translation. Every layer against a NumPy re-implementation from the Keras
 weights (the norm's gamma and beta or T5's scale, the projection's kernel or the tied
 embedding, its bias, T5's output_scale) on tiny random models, post- and pre-LN (never
@@ -94,7 +94,7 @@ def assert_lens(ckpt, result, k):
 
 def assert_last_layer_is_the_model(ckpt, result, maps):
     """The last layer's row is the model's output: its probabilities are exp(log_probs) of
-    Checkpoint.attention (float32 there), top-1 ranks 0, the rest not."""
+    OpenedModel.attention (float32 there), top-1 ranks 0, the rest not."""
     np.testing.assert_allclose(np.log(result["chosen_probs"][-1]), maps["log_probs"],
                                rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(result["output_ids"], maps["output_ids"])

@@ -1,4 +1,4 @@
-"""Results as types (issue 39, item 3): what Checkpoint.attention, .contributions and
+"""Results as types (issue 39, item 3): what OpenedModel.attention, .contributions and
 .layer_predictions return is a dict whose keys are attributes too, of a kind that declares the
 keys every result of it holds, and survives pickling (st.cache_data keeps results pickled)."""
 

@@ -1,5 +1,5 @@
 """transformer.inference.teacher_forcing: a typed target stepped through from one teacher-forced pass
-gives, step by step, what greedy decoding records, and the rows of Checkpoint.attention."""
+gives, step by step, what greedy decoding records, and the rows of OpenedModel.attention."""
 
 import numpy as np
 import pytest

@@ -1,6 +1,6 @@
 """Gradient attributions per step on the Decoding page (issue 27, item 3): at step t, what each
 source token and each decoder input gave the chosen token's log-probability, equal to
-Checkpoint.contributions computed here; off until asked for, and refused (said) for a decode
+OpenedModel.contributions computed here; off until asked for, and refused (said) for a decode
 with silenced heads."""
 
 import json

@@ -1,6 +1,6 @@
 """views/Aggregations.py ("Aggregations and rollout") through AppTest.
 
-The plotted numbers are checked against transformer.analysis.flow applied to Checkpoint.attention,
+The plotted numbers are checked against transformer.analysis.flow applied to OpenedModel.attention,
 computed here independently of the app."""
 
 import base64

@@ -18,7 +18,7 @@ ATTN, LINK = "views/Attention_Maps.py", "views/Linked_View.py"
 
 @pytest.fixture(scope="module")
 def true_maps():
-    """Checkpoint.attention of the default sentence, computed outside the app."""
+    """OpenedModel.attention of the default sentence, computed outside the app."""
     from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 
     return load_checkpoint(DEFAULT_CHECKPOINT).attention(state.DEFAULT_SOURCE)
@@ -26,17 +26,17 @@ def true_maps():
 
 @pytest.fixture
 def attention_calls(monkeypatch):
-    """Counts calls of Checkpoint.attention (the model run behind every attention map)."""
-    from transformer import Checkpoint
+    """Counts calls of OpenedModel.attention (the model run behind every attention map)."""
+    from transformer import OpenedModel
 
     calls = []
-    original = Checkpoint.attention
+    original = OpenedModel.attention
 
     def counted(self, *args, **kwargs):
         calls.append(args)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(Checkpoint, "attention", counted)
+    monkeypatch.setattr(OpenedModel, "attention", counted)
     return calls
 
 

@@ -17,7 +17,7 @@ COMPARE = "views/Compare_Heads.py"
 
 @pytest.fixture(scope="module")
 def true_maps():
-    """Checkpoint.attention of the default sentence by the final model, outside the app."""
+    """OpenedModel.attention of the default sentence by the final model, outside the app."""
     from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 
     return load_checkpoint(DEFAULT_CHECKPOINT).attention(state.DEFAULT_SOURCE)
@@ -55,13 +55,13 @@ def test_compare_page_renders_every_section(app):
 
 
 def test_selected_heads_show_the_models_maps_and_difference(app, true_maps, monkeypatch):
-    from transformer import Checkpoint
+    from transformer import OpenedModel
     from transformer.analysis.head_stats import cosine_similarity, head_divergence
 
     at = _page(app, COMPARE)
     calls = []  # picking heads re-slices cached maps: no model run
-    original = Checkpoint.attention
-    monkeypatch.setattr(Checkpoint, "attention",
+    original = OpenedModel.attention
+    monkeypatch.setattr(OpenedModel, "attention",
                         lambda *a, **k: calls.append(a) or original(*a, **k))
     chosen = {"decoder L1 H2": true_maps["decoder"][1, 2], "decoder L0 H3":
               true_maps["decoder"][0, 3], "cross L1 H1": true_maps["cross"][1, 1]}

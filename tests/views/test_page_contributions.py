@@ -1,5 +1,5 @@
 """views/Contributions.py ("Contributions") through AppTest: every number it draws equals
-Checkpoint.contributions / attention computed here, independently of the app's caches."""
+OpenedModel.contributions / attention computed here, independently of the app's caches."""
 
 import json
 

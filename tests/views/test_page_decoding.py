@@ -30,17 +30,17 @@ def page(app):
 
 @pytest.fixture
 def translate_calls(monkeypatch):
-    """Every Checkpoint.translate call from now on (the class attribute, so the app's cached
+    """Every OpenedModel.translate call from now on (the class attribute, so the app's cached
     model counts too), each delegated to the original."""
-    from transformer.inference.session import Checkpoint
+    from transformer.inference.session import OpenedModel
 
-    calls, original = [], Checkpoint.translate
+    calls, original = [], OpenedModel.translate
 
     def counting(self, source, *args, **kwargs):
         calls.append((source, args, kwargs))
         return original(self, source, *args, **kwargs)
 
-    monkeypatch.setattr(Checkpoint, "translate", counting)
+    monkeypatch.setattr(OpenedModel, "translate", counting)
     return calls
 
 
@@ -296,10 +296,10 @@ def test_a_translation_cut_by_the_time_budget_says_so_in_the_sidebar_and_on_the_
         app, monkeypatch):
     """A model whose decode runs out of time (here a budget of 0 s: one step) shows the tokens
     it made and a warning naming the budget, in the sidebar and on the Decoding page."""
-    from transformer import Checkpoint
+    from transformer import OpenedModel
 
-    original = Checkpoint.translate  # the model's time budget spent at once: one step
-    monkeypatch.setattr(Checkpoint, "translate", lambda self, *a, seconds=None, **k: original(
+    original = OpenedModel.translate  # the model's time budget spent at once: one step
+    monkeypatch.setattr(OpenedModel, "translate", lambda self, *a, seconds=None, **k: original(
         self, *a, seconds=0.0 if seconds is None else seconds, **k))
     app.text_input(key=state.SOURCE).set_value("Sunday, 7 November 1999 (time budget)")
     at = run(open_page(app, PAGE))

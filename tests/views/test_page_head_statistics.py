@@ -81,13 +81,13 @@ def page(app):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Counts of Checkpoint.attention and transformer.inference.batch.attention_batch calls (the module
+    """Counts of OpenedModel.attention and transformer.inference.batch.attention_batch calls (the module
     attribute the page calls)."""
     import transformer.inference.batch
-    from transformer.inference.session import Checkpoint
+    from transformer.inference.session import OpenedModel
 
     counts = {"attention": 0, "attention_batch": 0}
-    attention, attention_batch = Checkpoint.attention, transformer.inference.batch.attention_batch
+    attention, attention_batch = OpenedModel.attention, transformer.inference.batch.attention_batch
 
     def counted_attention(self, *args, **kwargs):
         counts["attention"] += 1
@@ -97,7 +97,7 @@ def calls(monkeypatch):
         counts["attention_batch"] += 1
         return attention_batch(*args, **kwargs)
 
-    monkeypatch.setattr(Checkpoint, "attention", counted_attention)
+    monkeypatch.setattr(OpenedModel, "attention", counted_attention)
     monkeypatch.setattr(transformer.inference.batch, "attention_batch", counted_batch)
     return counts
 

@@ -16,7 +16,7 @@ LINK = "views/Linked_View.py"
 
 @pytest.fixture(scope="module")
 def true_maps():
-    """Checkpoint.attention of the default sentence, computed outside the app."""
+    """OpenedModel.attention of the default sentence, computed outside the app."""
     from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 
     return load_checkpoint(DEFAULT_CHECKPOINT).attention(state.DEFAULT_SOURCE)

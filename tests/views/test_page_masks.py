@@ -23,7 +23,7 @@ D_MODEL, HEADS, DFF, SEQ_LEN = 16, 2, 32, 8
 
 
 # ------------------------------------------------------------------ one builder per recipe
-# Each takes a temporary folder and returns the Checkpoint a user of that recipe opens.
+# Each takes a temporary folder and returns the OpenedModel a user of that recipe opens.
 def _vocab(path: Path, tokens: list[str]) -> Path:
     path.write_text("\n".join(tokens) + "\n")
     return path
@@ -103,7 +103,7 @@ RECIPES = {
 
 @pytest.fixture(scope="module", params=list(RECIPES))
 def recipe(request, tmp_path_factory):
-    """(recipe name, its Checkpoint)."""
+    """(recipe name, its OpenedModel)."""
     where = (request.getfixturevalue("from_scratch_run") if request.param == "seed notebook"
              else tmp_path_factory.mktemp(request.param))
     return request.param, RECIPES[request.param](where)

@@ -8,7 +8,7 @@ from conftest import open_page, set_widget
 from test_app import PAGES
 
 from explorer import player, results, sidebar, state
-from transformer import Checkpoint
+from transformer import OpenedModel
 
 
 def _sidebar_order(at) -> list[str]:
@@ -51,8 +51,8 @@ def test_every_page_is_in_the_navigation_in_sections():
 @pytest.mark.parametrize("path", PAGES)
 def test_an_empty_sentence_is_asked_for_and_never_translated(app, monkeypatch, path):
     calls = []
-    original = Checkpoint.translate
-    monkeypatch.setattr(Checkpoint, "translate",
+    original = OpenedModel.translate
+    monkeypatch.setattr(OpenedModel, "translate",
                         lambda self, source, *a, **k: calls.append(source) or original(
                             self, source, *a, **k))
     at = open_page(app, path)

@@ -1,5 +1,5 @@
 """views/Tokenization.py through AppTest: the max_len metric says where a typed source is
-really cut (Checkpoint.length_limit: the model's max_len, or the length budget of typed text
+really cut (OpenedModel.length_limit: the model's max_len, or the length budget of typed text
 when it is less, as for an opus-mt-sized model whose max_len is 512 and budget 305)."""
 
 from conftest import open_page

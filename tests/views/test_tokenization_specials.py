@@ -6,7 +6,7 @@ A Marian (opus-mt) model (tests/fixtures/marian, uploaded as a user uploads its 
 reads at most 512 tokens: the pieces after 16 are cut" for "Friday, March 5, 2021" on such a model,
 with the sentence's last piece gone from the chart: the page counted the pieces it reads as the
 source's ids less two (<s> and </s>), one too few for a model with only </s>. The pieces read are
-now the tokenizer's pieces less Checkpoint.pieces_cut, which frames the source as the config says
+now the tokenizer's pieces less OpenedModel.pieces_cut, which frames the source as the config says
 (source_start, source_end). The Keras example's word-level model shows its own "[UNK]",
 "[start]" and fixed-length padding the same way."""
 

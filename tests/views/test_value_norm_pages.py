@@ -1,6 +1,6 @@
 """The "Show: Weights | Weight × value norm" choice of every attention view (issue 27, item 1)
 through AppTest on the bundled model: picking value norms draws the arrays
-Checkpoint.contributions(method="value_norm") gives (to 1e-5), and the Head arithmetic page's
+OpenedModel.contributions(method="value_norm") gives (to 1e-5), and the Head arithmetic page's
 transformed values have the norms contributions' "<kind>_norms" has."""
 
 import json
@@ -18,7 +18,7 @@ TOLERANCE = 1e-5
 
 @pytest.fixture(scope="module")
 def value_norms():
-    """Checkpoint.contributions of the default sentence (its own translation), outside the app."""
+    """OpenedModel.contributions of the default sentence (its own translation), outside the app."""
     from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 
     return load_checkpoint(DEFAULT_CHECKPOINT).contributions(state.DEFAULT_SOURCE,

@@ -32,7 +32,7 @@ read alignments), or "target", the decoder input of that row (maps["target_token
 after, the "shift" of Chen et al. 2020, "Accurate Word Alignment Induction from Neural Machine
 Translation").
 
-NumPy only (no TensorFlow, Streamlit or Plotly). Maps are the dicts Checkpoint.attention
+NumPy only (no TensorFlow, Streamlit or Plotly). Maps are the dicts OpenedModel.attention
 returns: "cross" (L_dec, H, T, N), "source_tokens", "target_tokens", "output_tokens".
 """
 
@@ -420,7 +420,7 @@ def alignment_statistics(list_of_maps: Sequence[Mapping], golds: Sequence, *,
     "precision" and "recall", each (L, H), from the counts summed over the sentences (also
     returned: "predicted", "sure", "predicted_sure", "predicted_possible", (L, H) ints).
 
-    list_of_maps: one Checkpoint.attention dict per sentence (the gold target teacher-forced,
+    list_of_maps: one OpenedModel.attention dict per sentence (the gold target teacher-forced,
     so that the target words are the gold's); golds: one per sentence, anything with `sure` and
     `possible` link sets (GoldAlignment, AlignedPair, the dates task's DateAlignment). Where a
     gold has source_words / target_words, their counts must equal the model's word counts (else

@@ -2,7 +2,7 @@
 without special tokens, and over the subword pieces of a word.
 
 NumPy only (no TensorFlow, Streamlit or Plotly), so notebooks and the app share it. Every
-function takes the arrays Checkpoint.attention returns: "encoder" (L_enc, H, N, N), "decoder"
+function takes the arrays OpenedModel.attention returns: "encoder" (L_enc, H, N, N), "decoder"
 (L_dec, H, T, T), "cross" (L_dec, H, T, N); rows are queries, columns keys, rows sum to 1.
 """
 

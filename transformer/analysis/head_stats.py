@@ -1,7 +1,7 @@
 """What each attention head does, in numbers: per-head statistics and head-to-head similarity.
 
 NumPy only (SciPy for the clustering order, imported when used); never TensorFlow, so the module
-loads on its own. Inputs are the dicts Checkpoint.attention (or transformer.inference.batch.attention_batch)
+loads on its own. Inputs are the dicts OpenedModel.attention (or transformer.inference.batch.attention_batch)
 returns: "<kind>" (L, H, q, k) with rows = queries summing to 1, "<kind>_mask" (q, k) bool
 (True = may attend), "source_tokens" and "target_tokens".
 

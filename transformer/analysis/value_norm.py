@@ -20,7 +20,7 @@ How the scores were computed (scaled or not, T5's relative position bias) does n
 alpha is the attention the layer used.
 
 NumPy only (no TensorFlow): the inputs are the tensors a forward pass captured, the per-head
-values v = x W_V^h + b_V^h ("<kind>_v" of Checkpoint.attention(details=True), (layers, heads,
+values v = x W_V^h + b_V^h ("<kind>_v" of OpenedModel.attention(details=True), (layers, heads,
 keys, head_dim)) and each layer's W_O (transformer.inference.contributions gathers both).
 f_h is computed in float32 as the model computes, its Gram matrices in float64, and the head
 sums so that rounding moves them by about 1e-7 of sum_h alpha^h_ij ||f_h(x_j)|| (see

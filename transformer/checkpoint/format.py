@@ -203,7 +203,7 @@ class CheckpointData:
     budgets: limits.Budgets = limits.UPLOAD
     # What is still being computed beside the load (a Hugging Face model's weight files'
     # SHA-256, in a thread): it sets metadata's file entries, content_hash and
-    # metadata_warnings. settle() waits for it: Checkpoint.open once the model is built, and
+    # metadata_warnings. settle() waits for it: OpenedModel.open once the model is built, and
     # whatever writes the data; until then metadata holds every entry but the files.
     pending: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 

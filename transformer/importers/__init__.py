@@ -10,7 +10,7 @@ m2m100's nllb-moe; never named among the families read here); HF_FAMILIES maps m
 it, and a folder, .zip or set of files opens through the family its config.json names.
 
 Everything is read as data (transformer.checkpoint.readers) and mapped onto our names; the result
-is an opened Checkpoint, checked as a file of ours is (transformer.checkpoint.format)."""
+is an opened OpenedModel, checked as a file of ours is (transformer.checkpoint.format)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from transformer.importers.hf.folder import FolderSpec, gather, is_folder, parse
 from transformer.importers.keras_seq2seq import recipe_of_weights
 from transformer.importers.recipe import Recipe
 from transformer.inference import session
-from transformer.inference.session import Checkpoint
+from transformer.inference.session import OpenedModel
 
 # ------------------------------------------------------------------ which recipe
 HF_FAMILIES: dict[str, Family] = BY_MODEL_TYPE  # config.json's model_type -> its family
@@ -105,7 +105,7 @@ def detect_recipe(files) -> str | None:
 
 
 def load_checkpoint(source, *, budgets: limits.Budgets | None = None,
-                    progress=None) -> Checkpoint:
+                    progress=None) -> OpenedModel:
     """Open a model. Two kinds of source (core.limits.Budgets):
 
     - what a person running this code names: a folder path, a Hugging Face name ("org/name",

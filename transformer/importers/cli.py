@@ -22,7 +22,7 @@ from transformer.importers import hf_family
 from transformer.importers.hf.marian import REQUIRED_FILES as MARIAN_FILES
 from transformer.importers.keras_seq2seq import convert_keras_seq2seq
 from transformer.importers.tf_tutorial import TUTORIAL_POSITIONS, convert_tf_tutorial
-from transformer.inference.session import Checkpoint
+from transformer.inference.session import OpenedModel
 
 # ------------------------------------------------------------------ CLI
 HF_COMMANDS = ("marian",)  # the Hugging Face families with a subcommand of their own; "hf" reads any
@@ -176,7 +176,7 @@ def _say_wrote(out, c) -> None:
           f"vocabularies {c.src_vocab_size} / {c.tgt_vocab_size}")
 
 
-def _write(checkpoint: Checkpoint, out) -> None:
+def _write(checkpoint: OpenedModel, out) -> None:
     from transformer.checkpoint.format import save_checkpoint
 
     save_checkpoint(out, checkpoint.model, checkpoint.source_tokenizer, checkpoint.target_tokenizer,

@@ -49,7 +49,7 @@ from transformer.importers.keras_common import (
     tree,
 )
 from transformer.importers.recipe import Form, Recipe
-from transformer.inference.session import Checkpoint
+from transformer.inference.session import OpenedModel
 from transformer.model import weights as names
 
 
@@ -303,8 +303,8 @@ def keras_seq2seq_tokenizers(source_vocab: bytes, target_vocab: bytes, source_na
 
 
 def convert_keras_seq2seq(weights, source_vocab, target_vocab, num_heads: int | None = None, *,
-                          command: str | None = None, metadata: dict | None = None) -> Checkpoint:
-    """The Keras example (either form) -> Checkpoint. weights: a path or bytes of a .weights.h5 or
+                          command: str | None = None, metadata: dict | None = None) -> OpenedModel:
+    """The Keras example (either form) -> OpenedModel. weights: a path or bytes of a .weights.h5 or
     .keras, a TF checkpoint's .index path or prefix, or {file name: bytes}; vocabularies: paths
     or bytes of TextVectorization.get_vocabulary() files. num_heads: needed for the hand-written
     attention only."""

@@ -30,7 +30,7 @@ from transformer.importers.keras_common import (
 )
 from transformer.importers.keras_seq2seq import FORM_LABELS, keras_form, layers_found
 from transformer.importers.recipe import Recipe
-from transformer.inference.session import Checkpoint
+from transformer.inference.session import OpenedModel
 from transformer.model import weights as names
 
 RECIPE = Recipe(
@@ -156,8 +156,8 @@ def tf_tutorial_tokenizers(source_vocab: bytes, target_vocab: bytes, source_name
 
 def convert_tf_tutorial(weights, source_vocab, target_vocab, num_heads: int | None = None, *,
                         max_len: int | None = None, mask_padding: bool | None = None,
-                        command: str | None = None, metadata: dict | None = None) -> Checkpoint:
-    """The TF tutorial's Transformer -> Checkpoint. Vocabularies: WordPiece files with [PAD] [UNK]
+                        command: str | None = None, metadata: dict | None = None) -> OpenedModel:
+    """The TF tutorial's Transformer -> OpenedModel. Vocabularies: WordPiece files with [PAD] [UNK]
     [START] [END]. max_len: positions covered (the tutorial's table has 2048). mask_padding:
     None = True, padded keys masked as the embedding's mask_zero intends (under Keras 2 every
     layer does so; under Keras 3.15 only the first encoder and decoder self-attention receive the

@@ -40,7 +40,7 @@ def all_heads(config, kinds: Sequence[str] = ATTENTION_KINDS) -> list[Head]:
 def output_log_probs(ckpt, source_ids, output_ids, head_mask=None) -> np.ndarray:
     """(T,) log-probability of each output id under teacher forcing (one forward pass).
 
-    The same computation as Checkpoint.attention's "log_probs", but scoring the given ids
+    The same computation as OpenedModel.attention's "log_probs", but scoring the given ids
     exactly (no re-tokenization of a text): the decoder is fed <s> + output_ids[:-1]."""
     output_ids = [int(i) for i in output_ids]
     if not output_ids:
@@ -52,8 +52,8 @@ def output_log_probs(ckpt, source_ids, output_ids, head_mask=None) -> np.ndarray
 
 
 def output_ids_for(ckpt, target: str) -> list[int]:
-    """A typed target's output ids as teacher forcing scores them (Checkpoint.encode_target, as
-    Checkpoint.attention tokenizes a target text): its pieces then the end id, cut to the
+    """A typed target's output ids as teacher forcing scores them (OpenedModel.encode_target, as
+    OpenedModel.attention tokenizes a target text): its pieces then the end id, cut to the
     checkpoint's target_len (the model's max_len or the length budget of typed text)."""
     return ckpt.encode_target(target)
 
@@ -76,8 +76,8 @@ def ablate(ckpt, source: str, silenced: Iterable[Head], target_ids=None,
     target_ids: the output ids to score (ending with the end id, as Decoding.token_ids); by
     default the unablated model's own greedy translation. original: that translation when the
     caller has it (ckpt.translate(source), a Decoding), else it is decoded here. settings: a
-    GenerationSettings both translations search with (Checkpoint.generate: a model's own
-    generation config), None for greedy (Checkpoint.translate). Returns a dict:
+    GenerationSettings both translations search with (OpenedModel.generate: a model's own
+    generation config), None for greedy (OpenedModel.translate). Returns a dict:
     "silenced" [(kind, layer, head)], "text"/"tokens"/"token_ids" of the ablated translation,
     "original_text"/"original_tokens"/"original_ids" of the unablated one, "changed" (the
     translation's ids differ), "scored_tokens" (the output scored), "token_log_probs" and

@@ -1,4 +1,4 @@
-"""ALTI+ of one sentence pair: Checkpoint.contributions(method="alti").
+"""ALTI+ of one sentence pair: OpenedModel.contributions(method="alti").
 
 This module gathers what the NumPy arithmetic of transformer.analysis.alti needs from one
 compiled teacher-forced pass (each kind's attention weights and per-head values, each stack's
@@ -49,7 +49,7 @@ def _sublayer(maps, kind, layer_index, attention, norm, residual, mask) -> Subla
 
 def alti(ckpt, source: str, target: str | None = None, *, output_ids=None,
          head_mask=None) -> dict:
-    """ALTI+ for the output ids Checkpoint.attention would score (the typed target's, or the
+    """ALTI+ for the output ids OpenedModel.attention would score (the typed target's, or the
     translation's). Returns a dict:
 
         "method": "alti", "source_tokens" (N), "target_tokens" (T: the decoder's inputs, the

@@ -3,7 +3,7 @@
 The sources are tokenized and padded into batches by tf.data; per batch: greedy translation of
 every source (greedy_decode_batch, no attention kept, at most the step budget), then ONE padded
 teacher-forced forward pass (transformer.inference.maps.attention_maps), split back into one dict per
-sentence: each holds what Checkpoint.attention(source) returns (without details). A batch holds
+sentence: each holds what OpenedModel.attention(source) returns (without details). A batch holds
 no more sentences than the maps of one pass may take (limits.MAX_MAPS_BYTES), however long they
 are.
 """
@@ -24,7 +24,7 @@ __all__ = ["attention_batch"]
 
 def attention_batch(ckpt, sources: Sequence[str], *, batch_size: int = 32,
                     on_progress: Callable[[int, int], None] | None = None) -> list[dict]:
-    """Checkpoint.attention(source) of every source (the model's own greedy translation as the
+    """OpenedModel.attention(source) of every source (the model's own greedy translation as the
     target), computed batch_size sentences at a time (fewer when the maps of that many would not
     fit the model's maps budget). on_progress(done, total) is called after each batch with the
     number of sentences done so far."""

@@ -1,4 +1,4 @@
-"""What each token contributed, beyond the attention weights: Checkpoint.contributions.
+"""What each token contributed, beyond the attention weights: OpenedModel.contributions.
 
 One Method record per method in METHODS (its name, label, unit, whether its values are signed,
 its description and its compute: compute(ckpt, source, target, **options) returns a dict), which
@@ -6,11 +6,11 @@ the pages, their links and their exports read; `contributions` dispatches by nam
 method is one module and one record here:
 
 - "value_norm" (Kobayashi et al. 2020, transformer.analysis.value_norm): the maps of
-  Checkpoint.attention with every attention kind's weights replaced by ||alpha^h_ij f_h(x_j)||,
+  OpenedModel.attention with every attention kind's weights replaced by ||alpha^h_ij f_h(x_j)||,
   plus the head-summed norms. This module gathers what the NumPy arithmetic needs (each kind's
   per-head values V from the teacher-forced pass, each layer's output projection W_O from the
   model's attention layers); the arithmetic is the analysis module's. A page that holds
-  Checkpoint.attention(details=True) already gets the same from value_norm_maps(maps, model).
+  OpenedModel.attention(details=True) already gets the same from value_norm_maps(maps, model).
 - "alti" (ALTI+, Ferrando et al. 2022: transformer.inference.alti_inputs, its arithmetic
   transformer.analysis.alti): each output token's contributions from each source token and
   each decoder input, and its source share.
@@ -50,7 +50,7 @@ def output_projections(model) -> dict[str, np.ndarray]:
 
 
 def value_norm_maps(maps: dict, model, head_mask=None, overwrite: bool = False) -> dict:
-    """Maps holding each kind's per-head values "<kind>_v" (Checkpoint.attention(details=True),
+    """Maps holding each kind's per-head values "<kind>_v" (OpenedModel.attention(details=True),
     or attention_maps(values=True)) -> a new dict, `maps` untouched: the same keys with each
     kind's weights replaced by the value-weighted norms (see value_norm), "<kind>_summed" and
     "<kind>_norms" added, and Q, K, V, the scores and T5's position biases left out.
@@ -72,7 +72,7 @@ def value_norm_maps(maps: dict, model, head_mask=None, overwrite: bool = False) 
 
 def value_norm(ckpt, source: str, target: str | None = None, *, head_mask=None,
                output_ids=None) -> dict:
-    """Checkpoint.attention(source, target, head_mask, output_ids=output_ids)'s dict (tokens,
+    """OpenedModel.attention(source, target, head_mask, output_ids=output_ids)'s dict (tokens,
     ids, masks, log_probs) with each kind's weights replaced by the value-weighted norms:
 
         "encoder" (L_enc, H, N, N), "decoder" (L_dec, H, T, T), "cross" (L_dec, H, T, N):
@@ -91,7 +91,7 @@ def value_norm(ckpt, source: str, target: str | None = None, *, head_mask=None,
 
 def _gradients(method: str) -> Callable[..., dict]:
     """The gradient method `method` (transformer.inference.gradients) on the output ids
-    Checkpoint.attention would score; options: steps (integrated gradients), output_ids."""
+    OpenedModel.attention would score; options: steps (integrated gradients), output_ids."""
     def run(ckpt, source: str, target: str | None = None, *, output_ids=None,
             head_mask=None, **options) -> dict:
         ids = scored_ids(ckpt, source, target, output_ids, head_mask)
@@ -104,7 +104,7 @@ def _gradients(method: str) -> Callable[..., dict]:
 @dataclass(frozen=True)
 class Method:
     """One attribution method, as the pages, their links and their exports read it."""
-    name: str  # Checkpoint.contributions' method=
+    name: str  # OpenedModel.contributions' method=
     label: str  # a picker's label: "ALTI+"
     unit: str  # what one value is (a colour bar's or an axis's title): "‖∇ log p‖"
     compute: Callable[..., dict]  # (ckpt, source, target, **options) -> its result

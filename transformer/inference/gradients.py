@@ -246,7 +246,7 @@ def gradient_attributions(ckpt, source: str, output_ids, *, method: str = "salie
                           on_progress=None) -> dict:
     """Each output token's attribution to each source and target-prefix token, by `method`
     (GRADIENT_METHODS; the module docstring has the formulas), for the output ids a
-    teacher-forced pass scores (Checkpoint.contributions picks them as Checkpoint.attention
+    teacher-forced pass scores (OpenedModel.contributions picks them as OpenedModel.attention
     does: the typed target's, or the translation's). Returns a dict: "method",
     "source_tokens" (N), "target_tokens" (T: the decoder's inputs), "output_tokens" (T),
     "source" (T, N), "target" (T, T) (row t: output token t; target columns after t are 0),

@@ -1,4 +1,4 @@
-"""What each decoder layer predicts (the logit lens): Checkpoint.layer_predictions.
+"""What each decoder layer predicts (the logit lens): OpenedModel.layer_predictions.
 
 Every decoder layer's output, read as if it were the last: through the decoder's final norm and
 the output projection (Transformer.final_norm, then Transformer.project, which multiplies by
@@ -57,7 +57,7 @@ def layer_predictions(ckpt, source: str, target: str | None = None, k: int = 5,
     the token chosen (the translation's, or the typed target's): see the module docstring.
 
     With target=None the tokens are the model's greedy translation (output_ids: its ids when
-    the caller has them, as for Checkpoint.attention). Returns a dict:
+    the caller has them, as for OpenedModel.attention). Returns a dict:
 
         "source_tokens" (N), "target_tokens" (T: the decoder's inputs, <s> first),
         "output_tokens" (T: the token chosen at each step, </s> last); their ids
@@ -70,7 +70,7 @@ def layer_predictions(ckpt, source: str, target: str | None = None, k: int = 5,
         "chosen_probs" (L, T) float64: the probability it gives the chosen token.
 
     Row L - 1 is the model's own output distribution: its "chosen_probs" are
-    exp(Checkpoint.attention(...)["log_probs"]), and for the model's greedy translation its
+    exp(OpenedModel.attention(...)["log_probs"]), and for the model's greedy translation its
     "chosen_rank" is 0 everywhere. k is cut to the vocabulary size.
     """
     if k < 1:

@@ -3,7 +3,7 @@
 `attention_maps` runs ONE padded teacher-forced pass over any number of sentences (the compiled
 pass of transformer.inference.forward, shared by every model of the architecture) and splits it
 back into one dict per sentence, trimmed of its padding (padding never changes a real row:
-padded keys are masked and padded rows are cut). `Checkpoint.attention` (one sentence) and
+padded keys are masked and padded rows are cut). `OpenedModel.attention` (one sentence) and
 `attention_batch` (a corpus) both use it, so every page sees the same keys:
 
     "encoder" (L_enc, H, N, N), "decoder" (L_dec, H, T, T), "cross" (L_dec, H, T, N)  float32
@@ -112,7 +112,7 @@ def attention_maps(ckpt, source_ids: Sequence[Sequence[int]],
 
 def scored_ids(ckpt, source: str, target: str | None = None, output_ids=None,
                head_mask=None) -> list[int]:
-    """The output ids a teacher-forced pass scores, as Checkpoint.attention picks them: the
+    """The output ids a teacher-forced pass scores, as OpenedModel.attention picks them: the
     typed target's (cut to target_len), else output_ids when given, else the model's greedy
     translation (with head_mask)."""
     if target is not None:

@@ -3,10 +3,10 @@ np.savez(path, **result), st.cache_data's pickling, every caller written against
 keys are also attributes (result.cross), as transformers' ModelOutput is, with the keys every
 result of its kind holds declared and checked when it is made.
 
-    AttentionMaps        Checkpoint.attention, attention_batch, contributions("value_norm")
-    TokenContributions   Checkpoint.contributions("alti", "saliency", "input_x_gradient",
+    AttentionMaps        OpenedModel.attention, attention_batch, contributions("value_norm")
+    TokenContributions   OpenedModel.contributions("alti", "saliency", "input_x_gradient",
                          "integrated_gradients")
-    LayerPredictions     Checkpoint.layer_predictions
+    LayerPredictions     OpenedModel.layer_predictions
 
 A decoding is transformer.inference.decoded's Decoding (a dataclass of its own)."""
 

@@ -33,7 +33,7 @@ KINDS = ("greedy", "forward", "forward_top", "forward_details_layer", "greedy_no
 def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
     """Trace and run once each compiled function in `kinds` for this model's architecture, on
     one token; {kind: seconds it took} (about 0 for one prepared before). generation: the
-    model's GenerationSettings (Checkpoint.generation), whose search (transformers' greedy or
+    model's GenerationSettings (OpenedModel.generation), whose search (transformers' greedy or
     beam loop: "generate") the translation runs first, before the rest."""
     c = model.config
     if generation is not None:
@@ -50,10 +50,10 @@ def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
         # details of the layer picked
         "forward_details_layer": lambda: forward(model, source, target, output, details=True,
                                                  detail_of=("encoder", 0)),
-        # Not in KINDS (no page asks for every layer's details): Checkpoint.attention(
+        # Not in KINDS (no page asks for every layer's details): OpenedModel.attention(
         # details=True).
         "forward_details": lambda: forward(model, source, target, output, details=True),
-        # The attention views' "Weight × value norm" (Checkpoint.contributions' value norms)
+        # The attention views' "Weight × value norm" (OpenedModel.contributions' value norms)
         "forward_values": lambda: forward(model, source, target, output, values=True),
         # The Contributions page's ALTI+ (V and each stack's layer inputs)
         "forward_values_hidden": lambda: forward(model, source, target, output, values=True,
@@ -63,7 +63,7 @@ def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
         "beam": lambda: beam_search(model, source[0], beam_width=2, max_len=1),
         "gradients": lambda: prepare_pass(model),
         # Not in KINDS (the Decoding page's logit lens, off until asked for):
-        # Checkpoint.layer_predictions.
+        # OpenedModel.layer_predictions.
         "forward_hidden": lambda: forward(model, source, target, output, hidden_states=True),
     }
     seconds = {}

@@ -1,7 +1,7 @@
 """The runtime of one opened model: its tokenizers, the model, and what the pages ask of it
 (translations with every step's attention, the maps of a sentence, how long a text may be).
 
-Checkpoint.open(data) builds the model from a CheckpointData (from our checkpoint file, or from
+OpenedModel.open(data) builds the model from a CheckpointData (from our checkpoint file, or from
 an importer that mapped another program's files on load): the weights are copied once, into the
 model's variables.
 """
@@ -27,7 +27,12 @@ DEFAULT_CHECKPOINT = ASSETS / "dates.ckpt"
 
 
 @dataclass
-class Checkpoint:
+class OpenedModel:
+    """A model opened to run: its config, the built model, its tokenizers and metadata, and what
+    it computes for the pages (translate, generate, attention, contributions, layer_predictions).
+    The file it was opened from is transformer.checkpoint's format (or another program's files,
+    mapped by transformer.importers); load_checkpoint opens one."""
+
     config: TransformerConfig
     model: Transformer
     source_tokenizer: Tokenizer
@@ -218,7 +223,7 @@ class Checkpoint:
         return self.translate_plain(source, head_mask).token_ids
 
     @classmethod
-    def open(cls, data: CheckpointData, where: str = "the checkpoint") -> "Checkpoint":
+    def open(cls, data: CheckpointData, where: str = "the checkpoint") -> "OpenedModel":
         """The model `data` describes, built with its weights (CheckpointError if they do not
         fit or do not compute finite numbers). `data.weights` is emptied: the model holds them."""
         from transformer.inference.generation_config import read_generation_config
@@ -252,6 +257,9 @@ class Checkpoint:
                         seconds=self.budgets.decode_seconds if seconds is None else seconds)
 
 
-def load_checkpoint(source) -> Checkpoint:
+def load_checkpoint(source) -> OpenedModel:
     """Load a checkpoint from a path, bytes or a binary file object. Raises CheckpointError."""
-    return Checkpoint.open(read_checkpoint(source))
+    return OpenedModel.open(read_checkpoint(source))
+
+
+Checkpoint = OpenedModel  # its name until issue 39 (the file format is transformer.checkpoint)

@@ -22,7 +22,7 @@ __all__ = ["teacher_forced"]
 
 def teacher_forced(ckpt, source: str, target: str, head_mask=None) -> Decoding:
     """`target` teacher-forced after `source` as a Decoding (token_ids: the target's ids and
-    </s>, cut to the checkpoint's target_len as Checkpoint.attention cuts it; one DecodeStep per
+    </s>, cut to the checkpoint's target_len as OpenedModel.attention cuts it; one DecodeStep per
     position) from ONE forward pass (the compiled one of transformer.inference.forward, which
     ranks the vocabulary on the device and returns only the TOP_K of each row). Each step's
     top_k ranks every token of the vocabulary, as greedy decoding's steps do; the forced token

@@ -14,7 +14,7 @@ tokenizer files, its config.json allow-list and mapping, and its weight table.
                       built, the weights mapped (Family.weights), the provenance
                       (checkpoint_data, which checks the tokenizers against the model once
                       more: checkpoint.format.check_consistent)
-    Family.convert    the opened Checkpoint (inference.session.Checkpoint.open)
+    Family.convert    the opened OpenedModel (inference.session.OpenedModel.open)
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from transformer.importers.hf.weight_files import (
     settled,
 )
 from transformer.importers.recipe import Recipe
-from transformer.inference.session import Checkpoint
+from transformer.inference.session import OpenedModel
 from transformer.model.config import TransformerConfig
 
 __all__ = ["Family", "REQUIRED_FILES", "WEIGHT_FILE_BYTES", "ModelFiles", "build_config",
@@ -281,7 +281,7 @@ def with_provenance(data: CheckpointData, files, metadata: dict) -> CheckpointDa
     """data with its metadata (`metadata`, the files read added to its "source") and content
     hash, once the weight files' hashes are known: they are computed in a thread while the load
     goes on (weight_files), so this waits for them only when data.settle() is called
-    (Checkpoint.open calls it after the model is built: a 2 GB file's hash took 0.8 s more than
+    (OpenedModel.open calls it after the model is built: a 2 GB file's hash took 0.8 s more than
     the reading before it). Until then data.metadata holds everything but the files. files: a
     ModelFiles (or marian.MarianFiles), whose entries may hold the hashes' futures."""
     data.metadata = metadata
@@ -375,7 +375,7 @@ class Family:
     def data(self, source, *, name: str | None = None, command: str | None = None,
              budgets: limits.Budgets = limits.UPLOAD) -> CheckpointData:
         """The model's files (folder path, .zip path or bytes, or {file name: bytes}) mapped
-        onto our config, weights and tokenizers: what Checkpoint.open builds the model from.
+        onto our config, weights and tokenizers: what OpenedModel.open builds the model from.
         Nothing is built here, and no file of ours is written."""
         files, c, family = self.read(source, budgets)
         given = files.tokenizer_files if self.tokenizer_options else {
@@ -396,10 +396,10 @@ class Family:
 
     def convert(self, source, *, name: str | None = None, command: str | None = None,
                 budgets: limits.Budgets = limits.UPLOAD):
-        """The model's files -> an opened Checkpoint: mapped on load, the weights copied once
-        (into the model), checked as any checkpoint is (Checkpoint.open)."""
+        """The model's files -> an opened OpenedModel: mapped on load, the weights copied once
+        (into the model), checked as any checkpoint is (OpenedModel.open)."""
         data = self.data(source, name=name, command=command, budgets=budgets)
-        return Checkpoint.open(data, f"the weights mapped from {data.metadata['source']['from']}")
+        return OpenedModel.open(data, f"the weights mapped from {data.metadata['source']['from']}")
 
     def checkpoint_bytes(self, source, *, name: str | None = None,
                          command: str | None = None) -> bytes:

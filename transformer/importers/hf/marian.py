@@ -9,7 +9,7 @@ A Marian model is a folder (or a .zip of one, or the same files uploaded togethe
     target.spm          SentencePiece model that splits the target text
     vocab.json          piece -> id for both sides ("</s>" 0, "<unk>" 1, ..., "<pad>" last)
 
-plus, when given, generation_config.json (how transformers decodes it: Checkpoint.generation)
+plus, when given, generation_config.json (how transformers decodes it: OpenedModel.generation)
 and tokenizer_config.json (its language names, for the metadata). Everything else in the folder
 (README.md, pytorch_model.bin, tf_model.h5, ...) is never read.
 
@@ -29,7 +29,7 @@ What makes Marian differ from the paper's model, and the config field that carri
 
 PyTorch's Linear stores (out, in); a Keras Dense kernel is (in, out): every projection is
 transposed. Reading the folder, the checks and the provenance are the steps every family shares
-(transformer.importers.hf.family); FAMILY.convert opens the mapped model with Checkpoint.open, so
+(transformer.importers.hf.family); FAMILY.convert opens the mapped model with OpenedModel.open, so
 a converted model is validated exactly as an upload is.
 """
 
