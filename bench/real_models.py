@@ -77,7 +77,7 @@ maps of SOURCE with a typed TARGET (ckpt.attention(source, target) against a for
 output_attentions=True, eager attention; median of 3); the growth of the RSS high-water mark (VmHWM)
 during the load, against the weights' size on disk; and whether the greedy ids are equal (ours
 decoding.token_ids against generate's output less the decoder start id). A model our side refuses
-shows "refused: <its sentence>" and the run goes on.
+shows "refused: <its error>" and the run goes on.
 
 Then, after every timing, equality as the project's standard asks (logits 1e-4, greedy and beam
 ids): the teacher-forced pass of the maps (SOURCE with TARGET; each side's ids, checked equal:
@@ -1278,7 +1278,7 @@ def _reader(model_type: str):
 
 
 def refusals(config: dict) -> list[str]:
-    """Every sentence our reader refuses config with: the field a sentence names is dropped and
+    """Every error our reader refuses config with: the field an error names is dropped and
     the reader run again, until it reads the config or names no field of it."""
     import re
 

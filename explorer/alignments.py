@@ -17,7 +17,7 @@ differs) is left out and named, never scored against the wrong words.
 
 As in results.py, each public helper derives the cache key (the checkpoint's content hash and
 the inputs) and the inner st.cache_data function receives the checkpoint unhashed. Every refusal
-(AlignmentError, CorpusError, NumericalError) reaches the page as a sentence, never a traceback.
+(AlignmentError, CorpusError, NumericalError) reaches the page as an error message, never a traceback.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def _text(data: str | bytes, what: str) -> bytes:
 def uploaded_golds(ckpt: OpenedModel, pharaoh: str | bytes, pairs_tsv: str | bytes
                    ) -> tuple[list[tuple[str, str]], list[AlignedPair]]:
     """The sentence pairs (source<TAB>target per line) and their gold (Pharaoh text, line k
-    with pair k), read as untrusted data: AlignmentError in a sentence for anything refused.
+    with pair k), read as untrusted data: an AlignmentError for anything refused.
     For a dates model the gold's target words are the target's characters (spaces dropped)."""
     pairs_bytes = _text(pairs_tsv, "sentence pairs")
     try:

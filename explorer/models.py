@@ -14,7 +14,7 @@ Uploads: a .ckpt is loaded as it is; other files (a weights file and two vocabul
 Face model's files of any family the registry reads, or one .zip of either) are read by
 explorer.uploads. A Hugging Face model opens as it is (its files kept, mapped on load); the
 others are completed by a short form and converted in memory; both are cached and kept like a
-.ckpt upload (keyed by the files' digest plus the form's choices). Every failure is a sentence,
+.ckpt upload (keyed by the files' digest plus the form's choices). Every failure is an error,
 and the session keeps its model, sentence and uploads.
 """
 
@@ -154,7 +154,7 @@ def active_checkpoint() -> OpenedModel:
 
 
 def _open_with_progress(choice: str) -> OpenedModel:
-    """A named model not opened yet, opened with a progress bar; when it cannot be, its sentence
+    """A named model not opened yet, opened with a progress bar; when it cannot be, its error
     and the bundled default model instead."""
     text = choice.partition(":")[2]
     try:
@@ -168,8 +168,8 @@ def _open_with_progress(choice: str) -> OpenedModel:
 def open_by_name() -> None:
     """The sidebar's "Open a model by name or folder" box: on a server that allows it
     (state.open_by_name_allowed: started on localhost), the folder or Hugging Face name typed
-    is opened with a progress bar and becomes the active model; on another server, a sentence
-    and nothing read. A model that cannot be opened is a sentence; the model in use stays."""
+    is opened with a progress bar and becomes the active model; on another server, an error
+    and nothing read. A model that cannot be opened is an error; the model in use stays."""
     with st.form("open_by_name", border=False):
         st.text_input("Folder or Hugging Face name", key=state.OPEN_NAME,
                       placeholder="Helsinki-NLP/opus-mt-en-de or ~/models/bart",
@@ -284,7 +284,7 @@ def accept_upload() -> None:
     except CheckpointError as err:
         _message("error", f"Could not open {names}: {err} {KEEP}")
         return
-    except Exception as err:  # noqa: BLE001 - the upload boundary: a sentence, never a traceback
+    except Exception as err:  # noqa: BLE001 - the upload boundary: an error, never a traceback
         _message("error", f"{_unexpected(names, err)} {KEEP}")
         return
     st.session_state[state.IMPORT] = upload
@@ -378,7 +378,7 @@ def _request_import() -> None:
 def run_requested_import() -> None:
     """Convert the pending import if the form (or a Hugging Face upload) asked for it, with a progress
     indicator: on success the model is cached like any upload, kept in the session's list as
-    checkpoint bytes and made active; on failure a sentence, and nothing else changes. Call
+    checkpoint bytes and made active; on failure an error, and nothing else changes. Call
     before the model picker is drawn (it sets the model choice)."""
     if not st.session_state.pop(state.IMPORT_REQUESTED, False):
         return
@@ -407,7 +407,7 @@ def run_requested_import() -> None:
             status.update(label=f"Could not open {upload.label}.", state="error")
             _message("error", f"Could not open {upload.label} as a {recipe} model: {err} {KEEP}")
             return
-        except Exception as err:  # noqa: BLE001 - the upload boundary: a sentence, never a traceback
+        except Exception as err:  # noqa: BLE001 - the upload boundary: an error, never a traceback
             status.update(label=f"Could not open {upload.label}.", state="error")
             _message("error", f"{_unexpected(upload.label, err)} {KEEP}")
             return

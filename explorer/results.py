@@ -48,7 +48,7 @@ def cached(**options):
 
 def _said(function):
     """`function`, with a NumericalError (or a TokenizerError: a tokenizer that cannot read
-    the typed text, its library's panic included) shown as its sentence where the caller draws
+    the typed text, its library's panic included) shown as its error where the caller draws
     (the sidebar, or the page), after which this run of the page stops: nothing below it draws
     the numbers. The error is not cached: the next run computes again, and says it again."""
     @functools.wraps(function)

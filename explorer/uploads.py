@@ -103,7 +103,7 @@ class Choices:
 
 def read_upload(named: dict[str, bytes]) -> Upload:
     """What the files are: {file name: bytes} as uploaded (one .zip, or several files; never a
-    .ckpt, which explorer.models loads itself). Raises CheckpointError sentences."""
+    .ckpt, which explorer.models loads itself). Raises CheckpointErrors."""
     if not named:
         raise CheckpointError("No file was uploaded.")
     zips = [n for n in named if n.lower().endswith(".zip")]
@@ -255,7 +255,7 @@ def command(upload: Upload, choices: Choices) -> str:
 
 
 def check_choices(upload: Upload, choices: Choices) -> None:
-    """A CheckpointError sentence when the form's answers cannot work."""
+    """A CheckpointError when the form's answers cannot work."""
     if choices.recipe not in RECIPE_LABELS:
         raise CheckpointError(f"Unknown recipe {choices.recipe!r}; pick one of "
                               f"{_join(RECIPE_LABELS.values())}.")
@@ -280,7 +280,7 @@ def check_choices(upload: Upload, choices: Choices) -> None:
 def convert(upload: Upload, choices: Choices) -> bytes:
     """The checkpoint file (bytes) of the uploaded model, built in memory; loads exactly as an
     uploaded .ckpt does (a Hugging Face model: the export of what its family maps, through the
-    registry). Raises CheckpointError sentences that name the file and the weight."""
+    registry). Raises CheckpointErrors that name the file and the weight."""
     from transformer.checkpoint.format import checkpoint_bytes
     from transformer.importers.keras_seq2seq import convert_keras_seq2seq
     from transformer.importers.tf_tutorial import convert_tf_tutorial

@@ -98,7 +98,7 @@ def every_statistic(ckpt, sentences: list[str], target, batched: bool,
 
 def uploaded_gold(ckpt) -> alignments.Scores | None:
     """The upload form (sentence pairs and Pharaoh alignments, files or pasted), scored; a
-    refusal is shown as its sentence and gives None."""
+    refusal is shown as its error and gives None."""
     characters = (" For this model the target words are the target's characters (spaces "
                   "dropped), as in the built-in gold: 2021-03-05 has target words 0 to 9."
                   if alignments.is_dates_model(ckpt) else "")

@@ -19,7 +19,7 @@ Gold alignments come from Pharaoh text (parse_pharaoh: "0-0 1-2 2?1" per sentenc
 "?" possible; what GIZA++, fast_align and the gold sets of the shared tasks write), paired with
 their sentence pairs (aligned_pairs: indices count the whitespace-separated words of each side,
 checked against them). The text is an upload from a stranger: its bytes, lines, links and
-indices are bounded (MAX_ALIGNMENT_*), and every refusal is an AlignmentError in a sentence.
+indices are bounded (MAX_ALIGNMENT_*), and every refusal is an AlignmentError.
 
 The alignment a head predicts: its cross-attention (T, N) over pieces, special tokens hidden and
 pieces merged into words as the app shows them (flow.simplify_tokens), then each target word
@@ -70,7 +70,7 @@ _SHOWN = 40  # characters of a token or sentence quoted in an error
 
 
 class AlignmentError(ValueError):
-    """An alignment file or the sentences it goes with cannot be used, in a sentence a user
+    """An alignment file or the sentences it goes with cannot be used, in an error message a user
     understands."""
 
 

@@ -10,7 +10,7 @@ unpacked into a buffer of exactly its declared size: decompression stops one byt
 Only what the project writes is accepted: members stored or deflated, "version needed to
 extract" at most 4.5 (NumPy's savez writes zip64 size extras in local headers), no encryption, no
 archive spanning disks, no zip64 end record, UTF-8 names, no overlapping members, no data before
-or after the archive. Every refusal is an ArchiveError whose text is a sentence for a person.
+or after the archive. Every refusal is an ArchiveError whose text is a message for a person.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ _FLOAT32 = np.dtype("<f4")
 
 
 class ArchiveError(ValueError):
-    """Why an archive is refused, as a sentence. not_zip: it is no ZIP archive at all."""
+    """Why an archive is refused, as an error message. not_zip: it is no ZIP archive at all."""
 
     def __init__(self, message: str, not_zip: bool = False):
         super().__init__(message)

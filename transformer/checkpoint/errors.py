@@ -1,5 +1,5 @@
-"""The one error of every reader of user files: a sentence a user understands."""
+"""The one error of every reader of user files, in a message a user understands."""
 
 
 class CheckpointError(ValueError):
-    """Any reason a checkpoint cannot be loaded, in a sentence a user understands."""
+    """Any reason a checkpoint cannot be loaded, in an error message a user understands."""

@@ -232,7 +232,7 @@ def read_checkpoint(source) -> CheckpointData:
         raise CheckpointError(
             f"The checkpoint's format.json says version {version}, whose weights are in "
             f"{WEIGHTS_MEMBER[version]!r}, but the checkpoint holds {weights_member!r}.")
-    settings = _parse_json(members, "config.json")  # its own sentence if it is not JSON
+    settings = _parse_json(members, "config.json")  # its own error if it is not JSON
     try:
         config = TransformerConfig.from_dict(settings)
     except (TypeError, ValueError) as err:
@@ -322,7 +322,7 @@ def _read_regular_file(path: Path, what: str, what_: str, limit: int) -> bytes:
     directory, FIFO, socket or device (/proc/self/mem, /dev/zero) is refused from its stat,
     before it is opened, and the size is checked from the stat before anything is read. The
     file is opened without blocking (a FIFO swapped in after the stat cannot hang the read) and
-    checked again through its descriptor; every OSError is a sentence."""
+    checked again through its descriptor; every OSError is an error."""
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):

@@ -1,5 +1,5 @@
 """JSON from untrusted bytes, bounded: UTF-8, at most MAX_JSON_DEPTH deep, integers of at
-most 20 digits, optionally no duplicate keys; every failure a CheckpointError sentence."""
+most 20 digits, optionally no duplicate keys; every failure a CheckpointError."""
 
 from __future__ import annotations
 

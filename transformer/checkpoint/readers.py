@@ -13,7 +13,7 @@
 
 Nothing here deserializes Keras objects, loads a SavedModel or unpickles. Each reader returns an
 ordered ``{name: float32 ndarray}`` (names in the file's own spelling, in natural order) and
-raises ``CheckpointError`` sentences that name the file. What one read may allocate is bounded
+raises a ``CheckpointError`` that names the file. What one read may allocate is bounded
 by the file's size (``limits.load_budget``), however much its headers declare.
 """
 
@@ -107,7 +107,7 @@ def tf_checkpoint_prefix(path: Path) -> str | None:
     Only names are looked at here (a folder's listing, at most MAX_FOLDER_ENTRIES of them,
     without opening anything: a FIFO or a link into /proc among them is never read); the files
     themselves are read through read_input, which reads only regular files. An OSError (a
-    folder that cannot be listed) is a sentence."""
+    folder that cannot be listed) is an error."""
     path = Path(path)
     if path.suffix == ".index" or path.name == ".index":
         return str(path)[: -len(".index")]

@@ -5,7 +5,7 @@ which one a set of files is.
 
 A Hugging Face family is a Family (transformer.importers.hf.family): its recipe, model_types
 (config.json's model_type values it reads), folder_files (the names it reads), convert(source),
-and refused_model_types (model_type values it takes only to refuse them in a sentence of its own:
+and refused_model_types (model_type values it takes only to refuse them in an error message of its own:
 m2m100's nllb-moe; never named among the families read here); HF_FAMILIES maps model_type to
 it, and a folder, .zip or set of files opens through the family its config.json names.
 
@@ -55,12 +55,12 @@ def _family_by_files(names) -> Family | None:
 
 def hf_family(source) -> Family:
     """The family of a Hugging Face model (folder, .zip or {file name: bytes}) by its
-    config.json's model_type; Marian when there is no config.json (its own sentence then names
+    config.json's model_type; Marian when there is no config.json (its own error then names
     what is missing). CheckpointError when config.json names a family not read here."""
     raw, label = gather(source, _CONFIG_ONLY)
     if not raw.get("config.json"):
         if (family := _family_by_files(raw)) is not None:
-            return family  # its sentence names what its model lacks
+            return family  # its error names what its model lacks
         raise CheckpointError(f"{label[0].upper() + label[1:]} holds no config.json; a Hugging "
                               "Face model holds config.json, model.safetensors and its "
                               "tokenizer's files (download them from the model's page).")
@@ -135,10 +135,10 @@ def load_checkpoint(source, *, budgets: limits.Budgets | None = None,
     budgets = budgets or limits.named_budgets()
     path = Path(source).expanduser()
     if is_folder(path):
-        return hf_family(path).convert(path, budgets=budgets)  # its sentence names what it lacks
+        return hf_family(path).convert(path, budgets=budgets)  # its error names what it lacks
     if path.suffix.lower() == ".zip":
         return hf_family(path).convert(path, budgets=budgets)
-    if not _exists(path) and path.suffix.lower() != ".ckpt":  # a hub name, or its sentence
+    if not _exists(path) and path.suffix.lower() != ".ckpt":  # a hub name, or its error
         folder = hub.resolve(str(source), progress=progress)
         return hf_family(folder).convert(folder, budgets=budgets)
     return session.load_checkpoint(source)

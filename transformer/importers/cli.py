@@ -121,14 +121,14 @@ def main(argv=None) -> int:
     except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:  # reading past the readers' own sentences, or writing --out
+    except OSError as err:  # reading past the readers' own errors, or writing --out
         print(f"error: {_os_error(err)}", file=sys.stderr)
         return 2
     return 0
 
 
 def _os_error(err: OSError) -> str:
-    """An OSError as a sentence: the file and what the system said, no traceback."""
+    """An OSError as an error message: the file and what the system said, no traceback."""
     where = f" {str(err.filename)!r}" if err.filename is not None else ""
     return f"could not read or write{where}: {err.strerror or type(err).__name__}."
 

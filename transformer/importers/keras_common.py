@@ -36,7 +36,7 @@ class Node:
     """One layer (or container) of the original model: its child layers and its variables,
     numbered as Keras numbers them (kernel/embeddings/gamma 0, bias/beta 1). Every node of one
     tree shares the file's WeightMap: a variable is taken through it (so that what no recipe
-    used can be named at the end), and a missing layer or variable is a sentence naming it."""
+    used can be named at the end), and a missing layer or variable is an error naming it."""
     path: tuple = ()
     children: dict = field(default_factory=dict)
     variables: dict = field(default_factory=dict)  # index -> (name in the file, array)
@@ -56,7 +56,7 @@ class Node:
         return self.children.get(name)
 
     def need(self, name, what, file_label, holding="", owner=None):
-        """The child layer `name`, or a sentence naming the weight group that is missing: "the
+        """The child layer `name`, or an error naming the weight group that is missing: "the
         layer 'encoder/enc_layers/encoder_layer_1' has no LayerNormalization weights for its
         feed-forward (expected a group like 'encoder/.../ffn/layer_norm/vars' with gamma and
         beta)". owner: how the sentence names this node (default: the layer and its path)."""

@@ -75,7 +75,7 @@ class KerasLayout:
 
     def norms_of(self, node, index, d_model, file_label, side):
         """[(gamma, beta)] of a block's LayerNormalizations, in the order of its sublayers; a
-        missing one is a sentence naming the block and the sublayer it follows."""
+        missing one is an error naming the block and the sublayer it follows."""
         sublayers = (("self-attention", "feed-forward") if side == "encoder"
                      else ("self-attention", "cross-attention", "feed-forward"))
         groups = self.norms[:2] if side == "encoder" else self.norms
@@ -130,7 +130,7 @@ def attention_kind(node) -> str | None:
 
 
 def layers_found(root) -> str:
-    """The names of the layers a file holds, for a sentence that says what is there when no
+    """The names of the layers a file holds, for an error that says what is there when no
     recipe fits."""
     names = sorted({n.path[-1] for n in root.walk() if n.path and (n.children or n.variables)
                     and not _GENERIC.match(n.path[-1])}, key=natural_key)

@@ -1,5 +1,5 @@
 """The one place an importer takes another program's weights by name: each weight asked for is
-there with the shape the model needs, or the refusal is a sentence naming it (the file, the
+there with the shape the model needs, or the refusal is an error naming it (the file, the
 weight, what it is for, the shape expected and the one found); and once the mapping is done,
 every weight the file holds was taken, or the first one left over is named.
 
@@ -57,7 +57,7 @@ class WeightMap:
 
     def take(self, name: str, shape=None, what: str | None = None) -> np.ndarray:
         """The weight `name`, checked to have `shape` (a tuple; None in it: any size there; no
-        shape: any), and counted as used. Raises a CheckpointError sentence naming it."""
+        shape: any), and counted as used. Raises a CheckpointError naming it."""
         for_what = f" ({what})" if what else ""
         if name not in self.arrays:
             raise CheckpointError(f"{self.where} has no weight {quoted(name)}{for_what}.")

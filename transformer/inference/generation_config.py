@@ -7,7 +7,7 @@ stranger and returns the settings transformer.inference.search_transformers.gene
 
 - bytes: at most limits.MAX_JSON_BYTES, UTF-8 JSON at most MAX_JSON_DEPTH deep, integers of at most
   20 digits (transformer.checkpoint.jsons), a JSON object at the top; every refusal is a
-  CheckpointError sentence naming the key;
+  CheckpointError naming the key;
 - every value's type is checked (a bool is not a number) and its range bounded; nothing is
   allocated by a number (a max_length of 10**9 is capped to the step budget before anything is
   made; the lengths and counts of bad_words_ids are bounded before they are copied);

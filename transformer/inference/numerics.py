@@ -1,5 +1,5 @@
 """The second line behind the load-time bound (transformer.model.bounds): any NaN or infinity
-met while computing for a user becomes a NumericalError, a sentence naming what computed it
+met while computing for a user becomes a NumericalError, an error naming what computed it
 (the kind and layer, or the log-probabilities) and where (the decoding step, or the source
 position), raised instead of returning arrays that a page would draw as a map of NaN.
 
@@ -21,9 +21,9 @@ _KINDS = {"encoder": ("encoder", "self-attention", "source", "source"),
 
 
 class NumericalError(ValueError):
-    """NaN or infinity computed for a user, in a sentence: "The model computed NaN in decoder
+    """NaN or infinity computed for a user, in an error message: "The model computed NaN in decoder
     layer 3's cross-attention at step 7; nothing is drawn from it." A ValueError, as the other
-    errors a page shows as a sentence."""
+    errors a page shows as an error message."""
 
     def __init__(self, what: str, where: str, when: str = ""):
         self.what, self.where, self.when = what, where, when

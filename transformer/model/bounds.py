@@ -39,7 +39,7 @@ below float32's largest number (3.4e38): the margin covers the rounding of float
 (each bound is also multiplied by the relative rounding error of the sums it comes from) and the
 few products the bound treats as exact (softmax's sums, x * sqrt(d_model)); gelu's
 x * (1 + erf), twice its input at most, is checked against the limit too. Every
-weight must be finite. Anything else is a WeightError (a ValueError) in a sentence naming the
+weight must be finite. Anything else is a WeightError (a ValueError) naming the
 computation, the value it could reach, and the largest weight it depends on.
 
 Pure NumPy: vectorised products of |W| with a vector, one pass over each weight in blocks of

@@ -15,7 +15,7 @@ from transformer.model.config import TransformerConfig
 
 
 class WeightError(ValueError):
-    """A weight missing, extra or of the wrong shape, in a sentence naming it."""
+    """A weight missing, extra or of the wrong shape; the error names it."""
 
 
 # ------------------------------------------------------------------ our weights' names

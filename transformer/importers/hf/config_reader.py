@@ -4,7 +4,7 @@ not implement never opens as something it is not.
 
 `ConfigReader(hf_config, where, family)` checks the model type, the architecture and every
 field, then hands out typed values (`integer`, `same`, `boolean`, `choice`) whose refusals are
-sentences naming the field and the value."""
+errors naming the field and the value."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 (Family.read, .data, .convert), so that a family's module holds only what makes it differ: its
 tokenizer files, its config.json allow-list and mapping, and its weight table.
 
-    Family.read       the folder's files (folder.gather) and a sentence naming every missing one
+    Family.read       the folder's files (folder.gather) and an error naming every missing one
                       (read_folder), config.json mapped (Family.config), the tokenizer family
                       chosen (tokenizer_config.json's tokenizer_class), then the weights read
                       once the mapped config passed every check (ModelFiles.read_weights:
@@ -90,7 +90,7 @@ def read_folder(source, spec: FolderSpec, tokenizer_files: tuple[str, ...],
                 ) -> ModelFiles:
     """A model's files from a folder path, a .zip (path or bytes) or {file name: bytes}:
     config.json, its weights (found, not read: ModelFiles.read_weights), and one of
-    tokenizer_sets (each a set of file names that makes a tokenizer); a sentence names every
+    tokenizer_sets (each a set of file names that makes a tokenizer); an error names every
     missing or malformed file. what: "mBART". budgets: who gave it (limits.UPLOAD: a
     stranger's files; limits.named_budgets(): a model the person running the server named)."""
     raw, label = gather(source, spec)
@@ -156,7 +156,7 @@ def tokenizers(files: dict[str, bytes], family: str, label: str):
 def tokenizer_family(files: dict[str, bytes], allowed: tuple[str, ...], default: str,
                      label: str, what: str) -> str:
     """The tokenizer family tokenizer_config.json names (its tokenizer_class), default when it
-    names none or is not given; a sentence when it names another family's tokenizer."""
+    names none or is not given; an error when it names another family's tokenizer."""
     from transformer.tokenizers.base import TokenizerError
     from transformer.tokenizers.hf_files import read_tokenizer_config
 
@@ -179,7 +179,7 @@ def check_tokenizers(source_tok, target_tok, config: dict, label: str,
     """The tokenizers and config.json agree on the vocabulary and the special ids. An embedding
     with more rows than the tokenizer has entries (vocab_size above them: Google's T5 pads
     32,100 entries to 32,128 rows, NLLB-200 256,204 to 256,206) pads both tokenizers to it
-    (pad_vocabulary: the rows between are unused ids); fewer rows is a sentence."""
+    (pad_vocabulary: the rows between are unused ids); fewer rows is an error."""
     from transformer.tokenizers.base import TokenizerError
 
     vocab = config["src_vocab_size"]
@@ -213,7 +213,7 @@ def check_tokenizers(source_tok, target_tok, config: dict, label: str,
 
 
 def build_config(c: dict, label: str) -> TransformerConfig:
-    """The TransformerConfig of the mapped fields, or a sentence saying why it cannot be built."""
+    """The TransformerConfig of the mapped fields, or an error saying why it cannot be built."""
     try:
         return TransformerConfig(**c)
     except (TypeError, ValueError) as err:

@@ -6,7 +6,7 @@ pickle).
 Every family's importer (marian, bart, ...) names the files it reads and their caps in a
 FolderSpec; nothing else in a folder is read (a folder is never listed: the names are looked
 up), and a file a family names only in hints (pytorch_model.bin) is noted as present, never
-read. Every failure is a CheckpointError sentence naming the file.
+read. Every failure is a CheckpointError naming the file.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def gather(source, spec: FolderSpec) -> tuple[dict[str, bytes], str]:
 
 def is_folder(path: Path) -> bool:
     """Path.is_dir, with an OSError it lets through (a folder on the way that cannot be
-    entered) as a sentence."""
+    entered) as an error message."""
     try:
         return path.is_dir()
     except OSError as err:
@@ -99,7 +99,7 @@ def _from_folder(path: Path, spec: FolderSpec) -> tuple[dict[str, bytes], str]:
     """The files spec reads, looked up by name (the folder is not listed: one holding a million
     entries, a FIFO or a link into /proc costs nothing unless it bears one of these names).
     Each is read through read_input, which follows links (Hugging Face's cache links every file
-    into its blobs) and reads only regular files; an OSError is a sentence."""
+    into its blobs) and reads only regular files; an OSError is an error."""
     label = f"the folder {path.name or str(path)!r}"
     raw = {}
     for name in (*spec.file_bytes, *spec.hinted):
@@ -153,7 +153,7 @@ def _from_zip(data: bytes, label: str, spec: FolderSpec) -> tuple[dict[str, byte
 
 
 def parse_json(data: bytes, name: str, label: str) -> dict:
-    """A JSON object file (config.json, generation_config.json) as parsed; a sentence when it is
+    """A JSON object file (config.json, generation_config.json) as parsed; an error when it is
     not valid JSON or not an object."""
     try:
         value = json.loads(data.decode("utf-8-sig"))

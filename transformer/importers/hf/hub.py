@@ -13,7 +13,7 @@ turned into a local folder holding the model's files, through huggingface_hub an
 A download is only ever of data: the folder it gives is opened like any other, by the family
 its config.json names (transformer.importers.hf_family), which reads each file as data. Every
 failure (a name that is neither a folder nor a repository, not in the cache while offline, not
-on the hub, gated, a network error) is a CheckpointError sentence saying what to do instead.
+on the hub, gated, a network error) is a CheckpointError saying what to do instead.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def resolve(name_or_dir, *, progress=None) -> Path:
     is found without the network, else downloaded into that cache (only the files that
     download_patterns allows). progress(fraction, text), when given, is called from this thread
     while a download runs (fraction in [0, 1]); huggingface_hub's own bars show besides.
-    CheckpointError, a sentence, on any failure."""
+    Raises a CheckpointError on any failure."""
     text = str(name_or_dir).strip()
     if not text:
         raise CheckpointError(f"Give a model's folder or its Hugging Face name ({NAME_RULE}).")
@@ -145,7 +145,7 @@ def _from_hub(name: str, progress) -> Path:
         raise CheckpointError(_unreachable(name, where, "HF_HUB_OFFLINE is set"))
     try:
         info = HfApi().model_info(name, files_metadata=False)
-    except Exception as err:  # noqa: BLE001 - every failure of the hub's client, as a sentence
+    except Exception as err:  # noqa: BLE001 - every failure of the hub's client, as an error message
         raise CheckpointError(_download_failed(name, where, cache, err)) from None
     repo_files = [sibling.rfilename for sibling in info.siblings or ()]
     _check_weights(name, repo_files)

@@ -64,7 +64,7 @@ _FIELD_MEANINGS = FIELD_MEANINGS
 
 def m2m100_config(hf_config: dict, label: str = "the M2M100 model") -> dict:
     """TransformerConfig fields for an M2M100Config (config.json as parsed); NLLB-MoE's
-    NllbMoeConfig is refused in a sentence naming it."""
+    NllbMoeConfig is refused with an error naming it."""
     if hf_config.get("model_type") == "nllb-moe":
         raise CheckpointError(
             f"config.json in {label} describes an NLLB-MoE model (model_type 'nllb-moe'): its "
@@ -97,7 +97,7 @@ def m2m100_weights(hf_weights: dict[str, np.ndarray], config: dict,
 
 def pick_tokenizer(files: dict[str, bytes], label: str) -> str:
     """"nllb" or "m2m100": tokenizer_config.json's class, else NLLB's where tokenizer.json is
-    given; a sentence when that tokenizer's files are missing."""
+    given; an error when that tokenizer's files are missing."""
     default = "nllb" if "tokenizer.json" in files else "m2m100"
     family = tokenizer_family(files, TOKENIZER_FAMILIES, default, label, "M2M100 / NLLB")
     if family == "m2m100" and not {"vocab.json", "sentencepiece.bpe.model"} <= set(files):

@@ -61,7 +61,7 @@ def read_tf_weights(data_or_path, label: str, limit: int | None = None
 
     data_or_path: the file's bytes, or a path to it. label: where it is, for the sentences ("the
     folder 'opus-mt-en-de'"; they read "tf_model.h5 in the folder 'opus-mt-en-de' ..."). Every
-    failure is a CheckpointError sentence naming the file. limit: the file's bytes at most
+    failure is a CheckpointError naming the file. limit: the file's bytes at most
     (by default an upload's, read_input's)."""
     where = f"{FILE_NAME} in {label}"
     data = read_input(data_or_path, where, limit)
@@ -70,7 +70,7 @@ def read_tf_weights(data_or_path, label: str, limit: int | None = None
                               "classes save); it may be damaged or not that file.")
     try:
         stored = read_keras_h5(data, name=FILE_NAME, limit=limit)
-    except CheckpointError as err:  # its sentences begin with the quoted name: say where it is
+    except CheckpointError as err:  # its errors begin with the quoted name: say where it is
         message, prefix = str(err), repr(FILE_NAME)
         raise CheckpointError(where + message[len(prefix):] if message.startswith(prefix)
                               else f"{where}: {message}") from None

@@ -7,7 +7,7 @@ the families read here:
     tf_model.h5                             a repository with no safetensors (many opus-mt ones),
                                             read as data through the bounded HDF5 reader
                                             (tf_weights); never Keras objects
-    pytorch_model.bin alone                 refused with a sentence: a pickle can run code
+    pytorch_model.bin alone                 refused with an error: a pickle can run code
 
 F32, F16, BF16 and F64 tensors are kept in their stored precision (BF16 as ml_dtypes.bfloat16)
 until the model's variables take them, a block of rows at a time
@@ -16,7 +16,7 @@ file found in a folder is memory-mapped, not read: float32 tensors are views of 
 and the process grows by the model's variables, not by the file. Files an upload gave are bytes
 already read within their caps.
 
-Every failure is a CheckpointError sentence naming the file.
+Every failure is a CheckpointError naming the file.
 """
 
 from __future__ import annotations
