@@ -10,7 +10,7 @@ m2m100's nllb-moe; never named among the families read here); HF_FAMILIES maps m
 it, and a folder, .zip or set of files opens through the family its config.json names.
 
 Everything is read as data (transformer.checkpoint.readers) and mapped onto our names; the result
-is an opened OpenedModel, checked as a file of ours is (transformer.checkpoint.format)."""
+is an OpenedModel, checked as a file of ours is (transformer.checkpoint.format)."""
 
 from __future__ import annotations
 

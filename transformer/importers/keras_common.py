@@ -1,7 +1,7 @@
 """What every Keras recipe shares: the weights of a Keras file as a tree of layers (read as data
 by transformer.checkpoint.readers), Dense and LayerNormalization groups, the two attention forms
 (keras.layers.MultiHeadAttention and the hand-written one), our weight names for a block, and the
-conversion itself (files -> our config, weights and tokenizers -> an opened OpenedModel)."""
+conversion itself (files -> our config, weights and tokenizers -> an OpenedModel)."""
 
 from __future__ import annotations
 

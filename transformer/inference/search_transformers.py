@@ -114,7 +114,7 @@ def _no_token_left(result, empty: bool):
 
 def generate_text(checkpoint, source: str, settings: GenerationSettings, *, seconds=None,
                   head_mask=None) -> Decoding:
-    """generate on an opened OpenedModel's typed source, named by its target tokenizer."""
+    """generate on an OpenedModel's typed source, named by its target tokenizer."""
     return generate(checkpoint.model, checkpoint.encode_source(source), settings,
                     tokenizer=checkpoint.target_tokenizer, seconds=seconds, head_mask=head_mask)
 

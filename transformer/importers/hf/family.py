@@ -14,7 +14,7 @@ tokenizer files, its config.json allow-list and mapping, and its weight table.
                       built, the weights mapped (Family.weights), the provenance
                       (checkpoint_data, which checks the tokenizers against the model once
                       more: checkpoint.format.check_consistent)
-    Family.convert    the opened OpenedModel (inference.session.OpenedModel.open)
+    Family.convert    the OpenedModel (inference.session.OpenedModel.open)
 """
 
 from __future__ import annotations
@@ -396,7 +396,7 @@ class Family:
 
     def convert(self, source, *, name: str | None = None, command: str | None = None,
                 budgets: limits.Budgets = limits.UPLOAD):
-        """The model's files -> an opened OpenedModel: mapped on load, the weights copied once
+        """The model's files -> an OpenedModel: mapped on load, the weights copied once
         (into the model), checked as any checkpoint is (OpenedModel.open)."""
         data = self.data(source, name=name, command=command, budgets=budgets)
         return OpenedModel.open(data, f"the weights mapped from {data.metadata['source']['from']}")

@@ -300,6 +300,7 @@ FAMILY = Family(
     tokenizer_files=TOKENIZER_FILES + ("tokenizer_config.json",),
     tokenizer_sets=(TOKENIZER_FILES,), tokenizer_families=("marian",),
     config=marian_config, weights=marian_weights, what="Marian", required_files=REQUIRED_FILES,
+    model_names={"marian": "Marian model"},
     make_tokenizers=tokenizers, refused_files={
         "target_vocab.json": "it has separate source and target vocabularies, which this "
                              "converter does not read (opus-mt models share one vocab.json)"})
