@@ -65,3 +65,4 @@ clean:
 fuzz: install
 	$(BIN)/python tests/fuzz_cases.py --cases 0  # every crafted case (1,600+)
 	$(BIN)/python tests/fuzz_cases.py --random-only --cases $${FUZZ_CASES:-800}
+	FUZZ_VALID_AND_RANDOM=1 $(BIN)/python -m pytest tests/checkpoint/test_fuzz.py  # the valid and random files, judged
