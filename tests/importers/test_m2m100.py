@@ -22,10 +22,8 @@ import numpy as np
 import pytest
 
 from transformer.checkpoint.format import CheckpointError, save_checkpoint
-from transformer.core.kinds import KIND_NAMES as KINDS
 from transformer.importers.hf import m2m100
 from transformer.importers.hf.m2m100 import m2m100_config
-from transformer.inference.forward import forward
 from transformer.inference.generation_config import read_generation_config
 from transformer.inference.search_transformers import generate
 from transformer.inference.session import load_checkpoint
@@ -119,58 +117,15 @@ def test_positions_equal_transformers_table(family):
 
 
 @FAMILY
-def test_tokenization_equals_transformers(family):
-    ck, rec = checkpoint(family), recorded(family)
-    for i, text in enumerate(rec["sentences"]):
-        assert ck.encode_source(str(text)) == rec[f"s{i}_source_ids"].tolist()
-    for i, text in enumerate(rec["targets"]):
-        assert ck.encode_target(str(text)) == rec[f"s{i}_forced_output_ids"].tolist()
-        fed = [ck.config.start_id] + rec[f"s{i}_forced_output_ids"].tolist()[:-1]
-        assert fed == rec[f"s{i}_forced_target_ids"].tolist()
-    for j, text in enumerate(rec["tokenizer_texts"]):
-        assert ck.encode_source(str(text)) == rec[f"tok{j}_source_ids"].tolist(), j
-        assert ck.encode_target(str(text)) == rec[f"tok{j}_target_ids"].tolist(), j
-
-
-@FAMILY
-@pytest.mark.parametrize("mode", ["forced", "greedy"])
-def test_logits_and_every_map_equal_recorded(family, mode):
-    """The model eagerly and the pages' compiled pass, on transformers' ids."""
-    ck, rec = checkpoint(family), recorded(family)
-    for i in range(len(rec["sentences"])):
-        source = rec[f"s{i}_source_ids"][None]
-        target = rec[f"s{i}_{mode}_target_ids"][None]
-        eager = ck.model((source, target), return_attention=True)
-        compiled = forward(ck.model, source, target)
-        np.testing.assert_allclose(eager["logits"].numpy()[0], rec[f"s{i}_{mode}_logits"],
-                                   atol=TOL, err_msg=f"sentence {i} logits")
-        for kind in KINDS:
-            expected = rec.get(f"s{i}_{mode}_{kind}")
-            if expected is None:  # the greedy pass records the decoder's maps only
-                continue
-            for ours in (eager[OUR_KEYS[kind]].numpy()[:, 0], compiled[OUR_KEYS[kind]][:, 0]):
-                assert ours.shape == expected.shape
-                np.testing.assert_allclose(ours, expected, atol=TOL,
-                                           err_msg=f"sentence {i} {mode} {kind}")
-
-
-@FAMILY
-def test_generate_equals_transformers_greedy_and_beam(family):
-    """The generation config as saved (4 beams, the target language forced first) and
-    greedily."""
+def test_the_generation_config_as_saved(family):
+    """4 beams, the target language forced first (transformers' decoding of it:
+    test_recorded_families.py)."""
     ck, rec = checkpoint(family), recorded(family)
     beam = settings(family)
     assert beam.num_beams == 4 and beam.forced_bos_token_id == int(rec["tgt_lang_id"])
     assert beam.decoder_start_token_id == ck.config.start_id == 2
-    for i in range(len(rec["sentences"])):
-        source = rec[f"s{i}_source_ids"]
-        greedy = generate(ck.model, source, beam.greedy())
-        assert greedy.token_ids == rec[f"s{i}_greedy_ids"].tolist(), i
-        assert greedy.token_ids[0] == int(rec["tgt_lang_id"])
-        searched = generate(ck.model, source, beam)
-        assert searched.token_ids == rec[f"s{i}_beam_ids"].tolist(), i
-        assert searched.score == pytest.approx(float(rec[f"s{i}_beam_score"]), abs=TOL)
-    assert ck.generate(str(rec["sentences"][0])).token_ids == rec["s0_beam_ids"].tolist()
+    greedy = generate(ck.model, rec["s0_source_ids"], beam.greedy())
+    assert greedy.token_ids[0] == int(rec["tgt_lang_id"])
 
 
 # ------------------------------------------------------------------ how it opens
