@@ -29,9 +29,8 @@ import numpy as np
 
 from transformer.importers.hf.config_reader import ConfigReader
 from transformer.importers.hf.fairseq import (
-    FIELD_MEANINGS,
-    FIELDS,
     fairseq_config,
+    older_fields,
     take_layers,
     take_norm,
     take_output,
@@ -45,21 +44,10 @@ from transformer.model import weights as names
 __all__ = ["FAMILY", "bart_config", "bart_weights"]
 
 POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: row = position + 2
-ALLOWED_FIELDS = {
-    **FIELDS,
-    # Fields of the older configs (facebook/bart-large's has them): only BART's values.
-    "normalize_before": (False,), "normalize_embedding": (True,),
-    "add_final_layer_norm": (False,), "add_bias_logits": (False,),
-    "static_position_embeddings": (False,),
-}
-_FIELD_MEANINGS = {
-    **FIELD_MEANINGS,
-    "normalize_before": "pre-LayerNorm blocks (mBART's); BART normalizes after each block",
-    "normalize_embedding": "no LayerNorm on the embeddings, which BART has",
-    "add_final_layer_norm": "a LayerNorm after the last layer (mBART's), which BART does not have",
-    "add_bias_logits": "a bias inside the output projection",
-    "static_position_embeddings": "sinusoidal positions; BART's are learned",
-}
+# config.json fields read; those of the older configs only with BART's values
+ALLOWED_FIELDS, _FIELD_MEANINGS = older_fields(
+    "BART", norm_first=False, embedding_norm=True, final_norm=False,
+    static_positions=False)
 
 
 def bart_config(hf_config: dict, label: str = "the BART model") -> dict:

@@ -18,6 +18,7 @@ from transformer.importers.mapping import WeightMap
 from transformer.model import weights as names
 
 __all__ = ["ACTIVATIONS", "FIELDS", "FIELD_MEANINGS", "LAYER_NORM_EPSILON", "fairseq_config",
+           "older_fields",
            "layer_names",
            "mapped_layers", "take_final_norms", "take_layers", "take_norm",
            "take_output", "take_shared_embedding"]
@@ -38,6 +39,33 @@ FIELD_MEANINGS = {
     "is_encoder_decoder": "a model that is not an encoder-decoder",
     "is_decoder": "a decoder-only model",
 }
+def older_fields(family: str, *, norm_first: bool, embedding_norm: bool, final_norm: bool,
+                 static_positions: bool) -> tuple[dict, dict]:
+    """(allowed fields, what a refused value would mean) of a family: FIELDS, and the fields of
+    the older configs (facebook/bart-large's, mbart-large-cc25's, pegasus-xsum's have them),
+    each allowed only the family's value."""
+    allowed = {**FIELDS, "normalize_before": (norm_first,),
+               "normalize_embedding": (embedding_norm,), "add_final_layer_norm": (final_norm,),
+               "add_bias_logits": (False,), "static_position_embeddings": (static_positions,)}
+    meanings = {
+        **FIELD_MEANINGS,
+        "normalize_before": (f"post-LayerNorm blocks; {family} normalizes before each block"
+                             if norm_first else
+                             f"pre-LayerNorm blocks; {family} normalizes after each block"),
+        "normalize_embedding": (f"no LayerNorm on the embeddings, which {family} has"
+                                if embedding_norm else
+                                f"a LayerNorm on the embeddings, which {family} does not have"),
+        "add_final_layer_norm": (f"no LayerNorm after the last layer, which {family} has"
+                                 if final_norm else
+                                 f"a LayerNorm after the last layer, which {family} does not have"),
+        "add_bias_logits": "a bias inside the output projection",
+        "static_position_embeddings": (f"learned positions; {family}'s are sinusoids"
+                                       if static_positions else
+                                       f"sinusoidal positions; {family}'s are learned"),
+    }
+    return allowed, meanings
+
+
 def fairseq_config(read: ConfigReader, label: str, *, pad_id: int, end_id: int,
                    start_id: int | None, activation: str, scale_embeddings: bool,
                    activations: dict = ACTIVATIONS, **fields) -> dict:

@@ -40,10 +40,9 @@ import numpy as np
 
 from transformer.importers.hf.config_reader import ConfigReader
 from transformer.importers.hf.fairseq import (
-    FIELD_MEANINGS,
-    FIELDS,
     fairseq_config,
     mapped_layers,
+    older_fields,
     take_norm,
     take_output,
 )
@@ -56,21 +55,10 @@ __all__ = ["FAMILY", "mbart_config", "mbart_weights"]
 
 MODEL_TYPES = ("mbart",)  # config.json's model_type
 POSITION_OFFSET = 2  # MBartLearnedPositionalEmbedding: row = position + 2
-ALLOWED_FIELDS = {
-    **FIELDS,
-    # Fields of the older configs (facebook/mbart-large-cc25's has them): only mBART's values.
-    "normalize_before": (True,), "normalize_embedding": (True,),
-    "add_final_layer_norm": (True,), "add_bias_logits": (False,),
-    "static_position_embeddings": (False,),
-}
-_FIELD_MEANINGS = {
-    **FIELD_MEANINGS,
-    "normalize_before": "post-LayerNorm blocks (BART's); mBART normalizes before each block",
-    "normalize_embedding": "no LayerNorm on the embeddings, which mBART has",
-    "add_final_layer_norm": "no LayerNorm after the last layer, which mBART has",
-    "add_bias_logits": "a bias inside the output projection",
-    "static_position_embeddings": "sinusoidal positions; mBART's are learned",
-}
+# config.json fields read; those of the older configs only with mBART's values
+ALLOWED_FIELDS, _FIELD_MEANINGS = older_fields(
+    "mBART", norm_first=True, embedding_norm=True, final_norm=True,
+    static_positions=False)
 
 
 def mbart_config(hf_config: dict, label: str = "the mBART model") -> dict:

@@ -32,10 +32,9 @@ from transformer.checkpoint.format import CheckpointError
 from transformer.importers.hf.config_reader import ConfigReader
 from transformer.importers.hf.fairseq import (
     ACTIVATIONS,
-    FIELD_MEANINGS,
-    FIELDS,
     fairseq_config,
     mapped_layers,
+    older_fields,
     take_output,
 )
 from transformer.importers.hf.family import Family
@@ -48,21 +47,10 @@ __all__ = ["FAMILY", "pegasus_config", "pegasus_weights"]
 MODEL_TYPES = ("pegasus",)  # config.json's model_type
 SINUSOID_TOLERANCE = 1e-5  # a saved position table further from ours is not Pegasus's sinusoids
 ACTIVATIONS = {"relu": "relu", **ACTIVATIONS}  # relu first: its default, said first
-ALLOWED_FIELDS = {
-    **FIELDS,
-    # Fields of the older configs (google/pegasus-xsum's has them): only Pegasus's values.
-    "normalize_before": (True,), "normalize_embedding": (False,),
-    "add_final_layer_norm": (True,), "add_bias_logits": (False,),
-    "static_position_embeddings": (True,),
-}
-_FIELD_MEANINGS = {
-    **FIELD_MEANINGS,
-    "normalize_before": "post-LayerNorm blocks (BART's); Pegasus normalizes before each block",
-    "normalize_embedding": "a LayerNorm on the embeddings, which Pegasus does not have",
-    "add_final_layer_norm": "no LayerNorm after the last layer, which Pegasus has",
-    "add_bias_logits": "a bias inside the output projection",
-    "static_position_embeddings": "learned positions; Pegasus's are sinusoids",
-}
+# config.json fields read; those of the older configs only with Pegasus's values
+ALLOWED_FIELDS, _FIELD_MEANINGS = older_fields(
+    "Pegasus", norm_first=True, embedding_norm=False, final_norm=True,
+    static_positions=True)
 
 
 def pegasus_config(hf_config: dict, label: str = "the Pegasus model") -> dict:
