@@ -33,8 +33,8 @@ from transformer.checkpoint.format import CheckpointError
 from transformer.checkpoint.readers import read_weights
 from transformer.core import limits
 from transformer.importers import HF_FILES, HF_MARKERS, RECIPES, hf_family, is_weights_file
-from transformer.importers.hf import FAMILIES, weight_files
-from transformer.importers.hf.family import SHARED_FILES
+from transformer.importers.hf import weight_files
+from transformer.importers.hf.family import family_files
 from transformer.importers.keras_seq2seq import FORM_LABELS, KERAS_FORMS, recipe_of_weights
 
 RECIPE_LABELS = {name: recipe.label for name, recipe in RECIPES.items()}
@@ -47,8 +47,7 @@ NOT_VOCABULARIES = {"readme", "license", "licence", "notice", "copying", "checkp
 # names each family requires; the registry's load_checkpoint opens them), and the family its
 # config.json names reads its FOLDER_FILES of them (HF_FILES: every family's).
 # Tokenizer files only some families' folders hold: another family's, seen beside a model's
-FAMILY_TOKENIZER_FILES = frozenset(name for family in FAMILIES for names in family.tokenizer_sets
-                                   for name in names) - SHARED_FILES
+FAMILY_TOKENIZER_FILES = frozenset(family_files())
 MAX_ZIP_MEMBERS = 256
 # Words in a vocabulary file's name that tell its side (the Keras example's eng/spa, the
 # tutorial's pt/en); anything else keeps the order of the names, and the user may swap.

@@ -10,8 +10,9 @@ table; hf.family.Family), and the steps they share.
     hub             a Hugging Face name resolved to a folder (the local cache, else a download)
     the others      one family each (marian, bart, mbart, t5, pegasus, m2m100: M2M100 and NLLB)
 
-FAMILIES is the registry: every module of this package that declares a FAMILY, in the order of
-their recipes' names. A new family is one module here (DESIGN.md's recipe).
+FAMILIES is the registry: every Family the modules of this package declare (imported here, each
+records itself: family.DECLARED), in the order of their recipes' names. A new family is one
+module here (the README's "Adding a Hugging Face family").
 """
 
 from __future__ import annotations
@@ -19,17 +20,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from transformer.importers.hf.family import Family
+from transformer.importers.hf.family import DECLARED, Family
 
 __all__ = ["FAMILIES", "BY_MODEL_TYPE", "Family"]
 
 
-def _declared() -> tuple[Family, ...]:
-    modules = (importlib.import_module(f"{__name__}.{info.name}")
-               for info in pkgutil.iter_modules(__path__))
-    found = [module.FAMILY for module in modules if isinstance(getattr(module, "FAMILY", None), Family)]
-    return tuple(sorted(found, key=lambda family: family.recipe.name))
-
-
-FAMILIES: tuple[Family, ...] = _declared()
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+FAMILIES: tuple[Family, ...] = tuple(sorted(DECLARED, key=lambda family: family.recipe.name))
 BY_MODEL_TYPE = {model_type: family for family in FAMILIES for model_type in family.model_types}

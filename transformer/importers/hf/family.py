@@ -123,15 +123,23 @@ DECLARED: list = []  # every Family made, as its module ran (the registry, hf.FA
 SHARED_FILES = frozenset({"tokenizer.json", "vocab.json"})  # many families' tokenizers' files
 
 
-def _other_family(raw: dict, tokenizer_sets) -> str:
-    """A sentence when the files hold tokenizer files of another family than the one
-    config.json's model_type names (a Marian folder whose config.json says "bart"), else ""."""
-    mine = {n for names in tokenizer_sets for n in names}
-    holders = {}  # a file only some families' folders hold -> those families, in words
+def family_files() -> dict[str, list[str]]:
+    """The tokenizer files only some families' folders hold (SHARED_FILES aside) -> those
+    families, in words: what tells one family's files from another's."""
+    holders: dict[str, list[str]] = {}
     for family in DECLARED:
         for name in dict.fromkeys(n for names in family.tokenizer_sets for n in names):
             if name not in SHARED_FILES:
                 holders.setdefault(name, []).append(family.words)
+    return holders
+
+
+def _other_family(raw: dict, tokenizer_sets) -> str:
+    """An error's last sentence when the files hold tokenizer files of another family than the
+    one config.json's model_type names (a Marian folder whose config.json says "bart"), else
+    ""."""
+    mine = {n for names in tokenizer_sets for n in names}
+    holders = family_files()
     others = [n for n in holders if n in raw and n not in mine]
     if not others:
         return ""
