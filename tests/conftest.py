@@ -52,6 +52,35 @@ def app():
     return at
 
 
+class SharedApp:
+    """app.py run once for a test module's read-only tests: a page is run on the first test that
+    reads it and then read as it is drawn, so a module's readers pay for one app and one run a
+    page. A test that sets a widget, clicks or uploads takes `app`, a session of its own."""
+
+    HOME = "views/Home.py"
+
+    def __init__(self):
+        from streamlit.testing.v1 import AppTest
+
+        self._at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+        self._at.run()
+        assert not self._at.exception, self._at.exception
+        self._shown = self.HOME  # the page the last run drew
+
+    def page(self, path: str = HOME):
+        """The app with `path` drawn (run now only if another page was drawn last)."""
+        if path != self._shown:
+            open_page(self._at, path)
+            self._shown = path
+        return self._at
+
+
+@pytest.fixture(scope="module")
+def shared_app() -> SharedApp:
+    """One app for the module's tests that only read what a page draws (see SharedApp)."""
+    return SharedApp()
+
+
 def open_page(at, path):
     """Switch an AppTest to a page, run it, and fail on any exception."""
     at.switch_page(path).run()

@@ -19,7 +19,8 @@ PAGES = ["views/Home.py", "views/Model.py", "views/Tokenization.py",
 PAGES_WITH_PLOTS = PAGES[1:]
 
 
-def test_app_opens_on_the_bundled_model(app):
+def test_app_opens_on_the_bundled_model(shared_app):
+    app = shared_app.page()
     assert app.session_state[state.MODEL] == "bundled:dates.ckpt"
     assert app.selectbox(key=state.MODEL).value == "bundled:dates.ckpt"
     assert app.text_input(key=state.SOURCE).value == state.DEFAULT_SOURCE
@@ -30,8 +31,8 @@ def test_app_opens_on_the_bundled_model(app):
 
 
 @pytest.mark.parametrize("path", PAGES)
-def test_every_page_runs_without_exception(app, path):
-    at = _page(app, path)
+def test_every_page_runs_without_exception(shared_app, path):
+    at = shared_app.page(path)
     if path in PAGES_WITH_PLOTS:
         assert at.get("plotly_chart"), f"{path} drew no plot"
     # The shared sidebar is on every page.
@@ -59,7 +60,8 @@ def test_example_picker_sets_the_sentence(app):
     assert app.text_input(key=state.SOURCE).value == examples[2]
 
 
-def test_bundled_epoch_checkpoints_are_listed(app):
+def test_bundled_epoch_checkpoints_are_listed(shared_app):
+    app = shared_app.page()
     options = app.selectbox(key=state.MODEL).options  # the labels shown
     assert options[0] == "dates (final)"
     assert sum("epoch" in o for o in options) >= 2

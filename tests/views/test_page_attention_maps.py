@@ -48,8 +48,8 @@ def shown_matrix(at) -> np.ndarray:
     return array(figure(at)["data"][0]["z"])
 
 
-def test_attention_page_default_render(app):
-    at = _page(app, ATTN)
+def test_attention_page_default_render(shared_app):
+    at = shared_app.page(ATTN)
     assert len(at.get("plotly_chart")) == 2  # the head, the model view
     spec = figure(at)
     assert spec["layout"]["title"]["text"] == "Encoder self-attention, layer 0, head 0"

@@ -41,8 +41,8 @@ def heatmaps(spec) -> list[np.ndarray]:
     return [array(t["z"]) for t in spec["data"] if t["type"] == "heatmap"]
 
 
-def test_compare_page_renders_every_section(app):
-    at = _page(app, COMPARE)
+def test_compare_page_renders_every_section(shared_app):
+    at = shared_app.page(COMPARE)
     for key in ("cmp_side", "cmp_diff", "cmp_ckpt_side", "cmp_ckpt_diff", "cmp_train_map"):
         chart(at, key)
     assert at.multiselect(key="cmp_heads").value == ["cross L0 H0", "cross L0 H1"]

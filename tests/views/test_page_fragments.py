@@ -75,11 +75,11 @@ def test_a_change_inside_a_fragment_reruns_it_alone_with_the_right_view(app, mon
     assert at.query_params == params
 
 
-def test_the_fragment_shows_the_models_true_slice(app):
+def test_the_fragment_shows_the_models_true_slice(shared_app):
     from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 
     true_maps = load_checkpoint(DEFAULT_CHECKPOINT).attention(state.DEFAULT_SOURCE)
-    at = open_page(app, "views/Attention_Maps.py")
+    at = shared_app.page("views/Attention_Maps.py")
     set_in_fragment(at, "radio", "attn_kind", "Cross-attention")
     set_in_fragment(at, "selectbox", "attn_layer", 1)
     set_in_fragment(at, "selectbox", "attn_head", 2)

@@ -209,8 +209,8 @@ def test_switching_model_keeps_the_page_working(page, tiny_checkpoint_bytes):
     assert len(stats_table(page)) == 3 * 1 * 2  # the tiny model: 1 layer, 2 heads per kind
 
 
-def test_a_short_intro_a_collapsible_glossary_and_empty_missing_cells(app):
-    at = open_page(app, PAGE)
+def test_a_short_intro_a_collapsible_glossary_and_empty_missing_cells(shared_app):
+    at = shared_app.page(PAGE)
     intro = at.markdown[0].value
     assert len(intro) < 160 and "entropy" not in intro.lower()  # one short sentence
     (glossary,) = [e for e in at.expander if e.label == "What the statistics mean"]

@@ -35,8 +35,8 @@ def test_home_shows_the_models_translation_of_the_sentence(app, ckpt):
     assert f"Source: {sentence!r}" in [c.value for c in at.caption]
 
 
-def test_home_says_what_the_model_does_and_expects(app, ckpt):
-    at = open_page(app, HOME)
+def test_home_says_what_the_model_does_and_expects(shared_app, ckpt):
+    at = shared_app.page(HOME)
     text = " ".join(m.value for m in at.markdown)
     assert "turns dates written by people into ISO dates" in text
     assert "One date in English with its day, month and year" in text

@@ -19,10 +19,10 @@ def ckpt():
     return load_checkpoint(DEFAULT_CHECKPOINT)
 
 
-def test_model_page_shows_the_checkpoints_own_numbers(app, ckpt):
+def test_model_page_shows_the_checkpoints_own_numbers(shared_app, ckpt):
     from transformer.model.summary import parameter_counts
 
-    at = open_page(app, MODEL)
+    at = shared_app.page(MODEL)
     config, held_out = ckpt.config, ckpt.metadata["held_out"]
     assert at.title[0].value == f"Model: {ckpt.name}"
     shown = {m.label: m.value for m in at.metric}
@@ -50,8 +50,8 @@ def test_model_page_shows_the_checkpoints_own_numbers(app, ckpt):
     assert [c.value for c in at.code] == [ckpt.metadata["command"]]
 
 
-def test_model_page_says_what_the_model_does_and_where_it_came_from(app, ckpt):
-    at = open_page(app, MODEL)
+def test_model_page_says_what_the_model_does_and_where_it_came_from(shared_app, ckpt):
+    at = shared_app.page(MODEL)
     text = " ".join(m.value for m in at.markdown)
     assert "turns dates written by people into ISO dates" in text
     assert "72,000 generated date pairs of the dates task" in text  # the training data

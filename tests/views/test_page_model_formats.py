@@ -15,12 +15,12 @@ def _per_format_tables(at) -> list:
 
 
 @pytest.mark.slow
-def test_the_bundled_model_shows_every_format_with_an_example_and_its_exact_match(app):
+def test_the_bundled_model_shows_every_format_with_an_example_and_its_exact_match(shared_app):
     from transformer import DEFAULT_CHECKPOINT, load_checkpoint
     from transformer.training.data import DATE_FORMATS
 
     rows = load_checkpoint(DEFAULT_CHECKPOINT).metadata["held_out"]["per_format"]
-    at = open_page(app, MODEL)
+    at = shared_app.page(MODEL)
     assert not at.exception, at.exception
     [table] = _per_format_tables(at)
     assert list(table.columns) == ["format", "example", "exact match", "examples"]

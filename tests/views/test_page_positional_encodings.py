@@ -46,10 +46,10 @@ def test_sinusoids_are_the_models_and_follow_the_settings(app, ckpt):
     assert at.number_input(key="pe_length").value == config.max_len
 
 
-def test_encoder_input_is_token_embedding_plus_position(app, ckpt):
+def test_encoder_input_is_token_embedding_plus_position(shared_app, ckpt):
     from explorer import state
 
-    at = open_page(app, PAGE)
+    at = shared_app.page(PAGE)
     layer = ckpt.model.source_embedding
     ids = np.asarray([ckpt.encode_source(state.DEFAULT_SOURCE)])
     total = layer(ids)[0].numpy()

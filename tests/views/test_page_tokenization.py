@@ -23,8 +23,8 @@ def id_tables(at) -> list:
     return tables
 
 
-def test_source_and_translation_ids_are_the_models(app, ckpt):
-    at = open_page(app, PAGE)
+def test_source_and_translation_ids_are_the_models(shared_app, ckpt):
+    at = shared_app.page(PAGE)
     source, target = id_tables(at)
     source_ids = ckpt.encode_source(state.DEFAULT_SOURCE)
     assert list(source["id"]) == source_ids

@@ -21,7 +21,8 @@ def _sidebar_order(at) -> list[str]:
     return seen
 
 
-def test_the_sentence_comes_first_then_the_model_and_upload_in_an_expander(app):
+def test_the_sentence_comes_first_then_the_model_and_upload_in_an_expander(shared_app):
+    app = shared_app.page()
     order = _sidebar_order(app)
     assert order.index("Source sentence") < order.index("Active model"), order
     assert order.index("Link to this view") < order.index("Active model"), order
@@ -69,8 +70,9 @@ def test_an_empty_sentence_is_asked_for_and_never_translated(app, monkeypatch, p
     assert at.session_state[state.MODEL] == state.default_model_choice()
 
 
-def test_a_confident_translation_gets_no_word(app):
+def test_a_confident_translation_gets_no_word(shared_app):
     """The bundled model is sure of the default sentence: the translation, and no warning."""
+    app = shared_app.page()
     assert not [w for w in app.sidebar.warning if "unsure" in w.value]
     assert [c for c in app.sidebar.caption if c.value.startswith("Translation: **")]
 

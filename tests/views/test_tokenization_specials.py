@@ -109,16 +109,16 @@ def test_a_long_marian_source_is_cut_at_its_real_limit(marian_app, marian):
     assert len(source) == limit and list(source["piece"])[-1] == "</s>"
 
 
-def test_our_own_model_names_its_own_specials(app):
-    at = open_page(app, PAGE)
+def test_our_own_model_names_its_own_specials(shared_app):
+    at = shared_app.page(PAGE)
     assert "The encoder reads `<s>` + pieces + `</s>`." in captions(at)
     (caption,) = [c for c in captions(at) if c.startswith("The model's own translation")]
     assert caption.endswith("after the decoder's start token `<s>` (id 2).")
     assert not [w.value for w in at.warning if "are cut" in w.value]
 
 
-def test_the_tokenizer_is_described_as_what_it_is(app):
-    at = open_page(app, PAGE)
+def test_the_tokenizer_is_described_as_what_it_is(shared_app):
+    at = shared_app.page(PAGE)
     (metric,) = [m for m in at.metric if m.label == "Tokenizer"]
     assert metric.value == "SentencePiece"  # not its kind's code name, "trained"
     assert metric.proto.help == ("A SentencePiece BPE model trained on this model's training "
