@@ -297,9 +297,10 @@ T5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]}
 
 
 @pytest.mark.parametrize("changes, message", [
-    (BART, r"model_type 'bart' \(architectures \['BartForConditionalGeneration'\]\).*only Marian"),
-    (T5, r"model_type 't5'.*only Marian"),
-    ({"architectures": ["MarianForCausalLM"]}, r"architectures \['MarianForCausalLM'\]"),
+    (BART, r"model_type 'bart', not a Marian model \(its architectures: "
+           r"\[\"BartForConditionalGeneration\"\]\); only MarianMTModel"),
+    (T5, r"model_type 't5', not a Marian model.*only MarianMTModel"),
+    ({"architectures": ["MarianForCausalLM"]}, r"architectures \[\"MarianForCausalLM\"\]"),
     ({"model_type": None}, r"no model_type"),
     ({"normalize_before": True}, r"normalize_before to true: pre-LayerNorm"),
     ({"add_final_layer_norm": True}, r"add_final_layer_norm"),

@@ -52,7 +52,10 @@ class ConfigReader:
         found_architectures = hf_config.get("architectures")
         if model_type not in model_types:
             found = f"model_type {model_type!r}" if model_type is not None else "no model_type"
-            raise CheckpointError(f"{where} describes {found}, not a {family} model.")
+            named = (f" (its architectures: {json.dumps(found_architectures)[:80]})"
+                     if found_architectures else "")
+            raise CheckpointError(f"{where} describes {found}, not a {family} model{named}; "
+                                  f"only {', '.join(architectures)} is read here.")
         if found_architectures is not None and (
                 not isinstance(found_architectures, list) or
                 any(a not in architectures for a in found_architectures)):

@@ -35,15 +35,19 @@ a converted model is validated exactly as an upload is.
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 
 from transformer.checkpoint.format import CheckpointError
-from transformer.core import limits
-from transformer.importers.hf.config_reader import IGNORED_FIELDS
-from transformer.importers.hf.fairseq import take_layers, take_output, take_shared_embedding
+from transformer.importers.hf.config_reader import ConfigReader
+from transformer.importers.hf.fairseq import (
+    fairseq_config,
+    older_fields,
+    take_layers,
+    take_output,
+    take_shared_embedding,
+)
 from transformer.importers.hf.family import REQUIRED_FILES as WEIGHTS_AND_CONFIG
 from transformer.importers.hf.family import Family
 from transformer.importers.mapping import WeightMap
@@ -55,44 +59,20 @@ __all__ = ["FAMILY", "marian_config", "marian_weights", "marian_tokenizers", "RE
 
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
 REQUIRED_FILES = WEIGHTS_AND_CONFIG + TOKENIZER_FILES
-LAYER_NORM_EPSILON = 1e-5  # torch.nn.LayerNorm's default; MarianConfig has no field for it
 POSITION_TOLERANCE = 1e-4  # saved embed_positions must be Marian's sinusoids to this
 
 ACTIVATIONS = {"swish": "swish", "silu": "silu", "gelu": "gelu", "relu": "relu"}
 # MarianConfig fields (and the generic PretrainedConfig ones a saved config.json holds) that the
-# converter reads, or that must have one value for the math to be Marian's: field -> the values
-# allowed (None: any value of the right type, read below).
-ALLOWED_FIELDS = {
-    "model_type": ("marian",),
-    "architectures": (["MarianMTModel"],),
-    "vocab_size": None, "decoder_vocab_size": None, "d_model": None, "hidden_size": None,
-    "encoder_layers": None, "decoder_layers": None, "num_hidden_layers": None,
-    "encoder_attention_heads": None, "decoder_attention_heads": None, "num_attention_heads": None,
-    "encoder_ffn_dim": None, "decoder_ffn_dim": None, "activation_function": None,
-    "max_position_embeddings": None, "scale_embedding": None,
-    "pad_token_id": None, "eos_token_id": None, "decoder_start_token_id": None, "dropout": None,
-    "share_encoder_decoder_embeddings": (True,),
-    "tie_word_embeddings": None,
-    "is_encoder_decoder": (True,),
-    "is_decoder": (False,),
-    # Fields of the BART-era configs (every opus-mt config.json has them): only Marian's values.
-    "static_position_embeddings": (True,),
-    "normalize_before": (False,),
-    "normalize_embedding": (False,),
-    "add_final_layer_norm": (False,),
-    "add_bias_logits": (False,),
-}
-_FIELD_MEANINGS = {
-    "normalize_before": "pre-LayerNorm blocks (mBART style); Marian normalizes after each block",
-    "normalize_embedding": "a LayerNorm on the embeddings, which Marian does not have",
-    "add_final_layer_norm": "a LayerNorm after the last layer, which Marian does not have",
-    "add_bias_logits": "a bias inside the output projection (BART style)",
-    "static_position_embeddings": "learned positions; Marian's are fixed sinusoids",
-    "share_encoder_decoder_embeddings": "separate source and target embeddings (two "
-                                        "vocabularies), which this converter does not read",
-    "is_encoder_decoder": "a model that is not an encoder-decoder",
-    "is_decoder": "a decoder-only model",
-}
+# converter reads, or that must have one value for the math to be Marian's: what every
+# fairseq-born family reads, the BART-era fields every opus-mt config.json has (only Marian's
+# values), and Marian's own.
+ALLOWED_FIELDS, _FIELD_MEANINGS = older_fields(
+    "Marian", norm_first=False, embedding_norm=False, final_norm=False, static_positions=True)
+ALLOWED_FIELDS.update({"decoder_vocab_size": None, "dropout": None,
+                       "share_encoder_decoder_embeddings": (True,)})
+_FIELD_MEANINGS["share_encoder_decoder_embeddings"] = (
+    "separate source and target embeddings (two vocabularies), which this converter does not "
+    "read")
 
 
 # ============================================================================ config.json
@@ -101,123 +81,29 @@ def marian_config(hf_config: dict, label: str = "the Marian model") -> dict:
     architecture and every field value that would change the math and that we do not implement,
     naming it."""
     where = f"config.json in {label}"
-    model_type = hf_config.get("model_type")
-    architectures = hf_config.get("architectures")
-    if model_type != "marian":
-        found = f"model_type {model_type!r}" if model_type is not None else "no model_type"
-        if architectures:
-            found += f" (architectures {architectures!r})"
-        raise CheckpointError(
-            f"{where} describes {found}; only Marian translation models (model_type 'marian', "
-            "MarianMTModel, the opus-mt models) are read here.")
-    if architectures is not None and architectures != ["MarianMTModel"]:
-        raise CheckpointError(
-            f"{where} describes architectures {architectures!r}; only MarianMTModel (the "
-            "translation model with its output layer) is read here.")
-    for key, value in hf_config.items():
-        if key in IGNORED_FIELDS and key not in ALLOWED_FIELDS:
-            continue
-        if key not in ALLOWED_FIELDS:
-            raise CheckpointError(
-                f"{where} has the field {key!r}, which this converter does not know; it cannot "
-                "promise to compute what transformers computes for it, so the model is refused.")
-        allowed = ALLOWED_FIELDS[key]
-        if allowed is not None and value not in allowed:
-            meaning = _FIELD_MEANINGS.get(key, "something this converter does not implement")
-            raise CheckpointError(f"{where} sets {key} to {json.dumps(value)[:80]}: {meaning}.")
-
-    def integer(key, default=None, low=1):
-        value = hf_config.get(key, default)
-        if value is None:
-            raise CheckpointError(f"{where} does not give {key}.")
-        if isinstance(value, list) and len(value) == 1:
-            value = value[0]  # eos_token_id may be a one-element list
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise CheckpointError(f"{where} gives {key} as {json.dumps(value)[:80]}; it must be "
-                                  f"a whole number of at least {low}.")
-        return value
-
-    def same(first, second, *aliases):
-        value = integer(first)
-        for other in (second,) + aliases:
-            if other in hf_config and integer(other) != value:
-                raise CheckpointError(
-                    f"{where} gives {first} {value} but {other} {hf_config[other]}; this model "
-                    f"has one value for both ({_MEANING_OF_PAIR.get(first, first)}).")
-        return value
-
-    vocab_size = integer("vocab_size")
+    read = ConfigReader(hf_config, where, "Marian", ("marian",), ("MarianMTModel",),
+                        ALLOWED_FIELDS, _FIELD_MEANINGS)
+    config = fairseq_config(  # the defaults: MarianConfig's
+        read, label, pad_id=58100, end_id=0, start_id=58100, activation="gelu",
+        scale_embeddings=False, activations=ACTIVATIONS, positional="sinusoidal_concat",
+        output_bias=True, norm_first=False, pad_source_to=0, source_start=False,
+        source_end=True)
+    vocab_size = config["src_vocab_size"]
     if hf_config.get("decoder_vocab_size") is not None and \
-            integer("decoder_vocab_size") != vocab_size:
+            read.integer("decoder_vocab_size") != vocab_size:
         raise CheckpointError(
             f"{where} gives decoder_vocab_size {hf_config['decoder_vocab_size']} but vocab_size "
             f"{vocab_size}: separate source and target vocabularies are not read here.")
-    d_model = same("d_model", "hidden_size")
-    heads = same("encoder_attention_heads", "decoder_attention_heads", "num_attention_heads")
-    dff = same("encoder_ffn_dim", "decoder_ffn_dim")
-    encoder_layers = same("encoder_layers", "num_hidden_layers")
-    decoder_layers = integer("decoder_layers")
-    if d_model % heads:
-        raise CheckpointError(f"{where} gives d_model {d_model} and {heads} heads; Marian's "
-                              "heads split d_model evenly.")
-    for name, value in (("encoder_layers", encoder_layers), ("decoder_layers", decoder_layers)):
-        if value > limits.NAMED_MAX_LAYERS:  # who gave it may allow fewer (check_config)
-            raise CheckpointError(f"{where} gives {name} {value}; the limit is "
-                                  f"{limits.NAMED_MAX_LAYERS}.")
-    if heads > limits.MAX_HEADS:
-        raise CheckpointError(f"{where} gives {heads} heads; the limit is {limits.MAX_HEADS}.")
-    # Widths and the vocabulary need no limit here: the weights must have exactly these shapes,
-    # and model.safetensors is bounded in bytes.
-    max_len = integer("max_position_embeddings", 1024)  # MarianConfig's default
-    if max_len > limits.MAX_POSITIONS:
-        raise CheckpointError(f"{where} gives max_position_embeddings {max_len}; the limit is "
-                              f"{limits.MAX_POSITIONS}.")
-    activation = hf_config.get("activation_function", "gelu")  # MarianConfig's default
-    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+    if config["start_id"] != config["pad_id"]:
         raise CheckpointError(
-            f"{where} gives activation_function {json.dumps(activation)[:80]}; only "
-            f"{_join(list(ACTIVATIONS))} (gelu: the exact erf form) are implemented here.")
-    scale = hf_config.get("scale_embedding", False)  # MarianConfig's default
-    tie = hf_config.get("tie_word_embeddings", True)
-    for name, value in (("scale_embedding", scale), ("tie_word_embeddings", tie)):
-        if not isinstance(value, bool):
-            raise CheckpointError(f"{where} gives {name} as {json.dumps(value)[:80]}; it must "
-                                  "be true or false.")
-    pad_id = integer("pad_token_id", 58100, low=0)  # MarianConfig's defaults
-    eos_id = integer("eos_token_id", 0, low=0)
-    start_id = integer("decoder_start_token_id", 58100, low=0)
-    for name, value in (("pad_token_id", pad_id), ("eos_token_id", eos_id),
-                        ("decoder_start_token_id", start_id)):
-        if value >= vocab_size:
-            raise CheckpointError(f"{where} gives {name} {value}, outside the vocabulary of "
-                                  f"{vocab_size}.")
-    if start_id != pad_id:
-        raise CheckpointError(
-            f"{where} gives decoder_start_token_id {start_id} but pad_token_id {pad_id}; Marian "
-            "models start decoding with the pad id, and this converter reads only those.")
-    if eos_id == pad_id:
-        raise CheckpointError(f"{where} gives the same id {eos_id} for eos_token_id and "
-                              "pad_token_id; the end of a translation could not be told apart.")
+            f"{where} gives decoder_start_token_id {config['start_id']} but pad_token_id "
+            f"{config['pad_id']}; Marian models start decoding with the pad id, and this "
+            "converter reads only those.")
     dropout = hf_config.get("dropout", 0.1)
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or \
             not 0 <= dropout < 1:
         dropout = 0.1  # training only: off at inference, so any valid value does
-    return dict(
-        src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=d_model, num_heads=heads,
-        dff=dff, num_encoder_layers=encoder_layers, num_decoder_layers=decoder_layers,
-        dropout_rate=float(dropout), max_len=max_len, positional="sinusoidal_concat",
-        scale_embeddings=scale, share_embeddings=True, tie_output=tie, output_bias=True,
-        norm_first=False, pad_id=pad_id, start_id=start_id, end_id=eos_id,
-        activation=ACTIVATIONS[activation], layer_norm_epsilon=LAYER_NORM_EPSILON,
-        mask_padding=True, pad_source_to=0, source_start=False, source_end=True)
-
-
-_MEANING_OF_PAIR = {
-    "d_model": "the width of the model",
-    "encoder_attention_heads": "heads in the encoder and the decoder",
-    "encoder_ffn_dim": "the feed-forward width of the encoder and the decoder",
-    "encoder_layers": "num_hidden_layers is another name for encoder_layers",
-}
+    return {**config, "dropout_rate": float(dropout)}
 
 
 # ============================================================================ model.safetensors
