@@ -819,6 +819,13 @@ try:
     r["warm"] = median(translate)
     r["maps_first"] = timed(lambda: ckpt.attention(%(source)r, %(target)r))
     r["maps"] = median(lambda: ckpt.attention(%(source)r, %(target)r))
+    # the decode step (issue 40, item 5): a translation of twice the tokens, warm; the marginal
+    # seconds per token are the difference over the tokens added
+    longer = dataclasses.replace(settings, max_length=2 * %(new)d + 1,
+                                 min_length=2 * %(new)d + 1)
+    twice = lambda: ckpt.generate(%(source)r, longer, seconds=math.inf)
+    twice()  # a longer decode may prepare its cache's larger size once
+    r["warm_twice"] = median(twice)
 except Exception as err:
     r["failed"] = f"{type(err).__name__}: {err}"
     done()
@@ -851,6 +858,22 @@ try:
     r["beam_ids"], r["beam_stopped_by"] = [int(i) for i in out.token_ids], out.stopped_by
 except Exception as err:
     r["beam_failed"] = f"{type(err).__name__}: {err}"
+# what one decode step must read (issue 40, item 5): every decoder layer's weights but the
+# cross-attention's keys and values (computed once from the encoder's output and kept), and the
+# output projection (the tied embedding where it is tied); and the bandwidth NumPy streams
+# memory at in this process (the median of np.add.reduce over 1 GiB, one thread)
+from transformer.model import weights as names
+c = ckpt.config
+table = names.token_embedding("source" if c.share_embeddings else "target")
+def streamed(path):
+    if path.startswith("decoder_layer_"):
+        return not any(f"/cross_attention/{k}/" in path for k in ("key", "value"))
+    return path.startswith(names.OUTPUT_PROJECTION) or (c.tie_output and path == table)
+r["step_bytes"] = sum(int(np.prod(w.shape)) * 4 for w in ckpt.model.weights
+                      if streamed(names.relative_path(ckpt.model, w)))
+del ckpt
+block = np.ones(2**28, np.float32)  # 1 GiB, its pages touched
+r["bandwidth"] = block.nbytes / median(lambda: np.add.reduce(block))
 done()
 """
 
@@ -1138,6 +1161,7 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
     line["first_peak_over_weights"] = {**first, "ratio": first["ours"] / first["theirs"]
                                        if len(first) == 2 else None}
     line.update(equality(ours, theirs, paths, tokens))
+    line["goals"] = goals(line, ours, info, tokens)
     if also:  # a tf form: ours also against transformers on the folder it was written from
         label, base, theirs_base, paths_base = also
         print(f"  against transformers on {label}:")
@@ -1155,6 +1179,36 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
         print("  our generation settings' notes: " + " ".join(ours["notes"]))
     print("JSON " + json.dumps(line))
     return line
+
+
+# Issue 40's goals: (key, what, the most it may be)
+GOALS = (("files_to_first", "files to first translation / transformers'", 1.0),
+         ("load_memory", "load's VmHWM growth / the weights' float32 bytes", 1.2),
+         ("maps", "maps with a typed target / transformers' forward with attentions", 1.0),
+         ("warm", "warm translation / transformers'", 0.8),
+         ("step", "decode step / streaming its weights at NumPy's bandwidth", 1.3))
+
+
+def goals(line: dict, ours: dict, info: dict, tokens: int) -> dict:
+    """Each of issue 40's goals measured on this model ({key: value or None}), printed with
+    whether it is met. The decode step: the marginal seconds per token of a greedy translation
+    (twice the tokens against once, warm), against the bytes one step reads (ours["step_bytes"])
+    streamed at the bandwidth NumPy measured in the same process."""
+    found = {"files_to_first": line["files_to_first"]["ratio"], "maps": line["maps"]["ratio"],
+             "warm": line["warm"]["ratio"], "load_memory": None, "step": None}
+    if "rss_load" in ours:
+        found["load_memory"] = (ours["rss_load"] - ours["rss_import"]) / (info["parameters"] * 4)
+    if all(k in ours for k in ("warm_twice", "warm", "step_bytes", "bandwidth")):
+        step = (ours["warm_twice"] - ours["warm"]) / tokens
+        floor = ours["step_bytes"] / ours["bandwidth"]
+        found["step"] = step / floor
+        print(f"  decode step: {step * 1e3:.1f} ms a token; its weights "
+              f"({ours['step_bytes'] / 2**20:,.0f} MiB) stream in {floor * 1e3:.1f} ms at "
+              f"{ours['bandwidth'] / 2**30:.1f} GiB/s (NumPy, one thread)")
+    print("  issue 40's goals: " + "; ".join(
+        f"{what} {found[key]:.2f} (<= {most}: {'met' if found[key] <= most else 'NOT met'})"
+        if found[key] is not None else f"{what}: not measured" for key, what, most in GOALS))
+    return found
 
 
 def mem_free() -> int:
@@ -1267,6 +1321,23 @@ def bench(python: str, names: list[str], keep: Path, tokens: int = NEW_TOKENS,
             print(f"{model[:26]:26s} " + " ".join(
                 f"{c:{w}.2f}" if c is not None else f"{'-':>{w}s}" for c, w in zip(cells, widths))
                 + f"  {_equality_cells(found)}")
+    print("\nissue 40's goals (met: value <= the most): "
+          + "; ".join(f"{key} <= {most}" for key, _, most in GOALS))
+    print(f"{'model':26s} " + " ".join(f"{key:>14s}" for key, _, _ in GOALS))
+    met = {key: 0 for key, _, _ in GOALS}
+    measured = [line for line in lines if "goals" in line]
+    for line in measured:
+        cells = []
+        for key, _, most in GOALS:
+            value = line["goals"].get(key)
+            if value is None:
+                cells.append(f"{'-':>14s}")
+                continue
+            met[key] += value <= most
+            cells.append(f"{value:9.2f} {'met' if value <= most else 'NOT':>4s}")
+        print(f"{line['model'][:26]:26s} " + " ".join(cells))
+    print(f"{'met on':26s} " + " ".join(f"{f'{met[k]} of {len(measured)}':>14s}"
+                                         for k, _, _ in GOALS))
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 
