@@ -46,8 +46,8 @@ PAGE_KEYS: dict[str, dict[str, str]] = {
     "Head_Arithmetic": {"arith_kind": "kind", "arith_layer": "layer", "arith_head": "head"},
     "Decoding": {"dec_step": "index", "dec_layer": "decoder layer", "dec_head": "head"},
     "Head_Statistics": {"stats_kind": "kind"},
-    "Contributions": {"contrib_method": "option", "contrib_layer": "decoder layer",
-                      "contrib_step": "index"},
+    "Contributions": {"contrib_method": "option", "contrib_contrast": "option",
+                      "contrib_layer": "decoder layer", "contrib_step": "index"},
 }
 # The named options of each "option" key: {name in a link: the widget's label}, the default
 # first (never written).
@@ -55,6 +55,7 @@ OPTIONS: dict[str, dict[str, str]] = {
     **{key: {"weights": show.WEIGHTS, "value_norm": show.VALUE_NORM}
        for key in ("attn_show", "link_show", "agg_show", "tv_show")},
     "contrib_method": {name: m.label for name, m in show.PAGE_METHODS.items()},
+    "contrib_contrast": {"token": show.NO_CONTRAST, "runner_up": show.RUNNER_UP},
 }
 # Number choices a page opens on the last decoder layer rather than 0: a link names any other
 # value, the first layer included.

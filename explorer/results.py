@@ -464,25 +464,30 @@ def output_projections(ckpt: OpenedModel) -> dict[str, np.ndarray]:
 # ------------------------------------------------------------------ contributions (issue 27)
 @_said
 def contributions(ckpt: OpenedModel, source: str, target: str | None, method: str,
-                  output_ids=None, steps: int | None = None) -> dict:
+                  output_ids=None, steps: int | None = None, foil=None) -> dict:
     """OpenedModel.contributions(method=...) for "alti" and the gradient methods: each output
     token's contributions from the source tokens and the decoder inputs, cached. The output ids
     are the typed target's, else output_ids (a decode's token_ids), else the shared
-    translation's (as `attention` picks them). steps: integrated gradients' steps."""
+    translation's (as `attention` picks them). steps: integrated gradients' steps. foil: one id
+    (or None) per output token, a gradient method's contrast."""
     if target is None and output_ids is None:
         output_ids = translation(ckpt, source).token_ids
     return _contributions(ckpt, source, target, _ids(output_ids), method,
-                          None if steps is None else int(steps))
+                          None if steps is None else int(steps),
+                          None if foil is None else tuple(
+                              None if f is None else int(f) for f in foil))
 
 
 @cached(max_entries=MAX_RESULTS, show_spinner=False)
 def _contributions(ckpt: OpenedModel, source: str, target: str | None, output_ids: tuple | None,
-                   method: str, steps: int | None) -> dict:
+                   method: str, steps: int | None, foil: tuple | None = None) -> dict:
     ids = None if output_ids is None else list(output_ids)
     if method == "alti":  # one pass and NumPy: a spinner
         with st.spinner("Computing ALTI+ contributions…"):
             return ckpt.contributions(source, target, method=method, output_ids=ids)
     options = {} if steps is None else {"steps": steps}
+    if foil is not None:
+        options["foil"] = list(foil)
     bar = st.progress(0.0, text="Computing gradients…")  # made here: a cache hit replays it
     result = ckpt.contributions(
         source, target, method=method, output_ids=ids, **options,

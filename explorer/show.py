@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from transformer.core.text import BYTE_LEVEL_START, WORD_START
 from transformer.inference.contributions import METHODS
 
 from . import results
@@ -94,6 +95,66 @@ def steps_picker(container, prefix: str) -> int | None:
                                        "completeness gap.")
 
 
+NO_CONTRAST = "log p(token)"  # the contrast pickers' first option: no foil
+RUNNER_UP = "log p(token) − log p(runner-up)"  # every step against its most probable other
+
+
+def runner_ups(top_ids: np.ndarray, output_ids) -> list[int]:
+    """Each step's most probable token other than the one it output: top_ids (T, k), the
+    model's own top-k of each step, most probable first (k >= 2)."""
+    return [int(next(i for i in row if int(i) != int(chosen)))
+            for row, chosen in zip(top_ids, output_ids)]
+
+
+def foil_picker(container, prefix: str, tokenizer, alternatives, chosen: int,
+                shown=lambda pieces: pieces) -> int | None:
+    """The foil of one output step, for a contrastive attribution ("why this token rather than
+    that one"): None (the token's log-probability alone), one of the step's most probable other
+    tokens (alternatives: ids, most probable first; the chosen one left out), or a token typed
+    (its first piece). Keys <prefix>_foil (the pick) and <prefix>_foil_typed (the text, which
+    wins when it names a token). shown: how pieces are written on the pages."""
+    options = [None] + [int(i) for i in alternatives if int(i) != int(chosen)]
+    forget_if_not_offered(f"{prefix}_foil", options)
+    left, right = container.columns(2)
+    names = dict(zip(options[1:], shown(tokenizer.ids_to_pieces(options[1:]))))
+    picked = left.selectbox(
+        "Rather than", options, key=f"{prefix}_foil",
+        format_func=lambda i: "— (no contrast)" if i is None else f"{names[i]!r} (id {i})",
+        help="A contrastive attribution explains log p(token) − log p(this one): what made the "
+             "model write its token rather than the other (Yin & Neubig 2022). The options are "
+             "the step's most probable other tokens.")
+    typed = right.text_input("…or type one", key=f"{prefix}_foil_typed", max_chars=64,
+                             help="A word or piece of the target language: its first piece "
+                                  "(after a bare word-start mark) is the foil.").strip()
+    if not typed:
+        return picked
+    ids = tokenizer.encode(typed)
+    while len(ids) > 1 and tokenizer.ids_to_pieces(ids[:1])[0] in (WORD_START, BYTE_LEVEL_START):
+        ids = ids[1:]  # a bare word-start piece ("▁" before "2"): the piece after it
+    if not ids:
+        right.warning("That text gives no piece of the target vocabulary.",
+                      icon=":material/warning:")
+        return picked
+    if int(ids[0]) == int(chosen):
+        right.warning(f"{shown(tokenizer.ids_to_pieces(ids[:1]))[0]!r} is the step's own "
+                      "token: type another.", icon=":material/warning:")
+        return picked
+    if len(ids) > 1:
+        right.caption(f"It is {len(ids)} pieces; the foil is the first, "
+                      f"{shown(tokenizer.ids_to_pieces(ids[:1]))[0]!r}.")
+    return int(ids[0])
+
+
+def contrast_caption(result: dict, t: int, out_token: str, container=st) -> None:
+    """What a contrastive row t attributes: the two log-probabilities and their difference."""
+    foil = result["foil_tokens"][t]
+    container.caption(
+        f"Why {out_token!r} rather than {foil!r}: log p({out_token!r}) = "
+        f"{result['log_probs'][t]:.3f}, log p({foil!r}) = {result['foil_log_probs'][t]:.3f}; "
+        f"the attributions explain their difference, {result['scores'][t]:.3f} (the difference "
+        "of their logits). Positive: the token pushed towards the model's choice.")
+
+
 def completeness_caption(result: dict, out_tokens, container=st) -> None:
     """What an integrated-gradients result's sums miss (its completeness gap), and with how
     many steps; a warning when even the most steps left a row's gap large."""
@@ -101,13 +162,17 @@ def completeness_caption(result: dict, out_tokens, container=st) -> None:
 
     gaps = np.abs(result["completeness_gap"])
     worst = int(np.argmax(gaps))
-    change = result["log_probs"][worst] - result["baseline_log_probs"][worst]
+    contrast = "scores" in result  # of log p(token) - log p(foil)
+    now, before = ("scores", "baseline_scores") if contrast else ("log_probs",
+                                                                  "baseline_log_probs")
+    change = result[now][worst] - result[before][worst]
     tried = result.get("steps_tried")
     how = (f"with {result['steps']} steps" if not tried or len(tried) == 1 else
            f"with {result['steps']} steps (after {', '.join(map(str, tried[:-1]))}, whose "
            f"gaps were larger)")
     text = (f"Completeness: {how} each row's sum is within {gaps[worst]:.2g} of "
-            "log p(token) − log p(token | baseline); the farthest is step "
+            + ("the difference's change from the baseline" if contrast else
+               "log p(token) − log p(token | baseline)") + "; the farthest is step "
             f"{worst} ({out_tokens[worst]!r}), whose change is {change:.3g}. The path's steps "
             "are a midpoint rule: where the log-probability turns sharply along the path, more "
             "steps shrink the gap.")

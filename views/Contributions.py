@@ -1,5 +1,7 @@
 """Contributions: what each source token and each target-prefix token gave every output token
-(ALTI+, saliency, input x gradient, integrated gradients), beside raw attention and rollout."""
+(ALTI+, saliency, input x gradient, integrated gradients), beside raw attention and rollout; the
+gradient methods also contrastive ("this token rather than that one": each step's runner-up, or
+a foil picked or typed for one step)."""
 
 import numpy as np
 import streamlit as st
@@ -15,6 +17,7 @@ from transformer.inference.gradients import AUTO_STEPS, MAX_STEPS
 SIDE_BY_SIDE_TOKENS = 24  # a map's columns up to which the three maps sit side by side
 ALTI = "alti"
 LABELS = {m.label: m for m in show.PAGE_METHODS.values()}  # the radio's label: its record
+CONTRASTS = [show.NO_CONTRAST, show.RUNNER_UP]  # what a gradient method explains
 
 st.title("Contributions")
 st.markdown(
@@ -45,14 +48,33 @@ def views(ckpt, source: str, typed) -> None:
     record = LABELS[c1.radio("Method", list(LABELS), key="contrib_method", horizontal=True)]
     method, label, value_name, signed = record.name, record.label, record.unit, record.signed
     steps = show.steps_picker(c2, "contrib") if record.steps else None
+    contrast = show.NO_CONTRAST
+    if record.contrastive:
+        forget_if_not_offered("contrib_contrast", CONTRASTS)
+        contrast = c1.radio("Explain", CONTRASTS, key="contrib_contrast", horizontal=True,
+                            help="What the gradients are taken of: the output token's "
+                                 "log-probability, or its difference from the step's most "
+                                 "probable other token (why this token rather than that one; "
+                                 "pick another foil for one step below).")
     st.markdown(record.about)
+    attention = results.attention(ckpt, source, typed)  # the output ids every method scores
+    out_ids = [int(i) for i in attention["output_ids"]]
+    top_ids = (results.layer_predictions(ckpt, source, out_ids)["top_ids"][-1]
+               if record.contrastive else None)  # (T, k): the model's own top-k of each step
+    foils = show.runner_ups(top_ids, out_ids) if contrast == show.RUNNER_UP else None
     alti = results.contributions(ckpt, source, typed, ALTI)
     picked = alti if method == ALTI else results.contributions(ckpt, source, typed, method,
-                                                               steps=steps)
-    attention = results.attention(ckpt, source, typed)  # the same output ids
+                                                               steps=steps, foil=foils)
     shown = tokens.shown_maps(attention, ckpt)
     src_tokens, prefix, out_tokens = (shown["source_tokens"], shown["target_tokens"],
                                       shown["output_tokens"])
+    if foils is not None:
+        label = f"{label} (rather than the runner-up)"
+        runner = tokens.shown(ckpt.target_tokenizer, picked["foil_tokens"])
+        st.caption("Each row explains log p(token) − log p(runner-up), the runner-up being the "
+                   "step's most probable other token: "
+                   + ", ".join(f"{o!r} over {r!r}" for o, r in zip(out_tokens[:8], runner[:8]))
+                   + (" …" if len(out_tokens) > 8 else "") + ".")
     if record.steps:
         show.completeness_caption(picked, out_tokens)
 
@@ -116,11 +138,24 @@ def views(ckpt, source: str, typed) -> None:
     clamp_choice("contrib_step", last)
     t = st.select_slider("Output token", list(range(len(out_tokens))), key="contrib_step",
                          format_func=lambda i: f"{i}: {out_tokens[i]}")
-    screen.chart(st, step_bars_fig(src_tokens, picked["source"][t], prefix[:t + 1],
-                                  picked["target"][t, :t + 1], value_name=value_name,
-                                  title=f"{label}: what {out_tokens[t]!r} (step {t}) took from "
-                                        "each token"), key="contrib_bars")
-    top = int(np.argmax(np.abs(picked["source"][t]))) if len(src_tokens) else None
+    step = picked
+    title = f"{label}: what {out_tokens[t]!r} (step {t}) took from each token"
+    if record.contrastive:
+        foil = show.foil_picker(st, "contrib", ckpt.target_tokenizer, top_ids[t], out_ids[t],
+                                shown=lambda pieces: tokens.shown(ckpt.target_tokenizer, pieces))
+        if foil is not None:  # this step against its own foil: the steps up to it suffice
+            step = results.contributions(ckpt, source, None, method,
+                                         output_ids=out_ids[:t + 1], steps=steps,
+                                         foil=[None] * t + [foil])
+        if step is not alti and "foil_tokens" in step and step["foil_tokens"][t] is not None:
+            foil_token = tokens.shown(ckpt.target_tokenizer, step["foil_tokens"][t:t + 1])[0]
+            title = (f"{record.label}: why {out_tokens[t]!r} rather than {foil_token!r} "
+                     f"(step {t})")
+            show.contrast_caption(step, t, out_tokens[t])
+    screen.chart(st, step_bars_fig(src_tokens, step["source"][t], prefix[:t + 1],
+                                  step["target"][t, :t + 1], value_name=value_name,
+                                  title=title), key="contrib_bars")
+    top = int(np.argmax(np.abs(step["source"][t]))) if len(src_tokens) else None
     looked = int(np.argmax(attention["cross"][layer, :, t].mean(0)))
     st.caption(f"ALTI+ source share of this token: {alti['source_share'][t]:.0%}. "
                + (f"The source token it took most from by {label}: {src_tokens[top]!r}; "

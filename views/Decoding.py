@@ -135,13 +135,27 @@ def step_gradients(ckpt, source: str, result, typed, silenced: tuple, t: int,
     method = GRADIENTS[label]
     value_name = show.GRADIENT_METHODS[method].unit
     steps = show.steps_picker(c2, "dec_grad") if show.GRADIENT_METHODS[method].steps else None
-    grads = (results.contributions(ckpt, source, typed, method, steps=steps) if typed is not None
-             else results.contributions(ckpt, source, None, method,
-                                        output_ids=result.token_ids, steps=steps))
+    step = result.steps[t]
+    shown = lambda pieces: tokens.shown(ckpt.target_tokenizer, pieces)  # noqa: E731
+    foil = show.foil_picker(st, "dec_grad", ckpt.target_tokenizer,
+                            [i for _, i, _ in step.top_k], step.token_id, shown=shown)
+    if foil is not None:  # "why this token rather than that one": the steps up to t suffice
+        grads = results.contributions(ckpt, source, None, method,
+                                      output_ids=result.token_ids[:t + 1], steps=steps,
+                                      foil=[None] * t + [foil])
+    elif typed is not None:
+        grads = results.contributions(ckpt, source, typed, method, steps=steps)
+    else:
+        grads = results.contributions(ckpt, source, None, method, output_ids=result.token_ids,
+                                      steps=steps)
+    title = f"{label} of step {t}'s token over the source and the prefix"
+    if foil is not None:
+        title = (f"{label}: why {shown([step.token])[0]!r} rather than "
+                 f"{shown(grads['foil_tokens'][t:t + 1])[0]!r} (step {t})")
+        show.contrast_caption(grads, t, shown([step.token])[0])
     screen.chart(st, step_bars_fig(source_tokens, grads["source"][t], prefix,
                                   grads["target"][t, :t + 1], value_name=value_name,
-                                  title=f"{label} of step {t}'s token over the source and the "
-                                        "prefix"), key="dec_grads")
+                                  title=title), key="dec_grads")
     strongest = int(np.argmax(np.abs(grads["source"][t]))) if len(source_tokens) else None
     st.caption(f"log p of the chosen token: {grads['log_probs'][t]:.3f}. "
                + (f"The source token with the largest attribution: "

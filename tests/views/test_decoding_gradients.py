@@ -59,3 +59,30 @@ def test_a_decode_with_silenced_heads_says_why_there_are_no_gradients(app):
     assert not at.exception, at.exception
     assert not _bars(at)
     assert any("every head working" in i.value for i in at.info)
+
+
+def test_one_step_against_a_foil_from_its_top_k(app, ckpt):
+    """Issue 41, item 1: "why this token rather than that one" at one step: the foil picked
+    from the step's top-k, the bars OpenedModel.contributions(foil=...) computed here."""
+    at = open_page(app, PAGE)
+    source = at.session_state[state.SOURCE]
+    decoded = ckpt.translate(source)
+    t = 2
+    set_widget(at, "select_slider", "dec_step", t)
+    set_widget(at, "toggle", "dec_grad_on", True)
+    step = decoded.steps[t]
+    alternatives = [i for _, i, _ in step.top_k if i != step.token_id]
+    labels = at.selectbox(key="dec_grad_foil").options  # "— (no contrast)", then each other
+    assert len(labels) == 1 + len(alternatives)  # token of the step's top-k, with its id
+    assert all(label.endswith(f"(id {i})") for label, i in zip(labels[1:], alternatives))
+    set_widget(at, "selectbox", "dec_grad_foil", alternatives[0])
+    assert not at.exception, at.exception
+    ids = decoded.token_ids
+    expected = ckpt.contributions(source, method="saliency", output_ids=ids[:t + 1],
+                                  foil=[None] * t + [alternatives[0]])
+    src, prefix = _bars(at)
+    np.testing.assert_allclose(src, expected["source"][t], rtol=1e-4, atol=1e-7)
+    np.testing.assert_allclose(prefix, expected["target"][t, :t + 1], rtol=1e-4, atol=1e-7)
+    assert any(f"{expected['scores'][t]:.3f}" in c.value for c in at.caption)
+    plain = ckpt.contributions(source, method="saliency", output_ids=ids)
+    assert not np.allclose(src, plain["source"][t], rtol=1e-3)

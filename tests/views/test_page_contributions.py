@@ -184,3 +184,63 @@ def test_a_long_sentences_maps_are_stacked_not_squeezed(app):
     n = len(chart(app, "contrib_source_method")["data"][0]["z"][0])
     assert n > side_by_side
     assert _in_columns(app, "-contrib_source_method") is False
+
+
+def test_a_contrast_with_each_steps_runner_up_and_with_a_foil_picked_or_typed(page, bundled,
+                                                                            expected):
+    """Issue 41, item 1: a gradient method explains log p(token) - log p(foil): every step
+    against its runner-up (the model's most probable other token), and one step against a foil
+    picked from its top alternatives or typed; each drawn number is
+    OpenedModel.contributions(foil=...) computed here."""
+    from explorer import show
+
+    ids = expected["ids"]
+    lens = bundled.layer_predictions(state.DEFAULT_SOURCE, output_ids=ids)
+    runner_up = show.runner_ups(lens["top_ids"][-1], ids)
+    page.radio(key="contrib_method").set_value("Saliency").run()
+    page.radio(key="contrib_contrast").set_value(show.RUNNER_UP).run()
+    assert not page.exception, page.exception
+    result = bundled.contributions(state.DEFAULT_SOURCE, method="saliency", output_ids=ids,
+                                   foil=runner_up)
+    assert (result["scores"] > 0).all()  # the output token beats its runner-up everywhere
+    np.testing.assert_allclose(_array(chart(page, "contrib_source_method")["data"][0]["z"]),
+                               result["source"], rtol=1e-4, atol=1e-6)
+    plain = bundled.contributions(state.DEFAULT_SOURCE, method="saliency", output_ids=ids)
+    assert not np.allclose(result["source"], plain["source"], rtol=1e-3)  # a real difference
+    assert any("rather than the runner-up" in c.value or "over" in c.value for c in page.caption)
+
+    # one step against a foil picked from its alternatives: the steps up to it are attributed
+    t = 3
+    page.select_slider(key="contrib_step").set_value(t).run()
+    options = page.selectbox(key="contrib_foil").options
+    assert len(options) == 1 + sum(int(i) != ids[t] for i in lens["top_ids"][-1][t])
+    foil = int(lens["top_ids"][-1][t][-1]) if int(lens["top_ids"][-1][t][-1]) != ids[t] else \
+        int(lens["top_ids"][-1][t][-2])
+    page.selectbox(key="contrib_foil").set_value(foil).run()
+    assert not page.exception, page.exception
+    step = bundled.contributions(state.DEFAULT_SOURCE, method="saliency", output_ids=ids[:t + 1],
+                                 foil=[None] * t + [foil])
+    bars = chart(page, "contrib_bars")
+    np.testing.assert_allclose(_array(bars["data"][0]["y"]), step["source"][t], rtol=1e-4,
+                               atol=1e-6)
+    np.testing.assert_allclose(_array(bars["data"][1]["y"]), step["target"][t, :t + 1],
+                               rtol=1e-4, atol=1e-6)
+    assert "rather than" in bars["layout"]["title"]["text"]
+    assert any(f"{step['scores'][t]:.3f}" in c.value for c in page.caption)
+
+    # a typed foil wins over the pick (its piece after the bare word-start mark "▁" the
+    # tokenizer puts first); the step's own token is refused with a word
+    other = next(int(i) for i in range(bundled.config.tgt_vocab_size)
+                 if int(i) not in (foil, ids[t]) and bundled.target_tokenizer.decode([int(i)])
+                 .strip().isdigit())
+    page.text_input(key="contrib_foil_typed").set_value(
+        bundled.target_tokenizer.decode([other]).strip()).run()
+    assert not page.exception, page.exception
+    step = bundled.contributions(state.DEFAULT_SOURCE, method="saliency", output_ids=ids[:t + 1],
+                                 foil=[None] * t + [other])
+    np.testing.assert_allclose(_array(chart(page, "contrib_bars")["data"][0]["y"]),
+                               step["source"][t], rtol=1e-4, atol=1e-6)
+    own = bundled.target_tokenizer.decode([ids[t]])
+    page.text_input(key="contrib_foil_typed").set_value(own).run()
+    assert not page.exception, page.exception
+    assert any("is the step's own token" in w.value for w in page.warning)

@@ -15,7 +15,9 @@ method is one module and one record here:
   transformer.analysis.alti): each output token's contributions from each source token and
   each decoder input, and its source share.
 - "saliency", "input_x_gradient", "integrated_gradients" (transformer.inference.gradients):
-  gradients of each output token's log-probability with respect to the token embeddings.
+  gradients of each output token's log-probability with respect to the token embeddings; with
+  foil= (one id per output token, None for a step without one), of log p(token) - log p(foil):
+  why this token rather than that one.
 
 Any other name is a ValueError naming the methods there are.
 """
@@ -91,12 +93,13 @@ def value_norm(ckpt, source: str, target: str | None = None, *, head_mask=None,
 
 def _gradients(method: str) -> Callable[..., dict]:
     """The gradient method `method` (transformer.inference.gradients) on the output ids
-    OpenedModel.attention would score; options: steps (integrated gradients), output_ids."""
+    OpenedModel.attention would score; options: steps (integrated gradients), output_ids,
+    foil (one id per output token, or None: the contrast), on_progress."""
     def run(ckpt, source: str, target: str | None = None, *, output_ids=None,
-            head_mask=None, **options) -> dict:
+            head_mask=None, foil=None, **options) -> dict:
         ids = scored_ids(ckpt, source, target, output_ids, head_mask)
         return gradient_attributions(ckpt, source, ids, method=method, head_mask=head_mask,
-                                     **options)
+                                     foil_ids=foil, **options)
     run.__name__ = method
     return run
 
@@ -114,6 +117,8 @@ class Method:
     share: bool = False  # each row shares 1 between the source and the prefix (ALTI+'s)
     steps: bool = False  # takes integrated gradients' path steps (options: steps)
     gradient: bool = False  # a gradient of the output token's log-probability
+    contrastive: bool = False  # takes a foil per output token (options: foil): log p(token) -
+    # log p(foil) is attributed
     contributions_page: bool = True  # offered on the Contributions page (value norms are the
     # attention pages' "Weight × value norm")
 
@@ -131,18 +136,20 @@ METHODS: dict[str, Method] = {method.name: method for method in (
         "distance), and the shares are rolled out through the encoder and through the "
         "decoder with its cross-attention. Each row sums to 1 over the source and the "
         "prefix together.")),
-    Method("saliency", "Saliency", "‖∇ log p‖", _gradients("saliency"), gradient=True, about=(
+    Method("saliency", "Saliency", "‖∇ log p‖", _gradients("saliency"), gradient=True,
+           contrastive=True, about=(
         "**Saliency** (Simonyan et al. 2014): the length of the gradient of the output "
         "token's log-probability with respect to each token's embedding: how fast the "
         "prediction would move if that token's vector moved. Not a share: rows do not "
         "sum to 1.")),
     Method("input_x_gradient", "Input × gradient", "‖e ⊙ ∇ log p‖",
-           _gradients("input_x_gradient"), gradient=True, about=(
+           _gradients("input_x_gradient"), gradient=True, contrastive=True, about=(
                "**Input × gradient** (Shrikumar et al. 2017): the length of the embedding times "
                "its gradient, element by element: the first-order estimate of what the token's "
                "vector adds to the log-probability.")),
     Method("integrated_gradients", "Integrated gradients", "attribution",
-           _gradients("integrated_gradients"), signed=True, steps=True, gradient=True, about=(
+           _gradients("integrated_gradients"), signed=True, steps=True, gradient=True,
+           contrastive=True, about=(
                "**Integrated gradients** (Sundararajan et al. 2017): the gradient averaged along "
                "the straight path from a baseline (every token the padding token) to the "
                "sentence, times the embedding's distance from the baseline; signed (red: the "

@@ -193,7 +193,10 @@ class OpenedModel:
         "integrated_gradients" (steps=): "source_tokens", "target_tokens" (the decoder's
         inputs), "output_tokens", "source" (T, N) and "target" (T, T), row t output token t's
         contributions (target columns after t are 0); "alti" also "source_share" (T,), each
-        layer's own contributions and the rollouts (transformer.inference.alti_inputs)."""
+        layer's own contributions and the rollouts (transformer.inference.alti_inputs). The
+        gradient methods take foil= (one id per output token, None for a step without one):
+        each row then attributes log p(token) - log p(foil), "why this token rather than that
+        one" (transformer.inference.gradients has the keys it adds)."""
         from transformer.inference.contributions import contributions
 
         return contributions(self, source, target, method, **options)
