@@ -12,16 +12,14 @@ equal the plain attribution. On the bundled model, a pre-LN one and the Marian f
 Hugging Face family: scaled embeddings, its own positions).
 """
 
-import dataclasses
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from transformer import DEFAULT_CHECKPOINT, OpenedModel, load_checkpoint
-from transformer.model.transformer import Transformer
+from testkit.variants import random_variant
+from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 
 SOURCE, TARGET = "5 March 2021", "2021-03-05"
 MARIAN = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
@@ -36,13 +34,9 @@ def bundled():
 @pytest.fixture(scope="module")
 def pre_ln(bundled):
     """A random pre-LN model with learned positions and an embedding norm, the bundled
-    tokenizers."""
-    config = dataclasses.replace(bundled.config, d_model=16, num_heads=2, dff=24, head_dim=None,
-                                 num_encoder_layers=2, num_decoder_layers=2, norm_first=True,
-                                 positional="learned", embedding_norm=True)
-    keras.utils.set_random_seed(5)
-    model = Transformer(config).build_weights()
-    return OpenedModel(config, model, bundled.source_tokenizer, bundled.target_tokenizer)
+    tokenizers (testkit.variants)."""
+    return random_variant(bundled, seed=5, norm_first=True, positional="learned",
+                          embedding_norm=True)
 
 
 @pytest.fixture(scope="module")
