@@ -1,5 +1,7 @@
-"""Gradient attributions against inseq (issue 27, item 7): saliency and input x gradient of the
-Marian fixture equal inseq's, converted to our convention.
+"""Gradient attributions against inseq (issue 27, item 7; issue 41, item 8): saliency and input
+x gradient of the Marian fixture equal inseq's, converted to our convention, of each output
+token's log-probability and contrastive (inseq's "contrast_logits_diff" with each step's
+runner-up as its foil: ours with foil=, log p(y_t) - log p(f_t), the same function).
 
 tests/fixtures/make_inseq_attributions.py (run with a Python that has inseq; its docstring gives
 inseq's conventions with their source locations and the conversion: saliency times Marian's
@@ -90,6 +92,20 @@ def _assert_equal_to(ckpt, recording: dict) -> None:
             np.testing.assert_allclose(ours["target"], np.asarray(theirs["target"]), rtol=RTOL,
                                        atol=ATOL, err_msg=f"{where}: target prefix")
             assert np.min(theirs["source"]) >= 0 and np.max(theirs["source"]) > 0.1, where
+        contrast = pair["contrast"]
+        assert len(contrast["foil_ids"]) == t_len and all(
+            f != y for f, y in zip(contrast["foil_ids"], output_ids))
+        for method in METHODS:
+            ours = ckpt.contributions(source, target, method=method, foil=contrast["foil_ids"])
+            theirs, where = contrast[method], f"contrastive {method} on {source!r}"
+            np.testing.assert_allclose(ours["scores"], contrast["scores"], rtol=RTOL, atol=ATOL,
+                                       err_msg=f"{where}: z(y) - z(foil)")
+            np.testing.assert_allclose(ours["source"], np.asarray(theirs["source"]), rtol=RTOL,
+                                       atol=ATOL, err_msg=f"{where}: source")
+            np.testing.assert_allclose(ours["target"], np.asarray(theirs["target"]), rtol=RTOL,
+                                       atol=ATOL, err_msg=f"{where}: target prefix")
+            plain = pair[method]["source"]  # the contrast is another function than log p
+            assert not np.allclose(theirs["source"], plain, rtol=1e-2), where
 
 
 def test_ours_equal_the_recorded_inseq_attributions(marian):
