@@ -47,7 +47,8 @@ PAGE_KEYS: dict[str, dict[str, str]] = {
     "Decoding": {"dec_step": "index", "dec_layer": "decoder layer", "dec_head": "head"},
     "Head_Statistics": {"stats_kind": "kind"},
     "Contributions": {"contrib_method": "option", "contrib_contrast": "option",
-                      "contrib_layer": "decoder layer", "contrib_step": "index"},
+                      "contrib_layer": "decoder layer", "contrib_step": "index",
+                      "contrib_vz_kind": "kind"},
 }
 # The named options of each "option" key: {name in a link: the widget's label}, the default
 # first (never written).

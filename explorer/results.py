@@ -488,10 +488,14 @@ def _contributions(ckpt: OpenedModel, source: str, target: str | None, output_id
     options = {} if steps is None else {"steps": steps}
     if foil is not None:
         options["foil"] = list(foil)
-    bar = st.progress(0.0, text="Computing gradients…")  # made here: a cache hit replays it
+    if method == "value_zeroing":  # one batch of layer runs per layer and kind
+        what, counted = "Zeroing each token's values…", "layer runs (layer x kind)"
+    else:
+        what, counted = "Computing gradients…", "rows (output token x step)"
+    bar = st.progress(0.0, text=what)  # made here: a cache hit replays it
     result = ckpt.contributions(
         source, target, method=method, output_ids=ids, **options,
         on_progress=lambda done, total: bar.progress(
-            done / total, text=f"Gradients of {done} of {total} rows (output token x step)"))
+            done / total, text=f"{done} of {total} {counted}"))
     bar.empty()
     return result

@@ -27,7 +27,7 @@ _EXPORTS = {  # name: the module that defines it
     "BeamDecoding": "inference.decoded", "DecodeStep": "inference.decoded",
     "Decoding": "inference.decoded", "beam_search": "inference.search_ours",
     "AttentionMaps": "inference.outputs", "TokenContributions": "inference.outputs",
-    "LayerPredictions": "inference.outputs",
+    "LayerPredictions": "inference.outputs", "ContextMixing": "inference.outputs",
     "greedy_decode": "inference.search_ours", "greedy_decode_batch": "inference.search_ours",
     "positional_encoding": "model.layers",
     "decoder_mask": "model.masks", "look_ahead_mask": "model.masks", "padding_mask": "model.masks",

@@ -12,6 +12,8 @@ from explorer.widgets import export_buttons
 from figures.aggregate import layer_grid_fig
 from figures.contribution_maps import contribution_map_fig, source_share_fig, step_bars_fig
 from transformer.analysis.flow import attention_rollout, source_to_target_flow
+from transformer.core.kinds import KINDS
+from transformer.inference.contributions import METHODS
 from transformer.inference.gradients import AUTO_STEPS, MAX_STEPS
 
 SIDE_BY_SIDE_TOKENS = 24  # a map's columns up to which the three maps sit side by side
@@ -37,6 +39,43 @@ def source_share(result: dict) -> np.ndarray:
     src = np.abs(result["source"]).sum(1)
     total = src + np.abs(result["target"]).sum(1)
     return np.divide(src, total, out=np.zeros_like(src), where=total > 0)
+
+
+VZ_KINDS = {kind.label: kind.name for kind in KINDS.values()}  # the kind picker's labels
+
+
+def value_zeroing(ckpt, source: str, typed, attention, shown) -> None:
+    """Value zeroing's layer-by-layer maps of one attention kind, beside the same layers'
+    attention weights (the head mean): computed when asked for."""
+    record = METHODS["value_zeroing"]
+    st.header("Context mixing, by value zeroing")
+    st.markdown(record.about)
+    if not st.toggle("Compute value zeroing (one run of each layer per token)",
+                     key="contrib_vz_on"):
+        return
+    forget_if_not_offered("contrib_vz_kind", list(VZ_KINDS))
+    label = st.radio("Attention", list(VZ_KINDS), key="contrib_vz_kind", horizontal=True)
+    kind = VZ_KINDS[label]
+    mixing = results.contributions(ckpt, source, typed, "value_zeroing")
+    rows = shown["source_tokens"] if kind == "encoder" else shown["target_tokens"]
+    cols = shown["target_tokens"] if kind == "decoder" else shown["source_tokens"]
+    titles = [f"layer {i}" for i in range(len(mixing[kind]))]
+    screen.chart(st, layer_grid_fig(mixing[f"{kind}_normalized"], rows, cols, titles, zmax=1.0,
+                                   title=f"{label}: value zeroing, each row normalised",
+                                   value_name="share"), key="contrib_vz_maps")
+    screen.chart(st, layer_grid_fig(attention[kind].mean(1), rows, cols, titles, zmax=1.0,
+                                   title=f"{label}: attention weights, head mean",
+                                   value_name="weight"), key="contrib_vz_attention")
+    export_buttons(mixing[kind].reshape(-1, mixing[kind].shape[-1]),
+                   [f"L{i} {r}" for i in range(len(mixing[kind])) for r in rows], list(cols),
+                   f"value_zeroing_{kind}", mixing, key="contrib_vz_export",
+                   npz_name="value_zeroing.npz",
+                   corner="layer query \\ key")
+    st.caption("Top: how far each query token's layer output moves (1 − cos) when a key "
+               "token's value vectors are zeroed in that layer alone, each row divided by its "
+               "sum (scores under 1e-5 counted as 0); the export holds the raw distances. "
+               "Bottom: where the same layer's heads look. A head may look hard at a token "
+               "whose values change little.")
 
 
 @st.fragment
@@ -132,6 +171,8 @@ def views(ckpt, source: str, typed) -> None:
     st.caption("Rows: the token each step output (row t predicts it from the source and the "
                f"decoder inputs 0..t). Columns after t are 0: step t cannot see them. {label}'s "
                "maps use their own colour scale" + (", signed" if signed else "") + ".")
+
+    value_zeroing(ckpt, source, typed, attention, shown)
 
     st.header("One output token")
     last = len(out_tokens) - 1

@@ -1,7 +1,8 @@
 """Gradient attributions against inseq (issue 27, item 7; issue 41, item 8): saliency and input
 x gradient of the Marian fixture equal inseq's, converted to our convention, of each output
 token's log-probability and contrastive (inseq's "contrast_logits_diff" with each step's
-runner-up as its foil: ours with foil=, log p(y_t) - log p(f_t), the same function).
+runner-up as its foil: ours with foil=, log p(y_t) - log p(f_t), the same function); value
+zeroing's normalised scores equal inseq's "value_zeroing" for every layer and attention kind.
 
 tests/fixtures/make_inseq_attributions.py (run with a Python that has inseq; its docstring gives
 inseq's conventions with their source locations and the conversion: saliency times Marian's
@@ -44,6 +45,7 @@ RECORDING = MARIAN / "inseq_attributions.json"
 SCRIPT = FIXTURES / "make_inseq_attributions.py"
 METHODS = ("saliency", "input_x_gradient")
 RTOL = ATOL = 1e-4
+ZEROING_COSINE_ERROR = 1e-6  # what float32's 1 - cos of nearly equal vectors may be off by
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +108,22 @@ def _assert_equal_to(ckpt, recording: dict) -> None:
                                        atol=ATOL, err_msg=f"{where}: target prefix")
             plain = pair[method]["source"]  # the contrast is another function than log p
             assert not np.allclose(theirs["source"], plain, rtol=1e-2), where
+        zeroing = ckpt.contributions(source, target, method="value_zeroing")
+        for kind, shape in (("encoder", (n, n)), ("decoder", (t_len, t_len)),
+                            ("cross", (t_len, n))):
+            theirs, where = np.asarray(pair["value_zeroing"][kind]), f"value zeroing, {kind}"
+            assert theirs.shape == (ckpt.config.num_encoder_layers if kind == "encoder" else
+                                    ckpt.config.num_decoder_layers, *shape), where
+            # inseq takes 1 - cos in float32 (torch's CosineSimilarity), ours in float64: of
+            # nearly equal vectors float32 keeps ~1e-7 of it, which a row whose distances
+            # total 7e-4 turns into 2.5e-4 once normalised (the largest seen): each row's
+            # tolerance is ATOL plus ZEROING_COSINE_ERROR over its sum
+            slack = ATOL + ZEROING_COSINE_ERROR / np.maximum(zeroing[kind].sum(-1), 1e-12)
+            assert (np.abs(zeroing[f"{kind}_normalized"] - theirs)
+                    <= slack[..., None] + RTOL * np.abs(theirs)).all(), (
+                f"{where} on {source!r}: largest difference "
+                f"{np.abs(zeroing[f'{kind}_normalized'] - theirs).max():.2e}")
+            assert theirs.max() > 0.2, where  # some token mixes something in
 
 
 def test_ours_equal_the_recorded_inseq_attributions(marian):

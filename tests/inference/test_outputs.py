@@ -10,6 +10,7 @@ import pytest
 from transformer import (
     DEFAULT_CHECKPOINT,
     AttentionMaps,
+    ContextMixing,
     LayerPredictions,
     TokenContributions,
     load_checkpoint,
@@ -39,7 +40,8 @@ def test_each_result_is_its_kind_and_a_dict(bundled):
 def test_every_method_says_the_kind_it_returns():
     assert {name: method.output for name, method in METHODS.items()} == {
         "value_norm": AttentionMaps, "alti": TokenContributions, "saliency": TokenContributions,
-        "input_x_gradient": TokenContributions, "integrated_gradients": TokenContributions}
+        "input_x_gradient": TokenContributions, "integrated_gradients": TokenContributions,
+        "value_zeroing": ContextMixing}
 
 
 def test_a_result_lacking_a_declared_key_is_refused_and_a_missing_attribute_is_one():

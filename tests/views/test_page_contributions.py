@@ -244,3 +244,28 @@ def test_a_contrast_with_each_steps_runner_up_and_with_a_foil_picked_or_typed(pa
     page.text_input(key="contrib_foil_typed").set_value(own).run()
     assert not page.exception, page.exception
     assert any("is the step's own token" in w.value for w in page.warning)
+
+
+def test_value_zeroing_is_drawn_layer_by_layer_beside_the_attention_weights(page, bundled,
+                                                                          expected):
+    """Issue 41, item 3: off until asked for; then each kind's value-zeroing maps (rows
+    normalised) equal OpenedModel.contributions("value_zeroing") computed here, beside the same
+    layers' head-mean attention weights."""
+    assert not [c for c in page.get("plotly_chart") if c.proto.id.endswith("contrib_vz_maps")]
+    page.toggle(key="contrib_vz_on").set_value(True).run()
+    assert not page.exception, page.exception
+    mixing = bundled.contributions(state.DEFAULT_SOURCE, method="value_zeroing",
+                                   output_ids=expected["ids"])
+    attention = expected["attention"]
+    for label, kind in (("Encoder self-attention", "encoder"), ("Cross-attention", "cross"),
+                        ("Decoder self-attention", "decoder")):
+        page.radio(key="contrib_vz_kind").set_value(label).run()
+        assert not page.exception, page.exception
+        maps = chart(page, "contrib_vz_maps")["data"]
+        assert len(maps) == len(mixing[kind])
+        for i, trace in enumerate(maps):
+            np.testing.assert_allclose(_array(trace["z"]), mixing[f"{kind}_normalized"][i],
+                                       atol=1e-5)
+        weights = chart(page, "contrib_vz_attention")["data"]
+        np.testing.assert_allclose(_array(weights[0]["z"]), attention[kind][0].mean(0),
+                                   atol=1e-6)

@@ -14,6 +14,9 @@ method is one module and one record here:
 - "alti" (ALTI+, Ferrando et al. 2022: transformer.inference.alti_inputs, its arithmetic
   transformer.analysis.alti): each output token's contributions from each source token and
   each decoder input, and its source share.
+- "value_zeroing" (Mohebbi et al. 2023: transformer.inference.value_zeroing, its arithmetic
+  transformer.analysis.context_mixing): per layer and kind, how far each query token's layer
+  output moves when each key token's value vectors are zeroed (cosine distance).
 - "saliency", "input_x_gradient", "integrated_gradients" (transformer.inference.gradients):
   gradients of each output token's log-probability with respect to the token embeddings; with
   foil= (one id per output token, None for a step without one), of log p(token) - log p(foil):
@@ -34,7 +37,8 @@ from transformer.core.kinds import KINDS, head_masks
 from transformer.inference.alti_inputs import alti
 from transformer.inference.gradients import gradient_attributions
 from transformer.inference.maps import attention_maps, scored_ids
-from transformer.inference.outputs import AttentionMaps, Output, TokenContributions
+from transformer.inference.outputs import AttentionMaps, ContextMixing, Output, TokenContributions
+from transformer.inference.value_zeroing import value_zeroing
 
 __all__ = ["METHODS", "Method", "contributions", "output_projections", "value_norm",
            "value_norm_maps"]
@@ -127,6 +131,12 @@ METHODS: dict[str, Method] = {method.name: method for method in (
     Method("value_norm", "Weight × value norm", "‖α f(x)‖", value_norm, AttentionMaps,
            about="**Weight × value norm** (Kobayashi et al. 2020): each head's weight times the "
                  "length of the key's value vector through the output projection.",
+           contributions_page=False),
+    Method("value_zeroing", "Value zeroing", "1 − cos", value_zeroing, ContextMixing,
+           about="**Value zeroing** (Mohebbi et al. 2023, *Quantifying Context Mixing in "
+                 "Transformers*): each layer run again with one token's value vectors zeroed "
+                 "in every head; how far each other token's layer output moves (cosine "
+                 "distance) is how much that layer mixed the token into it.",
            contributions_page=False),
     Method("alti", "ALTI+", "contribution", alti, share=True, about=(
         "**ALTI+** (Ferrando et al. 2022, *Towards Opening the Black Box of Neural Machine "

@@ -7,12 +7,14 @@ result of its kind holds declared and checked when it is made.
     TokenContributions   OpenedModel.contributions("alti", "saliency", "input_x_gradient",
                          "integrated_gradients")
     LayerPredictions     OpenedModel.layer_predictions
+    ContextMixing        OpenedModel.contributions("value_zeroing")
 
 A decoding is transformer.inference.decoded's Decoding (a dataclass of its own)."""
 
 from __future__ import annotations
 
-__all__ = ["Output", "AttentionMaps", "TokenContributions", "LayerPredictions"]
+__all__ = ["Output", "AttentionMaps", "ContextMixing", "TokenContributions",
+           "LayerPredictions"]
 
 
 class Output(dict):
@@ -68,3 +70,16 @@ class LayerPredictions(Output):
 
     FIELDS = ("source_tokens", "target_tokens", "output_tokens", "source_ids", "target_ids",
               "output_ids", "layers", "top_ids", "top_probs", "chosen_rank", "chosen_probs")
+
+
+class ContextMixing(Output):
+    """How much each layer mixes each key token into each query token, per attention kind,
+    without a head dimension (value zeroing: transformer.inference.value_zeroing)."""
+
+    FIELDS = (
+        "encoder",  # (L_enc, N, N) float32
+        "decoder",  # (L_dec, T, T), 0 above the diagonal
+        "cross",  # (L_dec, T, N)
+        "encoder_normalized", "decoder_normalized", "cross_normalized",  # rows summing to 1
+        "source_tokens", "target_tokens", "output_tokens",
+    )

@@ -128,7 +128,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 self.split_heads(dense(self.value, value)))
 
     def call(self, query, value=None, attention_mask=None, head_mask=None, return_qkv=False,
-             cache=None, cache_update_index=None, position_bias=None):
+             cache=None, cache_update_index=None, position_bias=None, value_mask=None):
         """query (B, Tq, d_model) attends over value (B, Tk, d_model) (keys come from value too),
         or over a cache (see the class docstring for the three modes).
 
@@ -136,6 +136,8 @@ class MultiHeadAttention(keras.layers.Layer):
         Keras treats a `mask` argument as its own implicit sequence mask.)
         head_mask: (heads,), 0 silences that head's output before the output projection.
         position_bias: broadcastable to (B, heads, Tq, Tk), added to the scores (T5).
+        value_mask: (B, Tk), 0 zeroes that key's value vector in every head (value zeroing,
+        Mohebbi et al. 2023: the key is still attended to, its value contributes nothing).
         cache: (k, v), each (B, heads, S, head_dim); cache_update_index: scalar int, the slot of
         the first new position.
 
@@ -150,6 +152,8 @@ class MultiHeadAttention(keras.layers.Layer):
             k, v = cache
         else:
             k, v = _write(cache, self.project_key_value(value), cache_update_index)
+        if value_mask is not None:
+            v = v * tf.cast(value_mask, v.dtype)[:, tf.newaxis, :, tf.newaxis]
         context, weights, scores = scaled_dot_product_attention(
             q, k, v, attention_mask, position_bias=position_bias, scale=self.scale)
         if head_mask is not None:
