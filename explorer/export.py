@@ -40,3 +40,13 @@ def attention_npz(maps: dict) -> bytes:
     out = io.BytesIO()
     np.savez_compressed(out, **arrays)
     return out.getvalue()
+
+
+def arrays_npz(**arrays) -> bytes:
+    """Named arrays in one compressed .npz, lists of strings as unicode arrays (loadable with
+    allow_pickle=False)."""
+    out = io.BytesIO()
+    np.savez_compressed(out, **{name: np.asarray(value, dtype=str)
+                                if isinstance(value, list) and value and isinstance(value[0], str)
+                                else np.asarray(value) for name, value in arrays.items()})
+    return out.getvalue()

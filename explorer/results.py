@@ -499,3 +499,22 @@ def _contributions(ckpt: OpenedModel, source: str, target: str | None, output_id
             done / total, text=f"{done} of {total} {counted}"))
     bar.empty()
     return result
+
+
+# ------------------------------------------------------------------ interventions
+def decoder_lens(ckpt: OpenedModel, source: str, target: str | None, output_ids,
+                 max_steps: int) -> dict:
+    """OpenedModel.decoder_lens on the given output ids (the translation's, or the typed
+    target's), each layer's greedy decode at most max_steps tokens, cached."""
+    return _decoder_lens(ckpt, source, target, _ids(output_ids), int(max_steps))
+
+
+@cached(max_entries=MAX_RESULTS, show_spinner=False)
+def _decoder_lens(ckpt: OpenedModel, source: str, target: str | None, output_ids: tuple,
+                  max_steps: int) -> dict:
+    bar = st.progress(0.0, text="Decoding from every encoder layer…")
+    result = ckpt.decoder_lens(source, None, output_ids=list(output_ids), max_steps=max_steps,
+                               on_progress=lambda done, total: bar.progress(
+                                   done / total, text=f"Step {done} of at most {total}"))
+    bar.empty()
+    return result

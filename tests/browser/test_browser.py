@@ -20,7 +20,8 @@ PAGES = [("", "Attention Explorer"), ("Model", "Model: dates"), ("Tokenization",
          ("Aggregations", "Aggregations"), ("Token_View", "Token view"),
          ("Head_Arithmetic", "Arithmetic of one head"), ("Decoding", "decoding"),
          ("Compare_Heads", "Compare heads"), ("Head_Statistics", "Head statistics"),
-         ("Ablation", "ablation"), ("Contributions", "Contributions")]
+         ("Ablation", "ablation"), ("Contributions", "Contributions"),
+         ("Interventions", "Interventions")]
 
 
 @pytest.fixture(scope="module")

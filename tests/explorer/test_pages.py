@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_page_has_its_script_and_every_script_is_a_page():
     scripts = sorted(f"views/{p.name}" for p in (ROOT / "views").glob("*.py"))
     assert sorted(PAGE_FILES) == scripts
-    assert len(set(PAGE_FILES)) == len(PAGES) == 15
+    assert len(set(PAGE_FILES)) == len(PAGES) == 16
     assert all(not Path(f).stem[0].isdigit() for f in PAGE_FILES)  # the order is the table's
     assert PAGES[0].url_path == DEFAULT
 

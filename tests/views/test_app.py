@@ -15,7 +15,8 @@ PAGES = ["views/Home.py", "views/Model.py", "views/Tokenization.py",
          "views/Positional_Encodings.py", "views/Masks.py", "views/Attention_Maps.py",
          "views/Linked_View.py", "views/Aggregations.py", "views/Token_View.py",
          "views/Head_Arithmetic.py", "views/Decoding.py", "views/Compare_Heads.py",
-         "views/Head_Statistics.py", "views/Ablation.py", "views/Contributions.py"]
+         "views/Head_Statistics.py", "views/Ablation.py", "views/Contributions.py",
+         "views/Interventions.py"]
 PAGES_WITH_PLOTS = PAGES[1:]
 
 

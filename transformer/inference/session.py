@@ -211,6 +211,17 @@ class OpenedModel:
 
         return layer_predictions(self, source, target, k, head_mask, output_ids)
 
+    def decoder_lens(self, source: str, target: str | None = None, output_ids=None,
+                     max_steps: int | None = None, on_progress=None) -> dict:
+        """DecoderLens: the decoder reading encoder layer k's output instead of the last, for
+        every k (0: the embedded source), its greedy translation and the log-probability of
+        each output token (the translation's, or the typed target's); the dict is described
+        in transformer.inference.decoder_lens."""
+        from transformer.inference.decoder_lens import decoder_lens
+
+        return decoder_lens(self, source, target, output_ids=output_ids, max_steps=max_steps,
+                            on_progress=on_progress)
+
     def translate_plain(self, source: str, head_mask=None) -> Decoding:
         """translate(source, head_mask=head_mask) without the steps' attention (their tokens
         and log-probabilities only), from the decode loop that keeps none: for callers that

@@ -1,0 +1,72 @@
+"""Interventions: change what the model computes and see what its output does. DecoderLens
+(Langedijk et al. 2024): the decoder reads encoder layer k's output instead of the last one."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from explorer import export, models, results, screen, state, tokens
+from figures.contribution_maps import contribution_map_fig
+
+LENS_STEPS = 10  # tokens a layer's greedy decode may emit beyond the model's own translation
+
+st.title("Interventions")
+st.markdown(
+    "Attributions say what the output *used*; an intervention changes what the model computes "
+    "and watches the output move. **DecoderLens**: the decoder cross-attends to the output of "
+    "an earlier encoder layer instead of the last one, so each layer's source representation "
+    "is read out as a translation: where along the encoder the information that decides the "
+    "output appears.")
+
+
+@st.fragment
+def decoder_lens(ckpt, source: str, typed) -> None:
+    """DecoderLens, computed when asked for: each encoder layer's greedy translation and how
+    probable each output token is with that layer as the decoder's memory."""
+    st.header("DecoderLens")
+    if not st.toggle("DecoderLens (one greedy decode and one scoring pass per encoder layer, "
+                     "all layers in one batch)", value=True, key="inter_lens_on"):
+        return
+    out_ids = (ckpt.encode_target(typed) if typed is not None
+               else results.translation(ckpt, source).token_ids)
+    lens = results.decoder_lens(ckpt, source, typed, out_ids,
+                                max_steps=min(ckpt.step_budget(), len(out_ids) + LENS_STEPS))
+    tgt = ckpt.target_tokenizer
+    out_tokens = tokens.shown(tgt, lens["output_tokens"])
+    last = len(lens["layers"]) - 1
+    names = ["embeddings (k = 0)"] + [f"layer {k}" + (" (the model)" if k == last else "")
+                                      for k in lens["layers"][1:]]
+    probs = np.exp(lens["log_probs"].astype(np.float64))  # (K, T)
+    scored = "your typed target" if typed is not None else "the model's translation"
+    screen.chart(st, contribution_map_fig(
+        probs, names, out_tokens, zmax=1.0, value_name="p(token)",
+        title=f"p of each token of {scored}, the decoder reading encoder layer k",
+        x_title="output token", y_title="decoder's memory"), key="inter_lens_probs")
+    rows = [{"memory": name, "greedy translation": t["text"],
+             "tokens": len(t["token_ids"]),
+             "stopped by": "its end token" if t["stopped_by"] == "end" else "the length cap",
+             "mean log p of the model's tokens": float(np.mean(lens["log_probs"][k]))}
+            for k, (name, t) in enumerate(zip(names, lens["translations"]))]
+    st.dataframe(pd.DataFrame(rows), key="inter_lens_table", hide_index=True)
+    first = next((k for k, t in enumerate(lens["translations"])
+                  if t["token_ids"] == lens["translations"][-1]["token_ids"]), last)
+    st.caption(f"Each row's translation is greedy (the argmax at every step, at most "
+               f"{LENS_STEPS} tokens past the model's own). The first layer whose output the "
+               f"decoder already translates as the model does: {names[first]}. The map's last "
+               "row is the model itself.")
+    left, right = st.columns(2)
+    left.download_button("CSV of this map",
+                         export.matrix_csv(probs, names, list(out_tokens),
+                                           "memory \\ output token"),
+                         file_name="decoder_lens_probabilities.csv", mime="text/csv",
+                         key="inter_lens_csv")
+    right.download_button(
+        "NPZ of the lens", lambda: export.arrays_npz(
+            log_probs=lens["log_probs"], layers=lens["layers"],
+            output_tokens=list(lens["output_tokens"]), source_tokens=list(lens["source_tokens"]),
+            translations=[t["text"] for t in lens["translations"]]),
+        file_name="decoder_lens.npz", mime="application/octet-stream", key="inter_lens_npz")
+
+
+ckpt = models.active_checkpoint()
+decoder_lens(ckpt, state.current_source(), state.current_target())
