@@ -290,3 +290,40 @@ def test_contributions_and_value_norms_in_chromium(server, browser):
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(shots / "Attention_Maps-value-norm.png"), full_page=True)
     assert not errors, errors
+
+
+def test_contrast_value_zeroing_and_decoder_lens_in_chromium(server, browser):
+    """Issue 41's first parts in a real browser on the bundled model: saliency against each
+    step's runner-up, value zeroing beside the attention weights, and the Interventions page's
+    DecoderLens."""
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 3600})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/Contributions")
+    wait_for_app(page)
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_text("Source share, step by step").wait_for(timeout=180_000)
+    main.get_by_text("Saliency", exact=True).click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    main.get_by_text("log p(token) − log p(runner-up)", exact=True).click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    main.get_by_text("rather than the runner-up", exact=False).first.wait_for(timeout=180_000)
+    main.get_by_text("Compute value zeroing", exact=False).click()
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    main.get_by_text("value zeroing, each row normalised", exact=False).first.wait_for(
+        timeout=180_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(shots / "Contributions-contrast-value-zeroing.png"), full_page=True)
+    page.goto(f"{server}/Interventions")
+    wait_for_app(page)
+    main.get_by_text("the decoder reading encoder layer k", exact=False).first.wait_for(
+        timeout=180_000)
+    assert main.get_by_text("(the model)", exact=False).count() > 0
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(shots / "Interventions-decoder-lens.png"), full_page=True)
+    assert not errors, errors
