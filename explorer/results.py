@@ -518,3 +518,17 @@ def _decoder_lens(ckpt: OpenedModel, source: str, target: str | None, output_ids
                                    done / total, text=f"Step {done} of at most {total}"))
     bar.empty()
     return result
+
+
+def knockout(ckpt: OpenedModel, source: str, target: str | None, output_ids, step: int,
+             layers, heads, positions) -> dict:
+    """OpenedModel.knockout on the given output ids, cached."""
+    return _knockout(ckpt, source, _ids(output_ids), int(step), tuple(sorted(layers)),
+                     tuple(sorted(heads)), tuple(sorted(positions)))
+
+
+@cached(max_entries=MAX_RESULTS, show_spinner="Blocking the edges and decoding on…")
+def _knockout(ckpt: OpenedModel, source: str, output_ids: tuple, step: int, layers: tuple,
+              heads: tuple, positions: tuple) -> dict:
+    return ckpt.knockout(source, output_ids=list(output_ids), step=step, layers=list(layers),
+                         heads=list(heads), source_positions=list(positions))

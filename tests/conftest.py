@@ -110,3 +110,32 @@ def plotly_array(value) -> np.ndarray:
         shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
         return data.reshape(shape).astype(float)
     return np.array([[np.nan if v is None else v for v in row] for row in value], float)
+
+
+# Models the inference tests share (a module that defines one of these names keeps its own): the
+# bundled checkpoint, a small random pre-LN variant of it (learned positions, an embedding norm:
+# testkit.variants) and the Marian fixture (a Hugging Face family: scaled embeddings, its own
+# positions).
+MARIAN = ROOT / "tests" / "fixtures" / "marian"
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    from transformer import DEFAULT_CHECKPOINT, load_checkpoint
+
+    return load_checkpoint(DEFAULT_CHECKPOINT)
+
+
+@pytest.fixture(scope="module")
+def pre_ln(bundled):
+    from testkit.variants import random_variant
+
+    return random_variant(bundled, seed=13, norm_first=True, positional="learned",
+                          embedding_norm=True)
+
+
+@pytest.fixture(scope="module")
+def marian():
+    from transformer import load_checkpoint
+
+    return load_checkpoint(MARIAN)

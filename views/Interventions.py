@@ -1,11 +1,13 @@
 """Interventions: change what the model computes and see what its output does. DecoderLens
-(Langedijk et al. 2024): the decoder reads encoder layer k's output instead of the last one."""
+(Langedijk et al. 2024): the decoder reads encoder layer k's output instead of the last one.
+Attention knockout: one step's cross-attention edges to chosen source tokens blocked."""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from explorer import export, models, results, screen, state, tokens
+from explorer.choices import clamp_choice, forget_if_not_offered
 from figures.contribution_maps import contribution_map_fig
 
 LENS_STEPS = 10  # tokens a layer's greedy decode may emit beyond the model's own translation
@@ -16,7 +18,9 @@ st.markdown(
     "and watches the output move. **DecoderLens**: the decoder cross-attends to the output of "
     "an earlier encoder layer instead of the last one, so each layer's source representation "
     "is read out as a translation: where along the encoder the information that decides the "
-    "output appears.")
+    "output appears. **Attention knockout**: one step may not look at chosen source tokens in "
+    "chosen layers and heads; what the token loses, and where the translation goes without "
+    "them.")
 
 
 @st.fragment
@@ -68,5 +72,55 @@ def decoder_lens(ckpt, source: str, typed) -> None:
         file_name="decoder_lens.npz", mime="application/octet-stream", key="inter_lens_npz")
 
 
+@st.fragment
+def knockout(ckpt, source: str, typed) -> None:
+    """Attention knockout of one step: the picks rerun this part alone."""
+    st.header("Attention knockout")
+    cfg = ckpt.config
+    out_ids = (ckpt.encode_target(typed) if typed is not None
+               else results.translation(ckpt, source).token_ids)
+    tgt, src = ckpt.target_tokenizer, ckpt.source_tokenizer
+    out_tokens = tokens.shown(tgt, tgt.ids_to_pieces(out_ids))
+    src_tokens = tokens.shown(src, src.ids_to_pieces(ckpt.encode_source(source)))
+    clamp_choice("inter_ko_step", len(out_ids) - 1)
+    step = st.select_slider("Output step", list(range(len(out_ids))), key="inter_ko_step",
+                            format_func=lambda i: f"{i}: {out_tokens[i]}")
+    forget_if_not_offered("inter_ko_sources", list(range(len(src_tokens))))
+    forget_if_not_offered("inter_ko_layers", list(range(cfg.num_decoder_layers)))
+    forget_if_not_offered("inter_ko_heads", list(range(cfg.num_heads)))
+    c1, c2, c3 = st.columns([2, 1, 1])
+    positions = c1.multiselect("Source tokens it may not look at", list(range(len(src_tokens))),
+                               key="inter_ko_sources",
+                               format_func=lambda i: f"{i}: {src_tokens[i]}")
+    layers = c2.multiselect("In decoder layers", list(range(cfg.num_decoder_layers)),
+                            default=list(range(cfg.num_decoder_layers)), key="inter_ko_layers")
+    heads = c3.multiselect("And heads", list(range(cfg.num_heads)),
+                           default=list(range(cfg.num_heads)), key="inter_ko_heads")
+    if not positions or not layers or not heads:
+        st.info("Pick the source tokens, layers and heads whose edges to block.",
+                icon=":material/info:")
+        return
+    result = results.knockout(ckpt, source, typed, out_ids, step, layers, heads, positions)
+    before, after = np.exp(result["log_prob"]), np.exp(result["log_prob_knocked"])
+    m1, m2 = st.columns(2)
+    m1.metric(f"p({out_tokens[step]!r}) at step {step}", f"{before:.3f}")
+    m2.metric("with the edges blocked", f"{after:.3f}", delta=f"{after - before:+.3f}")
+    left, right = st.columns(2)
+    for column, title, top, name in (
+            (left, "Most probable, as it is", result["top"], "before"),
+            (right, "With the edges blocked", result["top_knocked"], "after")):
+        column.markdown(f"**{title}**")
+        column.dataframe(pd.DataFrame(
+            [{"token": tokens.shown(tgt, [piece])[0], "id": i, "p": p} for piece, i, p in top]),
+            hide_index=True, key=f"inter_ko_top_{name}")
+    st.markdown(f"**The translation as it is:** {result['translation']['text']}  \n"
+                f"**Blocked at step {step}, then greedy:** "
+                f"{result['translation_knocked']['text']}")
+    st.caption("The blocked edges are masked as padding is: the step's softmax spreads their "
+               "weight over the other source tokens. Only this step is blocked; the steps after "
+               "it decode as the model does, from the token the blocked step picked.")
+
+
 ckpt = models.active_checkpoint()
 decoder_lens(ckpt, state.current_source(), state.current_target())
+knockout(ckpt, state.current_source(), state.current_target())

@@ -12,36 +12,13 @@ equal the plain attribution. On the bundled model, a pre-LN one and the Marian f
 Hugging Face family: scaled embeddings, its own positions).
 """
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from testkit.variants import random_variant
-from transformer import DEFAULT_CHECKPOINT, load_checkpoint
-
 SOURCE, TARGET = "5 March 2021", "2021-03-05"
-MARIAN = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
 MARIAN_SOURCE = "the old man walks to the station"
-
-
-@pytest.fixture(scope="module")
-def bundled():
-    return load_checkpoint(DEFAULT_CHECKPOINT)
-
-
-@pytest.fixture(scope="module")
-def pre_ln(bundled):
-    """A random pre-LN model with learned positions and an embedding norm, the bundled
-    tokenizers (testkit.variants)."""
-    return random_variant(bundled, seed=5, norm_first=True, positional="learned",
-                          embedding_norm=True)
-
-
-@pytest.fixture(scope="module")
-def marian():
-    return load_checkpoint(MARIAN)
 
 
 CASES = {"bundled": (SOURCE, TARGET), "pre_ln": (SOURCE, TARGET), "marian": (MARIAN_SOURCE, None)}

@@ -10,28 +10,14 @@ T5-style one (relative position bias, RMS norm, gated FFN) and the Marian fixtur
 normalised rows against inseq are in test_inseq.py.
 """
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from testkit.variants import random_variant
-from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 
 SOURCE, TARGET = "5 March 2021", "2021-03-05"
-MARIAN = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
-
-
-@pytest.fixture(scope="module")
-def bundled():
-    return load_checkpoint(DEFAULT_CHECKPOINT)
-
-
-@pytest.fixture(scope="module")
-def pre_ln(bundled):
-    return random_variant(bundled, seed=7, norm_first=True, positional="learned",
-                          embedding_norm=True)
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +25,6 @@ def t5_like(bundled):
     return random_variant(bundled, seed=8, norm_first=True, positional="none",
                           relative_attention=True, norm="rms", feedforward="gated",
                           use_bias=False, attention_scale=False)
-
-
-@pytest.fixture(scope="module")
-def marian():
-    return load_checkpoint(MARIAN)
 
 
 CASES = {"bundled": (SOURCE, TARGET), "pre_ln": (SOURCE, TARGET), "t5_like": (SOURCE, TARGET),

@@ -50,3 +50,26 @@ def test_a_typed_target_is_what_the_lens_scores(app, bundled):
     z = _chart(at, "inter_lens_probs")["data"][0]["z"]
     shown = plotly_array(z) if isinstance(z, dict) else np.asarray(z, float)
     np.testing.assert_allclose(shown, np.exp(lens["log_probs"]), atol=1e-5)
+
+
+def test_knockout_blocks_the_picked_edges_and_shows_what_follows(app, bundled):
+    """Issue 41, item 5: nothing is blocked until source tokens are picked; then the step's
+    probabilities and the continued translation are OpenedModel.knockout's, computed here."""
+    at = open_page(app, PAGE)
+    assert any("Pick the source tokens" in i.value for i in at.info)
+    ids = bundled.translate(state.DEFAULT_SOURCE).token_ids
+    n = len(bundled.encode_source(state.DEFAULT_SOURCE))
+    set_widget(at, "select_slider", "inter_ko_step", 1)
+    set_widget(at, "multiselect", "inter_ko_sources", list(range(n)))
+    assert not at.exception, at.exception
+    expected = bundled.knockout(state.DEFAULT_SOURCE, output_ids=ids, step=1, layers=[0, 1],
+                                heads=range(bundled.config.num_heads),
+                                source_positions=range(n))
+    values = [m.value for m in at.metric]
+    assert f"{np.exp(expected['log_prob']):.3f}" in values
+    assert f"{np.exp(expected['log_prob_knocked']):.3f}" in values
+    after = [t for t in at.dataframe if t.value.columns.tolist() == ["token", "id", "p"]][1]
+    assert after.value["id"].tolist() == [i for _, i, _ in expected["top_knocked"]]
+    assert any(expected["translation_knocked"]["text"] in m.value for m in at.markdown)
+    set_widget(at, "multiselect", "inter_ko_heads", [0])  # fewer edges: another answer
+    assert not at.exception, at.exception

@@ -5,7 +5,8 @@ The decoder cross-attends to the output of encoder layer k instead of the last o
 embedded source, before any layer; a pre-LN stack's closing norm applied to every k, as the
 model applies it to its last layer), for every k at once, one batch row per k:
 
-- what it translates then: a greedy decode per k (argmax at every step, no generation config's
+- what it translates then: a greedy decode per k (argmax at every step over the ids the
+  model's greedy may emit, search_ours.never_emitted left out; no generation config's
   processors), all k in one batch, one decoder pass per step over the prefix so far;
 - how probable the model's own output token stays: the teacher-forced log-probability of each
   of the output ids (the translation's, or the typed target's) with memory k.
@@ -19,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from transformer.inference.maps import scored_ids
+from transformer.inference.search_ours import never_emitted
 
 __all__ = ["decoder_lens"]
 
@@ -56,11 +58,14 @@ def decoder_lens(ckpt, source: str, target: str | None = None, *, output_ids=Non
     chosen = log_probs[:, np.arange(len(out)), out]  # (K, T)
     # greedy, every k at once
     steps = ckpt.step_budget() if max_steps is None else int(max_steps)
+    banned = never_emitted(config)
     prefix = np.full((layers, 1), config.start_id, np.int32)
     done = np.zeros(layers, bool)
     for step in range(steps):
         step_logits = model.decode(tf.constant(prefix), memories, masks)["logits"][:, -1]
-        picked = tf.argmax(step_logits, axis=-1, output_type=tf.int32).numpy()
+        step_logits = np.array(step_logits, np.float32)
+        step_logits[:, banned] = -np.inf  # never padding or <start>, as the model's greedy
+        picked = step_logits.argmax(-1).astype(np.int32)
         picked = np.where(done, config.pad_id, picked)  # a finished row only pads
         prefix = np.concatenate([prefix, picked[:, None]], axis=1)
         done |= picked == config.end_id

@@ -277,11 +277,13 @@ def _banned(config):
     """(V,) True for the ids never emitted: pad and start (which may be one id), unless the
     start is the end token (BART and the families after it start decoding with </s>)."""
     banned = np.zeros(config.tgt_vocab_size, bool)
-    banned[_banned_ids(config)] = True
+    banned[never_emitted(config)] = True
     return tf.constant(banned)
 
 
-def _banned_ids(config) -> list[int]:
+def never_emitted(config) -> list[int]:
+    """The ids greedy decoding and beam search never emit: padding, and the start token where
+    it is not the end token."""
     return [config.pad_id] + ([config.start_id] if config.start_id != config.end_id else [])
 
 
@@ -422,7 +424,7 @@ def _naive_greedy(model, source_ids, head_mask, max_len, stop_at_end, on_step, s
 
 def _choosable(log_probs, config):
     choosable = log_probs.copy()
-    choosable[:, _banned_ids(config)] = -np.inf  # never emit padding or <start>
+    choosable[:, never_emitted(config)] = -np.inf  # never emit padding or <start>
     return choosable
 
 

@@ -222,6 +222,18 @@ class OpenedModel:
         return decoder_lens(self, source, target, output_ids=output_ids, max_steps=max_steps,
                             on_progress=on_progress)
 
+    def knockout(self, source: str, target: str | None = None, *, step: int, layers,
+                 source_positions, heads=None, output_ids=None,
+                 max_steps: int | None = None) -> dict:
+        """Attention knockout: decoder step `step` may not cross-attend to `source_positions`
+        in `layers` and `heads` (default every head); the step's probabilities without and
+        with it and the translation that follows (transformer.inference.knockout)."""
+        from transformer.inference.knockout import knockout
+
+        return knockout(self, source, target, step=step, layers=layers,
+                        source_positions=source_positions, heads=heads, output_ids=output_ids,
+                        max_steps=max_steps)
+
     def translate_plain(self, source: str, head_mask=None) -> Decoding:
         """translate(source, head_mask=head_mask) without the steps' attention (their tokens
         and log-probabilities only), from the decode loop that keeps none: for callers that

@@ -203,7 +203,7 @@ class Transformer(keras.Model):
     # ---------------------------------------------------------------- decoder
     def decode(self, target_ids, memory, memory_mask, training=False, self_head_mask=None,
                cross_head_mask=None, return_hidden_states=False, return_qkv=False,
-               target_vectors=None, qkv_layers=(None, None)):
+               target_vectors=None, qkv_layers=(None, None), cross_masks=None):
         """target_ids (B, T), memory (B, N, d_model), memory_mask (B, 1, 1, N) -> dict:
         "logits" (B, T, tgt_vocab), "self_attention" (L_dec, B, H, T, T),
         "cross_attention" (L_dec, B, H, T, N), "mask" (B, 1, T, T) (the self-attention mask);
@@ -212,6 +212,8 @@ class Transformer(keras.Model):
         target_vectors: (B, T, d_model) token vectors in place of the embedding's rows.
         qkv_layers: (self's, cross's) layer whose details return_qkv hands out alone (each None:
         every layer's; see encode's qkv_layer).
+        cross_masks: one cross-attention mask per decoder layer, each broadcastable to (B, H, T,
+        N), in place of memory_mask (attention knockout: edges a layer's heads may not use).
         """
         target_ids = tf.convert_to_tensor(target_ids)
         self_mask = self.target_mask(target_ids)  # (B, 1, T, T)
@@ -224,7 +226,8 @@ class Transformer(keras.Model):
         hidden, self_results, cross_results = [x], [], []
         for i in range(len(self.decoder_layers)):
             result = self._run_layer("decoder", i, x, memory, self_mask=self_mask,
-                                     cross_mask=memory_mask,
+                                     cross_mask=memory_mask if cross_masks is None
+                                     else cross_masks[i],
                                      self_head_mask=_row(self_head_mask, i),
                                      cross_head_mask=_row(cross_head_mask, i), training=training,
                                      return_qkv=return_qkv, position_bias=bias)
