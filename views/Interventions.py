@@ -25,8 +25,9 @@ st.markdown(
 
 @st.fragment
 def decoder_lens(ckpt, source: str, typed) -> None:
-    """DecoderLens, computed when asked for: each encoder layer's greedy translation and how
-    probable each output token is with that layer as the decoder's memory."""
+    """DecoderLens (on by default; its toggle turns it off): each encoder layer's greedy
+    translation and how probable each output token is with that layer as the decoder's
+    memory."""
     st.header("DecoderLens")
     if not st.toggle("DecoderLens (one greedy decode and one scoring pass per encoder layer, "
                      "all layers in one batch)", value=True, key="inter_lens_on"):
@@ -49,7 +50,7 @@ def decoder_lens(ckpt, source: str, typed) -> None:
     rows = [{"memory": name, "greedy translation": t["text"],
              "tokens": len(t["token_ids"]),
              "stopped by": "its end token" if t["stopped_by"] == "end" else "the length cap",
-             "mean log p of the model's tokens": float(np.mean(lens["log_probs"][k]))}
+             f"mean log p of {scored}'s tokens": float(np.mean(lens["log_probs"][k]))}
             for k, (name, t) in enumerate(zip(names, lens["translations"]))]
     st.dataframe(pd.DataFrame(rows), key="inter_lens_table", hide_index=True)
     first = next((k for k, t in enumerate(lens["translations"])
