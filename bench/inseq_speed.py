@@ -25,9 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "tests" / "fixtures" / "marian"
 
 PRELUDE = r"""
-import json, statistics, sys, time
-sys.path.insert(0, %(fixtures)r)
-from make_inseq_attributions import PAIRS
+import json, statistics, time
+PAIRS = %(pairs)r
 def timed(fn):
     t = time.perf_counter(); fn(); return time.perf_counter() - t
 """
@@ -57,8 +56,20 @@ print("RESULT " + json.dumps({"first": first, "times": times}))
 """
 
 
+def _pairs() -> list[tuple[str, str]]:
+    """The inseq recording's sentence pairs (tests/fixtures/make_inseq_attributions.py PAIRS),
+    read from that file as a module without putting its folder on sys.path."""
+    import importlib.util
+
+    path = ROOT / "tests" / "fixtures" / "make_inseq_attributions.py"
+    spec = importlib.util.spec_from_file_location("make_inseq_attributions", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return [tuple(pair) for pair in module.PAIRS]
+
+
 def _run(python: str, script: str, **values) -> dict:
-    values = {"fixtures": str(ROOT / "tests" / "fixtures"), "folder": str(FOLDER), **values}
+    values = {"pairs": _pairs(), "folder": str(FOLDER), **values}
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([python, "-c", script % values], capture_output=True, text=True,
                           env=env, timeout=1800)
