@@ -20,13 +20,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+from explorer.pages import PAGE_FILES  # noqa: E402
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-PAGES = ["views/Home.py", "views/Model.py", "views/Tokenization.py",
-         "views/Positional_Encodings.py", "views/Masks.py", "views/Attention_Maps.py",
-         "views/Linked_View.py", "views/Aggregations.py", "views/Token_View.py",
-         "views/Head_Arithmetic.py", "views/Decoding.py", "views/Compare_Heads.py",
-         "views/Head_Statistics.py", "views/Ablation.py", "views/Contributions.py",
-         "views/Interventions.py"]
+PAGES = PAGE_FILES  # every page, in the menus' order (explorer/pages.py)
 WORDS = ("the old man walks slowly to the station with my friend while the children of the "
          "village sing songs about the river and the mountains in the early morning light").split()
 

@@ -10,13 +10,9 @@ from conftest import ROOT, uploader
 from conftest import open_page as _page
 
 from explorer import state
+from explorer.pages import PAGE_FILES
 
-PAGES = ["views/Home.py", "views/Model.py", "views/Tokenization.py",
-         "views/Positional_Encodings.py", "views/Masks.py", "views/Attention_Maps.py",
-         "views/Linked_View.py", "views/Aggregations.py", "views/Token_View.py",
-         "views/Head_Arithmetic.py", "views/Decoding.py", "views/Compare_Heads.py",
-         "views/Head_Statistics.py", "views/Ablation.py", "views/Contributions.py",
-         "views/Interventions.py"]
+PAGES = PAGE_FILES  # every page, in the menus' order (explorer/pages.py), Home first
 PAGES_WITH_PLOTS = PAGES[1:]
 
 
