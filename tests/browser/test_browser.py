@@ -255,10 +255,9 @@ def test_the_server_prepared_the_default_model_while_it_started(server):
         assert noise not in text, (noise, text)
 
 
-def test_contributions_and_value_norms_in_chromium(server, browser):
-    """Issue 27's choices in a real browser on the bundled model: the Contributions page draws
-    ALTI+ and, picked, integrated gradients (a red-white-blue map); the attention maps switch to
-    weight x value norm."""
+def _contributions_page(server, browser):
+    """(the screenshots' folder, a tall page open on Contributions once it has drawn, its main
+    area, the page errors collected)."""
     shots = ARTIFACTS / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 3600})  # the whole page in sight
@@ -269,6 +268,14 @@ def test_contributions_and_value_norms_in_chromium(server, browser):
     main = page.locator('[data-testid="stMain"]')
     # Waits are long: on a loaded 2-core CI machine this page's first run took over a minute.
     main.get_by_text("Source share, step by step").wait_for(timeout=180_000)
+    return shots, page, main, errors
+
+
+def test_contributions_and_value_norms_in_chromium(server, browser):
+    """Issue 27's choices in a real browser on the bundled model: the Contributions page draws
+    ALTI+ and, picked, integrated gradients (a red-white-blue map); the attention maps switch to
+    weight x value norm."""
+    shots, page, main, errors = _contributions_page(server, browser)
     page.wait_for_function(  # share, 2 x 3 maps, bars (Plotly draws them one by one)
         "() => document.querySelectorAll('.js-plotly-plot').length >= 8", timeout=180_000)
     assert main.get_by_text("ALTI+", exact=False).count() > 0
@@ -296,15 +303,7 @@ def test_contrast_value_zeroing_and_decoder_lens_in_chromium(server, browser):
     """Issue 41's first parts in a real browser on the bundled model: saliency against each
     step's runner-up, value zeroing beside the attention weights, and the Interventions page's
     DecoderLens."""
-    shots = ARTIFACTS / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1400, "height": 3600})
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{server}/Contributions")
-    wait_for_app(page)
-    main = page.locator('[data-testid="stMain"]')
-    main.get_by_text("Source share, step by step").wait_for(timeout=180_000)
+    shots, page, main, errors = _contributions_page(server, browser)
     main.get_by_text("Saliency", exact=True).click()
     page.wait_for_timeout(300)
     wait_for_app(page)

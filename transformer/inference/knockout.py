@@ -23,17 +23,15 @@ TOP_K = 5  # alternatives listed before and after
 
 def _cross_masks(memory_mask, layers: int, heads: int, t_len: int, step: int,
                  blocked_layers, blocked_heads, positions):
-    """One mask per decoder layer, (1, H, T, N): memory_mask everywhere, 0 at (head, step,
-    position) for the blocked heads and positions in the blocked layers."""
-    base = np.broadcast_to(memory_mask.numpy(), (1, heads, t_len, memory_mask.shape[-1]))
-    masks = []
-    for layer in range(layers):
-        mask = np.array(base, np.float32)
-        if layer in blocked_layers:
-            for h in blocked_heads:
-                mask[0, h, step, list(positions)] = 0.0
-        masks.append(tf.constant(mask))
-    return masks
+    """One cross-attention mask per decoder layer: memory_mask itself in the layers left alone;
+    in the blocked ones, memory_mask broadcast to (1, H, T, N) with 0 at (head, step, position)
+    for the blocked heads and positions."""
+    blocked = np.array(np.broadcast_to(memory_mask.numpy(),
+                                       (1, heads, t_len, memory_mask.shape[-1])), np.float32)
+    for h in blocked_heads:
+        blocked[0, h, step, list(positions)] = 0.0
+    blocked = tf.constant(blocked)
+    return [blocked if layer in blocked_layers else memory_mask for layer in range(layers)]
 
 
 def _checked(values, size: int, what: str) -> list[int]:
