@@ -234,6 +234,19 @@ class OpenedModel:
                         source_positions=source_positions, heads=heads, output_ids=output_ids,
                         max_steps=max_steps)
 
+    def patch(self, clean: str, corrupted: str | None = None, target: str | None = None, *,
+              corrupt_positions=None, step: int | None = None, foil: int | None = None,
+              sites=None, output_ids=None, on_progress=None) -> dict:
+        """Activation patching: each site (a layer's output at a position, a head's output) of
+        `sites` (default every kind) restored from the clean run into the corrupted one, and an
+        output step's score (log p, or the logit difference with a foil) per site
+        (transformer.inference.patching)."""
+        from transformer.inference.patching import SITES, patch
+
+        return patch(self, clean, corrupted, target, corrupt_positions=corrupt_positions,
+                     step=step, foil=foil, sites=SITES if sites is None else tuple(sites),
+                     output_ids=output_ids, on_progress=on_progress)
+
     def translate_plain(self, source: str, head_mask=None) -> Decoding:
         """translate(source, head_mask=head_mask) without the steps' attention (their tokens
         and log-probabilities only), from the decode loop that keeps none: for callers that

@@ -128,7 +128,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 self.split_heads(dense(self.value, value)))
 
     def call(self, query, value=None, attention_mask=None, head_mask=None, return_qkv=False,
-             cache=None, cache_update_index=None, position_bias=None, value_mask=None):
+             cache=None, cache_update_index=None, position_bias=None, value_mask=None,
+             head_patch=None):
         """query (B, Tq, d_model) attends over value (B, Tk, d_model) (keys come from value too),
         or over a cache (see the class docstring for the three modes).
 
@@ -138,6 +139,10 @@ class MultiHeadAttention(keras.layers.Layer):
         position_bias: broadcastable to (B, heads, Tq, Tk), added to the scores (T5).
         value_mask: (B, Tk), 0 zeroes that key's value vector in every head (value zeroing,
         Mohebbi et al. 2023: the key is still attended to, its value contributes nothing).
+        head_patch: (rows (B, heads), context (B or 1, heads, Tq, head_dim)): where rows is 1,
+        that head's output (its context vectors, before the output projection) is replaced by
+        `context`, at every query position (activation patching: a clean run's head output
+        restored in a corrupted one).
         cache: (k, v), each (B, heads, S, head_dim); cache_update_index: scalar int, the slot of
         the first new position.
 
@@ -159,6 +164,10 @@ class MultiHeadAttention(keras.layers.Layer):
         if head_mask is not None:
             head_mask = tf.cast(head_mask, context.dtype)
             context = context * head_mask[tf.newaxis, :, tf.newaxis, tf.newaxis]
+        if head_patch is not None:
+            rows, patched = head_patch
+            rows = tf.cast(rows, context.dtype)[:, :, tf.newaxis, tf.newaxis]  # (B, H, 1, 1)
+            context = context + rows * (tf.cast(patched, context.dtype) - context)
         result = {"output": dense(self.output_dense, self.merge_heads(context)),
                   "weights": weights}
         if cache is not None and cache_update_index is not None:

@@ -240,14 +240,15 @@ class EncoderLayer(_Block):
         self.feedforward_dropout = keras.layers.Dropout(dropout_rate)
 
     def call(self, x, attention_mask=None, head_mask=None, training=False, return_qkv=False,
-             position_bias=None, value_mask=None):
+             position_bias=None, value_mask=None, head_patch=None):
         """x (B, N, d_model), attention_mask (B, 1, 1, N), position_bias (1, H, N, N) or None,
-        value_mask (B, N) or None (0: that token's value vectors zeroed).
+        value_mask (B, N) or None (0: that token's value vectors zeroed), head_patch: heads'
+        outputs restored (MultiHeadAttention.call).
         Returns the attention dict with "output" replaced by the block's output (B, N, d_model)."""
         h = self._sublayer_input(x, self.self_attention_layer_norm)
         attention = self.self_attention(
             h, h, attention_mask=attention_mask, head_mask=head_mask, return_qkv=return_qkv,
-            position_bias=position_bias, value_mask=value_mask)
+            position_bias=position_bias, value_mask=value_mask, head_patch=head_patch)
         x = self._residual(x, attention["output"], self.self_attention_layer_norm,
                            self.self_attention_dropout, training)
         return {**attention, "output": self.feed_forward(x, training)}
@@ -283,7 +284,8 @@ class DecoderLayer(_Block):
     def call(self, x, memory=None, self_mask=None, cross_mask=None, self_head_mask=None,
              cross_head_mask=None, training=False, return_qkv=False, self_cache=None,
              cross_cache=None, cache_update_index=None, position_bias=None,
-             self_value_mask=None, cross_value_mask=None):
+             self_value_mask=None, cross_value_mask=None, self_head_patch=None,
+             cross_head_patch=None):
         """x (B, T, d_model), memory (B, N, d_model), self_mask (B, 1, T, T), cross_mask
         (B, 1, 1, N), position_bias (1, H, T, T or the cache's length) on the self-attention
         scores, or None (cross-attention never has one).
@@ -292,7 +294,8 @@ class DecoderLayer(_Block):
         updated at cache_update_index (x holds the new positions only, self_mask covers the
         whole cache), and cross_cache (k, v) is the encoder output's static keys and values
         (memory is then not needed). self_value_mask (B, T), cross_value_mask (B, N): 0 zeroes
-        that token's value vectors in that sublayer (value zeroing).
+        that token's value vectors in that sublayer (value zeroing). self_head_patch,
+        cross_head_patch: heads' outputs restored in that sublayer (MultiHeadAttention.call).
 
         Returns {"output": (B, T, d_model), "self": self-attention dict (with "cache" when
         updated), "cross": cross-attention dict}.
@@ -301,13 +304,14 @@ class DecoderLayer(_Block):
         self_attention = self.self_attention(
             h, h, attention_mask=self_mask, head_mask=self_head_mask, return_qkv=return_qkv,
             cache=self_cache, cache_update_index=cache_update_index, position_bias=position_bias,
-            value_mask=self_value_mask)
+            value_mask=self_value_mask, head_patch=self_head_patch)
         x = self._residual(x, self_attention["output"], self.self_attention_layer_norm,
                            self.self_attention_dropout, training)
         h = self._sublayer_input(x, self.cross_attention_layer_norm)
         cross_attention = self.cross_attention(
             h, memory, attention_mask=cross_mask, head_mask=cross_head_mask,
-            return_qkv=return_qkv, cache=cross_cache, value_mask=cross_value_mask)
+            return_qkv=return_qkv, cache=cross_cache, value_mask=cross_value_mask,
+            head_patch=cross_head_patch)
         x = self._residual(x, cross_attention["output"], self.cross_attention_layer_norm,
                            self.cross_attention_dropout, training)
         return {"output": self.feed_forward(x, training), "self": self_attention,
