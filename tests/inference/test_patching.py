@@ -223,17 +223,18 @@ def test_one_kind_and_progress(bundled):
     seen = []
     got = bundled.patch(CLEAN, CORRUPTED, sites=["cross_heads", "encoder_layers"],
                         on_progress=lambda done, total: seen.append((done, total)))
-    assert seen == [(1, 2), (2, 2)]
+    assert seen == [(1, 2), (2, 2)]  # one pass for the layers, one for the heads
     assert "decoder_layers" not in got and got["cross_heads"].shape == (2, 4)
     assert got["encoder_layers"].shape == (3, len(got["source_tokens"]))
 
 
 def test_one_trace_per_architecture(bundled):
-    from transformer.inference.patching import _patch_function
+    from transformer.inference.patching import _patch_function, _runs_function
 
     bundled.patch(CLEAN, CORRUPTED)
-    fn = _patch_function(bundled.model)
-    before = fn.tracing_count()
+    functions = [*_patch_function(bundled.model).values(), _runs_function(bundled.model)]
+    before = [fn.tracing_count() for fn in functions]
+    assert before == [1, 1, 1]
     bundled.patch("June 30, 1999", "June 29, 1999", step=4)
     bundled.patch(CLEAN, corrupt_positions=[1, 2])
-    assert fn.tracing_count() == before
+    assert [fn.tracing_count() for fn in functions] == before

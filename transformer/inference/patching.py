@@ -59,40 +59,40 @@ def patch(ckpt, clean: str, corrupted: str | None = None, target: str | None = N
     restored), "<kind>_recovered" (the same as the fraction of the corruption's effect undone:
     (score - corrupted) / (clean - corrupted); NaN where the corruption changed nothing) and
     "<kind>_picks" (the argmax id with that site restored, over the ids the model's greedy may
-    emit). on_progress(done, total): after each kind."""
+    emit). on_progress(done, total): after each pass (the layer-position kinds are one pass,
+    the head kinds another)."""
     model, config = built(ckpt.model), ckpt.config
     unknown = [s for s in sites if s not in SITES]
     if unknown or not sites:
         raise ValueError(f"sites must be some of {', '.join(SITES)}, got {list(sites)}")
     clean_ids = ckpt.encode_source(clean)
-    clean_vectors, corrupt_ids, corrupt_vectors, corrupt_tokens = _corruption(
-        ckpt, clean_ids, corrupted, corrupt_positions, noise_scale, seed)
+    corrupt_ids, noise, corrupt_tokens = _corruption(ckpt, clean_ids, corrupted,
+                                                     corrupt_positions, noise_scale, seed)
     out = [int(i) for i in scored_ids(ckpt, clean, target, output_ids)]
     target_ids = [config.start_id] + out[:-1]
-    runs = [_run(model, clean_ids, clean_vectors, target_ids, out),
-            _run(model, corrupt_ids, corrupt_vectors, target_ids, out)]
-    step_scores = np.stack([runs[0]["log_probs"], runs[1]["log_probs"]], axis=1)  # (T, 2)
-    step = _step(step, runs, out, config)
+    banned = tf.constant(never_emitted(config), tf.int32)
+    noise = np.stack([np.zeros_like(noise), noise])  # (2, N, d): the clean run has none
+    (enc_hidden, dec_hidden, enc_ctx, self_ctx, cross_ctx, step_log_probs,
+     argmax) = _runs_function(model)(
+        model, tf.constant([clean_ids, corrupt_ids], tf.int32), tf.constant(noise),
+        tf.constant([target_ids], tf.int32), tf.constant([out], tf.int32), banned)
+    step_scores = step_log_probs.numpy().T  # (T, 2): clean, corrupted
+    step = _step(step, step_scores, argmax.numpy()[1], out)
     if foil is not None:
         foil = int(foil)
         if not 0 <= foil < config.tgt_vocab_size:
             raise ValueError(f"the foil must be an id 0-{config.tgt_vocab_size - 1}, got {foil}")
         if foil == out[step]:
             raise ValueError("the foil is the step's own token: pick another")
-    scores = [_score(r["step_log_probs"][step], out[step], foil) for r in runs]
     t = step + 1  # the prefix that reaches step `step`
-    clean_run, corrupt_run = runs
     inputs = dict(
-        enc_clean=clean_run["encoder_hidden"], enc_corr=corrupt_run["encoder_hidden"],
-        enc_ctx=clean_run["encoder_context"], source_ids=tf.constant([corrupt_ids], tf.int32),
-        dec_clean=clean_run["decoder_hidden"][:, :, :t],
-        dec_corr=corrupt_run["decoder_hidden"][:, :, :t],
-        self_ctx=clean_run["decoder_context"][:, :, :, :t],
-        cross_ctx=clean_run["cross_context"][:, :, :, :t],
+        enc_clean=enc_hidden[:, :1], enc_corr=enc_hidden[:, 1:], enc_ctx=enc_ctx[:, :1],
+        source_ids=tf.constant([corrupt_ids], tf.int32),
+        dec_clean=dec_hidden[:, :1, :t], dec_corr=dec_hidden[:, 1:, :t],
+        self_ctx=self_ctx[:, :1, :, :t], cross_ctx=cross_ctx[:, :1, :, :t],
         target_ids=tf.constant([target_ids[:t]], tf.int32),
         scored=tf.constant(out[step], tf.int32),
-        foil=tf.constant(NO_FOIL if foil is None else foil, tf.int32),
-        banned=tf.constant(never_emitted(config), tf.int32))
+        foil=tf.constant(NO_FOIL if foil is None else foil, tf.int32), banned=banned)
     n, heads = len(clean_ids), config.num_heads
     shapes = {"encoder_layers": (config.num_encoder_layers + 1, n),
               "decoder_layers": (config.num_decoder_layers + 1, t),
@@ -106,17 +106,32 @@ def patch(ckpt, clean: str, corrupted: str | None = None, target: str | None = N
               "foil": foil, "foil_token": None if foil is None else tok.ids_to_pieces([foil])[0],
               "metric": ("log p(token)" if foil is None
                          else "log p(token) - log p(foil)"),
-              "clean_score": scores[0], "corrupted_score": scores[1],
-              "step_scores": step_scores.astype(np.float64)}
-    fn = _patch_function(model)
-    for done, kind in enumerate(sites, 1):
-        joins = _joins(config, kind, n, t)
-        got_scores, got_picks = fn(model, *_arguments(inputs, joins))
-        result[kind] = got_scores.numpy().reshape(shapes[kind])
-        result[f"{kind}_picks"] = got_picks.numpy().reshape(shapes[kind])
-        result[f"{kind}_recovered"] = recovered(result[kind], scores[0], scores[1])
+              "step_scores": step_scores}
+    functions = _patch_function(model)
+    passes = [[k for k in sites if not k.endswith("_heads")], [k for k in sites
+                                                               if k.endswith("_heads")]]
+    passes = [kinds for kinds in passes if kinds]
+    for done, kinds in enumerate(passes, 1):
+        # the first pass also scores the two runs themselves: a row that restores every
+        # source position at the embedding (the clean run) and one that restores none
+        joins, order = _joins(config, kinds, n, t, baselines=done == 1)
+        got = [value.numpy() for value in functions[kinds[0].endswith("_heads")](
+            model, *_arguments(inputs, joins))]
+        split, start = {}, 0
+        for kind, count in order:
+            split.setdefault(kind, []).append(slice(start, start + count))
+            start += count
+        if done == 1:
+            result["clean_score"], result["corrupted_score"] = (float(v) for v in got[0][:2])
+        for kind in kinds:
+            for name, values in zip((kind, f"{kind}_picks"), got):
+                result[name] = np.concatenate([values[s] for s in split[kind]]).reshape(
+                    shapes[kind])
         if on_progress is not None:
-            on_progress(done, len(sites))
+            on_progress(done, len(passes))
+    for kind in sites:
+        result[f"{kind}_recovered"] = recovered(result[kind], result["clean_score"],
+                                                result["corrupted_score"])
     return result
 
 
@@ -130,8 +145,9 @@ def recovered(scores, clean: float, corrupted: float) -> np.ndarray:
 
 
 def _corruption(ckpt, clean_ids, corrupted, positions, noise_scale, seed):
-    """(clean token vectors or None, corrupted ids, corrupted token vectors or None, corrupted
-    pieces) for a typed corrupted source or noised positions."""
+    """(corrupted ids, the noise added to their embedding rows (N, d_model), corrupted pieces)
+    for a typed corrupted source (no noise) or noised positions."""
+    d_model = ckpt.config.d_model
     if (corrupted is None) == (positions is None):
         raise ValueError("give the corrupted source, or the source positions to add noise to "
                          "(one of the two)")
@@ -144,87 +160,110 @@ def _corruption(ckpt, clean_ids, corrupted, positions, noise_scale, seed):
                 "for one that splits into as many pieces)")
         if ids == list(clean_ids):
             raise ValueError("the corrupted source has the clean one's ids: change a word")
-        return None, list(ids), None, ckpt.source_tokenizer.ids_to_pieces(ids)
+        return (list(ids), np.zeros((len(ids), d_model), np.float32),
+                ckpt.source_tokenizer.ids_to_pieces(ids))
     positions = sorted({int(p) for p in positions})
     if not positions:
         raise ValueError("pick at least one source position to add noise to")
     if positions[0] < 0 or positions[-1] >= len(clean_ids):
         raise ValueError(f"source positions must be 0 to {len(clean_ids) - 1}, got {positions}")
     table = ckpt.model.source_token_embedding.embeddings  # (V, d_model)
-    rows = tf.gather(table, clean_ids).numpy()[np.newaxis]  # (1, N, d_model)
     sigma = float(tf.math.reduce_std(tf.cast(table, tf.float64)))
-    noise = np.random.default_rng(seed).normal(0.0, noise_scale * sigma,
-                                               (len(positions), rows.shape[-1]))
-    noised = rows.copy()
-    noised[0, positions] += noise.astype(rows.dtype)
+    noise = np.zeros((len(clean_ids), d_model), np.float32)
+    noise[positions] = np.random.default_rng(seed).normal(0.0, noise_scale * sigma,
+                                                          (len(positions), d_model))
     pieces = ckpt.source_tokenizer.ids_to_pieces(clean_ids)
     tokens = [p + " + noise" if i in positions else p for i, p in enumerate(pieces)]
-    return rows, list(clean_ids), noised, tokens
+    return list(clean_ids), noise, tokens
 
 
-def _contexts(attention, values):
-    """Each head's output (weights @ values): (L, B, H, q, k) x (L, B, H, k, head_dim)."""
-    return tf.matmul(attention, values)  # (L, B, H, q, head_dim)
+def _runs_function(model):
+    """The compiled clean and corrupted runs (batch 2, teacher-forced) of this architecture:
+    source ids (2, N), the noise on their embedding rows (2, N, d), the decoder inputs and the
+    output ids (1, T), the ids never emitted -> each stack's hidden states (L + 1, 2, len, d),
+    each kind's head outputs (L, 2, H, q_len, head_dim), the log-probability of each output id
+    (2, T) float64 and each position's argmax over the ids the greedy may emit (2, T)."""
+    c = model.config
+    i32 = tf.int32
+    signature = [tf.TensorSpec([2, None], i32), tf.TensorSpec([2, None, c.d_model], tf.float32),
+                 tf.TensorSpec([1, None], i32), tf.TensorSpec([1, None], i32),
+                 tf.TensorSpec([None], i32)]
+    return shared_function(model, "patch_runs", _runs_pass, signature)
 
 
-def _run(model, source_ids, vectors, target_ids, out) -> dict:
-    """One teacher-forced run (eager, batch 1): each stack's hidden states, each kind's head
-    outputs, and the log-probability of every output id."""
-    enc = model.encode(tf.constant([source_ids], tf.int32), return_hidden_states=True,
-                       return_qkv=True, source_vectors=None if vectors is None
-                       else tf.constant(vectors))
-    dec = model.decode(tf.constant([target_ids], tf.int32), enc["memory"], enc["mask"],
-                       return_hidden_states=True, return_qkv=True)
-    log_probs = tf.nn.log_softmax(tf.cast(dec["logits"][0], tf.float64)).numpy()  # (T, V)
-    return {"encoder_hidden": enc["hidden_states"], "decoder_hidden": dec["hidden_states"],
-            "encoder_context": _contexts(enc["attention"], enc["v"]),
-            "decoder_context": _contexts(dec["self_attention"], dec["self_v"]),
-            "cross_context": _contexts(dec["cross_attention"], dec["cross_v"]),
-            "step_log_probs": log_probs,
-            "log_probs": log_probs[np.arange(len(out)), out]}
+def _runs_pass(model):
+    def run(source_ids, noise, target_ids, output_ids, banned):
+        vectors = tf.gather(model.source_token_embedding.embeddings, source_ids) + noise
+        enc = model.encode(source_ids, return_hidden_states=True, return_qkv=True,
+                           source_vectors=vectors)
+        dec = model.decode(tf.tile(target_ids, [2, 1]), enc["memory"], enc["mask"],
+                           return_hidden_states=True, return_qkv=True)
+        log_probs = tf.nn.log_softmax(tf.cast(dec["logits"], tf.float64))  # (2, T, V)
+        chosen = tf.gather(log_probs, tf.tile(output_ids, [2, 1]), axis=2, batch_dims=2)
+        picks = tf.argmax(log_probs + _banned_row(log_probs, banned), axis=2,
+                          output_type=tf.int32)
+        return (enc["hidden_states"], dec["hidden_states"],
+                tf.matmul(enc["attention"], enc["v"]),  # (L, 2, H, N, head_dim)
+                tf.matmul(dec["self_attention"], dec["self_v"]),
+                tf.matmul(dec["cross_attention"], dec["cross_v"]), chosen, picks)
+    return run
 
 
-def _step(step, runs, out, config) -> int:
+def _banned_row(log_probs, banned):
+    """(V,) float64: -inf at the banned ids, 0 elsewhere."""
+    return tf.tensor_scatter_nd_update(
+        tf.zeros([tf.shape(log_probs)[-1]], tf.float64), banned[:, tf.newaxis],
+        tf.fill(tf.shape(banned), tf.constant(-np.inf, tf.float64)))
+
+
+def _step(step, step_scores, corrupt_argmax, out) -> int:
+    """The step given, checked; else the first whose argmax the corruption changes, else the
+    one whose log p it lowers most."""
     if step is not None:
         if not 0 <= int(step) < len(out):
             raise ValueError(f"step must be 0 to {len(out) - 1}, got {step}")
         return int(step)
-    allowed = np.ones(config.tgt_vocab_size, bool)
-    allowed[never_emitted(config)] = False
-    corrupt = np.where(allowed, runs[1]["step_log_probs"], -np.inf).argmax(axis=1)
-    changed = np.flatnonzero(corrupt != np.asarray(out))
+    changed = np.flatnonzero(corrupt_argmax != np.asarray(out))
     if changed.size:
         return int(changed[0])
-    return int(np.argmax(runs[0]["log_probs"] - runs[1]["log_probs"]))
+    return int(np.argmax(step_scores[:, 0] - step_scores[:, 1]))
 
 
-def _score(log_probs, token: int, foil) -> float:
-    return float(log_probs[token] - (0.0 if foil is None else log_probs[foil]))
-
-
-def _joins(config, kind: str, n: int, t: int) -> dict:
-    """Which rows join where for one site kind: "enc_pos" (L_enc + 1 arrays (rows, N): the
-    positions restored in the rows joining at hidden index k), "enc_heads" (L_enc (rows, H):
-    the heads restored in the rows joining at layer l), "dec_pos", "self_heads",
-    "cross_heads" alike for the decoder; every other entry has no rows. Rows come out of the
-    pass in join order: index by index, positions then heads (encoder rows first), which is the
-    site kind's row-major (layer, position or head) order."""
+def _joins(config, kinds, n: int, t: int, baselines: bool = False) -> tuple[dict, list]:
+    """Which rows join where for some site kinds (of one pass: all layer-position kinds or all
+    head kinds): "enc_pos" (L_enc + 1 arrays (rows, N): the positions restored in the rows
+    joining at hidden index k), "enc_heads" (L_enc (rows, H): the heads restored in the rows
+    joining at layer l), "dec_pos", "self_heads", "cross_heads" alike for the decoder; and the
+    rows' order, as the pass hands them out: [(kind, rows), ...], index by index, positions,
+    then self heads, then cross heads, the encoder's first. baselines: two rows first, joining
+    at the embedding: every position restored (the clean run) and none (the corrupted one)."""
     heads = config.num_heads
     le, ld = config.num_encoder_layers, config.num_decoder_layers
-    joins = {"enc_pos": [np.zeros((0, n), np.float32)] * (le + 1),
-             "enc_heads": [np.zeros((0, heads), np.float32)] * le,
-             "dec_pos": [np.zeros((0, t), np.float32)] * (ld + 1),
-             "self_heads": [np.zeros((0, heads), np.float32)] * ld,
-             "cross_heads": [np.zeros((0, heads), np.float32)] * ld}
-    if kind == "encoder_layers":
-        joins["enc_pos"] = [np.eye(n, dtype=np.float32)] * (le + 1)
-    elif kind == "decoder_layers":
-        joins["dec_pos"] = [np.eye(t, dtype=np.float32)] * (ld + 1)
-    else:
-        key = {"encoder_heads": "enc_heads", "decoder_heads": "self_heads",
-               "cross_heads": "cross_heads"}[kind]
-        joins[key] = [np.eye(heads, dtype=np.float32)] * len(joins[key])
-    return joins
+    eye = {size: np.eye(size, dtype=np.float32) for size in (n, t, heads)}
+
+    def rows(kind, size, count):
+        return [eye[size] if kind in kinds else np.zeros((0, size), np.float32)] * count
+
+    joins = {"enc_pos": rows("encoder_layers", n, le + 1),
+             "enc_heads": rows("encoder_heads", heads, le),
+             "dec_pos": rows("decoder_layers", t, ld + 1),
+             "self_heads": rows("decoder_heads", heads, ld),
+             "cross_heads": rows("cross_heads", heads, ld)}
+    if baselines:
+        joins["enc_pos"] = [np.concatenate([np.ones((1, n), np.float32),
+                                            np.zeros((1, n), np.float32), joins["enc_pos"][0]])
+                            ] + joins["enc_pos"][1:]
+    order = [("baselines", 2)] if baselines else []
+    for layers, parts in (
+            (le, (("enc_pos", "encoder_layers"), ("enc_heads", "encoder_heads"))),
+            (ld, (("dec_pos", "decoder_layers"), ("self_heads", "decoder_heads"),
+                  ("cross_heads", "cross_heads")))):
+        for i in range(layers + 1):
+            for key, kind in parts:
+                if i < len(joins[key]) and kind in kinds:
+                    order.append((kind, len(eye[n if key == "enc_pos" else
+                                                t if key == "dec_pos" else heads])))
+    return joins, order
 
 
 _ORDER = ("enc_clean", "enc_corr", "enc_ctx", "source_ids", "dec_clean", "dec_corr", "self_ctx",
@@ -238,7 +277,9 @@ def _arguments(inputs: dict, joins: dict) -> list:
 
 
 def _patch_function(model):
-    """The compiled patching pass of this architecture (compiled.shared_function)."""
+    """The compiled patching passes of this architecture (compiled.shared_function): {False:
+    the layer-position sites' (no head patched: no head-patch arithmetic in the graph), True:
+    the head sites'}."""
     c = model.config
     le, ld, heads, d, hd = (c.num_encoder_layers, c.num_decoder_layers, c.num_heads, c.d_model,
                             c.head_dim)
@@ -253,14 +294,21 @@ def _patch_function(model):
         [tf.TensorSpec([None, None], f32)] * (le + 1), [tf.TensorSpec([None, heads], f32)] * le,
         [tf.TensorSpec([None, None], f32)] * (ld + 1), [tf.TensorSpec([None, heads], f32)] * ld,
         [tf.TensorSpec([None, heads], f32)] * ld]
-    return shared_function(model, "patch", _patch_pass, signature)
+    return {heads: shared_function(model, "patch_heads" if heads else "patch_layers",
+                                   lambda m, heads=heads: _patch_pass(m, heads), signature)
+            for heads in (False, True)}
 
 
 def _joined(x, hidden_clean, hidden_corr, positions):
-    """x (R, S, d) with the new rows appended: the corrupted hidden state (1, S, d), the clean
-    one at the positions `positions` (R_new, S) marks."""
+    """x (R, S, d) with the new rows appended (_restored)."""
+    return tf.concat([x, _restored(hidden_clean, hidden_corr, positions)], axis=0)
+
+
+def _restored(hidden_clean, hidden_corr, positions):
+    """(R_new, S, d): the corrupted hidden state (1, S, d), the clean one at the positions
+    `positions` (R_new, S) marks."""
     rows = positions[:, :, tf.newaxis]  # (R_new, S, 1)
-    return tf.concat([x, hidden_corr + rows * (hidden_clean - hidden_corr)], axis=0)
+    return hidden_corr + rows * (hidden_clean - hidden_corr)
 
 
 def _head_rows(x, hidden_corr, heads):
@@ -280,8 +328,15 @@ def _position_bias(layer, ids):
     return layer(positions, positions)
 
 
-def _patch_pass(model):
+def _patch_pass(model, heads: bool):
+    """The pass: the encoder's rows (each site's row joins at its layer), the decoder over
+    each of them with its own memory, the decoder's rows over the corrupted memory, the step's
+    score per row. heads False: no head is patched (the layer-position sites), and the head
+    joins are not read."""
     c = model.config
+
+    def patched(rows, context):
+        return (rows, context) if heads else None
 
     def encoder(enc_clean, enc_corr, enc_ctx, source_ids, enc_pos, enc_heads):
         mask = model.source_mask(source_ids)  # (1, 1, 1, N)
@@ -292,43 +347,52 @@ def _patch_pass(model):
             x = _joined(x, enc_clean[i], enc_corr[i], enc_pos[i])
             if i == len(layers):
                 break
-            x, rows = _head_rows(x, enc_corr[i], enc_heads[i])
+            rows = None
+            if heads:
+                x, rows = _head_rows(x, enc_corr[i], enc_heads[i])
             x = layers[i](x, attention_mask=mask, position_bias=bias,
-                          head_patch=(rows, enc_ctx[i]))["output"]
+                          head_patch=patched(rows, enc_ctx[i]))["output"]
             if i == len(layers) - 1 and c.norm_first:
                 x = model.encoder_norm(x)  # the stack's hidden[-1] has its closing norm
         return x, mask
 
     def decoder(x, memory, memory_mask, dec_clean, dec_corr, self_ctx, cross_ctx, target_ids,
                 dec_pos, self_heads, cross_heads):
-        """x (R0, T, d): rows that enter at the embedding (or none); memory (R0 or 1, N, d)."""
-        self_mask = model.target_mask(target_ids)  # (1, 1, T, T)
-        bias = _position_bias(model.decoder_position_bias, target_ids)  # (1, H, T, T)
+        """x (R0, t, d): rows that enter at the embedding (or none); memory (R0 or 1, N, d).
+        The last layer computes the last position alone (query_last): the step's."""
+        self_mask = model.target_mask(target_ids)  # (1, 1, t, t)
+        bias = _position_bias(model.decoder_position_bias, target_ids)  # (1, H, t, t)
         layers = model.decoder_layers
+        last = len(layers) - 1
         for i in range(len(layers) + 1):
-            x = _joined(x, dec_clean[i], dec_corr[i], dec_pos[i])
+            new = _restored(dec_clean[i], dec_corr[i], dec_pos[i])
+            x = tf.concat([x, new if i <= last else new[:, -1:]], axis=0)
             if i == len(layers):
                 break
-            x, self_rows = _head_rows(x, dec_corr[i], self_heads[i])
-            x, cross_rows = _head_rows(x, dec_corr[i], cross_heads[i])
-            self_rows = tf.concat([self_rows, tf.zeros_like(cross_heads[i])], axis=0)
-            x = layers[i](x, memory, self_mask=self_mask, cross_mask=memory_mask,
-                          position_bias=bias, self_head_patch=(self_rows, self_ctx[i]),
-                          cross_head_patch=(cross_rows, cross_ctx[i]))["output"]
-            if i == len(layers) - 1:
-                x = model.final_norm(x)  # the identity in a post-LN model
+            self_rows = cross_rows = None
+            if heads:
+                x, self_rows = _head_rows(x, dec_corr[i], self_heads[i])
+                x, cross_rows = _head_rows(x, dec_corr[i], cross_heads[i])
+                self_rows = tf.concat([self_rows, tf.zeros_like(cross_heads[i])], axis=0)
+            one = slice(-1, None) if i == last else slice(None)  # the query rows computed
+            x = layers[i](x, memory, self_mask=self_mask[:, :, one],
+                          cross_mask=memory_mask,
+                          position_bias=None if bias is None else bias[:, :, one],
+                          self_head_patch=patched(self_rows, self_ctx[i][:, :, one]),
+                          cross_head_patch=patched(cross_rows, cross_ctx[i][:, :, one]),
+                          query_last=i == last)["output"]
+            if i == last:  # the stack's hidden[-1] has its closing norm (pre-LN)
+                x = model.final_norm(x)  # (R, 1, d); the identity in a post-LN model
         return x
 
     def scored(x, scored_id, foil, banned):
-        """x (R, T, d) -> the step's score per row (R,) float64 and its argmax (R,)."""
-        logits = model.project(x[:, -1:])[:, 0]  # (R, V): the step's position alone
+        """x (R, 1, d) -> the step's score per row (R,) float64 and its argmax (R,)."""
+        logits = model.project(x)[:, 0]  # (R, V): the step's position alone
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float64))
         score = log_probs[:, scored_id]
         score -= tf.where(foil >= 0, log_probs[:, tf.maximum(foil, 0)], tf.zeros_like(score))
-        allowed = tf.tensor_scatter_nd_update(
-            tf.zeros([tf.shape(log_probs)[1]], tf.float64), banned[:, tf.newaxis],
-            tf.fill(tf.shape(banned), tf.constant(-np.inf, tf.float64)))
-        return score, tf.argmax(log_probs + allowed, axis=1, output_type=tf.int32)
+        return score, tf.argmax(log_probs + _banned_row(log_probs, banned), axis=1,
+                                output_type=tf.int32)
 
     def run(enc_clean, enc_corr, enc_ctx, source_ids, dec_clean, dec_corr, self_ctx, cross_ctx,
             target_ids, scored_id, foil, banned, enc_pos, enc_heads, dec_pos, self_heads,
@@ -345,7 +409,6 @@ def _patch_pass(model):
         # decoder rows: the corrupted memory, one copy broadcast over them
         x = decoder(tf.zeros([0, t, c.d_model]), enc_corr[-1], mask, dec_clean, dec_corr,
                     self_ctx, cross_ctx, target_ids, dec_pos, self_heads, cross_heads)
-        scores, picks = scored(tf.concat([from_encoder, x], axis=0), scored_id, foil, banned)
-        return scores, picks
+        return scored(tf.concat([from_encoder, x], axis=0), scored_id, foil, banned)
 
     return run

@@ -285,7 +285,7 @@ class DecoderLayer(_Block):
              cross_head_mask=None, training=False, return_qkv=False, self_cache=None,
              cross_cache=None, cache_update_index=None, position_bias=None,
              self_value_mask=None, cross_value_mask=None, self_head_patch=None,
-             cross_head_patch=None):
+             cross_head_patch=None, query_last=False):
         """x (B, T, d_model), memory (B, N, d_model), self_mask (B, 1, T, T), cross_mask
         (B, 1, 1, N), position_bias (1, H, T, T or the cache's length) on the self-attention
         scores, or None (cross-attention never has one).
@@ -296,13 +296,20 @@ class DecoderLayer(_Block):
         (memory is then not needed). self_value_mask (B, T), cross_value_mask (B, N): 0 zeroes
         that token's value vectors in that sublayer (value zeroing). self_head_patch,
         cross_head_patch: heads' outputs restored in that sublayer (MultiHeadAttention.call).
+        query_last: the last position's output alone (B, 1, d_model), its self-attention over
+        every position's keys and values; self_mask, position_bias and self_head_patch are then
+        given for that one query row (what a score at the last position needs from the last
+        layer: activation patching).
 
         Returns {"output": (B, T, d_model), "self": self-attention dict (with "cache" when
         updated), "cross": cross-attention dict}.
         """
         h = self._sublayer_input(x, self.self_attention_layer_norm)
+        if query_last:
+            x = x[:, -1:]
         self_attention = self.self_attention(
-            h, h, attention_mask=self_mask, head_mask=self_head_mask, return_qkv=return_qkv,
+            h[:, -1:] if query_last else h, h, attention_mask=self_mask,
+            head_mask=self_head_mask, return_qkv=return_qkv,
             cache=self_cache, cache_update_index=cache_update_index, position_bias=position_bias,
             value_mask=self_value_mask, head_patch=self_head_patch)
         x = self._residual(x, self_attention["output"], self.self_attention_layer_norm,
