@@ -49,6 +49,11 @@ PAGE_KEYS: dict[str, dict[str, str]] = {
     "Contributions": {"contrib_method": "option", "contrib_contrast": "option",
                       "contrib_layer": "decoder layer", "contrib_step": "index",
                       "contrib_vz_kind": "kind"},
+    "Interventions": {"inter_lens_on": "flag", "inter_ko_step": "index",
+                      "inter_ko_sources": "indices", "inter_ko_layers": "decoder layers",
+                      "inter_ko_heads": "heads", "inter_patch_mode": "option",
+                      "inter_patch_corrupted": "text", "inter_patch_noise": "indices",
+                      "inter_patch_step": "index", "inter_patch_score": "option"},
 }
 # The named options of each "option" key: {name in a link: the widget's label}, the default
 # first (never written).
@@ -57,12 +62,24 @@ OPTIONS: dict[str, dict[str, str]] = {
        for key in ("attn_show", "link_show", "agg_show", "tv_show")},
     "contrib_method": {name: m.label for name, m in show.PAGE_METHODS.items()},
     "contrib_contrast": {"token": show.NO_CONTRAST, "runner_up": show.RUNNER_UP},
+    "inter_patch_mode": {"typed": show.CORRUPT_TYPED, "noise": show.CORRUPT_NOISE},
+    "inter_patch_score": {"log_p": show.PATCH_LOG_P, "difference": show.PATCH_DIFFERENCE},
 }
+# "flag" keys (a toggle, written 1 or 0 when it differs from its default), "text" keys (any text,
+# written when not empty), "indices" (a list of positions, written "2,5" when not empty; the
+# page drops positions the sentence does not have), "decoder layers" and "heads" (lists,
+# written when not all of them, as their multiselects start).
+FLAG_DEFAULTS: dict[str, bool] = {"inter_lens_on": True}
+LISTS = frozenset({"indices", "decoder layers", "heads"})
+# Number choices that start unset (the page picks for itself): a link names any value, 0 included.
+UNSET_BY_DEFAULT = frozenset({"inter_patch_step"})
 # Number choices a page opens on the last decoder layer rather than 0: a link names any other
 # value, the first layer included.
 LAST_LAYER_BY_DEFAULT = frozenset({"agg_flow_layer", "contrib_layer"})
 CHOICES: dict[str, str] = {key: what for keys in PAGE_KEYS.values() for key, what in keys.items()}
 _NUMBER = re.compile(r"\d{1,6}")
+_NUMBERS = re.compile(r"\d{1,6}(,\d{1,6}){0,999}")
+TEXT_CHARS = 2000  # the longest text a link's parameter sets
 
 
 def restore_from_url() -> None:
@@ -101,8 +118,17 @@ def restore_from_url() -> None:
         else:
             notes.append(f"{key}={params[key]!r} is not one of {', '.join(OPTIONS[key])}: "
                          "the first one is shown.")
-    for key in (k for k, what in CHOICES.items() if what not in ("kind", "option")
-                and k in params):
+    for key in (k for k, what in CHOICES.items() if what == "flag" and k in params):
+        if params[key] in ("0", "1"):
+            st.session_state[key] = params[key] == "1"
+        else:
+            notes.append(f"{key}={params[key]!r} is not 1 or 0: it starts as it does.")
+    for key in (k for k, what in CHOICES.items() if what == "text" and k in params):
+        st.session_state[key] = params[key][:TEXT_CHARS]
+    for key in (k for k, what in CHOICES.items() if what in LISTS and k in params):
+        _restore_list(key, params[key], config, notes)
+    for key in (k for k, what in CHOICES.items() if what in ("layer", "decoder layer", "head",
+                                                            "index") and k in params):
         value, high = params[key], _highest(key, config, kinds)
         if not _NUMBER.fullmatch(value or ""):
             notes.append(f"{key}={value!r} is not a whole number: the first one is shown.")
@@ -114,6 +140,23 @@ def restore_from_url() -> None:
     if notes:
         st.sidebar.info("This link's view could not be reopened exactly. " + " ".join(notes),
                         icon=":material/link_off:")
+
+
+def _restore_list(key: str, value: str, config, notes: list[str]) -> None:
+    """A list parameter ("2,5") into the session, each value checked against the model."""
+    what = CHOICES[key]
+    high = {"heads": config.num_heads - 1,
+            "decoder layers": config.num_decoder_layers - 1}.get(what)
+    if not _NUMBERS.fullmatch(value or ""):
+        notes.append(f"{key}={value!r} is not whole numbers separated by commas: it starts as "
+                     "it does.")
+        return
+    values = sorted({int(v) for v in value.split(",")})
+    if high is not None and values[-1] > high:
+        notes.append(f"{key}={value} is out of range for this model (0 to {high}): it starts "
+                     "as it does.")
+        return
+    st.session_state[key] = values
 
 
 def _model_choice(value: str | None, notes: list[str]) -> str | None:
@@ -180,14 +223,32 @@ def view_params(url_path: str) -> dict[str, str]:
             names = [name for name, label in OPTIONS[key].items() if label == value]
             if names and names[0] != next(iter(OPTIONS[key])):
                 params[key] = names[0]
-        elif isinstance(value, int) and value != _default(key):
+        elif what == "flag":
+            if isinstance(value, bool) and value != FLAG_DEFAULTS[key]:
+                params[key] = "1" if value else "0"
+        elif what == "text":
+            if isinstance(value, str) and value:
+                params[key] = value
+        elif what in LISTS:
+            if isinstance(value, list) and value and value != _all(what):
+                params[key] = ",".join(str(v) for v in sorted(value))
+        elif isinstance(value, int) and not isinstance(value, bool) and value != _default(key):
             params[key] = str(value)
     return params
 
 
-def _default(key: str) -> int:
-    """The value a page's number choice starts on: 0, or the active model's last decoder
-    layer for LAST_LAYER_BY_DEFAULT."""
+def _all(what: str) -> list[int] | None:
+    """Every value a list of decoder layers or heads may hold (None for positions)."""
+    config = models.active_checkpoint().config
+    return {"heads": list(range(config.num_heads)),
+            "decoder layers": list(range(config.num_decoder_layers))}.get(what)
+
+
+def _default(key: str) -> int | None:
+    """The value a page's number choice starts on: 0, the active model's last decoder
+    layer for LAST_LAYER_BY_DEFAULT, None (unset) for UNSET_BY_DEFAULT."""
+    if key in UNSET_BY_DEFAULT:
+        return None
     if key in LAST_LAYER_BY_DEFAULT:
         return models.active_checkpoint().config.num_decoder_layers - 1
     return 0

@@ -527,6 +527,27 @@ def knockout(ckpt: OpenedModel, source: str, target: str | None, output_ids, ste
                      tuple(sorted(heads)), tuple(sorted(positions)))
 
 
+def patch(ckpt: OpenedModel, source: str, output_ids, corrupted: str | None, positions,
+          step: int | None, foil: str | None) -> dict:
+    """OpenedModel.patch of every site kind on the given output ids (the translation's, or the
+    typed target's), the corrupted source typed or the noised positions, cached."""
+    return _patch(ckpt, source, _ids(output_ids), corrupted,
+                  None if positions is None else tuple(sorted(positions)),
+                  None if step is None else int(step), foil)
+
+
+@cached(max_entries=MAX_RESULTS, show_spinner=False)
+def _patch(ckpt: OpenedModel, source: str, output_ids: tuple, corrupted: str | None,
+           positions: tuple | None, step: int | None, foil: str | None) -> dict:
+    bar = st.progress(0.0, text="Restoring each site from the clean run…")
+    result = ckpt.patch(source, corrupted, output_ids=list(output_ids),
+                        corrupt_positions=None if positions is None else list(positions),
+                        step=step, foil=foil, on_progress=lambda done, total: bar.progress(
+                            done / total, text=f"{done} of {total} passes (layers, heads)"))
+    bar.empty()
+    return result
+
+
 @cached(max_entries=MAX_RESULTS, show_spinner="Blocking the edges and decoding on…")
 def _knockout(ckpt: OpenedModel, source: str, output_ids: tuple, step: int, layers: tuple,
               heads: tuple, positions: tuple) -> dict:

@@ -98,6 +98,13 @@ def steps_picker(container, prefix: str) -> int | None:
 NO_CONTRAST = "log p(token)"  # the contrast pickers' first option: no foil
 RUNNER_UP = "log p(token) − log p(runner-up)"  # every step against its most probable other
 
+# Activation patching's choices (the Interventions page): how the corrupted source is made, and
+# what is scored.
+CORRUPT_TYPED = "Type the corrupted source"
+CORRUPT_NOISE = "Add noise to source tokens"
+PATCH_LOG_P = "log p(token)"
+PATCH_DIFFERENCE = "log p(token) − log p(the corrupted run's token)"
+
 
 def runner_ups(top_ids: np.ndarray, output_ids) -> list[int]:
     """Each step's most probable token other than the one it output: top_ids (T, k), the

@@ -126,3 +126,33 @@ def test_an_unknown_option_falls_back_with_a_note():
     assert at.radio(key="attn_show").value == "Weights"
     [note] = _link_notes(at)
     assert "attn_show='gradients'" in note and "weights, value_norm" in note
+
+
+def test_a_link_reopens_an_interventions_view():
+    """Issue 41, item 7: text, lists and a toggle reopen too (the patching pair, the knockout's
+    edges, DecoderLens off)."""
+    at = _fresh({"src": "March 5, 2021", "inter_patch_corrupted": "March 6, 2021",
+                 "inter_patch_score": "difference", "inter_patch_step": "0",
+                 "inter_ko_sources": "1,3", "inter_ko_layers": "1", "inter_ko_heads": "0,2",
+                 "inter_lens_on": "0"}, "views/Interventions.py")
+    assert not _link_notes(at)
+    assert at.text_input(key="inter_patch_corrupted").value == "March 6, 2021"
+    assert at.selectbox(key="inter_patch_step").value == 0  # a step named, 0 included
+    assert at.multiselect(key="inter_ko_sources").value == [1, 3]
+    assert at.multiselect(key="inter_ko_layers").value == [1]
+    assert at.multiselect(key="inter_ko_heads").value == [0, 2]
+    assert at.toggle(key="inter_lens_on").value is False
+    assert {k: at.query_params[k] for k in ("inter_ko_sources", "inter_lens_on",
+                                            "inter_patch_step")} == {
+        "inter_ko_sources": "1,3", "inter_lens_on": "0", "inter_patch_step": "0"}
+    set_widget(at, "multiselect", "inter_ko_heads", [0, 1, 2, 3])  # all: the default again
+    assert "inter_ko_heads" not in at.query_params
+
+
+def test_bad_list_and_flag_parameters_fall_back_with_a_note():
+    at = _fresh({"inter_ko_heads": "0,9", "inter_ko_sources": "1;2", "inter_lens_on": "yes"},
+                "views/Interventions.py")
+    [note] = _link_notes(at)
+    assert "inter_ko_heads=0,9 is out of range" in note
+    assert "inter_ko_sources='1;2'" in note and "inter_lens_on='yes'" in note
+    assert at.toggle(key="inter_lens_on").value is True

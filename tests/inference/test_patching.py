@@ -190,6 +190,18 @@ def test_the_dates_pair_shows_the_day_and_the_head_that_carries_it(bundled):
     assert got["decoder_layers_recovered"][-1, -1] == pytest.approx(1.0, abs=1e-5)
 
 
+def test_the_corrupted_runs_pick_as_the_foil(bundled):
+    """foil="corrupted": the clean answer against the corrupted one ("5" against "6")."""
+    got = bundled.patch(CLEAN, CORRUPTED, foil="corrupted")
+    plain = bundled.patch(CLEAN, CORRUPTED)
+    assert got["foil_token"] == "6" and got["foil"] == plain["corrupted_picks"][got["step"]]
+    assert got["clean_score"] > 0 > got["corrupted_score"]  # 5 wins, then 6 wins
+    with pytest.raises(ValueError, match="also picks the token"):
+        bundled.patch(CLEAN, CORRUPTED, step=0, foil="corrupted")
+    with pytest.raises(ValueError, match="an id or 'corrupted'"):
+        bundled.patch(CLEAN, CORRUPTED, foil="runner-up")
+
+
 def test_the_default_step_is_the_first_the_corruption_changes(bundled):
     got = bundled.patch(CLEAN, CORRUPTED)
     clean, corrupt = got["step_scores"].T

@@ -73,3 +73,45 @@ def test_knockout_blocks_the_picked_edges_and_shows_what_follows(app, bundled):
     assert any(expected["translation_knocked"]["text"] in m.value for m in at.markdown)
     set_widget(at, "multiselect", "inter_ko_heads", [0])  # fewer edges: another answer
     assert not at.exception, at.exception
+
+
+def test_patching_draws_the_models_recovered_fractions(app, bundled):
+    """Issue 41, item 4 on the page: the dates pair; every map is OpenedModel.patch's
+    recovered fraction, computed here; the logit difference against the corrupted run's pick;
+    a corrupted source of another length is refused with a sentence and the page stays."""
+    at = open_page(app, PAGE)
+    at.text_input(key=state.SOURCE).set_value("March 5, 2021").run()
+    assert any("Type a corrupted copy" in i.value for i in at.info)
+    set_widget(at, "text_input", "inter_patch_corrupted", "March 16, 2021")
+    assert not at.exception, at.exception
+    assert any("as many" in w.value for w in at.warning)
+    set_widget(at, "text_input", "inter_patch_corrupted", "March 6, 2021")
+    assert not at.exception and not at.warning, (at.exception, at.warning)
+    ids = bundled.translate("March 5, 2021").token_ids
+    expected = bundled.patch("March 5, 2021", "March 6, 2021", output_ids=ids)
+    for kind in ("encoder_layers", "decoder_layers", "encoder_heads", "decoder_heads",
+                 "cross_heads"):
+        z = _chart(at, f"inter_patch_{kind}")["data"][0]["z"]
+        shown = plotly_array(z) if isinstance(z, dict) else np.asarray(z, float)
+        np.testing.assert_allclose(shown, expected[f"{kind}_recovered"], atol=1e-6)
+    values = [m.value for m in at.metric]
+    assert "5" in values and f"{expected['clean_score']:.3f}" in values
+    set_widget(at, "radio", "inter_patch_score", at.radio(key="inter_patch_score").options[1])
+    contrast = bundled.patch("March 5, 2021", "March 6, 2021", output_ids=ids, foil="corrupted")
+    assert f"{contrast['corrupted_score']:.3f}" in [m.value for m in at.metric]
+    assert any("log p('6')" in m.label for m in at.metric)
+    # noise instead of a typed corruption: the day's token (it lowers "5" without making
+    # another token win: no contrast to draw, said in a sentence; then log p)
+    set_widget(at, "radio", "inter_patch_mode", at.radio(key="inter_patch_mode").options[1])
+    assert any("Pick the source tokens to corrupt" in i.value for i in at.info)
+    day = bundled.source_tokenizer.ids_to_pieces(bundled.encode_source("March 5, 2021")).index(
+        "5")
+    set_widget(at, "multiselect", "inter_patch_noise", [day])
+    assert not at.exception, at.exception
+    assert any("also picks the token" in w.value for w in at.warning)
+    set_widget(at, "radio", "inter_patch_score", at.radio(key="inter_patch_score").options[0])
+    assert not at.exception and not at.warning, (at.exception, at.warning)
+    noised = bundled.patch("March 5, 2021", output_ids=ids, corrupt_positions=[day])
+    z = _chart(at, "inter_patch_encoder_layers")["data"][0]["z"]
+    shown = plotly_array(z) if isinstance(z, dict) else np.asarray(z, float)
+    np.testing.assert_allclose(shown, noised["encoder_layers_recovered"], atol=1e-6)

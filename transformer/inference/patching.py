@@ -31,11 +31,12 @@ from transformer.inference.compiled import built, shared_function
 from transformer.inference.maps import scored_ids
 from transformer.inference.search_ours import never_emitted
 
-__all__ = ["NOISE_SCALE", "SITES", "patch"]
+__all__ = ["CORRUPTED_PICK", "NOISE_SCALE", "SITES", "patch", "recovered"]
 
 SITES = ("encoder_layers", "decoder_layers", "encoder_heads", "decoder_heads", "cross_heads")
 NOISE_SCALE = 3.0  # ROME's: the noise's standard deviation, in the embedding rows' own
 NO_FOIL = -1
+CORRUPTED_PICK = "corrupted"  # foil=: the token the corrupted run picks at the step
 
 
 def patch(ckpt, clean: str, corrupted: str | None = None, target: str | None = None, *,
@@ -48,13 +49,15 @@ def patch(ckpt, clean: str, corrupted: str | None = None, target: str | None = N
 
     corrupted: a source with as many ids as the clean one; or corrupt_positions (indices of the
     clean source's ids): those tokens' embedding rows plus Gaussian noise of noise_scale times
-    the standard deviation of the embedding matrix's entries (seeded by `seed`). foil: an id;
-    the score is then log p(token) - log p(foil).
+    the standard deviation of the embedding matrix's entries (seeded by `seed`). foil: an id,
+    or "corrupted" (the corrupted run's own pick at the step: the usual contrast of the clean
+    answer with the corrupted one); the score is then log p(token) - log p(foil).
 
     Returns a dict: "source_tokens", "corrupted_tokens" (N), "output_tokens" (T), "step",
     "token", "token_id", "foil" (id or None), "foil_token", "metric" (what the scores are),
     "clean_score" and "corrupted_score" (the step's score in each run), "step_scores" (T, 2: the
     clean and corrupted log p of every output token, what the default step is picked from),
+    "corrupted_picks" (T: the corrupted run's argmax at each step),
     per site kind `kind` of `sites` "<kind>" (the shapes above: the score with that site
     restored), "<kind>_recovered" (the same as the fraction of the corruption's effect undone:
     (score - corrupted) / (clean - corrupted); NaN where the corruption changed nothing) and
@@ -77,7 +80,15 @@ def patch(ckpt, clean: str, corrupted: str | None = None, target: str | None = N
         model, tf.constant([clean_ids, corrupt_ids], tf.int32), tf.constant(noise),
         tf.constant([target_ids], tf.int32), tf.constant([out], tf.int32), banned)
     step_scores = step_log_probs.numpy().T  # (T, 2): clean, corrupted
-    step = _step(step, step_scores, argmax.numpy()[1], out)
+    corrupt_picks = argmax.numpy()[1]  # (T,): the corrupted run's pick at each step
+    step = _step(step, step_scores, corrupt_picks, out)
+    if isinstance(foil, str):
+        if foil != CORRUPTED_PICK:
+            raise ValueError(f"the foil must be an id or {CORRUPTED_PICK!r}, got {foil!r}")
+        foil = int(corrupt_picks[step])
+        if foil == out[step]:
+            raise ValueError(f"the corrupted run also picks the token at step {step}: there is "
+                             "no other answer to contrast it with (score log p instead)")
     if foil is not None:
         foil = int(foil)
         if not 0 <= foil < config.tgt_vocab_size:
@@ -106,7 +117,7 @@ def patch(ckpt, clean: str, corrupted: str | None = None, target: str | None = N
               "foil": foil, "foil_token": None if foil is None else tok.ids_to_pieces([foil])[0],
               "metric": ("log p(token)" if foil is None
                          else "log p(token) - log p(foil)"),
-              "step_scores": step_scores}
+              "step_scores": step_scores, "corrupted_picks": corrupt_picks}
     functions = _patch_function(model)
     passes = [[k for k in sites if not k.endswith("_heads")], [k for k in sites
                                                                if k.endswith("_heads")]]

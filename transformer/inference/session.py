@@ -235,7 +235,7 @@ class OpenedModel:
                         max_steps=max_steps)
 
     def patch(self, clean: str, corrupted: str | None = None, target: str | None = None, *,
-              corrupt_positions=None, step: int | None = None, foil: int | None = None,
+              corrupt_positions=None, step: int | None = None, foil: int | str | None = None,
               sites=None, output_ids=None, on_progress=None) -> dict:
         """Activation patching: each site (a layer's output at a position, a head's output) of
         `sites` (default every kind) restored from the clean run into the corrupted one, and an
