@@ -69,12 +69,14 @@ def contribution_map_fig(matrix, rows, cols, *, title: str = "", value_name: str
                          ) -> go.Figure:
     """matrix (T, k): row t what output token t took from each column's token. Unsigned values
     on the weights' blue from 0 to zmax (default: the largest value); signed ones (integrated
-    gradients) on a red-white-blue scale centred on 0. Hover: both tokens and the value."""
+    gradients) on a red-white-blue scale centred on 0, from -zmax to zmax (default: the largest
+    magnitude; a fixed zmax keeps maps of one quantity comparable, and a map of tiny values
+    pale). Hover: both tokens and the value."""
     rows, cols = [str(t) for t in rows], [str(t) for t in cols]
     matrix = check_matrix(np.asarray(matrix, dtype=float), len(rows), len(cols))
     customdata, where = cell_hover_data(rows, cols, y_title, x_title)
     largest = float(np.nanmax(np.abs(matrix))) if matrix.size else 0.0
-    scale = (diverging(largest) if signed else
+    scale = (diverging(zmax if zmax is not None else largest) if signed else
              dict(colorscale=WEIGHT_SCALE, zmin=0.0,
                   zmax=zmax if zmax is not None else (largest if largest > 0 else 1.0)))
     trace = dict(type="heatmap", z=matrix.tolist(), x=positions(cols), y=positions(rows),

@@ -141,11 +141,11 @@ SITE_TITLES = {"encoder_layers": "Encoder: a layer's output at one source positi
 def _corruption(ckpt, src_tokens):
     """The corrupted source (typed) or the noised positions, from the section's widgets; None
     for both (with a prompt drawn) while nothing is picked."""
-    mode = st.radio("Corrupted source", [show.CORRUPT_TYPED, show.CORRUPT_NOISE],
+    mode = st.radio("How to corrupt it", [show.CORRUPT_TYPED, show.CORRUPT_NOISE],
                     key="inter_patch_mode", horizontal=True)
     if mode == show.CORRUPT_TYPED:
         corrupted = st.text_input(
-            "Corrupted source", key="inter_patch_corrupted",
+            "Corrupted source sentence", key="inter_patch_corrupted",
             help="The sentence with a word changed; it must split into as many tokens (the "
                  "sites are restored position by position).")
         if not corrupted.strip():
@@ -213,16 +213,18 @@ def patching(ckpt, source: str, typed) -> None:
         return
     start = tokens.shown(tgt, tgt.ids_to_pieces([ckpt.config.start_id]))
     prefix = (start + out_tokens[:at])  # the decoder's inputs up to the step
-    axes = {"encoder_layers": (["embeddings"] + [f"layer {k}" for k in range(
-                1, ckpt.config.num_encoder_layers + 1)], src_tokens, "source token"),
-            "decoder_layers": (["embeddings"] + [f"layer {k}" for k in range(
-                1, ckpt.config.num_decoder_layers + 1)], prefix, "decoder input"),
+    outputs = {stack: ["embeddings"] + [f"layer {k} output" for k in range(count)]
+               for stack, count in (("encoder", ckpt.config.num_encoder_layers),
+                                    ("decoder", ckpt.config.num_decoder_layers))}
+    axes = {"encoder_layers": (outputs["encoder"], src_tokens, "source token"),
+            "decoder_layers": (outputs["decoder"], prefix, "decoder input"),
             **{kind: ([f"layer {k}" for k in range(result[kind].shape[0])],
                       [f"H{h}" for h in range(ckpt.config.num_heads)], "head")
                for kind in ("encoder_heads", "decoder_heads", "cross_heads")}}
     for kind, (rows, cols, x_title) in axes.items():
         screen.chart(st, contribution_map_fig(
-            result[f"{kind}_recovered"], rows, cols, signed=True, value_name="recovered",
+            result[f"{kind}_recovered"], rows, cols, signed=True, zmax=1.0,
+            value_name="recovered",
             title=SITE_TITLES[kind], x_title=x_title, y_title="layer"),
             key=f"inter_patch_{kind}")
     st.caption("Each cell: the site restored from the clean run into the corrupted one, alone; "

@@ -300,9 +300,9 @@ def test_contributions_and_value_norms_in_chromium(server, browser):
 
 
 def test_contrast_value_zeroing_and_decoder_lens_in_chromium(server, browser):
-    """Issue 41's first parts in a real browser on the bundled model: saliency against each
-    step's runner-up, value zeroing beside the attention weights, and the Interventions page's
-    DecoderLens."""
+    """Issue 41 in a real browser on the bundled model: saliency against each step's
+    runner-up, value zeroing beside the attention weights, and the Interventions page's
+    DecoderLens and activation patching."""
     shots, page, main, errors = _contributions_page(server, browser)
     main.get_by_text("Saliency", exact=True).click()
     page.wait_for_timeout(300)
@@ -325,4 +325,15 @@ def test_contrast_value_zeroing_and_decoder_lens_in_chromium(server, browser):
     assert main.get_by_text("(the model)", exact=False).count() > 0
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(shots / "Interventions-decoder-lens.png"), full_page=True)
+    # activation patching (item 4): the default sentence against the day changed
+    box = main.get_by_role("textbox", name="Corrupted source sentence")
+    box.fill("Friday, March 6, 2021")
+    box.press("Enter")
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    main.get_by_text("the share of the corruption", exact=False).first.wait_for(timeout=180_000)
+    assert main.locator('[data-testid="stMetricValue"]').filter(has_text="5").count() > 0
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert "inter_patch_corrupted=Friday" in page.url  # the link keeps the pair
+    page.screenshot(path=str(shots / "Interventions-patching.png"), full_page=True)
     assert not errors, errors

@@ -171,4 +171,18 @@ def test_upload_a_bart_folder_and_translate_as_its_generation_config(server, bro
     main(page).get_by_text("Kobayashi et al. 2020", exact=False).first.wait_for(timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(shots / "Import-bart-value-norm.png"), full_page=True)
+    # Issue 41: the Interventions page on the uploaded folder (a word changed for one of as
+    # many byte-level pieces: "black" and "brown" are 4 each)
+    open_from_nav(page, "Decoding", "Interventions")
+    main(page).get_by_text("the decoder reading encoder layer k", exact=False).first.wait_for(
+        timeout=120_000)
+    box = main(page).get_by_role("textbox", name="Corrupted source sentence")
+    box.fill("the brown cat sleeps")
+    box.press("Enter")
+    page.wait_for_timeout(300)
+    wait_for_app(page)
+    main(page).get_by_text("the share of the corruption", exact=False).first.wait_for(
+        timeout=120_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(shots / "Import-bart-interventions.png"), full_page=True)
     assert not errors, errors
