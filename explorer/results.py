@@ -490,6 +490,8 @@ def _contributions(ckpt: OpenedModel, source: str, target: str | None, output_id
         options["foil"] = list(foil)
     if method == "value_zeroing":  # one batch of layer runs per layer and kind
         what, counted = "Zeroing each token's values…", "layer runs (layer x kind)"
+    elif method == "alti_logit":  # one pass, then NumPy per decoder layer
+        what, counted = "Computing ALTI-Logit…", "steps (the pass, then each decoder layer)"
     else:
         what, counted = "Computing gradients…", "rows (output token x step)"
     bar = st.progress(0.0, text=what)  # made here: a cache hit replays it

@@ -1,7 +1,7 @@
 """Contributions: what each source token and each target-prefix token gave every output token
-(ALTI+, saliency, input x gradient, integrated gradients), beside raw attention and rollout; the
-gradient methods also contrastive ("this token rather than that one": each step's runner-up, or
-a foil picked or typed for one step)."""
+(ALTI+, ALTI-Logit, saliency, input x gradient, integrated gradients), beside raw attention and
+rollout; ALTI-Logit and the gradient methods also contrastive ("this token rather than that
+one": each step's runner-up, or a foil picked or typed for one step)."""
 
 import numpy as np
 import streamlit as st
@@ -91,10 +91,10 @@ def views(ckpt, source: str, typed) -> None:
     if record.contrastive:
         forget_if_not_offered("contrib_contrast", CONTRASTS)
         contrast = c1.radio("Explain", CONTRASTS, key="contrib_contrast", horizontal=True,
-                            help="What the gradients are taken of: the output token's "
-                                 "log-probability, or its difference from the step's most "
-                                 "probable other token (why this token rather than that one; "
-                                 "pick another foil for one step below).")
+                            help="What is explained: the output token's log-probability "
+                                 "(ALTI-Logit: its logit), or its difference from the step's "
+                                 "most probable other token (why this token rather than that "
+                                 "one; pick another foil for one step below).")
     st.markdown(record.about)
     attention = results.attention(ckpt, source, typed)  # the output ids every method scores
     out_ids = [int(i) for i in attention["output_ids"]]

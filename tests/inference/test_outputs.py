@@ -41,7 +41,7 @@ def test_every_method_says_the_kind_it_returns():
     assert {name: method.output for name, method in METHODS.items()} == {
         "value_norm": AttentionMaps, "alti": TokenContributions, "saliency": TokenContributions,
         "input_x_gradient": TokenContributions, "integrated_gradients": TokenContributions,
-        "value_zeroing": ContextMixing}
+        "value_zeroing": ContextMixing, "alti_logit": TokenContributions}
 
 
 def test_a_result_lacking_a_declared_key_is_refused_and_a_missing_attribute_is_one():

@@ -92,6 +92,7 @@ def test_alti_share_maps_and_bars_are_the_models(page, bundled, expected):
     ("Saliency", "saliency", None),
     ("Input × gradient", "input_x_gradient", None),
     ("Integrated gradients", "integrated_gradients", 8),
+    ("ALTI-Logit", "alti_logit", None),
 ])
 def test_gradient_methods_are_drawn_beside_alti(page, bundled, expected, label, method, steps):
     page.radio(key="contrib_method").set_value(label).run()
@@ -112,10 +113,10 @@ def test_gradient_methods_are_drawn_beside_alti(page, bundled, expected, label, 
     src = np.abs(result["source"]).sum(1)
     np.testing.assert_allclose(_array(share["data"][1]["y"]),
                                src / (src + np.abs(result["target"]).sum(1)), rtol=1e-4)
-    signed = method == "integrated_gradients"
+    signed = method in ("integrated_gradients", "alti_logit")
     trace = chart(page, "contrib_source_method")["data"][0]
     assert (trace.get("zmid") == 0.0) is signed
-    if signed:
+    if steps is not None:
         assert any(f"with {steps} steps" in c.value for c in page.caption)
 
 

@@ -84,6 +84,12 @@ class Norm:
             v = v - v.mean(-1, keepdims=True)
         return v * scale * self.gamma
 
+    def adjoint(self, u: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """The transpose of `linear` applied to row vectors u (q, d_model): u . L_i(v) =
+        adjoint(u)_i . v for every v (what a readout vector u sees through the norm)."""
+        g = u * scale * self.gamma
+        return g - g.mean(-1, keepdims=True) if self.kind == "layer" else g
+
     def __call__(self, z: np.ndarray) -> np.ndarray:
         """The norm itself, for rows z (q, d_model)."""
         out = self.linear(z, self.scale(z))
@@ -126,8 +132,9 @@ class Sublayer:
 def sublayer_contributions(layer: Sublayer, cross: bool = False) -> dict[str, np.ndarray]:
     """ALTI's contributions of one sublayer (the module docstring's c_ij): a dict with
     "contributions" (q, k) for self-attention, (q, k + 1) for cross-attention (the last column
-    the residual's), rows summing to 1 (float64), and "output" (q, d_model): y_i, the sublayer's
-    output the terms decompose."""
+    the residual's), rows summing to 1 (float64), "output" (q, d_model): y_i, the sublayer's
+    output the terms decompose, and "z" (q, d_model): the sum before a post-LN norm (y itself
+    in a pre-LN model)."""
     weights = np.asarray(layer.weights, np.float64)  # (H, q, k)
     residual = np.asarray(layer.residual, np.float64)  # (q, d_model)
     heads, queries, keys = weights.shape
@@ -165,7 +172,7 @@ def sublayer_contributions(layer: Sublayer, cross: bool = False) -> dict[str, np
     gain = np.maximum(y_l1[:, None] - distance, 0.0)  # (q, columns)
     total = gain.sum(-1, keepdims=True)
     contributions = np.divide(gain, total, out=np.zeros_like(gain), where=total > 0)
-    return {"contributions": contributions, "output": y}
+    return {"contributions": contributions, "output": y, "z": z}
 
 
 def alti_rollout(encoder: Sequence[np.ndarray], decoder: Sequence[np.ndarray],

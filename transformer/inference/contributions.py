@@ -14,6 +14,9 @@ method is one module and one record here:
 - "alti" (ALTI+, Ferrando et al. 2022: transformer.inference.alti_inputs, its arithmetic
   transformer.analysis.alti): each output token's contributions from each source token and
   each decoder input, and its source share.
+- "alti_logit" (ALTI-Logit, Ferrando et al. 2023: transformer.inference.alti_inputs, its
+  arithmetic transformer.analysis.alti_logit): each source and prefix token's contribution to
+  each output token's logit, through every decoder layer; with foil=, to the logit difference.
 - "value_zeroing" (Mohebbi et al. 2023: transformer.inference.value_zeroing, its arithmetic
   transformer.analysis.context_mixing): per layer and kind, how far each query token's layer
   output moves when each key token's value vectors are zeroed (cosine distance).
@@ -34,7 +37,7 @@ import numpy as np
 
 from transformer.analysis.value_norm import value_weighted
 from transformer.core.kinds import KINDS, head_masks
-from transformer.inference.alti_inputs import alti
+from transformer.inference.alti_inputs import alti, alti_logit_attributions
 from transformer.inference.gradients import gradient_attributions
 from transformer.inference.maps import attention_maps, scored_ids
 from transformer.inference.outputs import AttentionMaps, ContextMixing, Output, TokenContributions
@@ -146,6 +149,14 @@ METHODS: dict[str, Method] = {method.name: method for method in (
         "distance), and the shares are rolled out through the encoder and through the "
         "decoder with its cross-attention. Each row sums to 1 over the source and the "
         "prefix together.")),
+    Method("alti_logit", "ALTI-Logit", "logit", alti_logit_attributions, signed=True,
+           contrastive=True, about=(
+        "**ALTI-Logit** (Ferrando et al. 2023, *Explaining How Transformers Use Context to "
+        "Build Predictions*): what each attention sublayer adds for each key token, read out "
+        "directly as the output token's logit (its norms linearised), then spread over the "
+        "input tokens that key is made of by ALTI's rollout. Signed, in logits (red: the "
+        "token lowers the logit, or the lead over the foil); the feed-forward sublayers and "
+        "biases are not attributed.")),
     Method("saliency", "Saliency", "‖∇ log p‖", _gradients("saliency"), gradient=True,
            contrastive=True, about=(
         "**Saliency** (Simonyan et al. 2014): the length of the gradient of the output "
