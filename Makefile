@@ -56,6 +56,7 @@ bench: install chromium
 	$(BIN)/python bench/value_norm_cost.py
 	$(BIN)/python bench/gradients_cost.py
 	$(BIN)/python bench/alti_cost.py
+	$(BIN)/python bench/patching_speed.py
 	$(BIN)/python bench/real_models.py
 
 clean:
