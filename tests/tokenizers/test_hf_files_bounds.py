@@ -143,3 +143,69 @@ def test_nllb_sized_vocabulary_still_opens():
     assert len(read.vocab) == pieces and len(read.added_tokens) == 206
     assert time.perf_counter() - start < 2.0
     assert pieces + 8 * 206 < hf_files.MAX_JSON_KEYS and limits.MAX_VOCAB < hf_files.MAX_JSON_KEYS
+
+
+# ------------------------------------------------------------------ the checks' fast paths
+
+def _outside_one_by_one(data: bytes) -> bytes:
+    """The bytes outside strings as the scan defines them, written out plainly: escape pairs
+    blanked left to right, quotes' parity, then the spaces dropped."""
+    data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    out, inside = bytearray(), False
+    for byte in data:
+        if byte == ord('"'):
+            inside = not inside
+        if not inside and byte not in b" \t\n\r":
+            out.append(byte)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("data", [
+    b'{"a": [1, "b c", "d\\"e"], "f\\\\": {"g": null}}',
+    b'["x\\ ", "y"] ',  # a backslash before a space: the spaces go after the escapes are blanked
+    b'"\\\\ \\" \t"  :  [ "\\\t\\\\\\"" ]',
+    b'{"\xe2\x96\x81a": 1,\n  "b\\u0020": [\n "c d" ,\r\n true ]}',
+    b'"unclosed \\" : [ {',
+])
+def test_the_scan_deletes_spaces_and_blanks_escapes_as_it_did_one_by_one(data):
+    assert hf_files._outside_strings(data).tobytes() == _outside_one_by_one(data)
+
+
+@pytest.mark.parametrize("merges, message", [
+    ([["a", "b"], "b a"], None),  # lists and strings mixed: read merge by merge, as before
+    ([["a", "b"], ["a", 1]], r"merge 1 must be 'a b' or \[a, b\], got \['a', 1\]"),
+    ([["a", "b"], ["a", ["b"]]], r"merge 1 must be 'a b' or \[a, b\]"),
+    (["a b", "a b c"], "merge 1 must be 'a b' or"),
+    ([["a", "b"], ["zz", "a"]], r"merge 1 \('zz' 'a'\) uses 'zz', which is not in the vocabulary"),
+    ([["a", "b"], ["b", "b"]], r"merge 1 \('b' 'b'\) uses 'bb', which is not in the vocabulary"),
+    (["a b", "b zz"], r"merge 1 \('b' 'zz'\) uses 'zz'"),
+])
+def test_merges_are_checked_whole_and_the_first_bad_one_named(merges, message):
+    data = bpe({"a": 0, "b": 1, "ab": 2, "ba": 3}, merges)
+    if message is None:
+        assert read_tokenizer_json(data).merges == [("a", "b"), ("b", "a")]
+    else:
+        with pytest.raises(TokenizerError, match=rf"^tokenizer\.json: {message}"):
+            read_tokenizer_json(data)
+
+
+@pytest.mark.parametrize("entry, message", [
+    (["x", -3], None),  # an int score is read as a float
+    (["x", True], "vocab entry 1 must be"),
+    (["x", "1.0"], "vocab entry 1 must be"),
+    (["x"], "vocab entry 1 must be"),
+    ([7, -1.0], "vocab entry 1 must be"),
+    ("x", "vocab entry 1 must be"),
+    (["x", 10**400], "vocab entry 1 must be"),  # past a float's range (was an OverflowError)
+])
+def test_unigram_entries_are_checked_whole_and_the_first_bad_one_named(entry, message):
+    data = unigram([["<unk>", 0.0], entry, ["y", -1.5]])
+    if message is None:
+        read = read_tokenizer_json(data)
+        assert read.vocab == [("<unk>", 0.0), ("x", -3.0), ("y", -1.5)]
+        assert all(type(score) is float for _, score in read.vocab)
+    else:
+        with pytest.raises(TokenizerError, match=message):
+            read_tokenizer_json(data)
+    with pytest.raises(TokenizerError, match="vocab entry 1 must be"):
+        read_tokenizer_json(unigram([["<unk>", 0.0], ["x", 1.0]]).replace(b"1.0", b"NaN"))

@@ -273,3 +273,37 @@ def test_the_other_side_equals_a_tokenizer_built_for_it(files, family):
     if family in ("mbart", "mbart50", "nllb"):
         with pytest.raises(TokenizerError, match="not a language code"):
             source.other_side("target", "xx_YY")
+
+
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "m2m100"])
+def test_the_pieces_and_ids_are_the_librarys(files, family):
+    """The vocabulary HFTokenizer takes from hf_backend (its model's, with the added tokens over
+    it) without reading it back is the library's get_vocab(with_added_tokens=True), every id's
+    piece its id_to_token: from tokenizer.json and from the original files."""
+    sources = {"files": dict(files[family])}
+    if "tokenizer.json" not in sources["files"]:
+        built = build(files, family, "source")
+        sources["tokenizer.json"] = {"tokenizer.json": built.model_bytes}
+    for these in sources.values():
+        tok = HFTokenizer.from_files(family, these, "source", LANGS.get(family, (None,))[0])
+        library = tok.backend.get_vocab(with_added_tokens=True)
+        assert {p: i for i, p in enumerate(tok.pieces_by_id)} == library
+        assert tok.pieces_by_id == [tok.backend.id_to_token(i) for i in range(tok.vocab_size)]
+
+
+def test_the_m2m100_other_side_equals_a_tokenizer_built_for_it(files):
+    """tokenizer_pair builds M2M100's target from the source (other_side: one reading of the
+    files): the same as a target built from them, for another language too; a language the
+    codes lack is refused there as well."""
+    source = build(files, "m2m100", "source", "en")
+    for language in ("fr", None):
+        target = source.other_side("target", language)
+        built = build(files, "m2m100", "target", language)
+        assert target.spec() == built.spec() and target.sp is source.sp
+        assert target.model_bytes == built.model_bytes
+        assert target.encode(TEXT, add_start=True, add_end=True) == built.encode(
+            TEXT, add_start=True, add_end=True)
+        assert target.decode(range(target.vocab_size)) == built.decode(range(built.vocab_size))
+    assert source.other_side("target", "fr").prefix_ids != source.prefix_ids
+    with pytest.raises(TokenizerError, match="not one of the m2m100 language codes"):
+        source.other_side("target", "xx")

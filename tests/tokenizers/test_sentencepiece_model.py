@@ -313,3 +313,43 @@ def test_a_model_that_passed_is_not_checked_again_and_a_bad_one_always_is(good, 
         with pytest.raises(TokenizerError, match="not a SentencePiece model"):
             check_sentencepiece_model(b"\xff" * 40, f"bad {attempt}")
     assert parsed == ["first", "bad 0", "bad 1"]
+
+
+def _outputs_one_by_one(values, outputs: bytes, limit: int) -> str:
+    """What each rule's output must be, checked output by output as _check_outputs reads them
+    when one fails."""
+    for start in values:
+        end = outputs.find(b"\0", start, start + limit + 1)
+        if end < 0 and len(outputs) - start > limit:
+            return "too long"
+        try:
+            outputs[start:end if end >= 0 else len(outputs)].decode("utf-8")
+        except UnicodeDecodeError:
+            return "not UTF-8"
+    return "ok"
+
+
+def test_the_outputs_are_checked_at_once_as_they_were_one_by_one(monkeypatch):
+    """_check_outputs checks every output at once (their ends, their first bytes, the bytes
+    they span decoded as one) and goes output by output only to name a failure: on random
+    tables, the same verdict as output by output, for a short and a long bound."""
+    import random
+
+    from transformer.tokenizers import sentencepiece_model
+
+    rng = random.Random(0)
+    pieces = [b"\0", b"a", b"bc", "é".encode(), "€".encode(), "😀".encode(), b"\x80", b"\xff",
+              b"\xe2\x82"]
+    for limit in (3, 8, 32):
+        monkeypatch.setattr(sentencepiece_model, "MAX_RULE_OUTPUT_BYTES", limit)
+        for _ in range(3000):
+            outputs = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 24)))
+            values = np.unique(np.array([rng.randrange(len(outputs))
+                                         for _ in range(rng.randint(0, 5))], dtype=np.int64))
+            try:
+                sentencepiece_model._check_outputs(values, outputs, "rules")
+                verdict = "ok"
+            except TokenizerError as err:
+                verdict = "too long" if "longer than" in str(err) else "not UTF-8"
+            assert verdict == _outputs_one_by_one(values.tolist(), outputs, limit), (outputs,
+                                                                                       values)

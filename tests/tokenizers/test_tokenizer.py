@@ -11,7 +11,7 @@ import sentencepiece as spm
 from bpemb import BPEmb
 
 from transformer.tokenizers import KIND_CLASSES, tokenizer_from_spec
-from transformer.tokenizers.base import Tokenizer, TokenizerError, byte_to_char_spans
+from transformer.tokenizers.base import Tokenizer, TokenizerError, as_id_list, byte_to_char_spans
 from transformer.tokenizers.bpemb import BPEmbTokenizer
 
 CORPUS = [
@@ -379,3 +379,26 @@ def test_first_not_text_finds_the_first_piece_that_is_no_utf8_text():
     assert first_not_text(pieces[:10] + ["a\ud800b"] + pieces[10:] + ["\udfff"]) == 10
     assert first_not_text(["a", b"bytes", "c"]) == 1  # not a str at all
     assert first_not_text([]) is None
+
+
+def _outcome(call):
+    try:
+        return call()
+    except (ValueError, TypeError) as err:
+        return type(err).__name__, str(err)
+
+
+@pytest.mark.parametrize("ids", [  # pad 0, start 2, end 3
+    [5, 6, 7], [], np.array([], dtype=np.int64), np.arange(10, dtype=np.uint8),
+    np.array([4, 3, 2**63 + 5], dtype=np.uint64),  # past the end id: never checked
+    [4, -1, 3], [4, 10**30, 3], [4, 3, -1], np.array([1, 0, 4, 2, 5, 3, 6]),
+    [1.0, 2.0], np.array([True, False]), [4, "5"], [[1, 2]], np.int32(4), [10**9],
+])
+def test_ids_are_checked_at_once_as_they_were_one_by_one(trained, ids):
+    """An array of integers is checked with NumPy (decode, ids_to_pieces): the same ids kept,
+    the same error for the first bad id before the first end id, and anything else id by id."""
+    assert (trained.pad_id, trained.start_id, trained.end_id) == (0, 2, 3)
+    assert _outcome(lambda: trained._kept_ids(ids)) == _outcome(
+        lambda: trained._kept_one_by_one(as_id_list(ids)))
+    assert _outcome(lambda: trained._checked_ids(ids)) == _outcome(
+        lambda: [trained._check_id(i) for i in as_id_list(ids)])

@@ -35,6 +35,7 @@ kind             what                                         class
 from __future__ import annotations
 
 import contextlib
+import gc
 import operator
 from typing import Iterable
 
@@ -78,6 +79,23 @@ def library_panics(what: str):
         detail = " ".join(str(err).split())[:200]
         raise TokenizerError(f"{what} fails inside the tokenizers library (it panicked: "
                              f"{detail})") from None
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Python's cyclic garbage collector off for the block, and on again after it if it was on:
+    for building a vocabulary's hundreds of thousands of lists, tuples and strings (NLLB-200's
+    tokenizer.json: 363,240 merges), each of which would otherwise count towards collections
+    that walk the whole heap (a third of json.loads' time, more in a process holding a model).
+    What is built there is bounded before it is built (hf_files' counts) and holds no cycles."""
+    if not gc.isenabled():  # paused already (an enclosing block, or the caller's choice)
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class Tokenizer:
@@ -178,6 +196,17 @@ class Tokenizer:
         """Piece string of every id, specials included."""
         return [self.id_to_piece(i) for i in as_id_list(ids)]
 
+    def _checked_ids(self, ids) -> list[int]:
+        """The ids as a list of ints, each checked as _check_id checks it (the first that fails
+        raises its error): an array of integers at once with NumPy, anything else id by id."""
+        arr = _id_array(ids)
+        if arr.dtype.kind not in "iu":
+            return [self._check_id(i) for i in arr.tolist()]
+        bad = (arr < 0) | (arr >= self.vocab_size)
+        if bad.any():
+            self._check_id(arr[bad.argmax()].item())
+        return arr.tolist()
+
     def decode(self, ids) -> str:
         """Text of ``ids``: drops pad and start, stops at the first end."""
         return self._decode_kept(self._kept_ids(ids))
@@ -187,8 +216,24 @@ class Tokenizer:
         raise NotImplementedError
 
     def _kept_ids(self, ids) -> list[int]:
+        """The ids before the first end id, without pad and start ids, each checked (_check_id)
+        up to that end: an array of integers at once with NumPy, anything else id by id."""
+        arr = _id_array(ids)
+        if arr.dtype.kind not in "iu":
+            return self._kept_one_by_one(arr.tolist())
+        if self.end_id is not None and (ends := np.flatnonzero(arr == self.end_id)).size:
+            arr = arr[:ends[0]]
+        bad = (arr < 0) | (arr >= self.vocab_size)
+        if bad.any():
+            self._check_id(arr[bad.argmax()].item())
+        for dropped in {self.pad_id, self.start_id} - {None}:
+            arr = arr[arr != dropped]
+        return arr.tolist()
+
+    def _kept_one_by_one(self, ids: list) -> list[int]:
+        """_kept_ids id by id (for ids that are not an array of integers)."""
         kept = []
-        for i in as_id_list(ids):
+        for i in ids:
             i = self._check_id(i)
             if i == self.end_id:
                 break
@@ -332,10 +377,14 @@ def check_matches(spec: dict, built: dict, names: Iterable[str], what: str) -> N
 
 
 def as_id_list(ids) -> list:
+    return _id_array(ids).tolist()
+
+
+def _id_array(ids) -> np.ndarray:
     arr = np.asarray(ids)
     if arr.ndim != 1:
         raise ValueError(f"expected a 1-D sequence of ids, got shape {arr.shape}")
-    return arr.tolist()
+    return arr
 
 
 def sentencepiece_spans(sp, text: str) -> list[tuple[int, int]]:
@@ -372,7 +421,7 @@ def first_not_text(values) -> int | None:
     UTF-8 encoding of them all joined (a 59,514-piece vocabulary in milliseconds), and the
     piece-by-piece search only when that fails."""
     values = list(values)
-    if all(type(v) is str for v in values):  # noqa: E721 - exactly str, as is_text requires
+    if set(map(type, values)) <= {str}:  # exactly str, as is_text requires
         try:
             "".join(values).encode("utf-8")
             return None

@@ -99,27 +99,36 @@ def _normalizer(family: TokenizerFamily, charsmap):
 
 
 def build_backend(family: TokenizerFamily, data: TokenizerJson, *, name: str,
-                  add_prefix_space: bool = False) -> Backend:
+                  add_prefix_space: bool = False) -> tuple[Backend, dict[str, int]]:
     """The family's pipeline over the checked vocabulary ``data`` (from tokenizer.json, or
-    made from a SentencePiece model / vocab.json + merges.txt), with its special tokens added."""
+    made from a SentencePiece model / vocab.json + merges.txt), with its special tokens added,
+    and its model's vocabulary (piece -> id) as the library's model holds it: the BPE
+    vocabulary given, or the Unigram pieces at their places in the list (a repeated piece at its
+    last), as the library maps them. With the added tokens
+    (``get_added_tokens_decoder``) that is the library's ``get_vocab(with_added_tokens=True)``,
+    without reading its 256,000 pieces back (0.16 s for NLLB-200's)."""
     if data.model_type != family.model_type:
         raise TokenizerError(f"{name}: a {family.name} tokenizer has a {family.model_type} model, "
                              f"this file holds a {data.model_type} model")
     try:
         if family.model_type == "Unigram":
             vocab = list(data.vocab)
-            if family.lay_out_codes and not any(p in family.language_codes for p, _ in vocab):
+            pieces = [p for p, _ in vocab]
+            if family.lay_out_codes and frozenset(family.language_codes).isdisjoint(pieces):
                 vocab = _laid_out(family, vocab)  # as the family's tokenizer lays one out
+                pieces = [p for p, _ in vocab]
             if len(vocab) > limits.MAX_VOCAB:
                 raise TokenizerError(f"{name}: {len(vocab):,} pieces, more than the "
                                      f"{limits.MAX_VOCAB:,} a vocabulary may have")
             unk = _unigram_unk(family, vocab, name)
             tk = Backend(Unigram(vocab, unk_id=unk, byte_fallback=False))
+            model_vocab = dict(zip(pieces, range(len(pieces))))
         else:
             unk = family.bpe_options.get("unk_token")
             if unk is not None and unk not in data.vocab:
                 raise TokenizerError(f"{name}: an {family.title} vocabulary must hold {unk!r}")
-            tk = Backend(BPE(vocab=dict(data.vocab), merges=list(data.merges), dropout=None,
+            model_vocab = dict(data.vocab)
+            tk = Backend(BPE(vocab=model_vocab, merges=list(data.merges), dropout=None,
                              **family.bpe_options))
         normalizer = _normalizer(family, data.charsmap)
         if normalizer is not None:
@@ -139,7 +148,7 @@ def build_backend(family: TokenizerFamily, data: TokenizerJson, *, name: str,
         raise TokenizerError(f"{name}: the tokenizers library cannot build the "
                              f"{family.name} model ({detail})") from None
     _add_tokens(tk, family, data.added_tokens, name)
-    return tk
+    return tk, model_vocab
 
 
 def _add_tokens(tk: Backend, family: TokenizerFamily, listed: list[dict], name: str) -> None:

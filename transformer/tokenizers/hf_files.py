@@ -30,6 +30,12 @@ vocab.json is read by :func:`transformer.tokenizers.spm_vocab.parse_vocab_json` 
 before it is parsed). Every malformed file is a TokenizerError naming the file and what is
 wrong, never a traceback, and nothing is allocated in proportion to a count before the count
 is checked.
+
+The checks of a real vocabulary's hundreds of thousands of entries and merges run a column at a
+time (the set of the entries' types and lengths, every piece and every merge's join looked up in
+one pass) and go entry by entry only when one fails, to name the first, with the sentence an
+entry-by-entry check gives; tokenizer.json's values are built and checked with the garbage
+collector paused (base.gc_paused: NLLB-200's 363,240 merges are as many lists).
 """
 
 from __future__ import annotations
@@ -38,14 +44,17 @@ import base64
 import binascii
 import json
 import math
+import re
 from dataclasses import dataclass, field
+from itertools import chain, starmap
+from operator import add
 
 import numpy as np
 from google.protobuf.message import DecodeError
 from sentencepiece import sentencepiece_model_pb2
 
 from transformer.core import limits
-from transformer.tokenizers.base import TokenizerError, first_not_text, is_int
+from transformer.tokenizers.base import TokenizerError, first_not_text, gc_paused, is_int
 from transformer.tokenizers.hf_families import CLASS_FAMILY
 from transformer.tokenizers.sentencepiece_model import (
     MAX_CHARSMAP_BYTES,
@@ -115,7 +124,8 @@ def _byte_table(chars: str, dtype=bool, value=True) -> np.ndarray:
     return table
 
 
-_SPACE = _byte_table(" \t\n\r")
+_SPACES = b" \t\n\r"  # JSON's spaces (never counted: _outside_strings deletes them)
+_SPACED_ESCAPE = re.compile(rb"\\[ \t\n\r]")  # a backslash before a space
 _SEPARATOR = _byte_table(":,[")  # what comes before a value (outside strings and spaces)
 _NUMBER_START = _byte_table("-0123456789NI")  # NaN and Infinity too: json.loads reads them
 _LITERAL_START = _byte_table("tfn")
@@ -169,13 +179,24 @@ def _as_text(data: bytes, name: str) -> str:
 
 
 def _outside_strings(data: bytes) -> np.ndarray:
-    """The bytes of a JSON text outside its strings, each string left as one '"' (its closing
-    quote), with NumPy: escape pairs ("\\\\", then '\\"') are blanked first, so that every quote
-    left opens or closes a string, and whether a byte is inside one is the parity of the quotes
-    up to it (carried from chunk to chunk). Where a byte falls depends only on the bytes before
-    it, so the counts of a broken file include those of any part json.loads would build."""
+    """The bytes of a JSON text outside its strings, without spaces, each string left as one
+    '"' (its closing quote), with NumPy: escape pairs ("\\\\", then '\\"') are blanked, so
+    that every quote left opens or closes a string, and every space byte (" \\t\\n\\r", outside
+    strings or in them: no quote goes with them, so no string moves) is deleted in one pass
+    (bytes.translate: a pretty-printed file halves), and whether a byte is inside a string
+    is the parity of the quotes up to it (carried from chunk to chunk). Where a byte falls depends
+    only on the bytes before it, so the counts of a broken file include those of any part
+    json.loads would build."""
+    # Deleting the spaces first leaves less to blank, and the same bytes where no backslash
+    # stands before a space (an escape JSON does not have): then every backslash keeps the byte
+    # after it.
+    spaced = b"\\" in data and _SPACED_ESCAPE.search(data) is not None
+    if not spaced:
+        data = data.translate(None, _SPACES)
     if b"\\" in data:
         data = data.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    if spaced:
+        data = data.translate(None, _SPACES)
     arr = np.frombuffer(data, dtype=np.uint8)
     parts, inside = [], 0
     for start in range(0, arr.size, _SCAN_CHUNK):
@@ -195,18 +216,16 @@ def _json_depth_and_strings(data: bytes, name: str) -> None:
     their closing quotes, keys the ":", arrays the "[", objects the "{", numbers and literals
     where a value starts after a ":", "," or "[", the nesting the running count of brackets."""
     outside = _outside_strings(data)
-    outside = outside[~_SPACE[outside]]
-    after_separator = np.zeros(outside.size, dtype=bool)
-    after_separator[1:] = _SEPARATOR[outside[:-1]]
+    starts = outside[1:][_SEPARATOR[outside[:-1]]]  # the first byte of each value after one
     counts = (
         ("strings", np.count_nonzero(outside == _QUOTE), MAX_JSON_STRINGS),
         ("keys", np.count_nonzero(outside == _COLON), MAX_JSON_KEYS),
-        ("numbers", np.count_nonzero(after_separator & _NUMBER_START[outside]), MAX_JSON_NUMBERS),
+        ("numbers", np.count_nonzero(_NUMBER_START[starts]), MAX_JSON_NUMBERS),
         ("arrays", np.count_nonzero(outside == _OPEN_ARRAY), MAX_JSON_ARRAYS),
         ("objects", np.count_nonzero(outside == _OPEN_OBJECT), MAX_JSON_OBJECTS),
-        ("true, false or null values", np.count_nonzero(after_separator & _LITERAL_START[outside]),
+        ("true, false or null values", np.count_nonzero(_LITERAL_START[starts]),
          MAX_JSON_LITERALS))
-    del after_separator
+    del starts
     for what, count, bound in counts:
         if count > bound:
             raise TokenizerError(f"{name}: holds {count:,} {what}, more than the {bound:,} a "
@@ -244,11 +263,18 @@ def _piece_text(value, what: str) -> str:
 # ---------------------------------------------------------------------- tokenizer.json
 
 def read_tokenizer_json(data, name: str = "tokenizer.json") -> TokenizerJson:
-    """tokenizer.json as data (see the module's docstring for what is checked)."""
+    """tokenizer.json as data (see the module's docstring for what is checked). Its values are
+    built and checked with the garbage collector paused (base.gc_paused: the counts bound them
+    first)."""
     data = _as_bytes(data, name, MAX_TOKENIZER_JSON_BYTES)
     _json_depth_and_strings(data, name)
     text = _as_text(data, name)
-    doc = _loads(text, name)
+    del data
+    with gc_paused():
+        return _checked_tokenizer_json(_loads(text, name), name)
+
+
+def _checked_tokenizer_json(doc, name: str) -> TokenizerJson:
     if not isinstance(doc, dict):
         raise TokenizerError(f"{name}: expected a JSON object, got {type(doc).__name__}")
     unknown = sorted(set(doc) - TOP_LEVEL_KEYS)
@@ -324,15 +350,16 @@ def _read_unigram(model: dict, name: str) -> TokenizerJson:
     if len(vocab) > limits.MAX_VOCAB:
         raise TokenizerError(f"{name}: {len(vocab):,} pieces, more than the "
                              f"{limits.MAX_VOCAB:,} a vocabulary may have")
-    out = []
-    for i, item in enumerate(vocab):
-        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
-                or not isinstance(item[1], (int, float)) or isinstance(item[1], bool)
-                or not math.isfinite(item[1])):
-            raise TokenizerError(f"{name}: vocab entry {i} must be [piece, finite score], got "
-                                 f"{str(item)[:60]}")
-        out.append((item[0], float(item[1])))
-    pieces = [p for p, _ in out]
+    pieces, scores = _unigram_entries(vocab)
+    if pieces is None:  # the entry that is not [piece, finite score], named
+        for i, item in enumerate(vocab):
+            if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
+                    or not isinstance(item[1], (int, float)) or isinstance(item[1], bool)
+                    or not _finite(item[1])):
+                raise TokenizerError(f"{name}: vocab entry {i} must be [piece, finite score], "
+                                     f"got {str(item)[:60]}")
+        pieces, scores = [p for p, _ in vocab], [float(s) for _, s in vocab]
+    out = list(zip(pieces, scores))
     check_piece_lengths(pieces, name)
     if (k := first_not_text(pieces)) is not None:
         raise TokenizerError(f"{name}: the piece of id {k} holds a lone surrogate, which is "
@@ -347,6 +374,30 @@ def _read_unigram(model: dict, name: str) -> TokenizerJson:
     if model.get("byte_fallback"):
         raise TokenizerError(f"{name}: a Unigram model with byte_fallback is not supported")
     return TokenizerJson("Unigram", out, unk_id=unk)
+
+
+def _unigram_entries(vocab: list) -> tuple[list | None, list | None]:
+    """(pieces, scores as floats) of a Unigram vocabulary whose every entry is [str, finite
+    int or float], checked a column at a time (a type's set, one pass of math.isfinite);
+    (None, None) when one is not, for the entry-by-entry check to name it."""
+    if set(map(type, vocab)) != {list} or set(map(len, vocab)) != {2}:
+        return None, None
+    pieces, scores = [p for p, _ in vocab], [s for _, s in vocab]
+    if set(map(type, pieces)) != {str} or not set(map(type, scores)) <= {float, int}:
+        return None, None
+    try:
+        scores = list(map(float, scores))
+    except OverflowError:  # an int past a float's range, named by the loop
+        return None, None
+    return (pieces, scores) if all(map(math.isfinite, scores)) else (None, None)
+
+
+def _finite(score: int | float) -> bool:
+    """A finite float, or an int within a float's range (10**400 is neither)."""
+    try:
+        return math.isfinite(score)
+    except OverflowError:
+        return False
 
 
 def _read_bpe(model: dict, name: str) -> TokenizerJson:
@@ -366,26 +417,52 @@ def _read_bpe(model: dict, name: str) -> TokenizerJson:
     if len(merges) > MAX_MERGES:
         raise TokenizerError(f"{name}: {len(merges):,} merges, more than the {MAX_MERGES:,} "
                              f"allowed")
-    pairs = []
-    for i, m in enumerate(merges):
-        if isinstance(m, str):
-            parts = m.split(" ")
-        elif isinstance(m, list):
-            parts = m
-        else:
-            parts = None
-        if (parts is None or len(parts) != 2 or not all(isinstance(p, str) for p in parts)):
-            raise TokenizerError(f"{name}: merge {i} must be 'a b' or [a, b], got "
-                                 f"{str(m)[:60]}")
-        pairs.append((parts[0], parts[1]))
-    check_merges(pairs, vocab, name)
+    pairs = _merge_pairs(merges, vocab)
+    if pairs is None:  # the merge that is not two strings, or its piece that is not known, named
+        pairs = []
+        for i, m in enumerate(merges):
+            if isinstance(m, str):
+                parts = m.split(" ")
+            elif isinstance(m, list):
+                parts = m
+            else:
+                parts = None
+            if (parts is None or len(parts) != 2 or not all(isinstance(p, str) for p in parts)):
+                raise TokenizerError(f"{name}: merge {i} must be 'a b' or [a, b], got "
+                                     f"{str(m)[:60]}")
+            pairs.append((parts[0], parts[1]))
+        check_merges(pairs, vocab, name)
+    elif not all(map(vocab.__contains__, starmap(add, pairs))):
+        check_merges(pairs, vocab, name)  # names the first merge whose join is not a piece
     return TokenizerJson("BPE", dict(vocab), merges=pairs)
+
+
+def _merge_pairs(merges: list, vocab: dict) -> list[tuple[str, str]] | None:
+    """The merges as (a, b) when all are [a, b] lists, or all "a b" strings, of two pieces of
+    ``vocab`` (whose keys are strings: check_vocab), checked a column at a time (the sets of
+    their types and lengths, then every piece looked up in one pass); None otherwise, for the
+    merge-by-merge checks to name the first merge that is not."""
+    kinds = set(map(type, merges))
+    parts = (merges if kinds == {list} else
+             [m.split(" ") for m in merges] if kinds == {str} else None)
+    if parts is None or set(map(len, parts)) != {2}:
+        return None
+    pairs = list(map(tuple, parts))
+    try:
+        return pairs if all(map(vocab.__contains__, chain.from_iterable(pairs))) else None
+    except TypeError:  # a list or an object in a merge
+        return None
 
 
 def check_merges(pairs: list[tuple[str, str]], vocab: dict, name: str, first: int = 0) -> None:
     """Each merge's two pieces and their join must be pieces of the vocabulary (the tokenizers
-    library refuses the model otherwise, with a message of its own); ``first`` is the number of
-    the first merge, for the sentence."""
+    library refuses the model otherwise, with a message of its own, or panics); ``first`` is the
+    number of the first merge, for the sentence. All the pieces, then all the joins, are looked
+    up in one pass each; only when one is missing are the merges gone through one by one, to
+    name the first that fails."""
+    known = vocab.__contains__
+    if all(map(known, chain.from_iterable(pairs))) and all(map(known, starmap(add, pairs))):
+        return
     for i, (a, b) in enumerate(pairs, start=first):
         for piece in (a, b, a + b):
             if piece not in vocab:
@@ -479,11 +556,10 @@ def read_sentencepiece(data, name: str) -> SentencePieceData:
         raise TokenizerError(f"{name}: the SentencePiece model has {n:,} pieces, more than the "
                              f"{limits.MAX_VOCAB:,} a vocabulary may have")
     check_sentencepiece_model(data, name)
-    pieces = []
-    for i, p in enumerate(proto.pieces):
-        if not math.isfinite(p.score):
-            raise TokenizerError(f"{name}: piece {i} has the score {p.score}")
-        pieces.append((p.piece, float(p.score), int(p.type)))
+    pieces = [(p.piece, float(p.score), int(p.type)) for p in proto.pieces]
+    if not all(math.isfinite(score) for _, score, _ in pieces):
+        i = next(i for i, (_, score, _) in enumerate(pieces) if not math.isfinite(score))
+        raise TokenizerError(f"{name}: piece {i} has the score {proto.pieces[i].score}")
     if len({p for p, _, _ in pieces}) != n:
         raise TokenizerError(f"{name}: a piece appears more than once")
     kind = _SPM_TYPES.get(int(proto.trainer_spec.model_type), "unknown")

@@ -5,7 +5,8 @@ reads tokenizer_config.json (hf_files.read_tokenizer_config) for the family, the
 the options, and builds one tokenizer per side: huggingface.HFTokenizer for a family of
 hf_families.FAMILIES, the tokenizer kind of its own for the others (SEPARATE_KINDS). Arguments given override
 what tokenizer_config.json says; the target language defaults to the source's (as transformers'
-tokenizers do when no tgt_lang is set).
+tokenizers do when no tgt_lang is set). The files are read, checked and probed once, for the
+source: the target is the source's other_side (the same pieces, its own side and language).
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def tokenizer_pair(files: dict, family: str | None = None, src_lang: str | None 
     if family in SEPARATE_KINDS:
         kind = SEPARATE_KINDS[family]
         options = {k: config[k] for k in kind.CONFIG_OPTIONS if config[k] is not None}
-        return (kind.from_files(given, "source", src, **options),
-                kind.from_files(given, "target", tgt, **options))
+        source = kind.from_files(given, "source", src, **options)
+        return source, source.other_side("target", tgt)  # one reading of the files for both
     if family not in FAMILIES:
         raise TokenizerError(f"family: must be one of {tuple(FAMILIES) + tuple(SEPARATE_KINDS)}, "
                              f"got {str(family)[:40]!r}")

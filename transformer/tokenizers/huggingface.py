@@ -72,6 +72,7 @@ Where this differs from transformers 5.23 (tests/tokenizers/test_hf_live.py chec
 from __future__ import annotations
 
 import copy
+import functools
 import operator
 
 from transformer.core.text import BYTE_LEVEL_START, WORD_START, clean_text
@@ -83,6 +84,7 @@ from transformer.tokenizers.base import (
     check_padded_vocab_size,
     check_spec_ids,
     check_text,
+    gc_paused,
     is_int,
     library_panics,
 )
@@ -150,18 +152,35 @@ class HFTokenizer(Tokenizer):
             raise TokenizerError(f"family: must be one of {tuple(FAMILIES)}, got {family!r}")
         self.family = family
         self.options = _check_options(options)
+        with gc_paused():  # the vocabulary's hundreds of thousands of strings (base.gc_paused)
+            self._build(data, side, language, name)
+        if padded_vocab_size is not None:
+            self.pad_vocabulary(padded_vocab_size)
+        self.probe(f"the {side} {family} tokenizer ({name})")
+
+    def _build(self, data: TokenizerJson, side: str, language: str | None, name: str) -> None:
+        """The pipeline (hf_backend), its pieces by id (checked 0 .. n-1, one each), the named
+        specials' ids, the language codes' and the side's layout."""
+        family = self.family
         fam = FAMILIES[family]
         with library_panics(name):
-            self.backend = build_backend(fam, data, name=name,
-                                         add_prefix_space=self.options["add_prefix_space"])
-        vocab = self.backend.get_vocab(with_added_tokens=True)
+            self.backend, vocab = build_backend(fam, data, name=name,
+                                                add_prefix_space=self.options["add_prefix_space"])
+        # the library's get_vocab(with_added_tokens=True): its model's vocabulary, each added
+        # token's text at its id over it
+        added = self.backend.get_added_tokens_decoder()
+        vocab.update((token.content, i) for i, token in added.items())
         self.vocab_size = self.backend.get_vocab_size(with_added_tokens=True)
         self.own_vocab_size = self.vocab_size  # the tokenizer's entries (len(tokenizer))
         if len(vocab) != self.vocab_size or (vocab and max(vocab.values()) != self.vocab_size - 1):
             raise TokenizerError(f"{name}: the ids of its pieces are not 0 .. n-1, one each")
-        self.pieces_by_id = [""] * self.vocab_size
-        for piece, i in vocab.items():
-            self.pieces_by_id[i] = piece
+        pieces, ids = list(vocab), list(vocab.values())
+        if ids == list(range(len(ids))):  # in id order already, as a file lists them
+            self.pieces_by_id = pieces
+        else:
+            self.pieces_by_id = [""] * self.vocab_size
+            for piece, i in vocab.items():
+                self.pieces_by_id[i] = piece
         special_ids = {}
         for role, text in fam.specials:
             special_ids[role] = vocab.get(text)
@@ -174,12 +193,13 @@ class HFTokenizer(Tokenizer):
                                                  special_ids["unk"])
         self.language_ids = {c: vocab[c] for c in fam.language_codes if c in vocab}
         self._take_side(side, language)
-        self._special_ids = {t.content for t in self.backend.get_added_tokens_decoder().values()
-                             if t.special}
-        self.model_bytes = self.backend.to_str().encode("utf-8")
-        if padded_vocab_size is not None:
-            self.pad_vocabulary(padded_vocab_size)
-        self.probe(f"the {side} {family} tokenizer ({name})")
+        self._special_ids = {t.content for t in added.values() if t.special}
+
+    @functools.cached_property
+    def model_bytes(self) -> bytes:
+        """The built pipeline's tokenizer.json, made when first asked for (a checkpoint's save;
+        NLLB-200's took 0.13 s of every open)."""
+        return self.backend.to_str().encode("utf-8")
 
     def _take_side(self, side: str, language: str | None) -> None:
         """This tokenizer's side and language (checked against the vocabulary's codes), and the
@@ -264,6 +284,19 @@ class HFTokenizer(Tokenizer):
         extra_ids = options.pop("extra_ids", 100)
         if not isinstance(extra_ids, int) or isinstance(extra_ids, bool) or not 0 <= extra_ids <= 1000:
             raise TokenizerError(f"extra_ids: expected an int in [0, 1000], got {extra_ids!r}")
+        # One pause of the garbage collector for reading the files, building the pipeline and
+        # probing it (base.gc_paused), the file's values freed inside it: the collection after
+        # it finds little new to walk.
+        with gc_paused():
+            data, name = cls._file_data(family, files, extra_ids)
+            tok = cls(family, data, side, language, name=name, options=options,
+                      padded_vocab_size=padded_vocab_size)
+            del data
+        return tok
+
+    @staticmethod
+    def _file_data(family: str, files: dict, extra_ids: int) -> tuple[TokenizerJson, str]:
+        """(the vocabulary as data, the files' name for sentences) of a family's files."""
         if "tokenizer.json" in files:
             data = read_tokenizer_json(files["tokenizer.json"], "tokenizer.json")
             name = "tokenizer.json"
@@ -286,8 +319,7 @@ class HFTokenizer(Tokenizer):
                 data = TokenizerJson("Unigram", vocab, charsmap=spm.charsmap or None,
                                      added_tokens=_spm_added_tokens(FAMILIES[family], spm,
                                                                     vocab))
-        return cls(family, data, side, language, name=name, options=options,
-                   padded_vocab_size=padded_vocab_size)
+        return data, name
 
     # ----------------------------------------------------------------- text -> ids
 
@@ -343,12 +375,18 @@ class HFTokenizer(Tokenizer):
     def id_to_piece(self, i: int) -> str:
         return self.pieces_by_id[self._check_id(i)]
 
+    def ids_to_pieces(self, ids) -> list[str]:
+        pieces = self.pieces_by_id
+        return [pieces[i] for i in self._checked_ids(ids)]
+
     def _decode_kept(self, ids: list[int]) -> str:
         """The backend's decode of the ids the tokenizer has (an unused id is skipped, as
         transformers' decode skips an id it has no piece for)."""
         own = self.own_vocab_size
+        if ids and max(ids) >= own:
+            ids = [i for i in ids if i < own]
         with library_panics(f"decoding ids with the {self.side} tokenizer"):
-            text = self.backend.decode([i for i in ids if i < own], skip_special_tokens=True)
+            text = self.backend.decode(ids, skip_special_tokens=True)
         if self.options["clean_up_tokenization_spaces"] and FAMILIES[self.family].model_type != "BPE":
             text = _clean_up(text)
         return text
@@ -381,10 +419,12 @@ class HFTokenizer(Tokenizer):
         padded = spec.get("padded_vocab_size")
         if padded is not None and not (is_int(padded) and padded < spec["vocab_size"]):
             check_padded_vocab_size(padded, spec["vocab_size"])  # fewer: pad_vocabulary checks
-        data = read_tokenizer_json(model_bytes, "model_bytes (tokenizer.json)")
-        tok = cls(spec["family"], data, spec["side"], spec["language"],
-                  name="model_bytes (tokenizer.json)", options=spec["options"],
-                  padded_vocab_size=padded)
+        with gc_paused():  # as from_files
+            data = read_tokenizer_json(model_bytes, "model_bytes (tokenizer.json)")
+            tok = cls(spec["family"], data, spec["side"], spec["language"],
+                      name="model_bytes (tokenizer.json)", options=spec["options"],
+                      padded_vocab_size=padded)
+            del data
         check_matches(spec, tok.spec(), ("vocab_size",) + names, "tokenizer.json")
         return tok
 

@@ -31,6 +31,8 @@ the spec records the padded size (``padded_vocab_size``, left out when there is 
 
 from __future__ import annotations
 
+import copy
+import functools
 import operator
 import re
 
@@ -43,6 +45,7 @@ from transformer.tokenizers.base import (
     check_padded_vocab_size,
     check_spec_ids,
     check_text,
+    gc_paused,
     is_int,
     sentencepiece_spans,
 )
@@ -113,11 +116,6 @@ class M2M100Tokenizer(Tokenizer):
         self.language_ids = {c: n + i for i, c in enumerate(codes)}
         self.vocab_size = n + len(codes) + num_madeup_words
         self.own_vocab_size = self.vocab_size  # the ids the tokenizer names
-        language = "en" if language is None else language
-        if not isinstance(language, str) or language not in self.language_ids:
-            raise TokenizerError(f"language: {str(language)[:40]!r} is not one of the "
-                                 f"{language_codes} language codes")
-        self.language = language
         self.pieces_by_id = [""] * self.vocab_size
         for piece, i in self.vocab.items():
             self.pieces_by_id[i] = piece
@@ -133,13 +131,41 @@ class M2M100Tokenizer(Tokenizer):
         self._split = re.compile("|".join(map(re.escape, tokens)))
         self._skipped = set(self._special_ids.values())
         self._special_texts = set(self._special_ids)
-        self.prefix_ids = [self.language_ids[language]]
-        self.suffix_ids = [self.eos_id]
-        self.start_id, self.end_id = self.prefix_ids[0], self.eos_id
-        self.model_bytes = pack(bytes(spm_bytes), vocab_json_data(self.vocab))
+        self._take_language(language)
+        self._spm_bytes = bytes(spm_bytes)
         if padded_vocab_size is not None:
             self.pad_vocabulary(padded_vocab_size)
         self.probe(f"the {side} M2M100 tokenizer ({spm_name} with {vocab_name})")
+
+    def _take_language(self, language: str | None) -> None:
+        """The side's language (English when None; one of the vocabulary's codes) and the ids
+        put around a text."""
+        language = "en" if language is None else language
+        if not isinstance(language, str) or language not in self.language_ids:
+            raise TokenizerError(f"language: {str(language)[:40]!r} is not one of the "
+                                 f"{self.language_codes} language codes")
+        self.language = language
+        self.prefix_ids = [self.language_ids[language]]
+        self.suffix_ids = [self.eos_id]
+        self.start_id, self.end_id = self.prefix_ids[0], self.eos_id
+
+    @functools.cached_property
+    def model_bytes(self) -> bytes:
+        """The SentencePiece model and vocab.json in one ZIP (spm_vocab.pack), made when first
+        asked for (a checkpoint's save: writing vocab.json took 0.2 s of every open)."""
+        return pack(self._spm_bytes, vocab_json_data(self.vocab))
+
+    def other_side(self, side: str, language: str | None = None) -> "M2M100Tokenizer":
+        """The tokenizer of the pair's other side: this one's model, vocabulary and pieces (the
+        same files make both sides), with its own side and language, whose texts are probed
+        (every id's piece and decoding are the shared ones, probed once)."""
+        if side not in SIDES:
+            raise TokenizerError(f"side: must be one of {SIDES}, got {side!r}")
+        other = copy.copy(self)
+        other.side = side
+        other._take_language(language)
+        other.probe(f"the {side} M2M100 tokenizer", every_id=False)
+        return other
 
     def pad_vocabulary(self, size: int) -> None:
         """Serve a model whose embedding has ``size`` rows, at least the tokenizer's ids: ids
@@ -165,9 +191,12 @@ class M2M100Tokenizer(Tokenizer):
         if unknown:
             raise TokenizerError(f"options: unknown option(s) {', '.join(map(repr, unknown[:5]))} "
                                  f"(known: language_codes, num_madeup_words)")
-        vocab = parse_vocab_json(files["vocab.json"], "vocab.json")
-        return cls(files[SPM_FILE], vocab, side, language, padded_vocab_size=padded_vocab_size,
-                   **options)
+        with gc_paused():  # the vocabulary's and the model's pieces (base.gc_paused)
+            vocab = parse_vocab_json(files["vocab.json"], "vocab.json")
+            tok = cls(files[SPM_FILE], vocab, side, language,
+                      padded_vocab_size=padded_vocab_size, **options)
+            del vocab
+        return tok
 
     # ----------------------------------------------------------------- text -> ids
 
@@ -229,21 +258,22 @@ class M2M100Tokenizer(Tokenizer):
     def id_to_piece(self, i: int) -> str:
         return self.pieces_by_id[self._check_id(i)]
 
+    def ids_to_pieces(self, ids) -> list[str]:
+        pieces = self.pieces_by_id
+        return [pieces[i] for i in self._checked_ids(ids)]
+
     def _decode_kept(self, ids: list[int]) -> str:
         """M2M100Tokenizer.convert_tokens_to_string of the non-special pieces (an unused id is
-        "<unk>", transformers' token for an id it has none for)."""
-        out, current = "", []
-        own = self.own_vocab_size
-        for i in ids:
-            if i in self._skipped:
-                continue
-            piece = self.pieces_by_id[i] if i < own else "<unk>"
-            if piece in self._special_texts:
-                out += self.sp.decode(current) + piece
-                current = []
-            else:
-                current.append(piece)
-        return (out + self.sp.decode(current)).strip()
+        "<unk>", transformers' token for an id it has none for): SentencePiece's decode of the
+        pieces between those that name a special token, which stay as they are."""
+        own, table, skipped = self.own_vocab_size, self.pieces_by_id, self._skipped
+        pieces = [table[i] if i < own else "<unk>" for i in ids if i not in skipped]
+        specials = self._special_texts
+        out, start = "", 0
+        for k in [k for k, piece in enumerate(pieces) if piece in specials]:
+            out += self.sp.decode(pieces[start:k]) + pieces[k]
+            start = k + 1
+        return (out + self.sp.decode(pieces[start:])).strip()
 
     # ----------------------------------------------------------------- spec / loading
 

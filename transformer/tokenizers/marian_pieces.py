@@ -26,12 +26,15 @@ bytes).
 
 from __future__ import annotations
 
+import functools
+
 from transformer.tokenizers.base import (
     Tokenizer,
     TokenizerError,
     check_matches,
     check_spec_ids,
     check_text,
+    gc_paused,
     sentencepiece_spans,
 )
 from transformer.tokenizers.spm_vocab import (
@@ -85,8 +88,15 @@ class MarianTokenizer(Tokenizer):
         self.start_id = self.pad_id  # Marian's decoder_start_token_id
         self.vocab_size = len(self.vocab)
         self._specials = {self.pad_id, self.unk_id, self.end_id}
-        self.model_bytes = pack(bytes(spm_bytes), vocab_json_data(self.vocab))
+        self._spm_bytes = bytes(spm_bytes)
         self.probe(f"the {side} tokenizer ({spm_name} with {vocab_name})")
+
+    @functools.cached_property
+    def model_bytes(self) -> bytes:
+        """The side's SentencePiece model and vocab.json in one ZIP (spm_vocab.pack), made when
+        first asked for (a checkpoint's save: writing vocab.json took 0.1 s a side of every
+        open)."""
+        return pack(self._spm_bytes, vocab_json_data(self.vocab))
 
     @classmethod
     def from_files(cls, spm_bytes: bytes, vocab_json_bytes: bytes, side: str, *,
@@ -101,8 +111,11 @@ class MarianTokenizer(Tokenizer):
         if side not in SIDES:
             raise TokenizerError(f"side: must be one of {SIDES}, got {side!r}")
         spm_name = f"{side}.spm" if spm_name is None else spm_name
-        return cls(spm_bytes, parse_vocab_json(vocab_json_bytes, vocab_name), side,
-                   spm_name=spm_name, vocab_name=vocab_name)
+        with gc_paused():  # the vocabulary's pieces (base.gc_paused)
+            vocab = parse_vocab_json(vocab_json_bytes, vocab_name)
+            tok = cls(spm_bytes, vocab, side, spm_name=spm_name, vocab_name=vocab_name)
+            del vocab
+        return tok
 
     # ----------------------------------------------------------------- text -> ids
 
@@ -127,6 +140,10 @@ class MarianTokenizer(Tokenizer):
 
     def id_to_piece(self, i: int) -> str:
         return self.pieces_by_id[self._check_id(i)]
+
+    def ids_to_pieces(self, ids) -> list[str]:
+        pieces = self.pieces_by_id
+        return [pieces[i] for i in self._checked_ids(ids)]
 
     def decode(self, ids) -> str:
         """Text of ``ids`` as MarianTokenizer.decode(ids, skip_special_tokens=True) gives it;

@@ -106,7 +106,10 @@ def _check(model_bytes: bytes, name: str) -> None:
 def check_piece_lengths(pieces, name: str) -> None:
     """A Unigram vocabulary's pieces at most limits.MAX_UNIGRAM_PIECE_CHARS characters long:
     tokenizing a text costs its length times the longest piece's."""
-    longest = max(pieces, key=len, default="")
+    pieces = list(pieces)
+    if max(map(len, pieces), default=0) <= limits.MAX_UNIGRAM_PIECE_CHARS:
+        return
+    longest = max(pieces, key=len)  # the first of the longest, named
     if len(longest) > limits.MAX_UNIGRAM_PIECE_CHARS:
         raise TokenizerError(f"{name}: the piece {longest[:20]!r}... has {len(longest):,} "
                              f"characters; a Unigram piece may have at most "
@@ -200,7 +203,9 @@ def _check_outputs(values: np.ndarray, outputs: bytes, what: str) -> None:
     with a continuation byte: invalid too)."""
     if values.size and values.max() >= len(outputs):
         raise TokenizerError(f"{what} are broken (a rule's output lies past the table's end)")
-    for start in values.tolist():
+    if _outputs_fit(values, outputs):
+        return
+    for start in values.tolist():  # the first output that does not, named
         end = outputs.find(b"\0", start, start + MAX_RULE_OUTPUT_BYTES + 1)
         if end < 0 and len(outputs) - start > MAX_RULE_OUTPUT_BYTES:
             raise TokenizerError(f"{what} hold a rule whose output is longer than the "
@@ -213,3 +218,23 @@ def _check_outputs(values: np.ndarray, outputs: bytes, what: str) -> None:
             raise TokenizerError(f"{what} hold an output that is not valid UTF-8 "
                                  f"({text[:20]!r})") from None
 
+
+def _outputs_fit(values: np.ndarray, outputs: bytes) -> bool:
+    """What _check_outputs checks, for all the outputs at once: each output (up to the first NUL
+    from its offset, or the end) at most MAX_RULE_OUTPUT_BYTES long, and valid UTF-8, which it is
+    when the bytes from the first output to the last one's end decode (a NUL, one byte, never
+    falls inside a character) and no output starts with a continuation byte. False when either
+    fails (or other bytes in between do not decode), for the output-by-output check."""
+    if not values.size:
+        return True
+    arr = np.frombuffer(outputs, dtype=np.uint8)
+    nuls = np.flatnonzero(arr == 0)
+    after = np.searchsorted(nuls, values)  # the first NUL at or after each offset
+    ends = np.append(nuls, len(outputs))[after]
+    if (ends - values).max() > MAX_RULE_OUTPUT_BYTES or ((arr[values] & 0xC0) == 0x80).any():
+        return False
+    try:
+        outputs[int(values.min()):int(ends.max())].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

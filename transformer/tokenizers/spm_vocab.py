@@ -54,11 +54,12 @@ def parse_vocab_json(data, name: str = "vocab.json") -> dict[str, int]:
                              "vocabulary may have")
 
     def pairs(items):
-        counts = Counter(k for k, _ in items)
-        if len(counts) != len(items):
+        out = dict(items)
+        if len(out) != len(items):
+            counts = Counter(k for k, _ in items)
             repeated = sorted(k for k, c in counts.items() if c > 1)[:3]
             raise TokenizerError(f"{name}: the piece(s) {repeated} appear more than once")
-        return dict(items)
+        return out
 
     try:
         vocab = json.loads(text, object_pairs_hook=pairs)
