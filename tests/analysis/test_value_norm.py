@@ -230,7 +230,7 @@ def test_the_values_pass_is_the_details_pass(bundled):
 
 def test_every_method_the_issue_names_is_registered_and_another_is_a_value_error(bundled):
     assert set(METHODS) == {"value_norm", "alti", "saliency", "input_x_gradient",
-                            "integrated_gradients", "value_zeroing"}
+                            "integrated_gradients", "value_zeroing", "alti_logit"}
     with pytest.raises(ValueError, match=r"must be one of 'value_norm', .*, got 'attention'$"):
         bundled.contributions(SOURCE, TARGET, method="attention")
 
