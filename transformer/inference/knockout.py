@@ -3,7 +3,9 @@ encoder-decoder's cross-attention): OpenedModel.knockout.
 
 At one decoder step t, chosen cross-attention edges are blocked: in the chosen decoder layers
 and heads, position t may not attend to the chosen source tokens (the mask blocks them as it
-blocks padding, so the softmax spreads the weight over the rest). The step's output
+blocks padding, so the softmax spreads the weight over the rest; a head barred from every
+source token gets an all-zero row, as a fully masked row does, and adds nothing at the step,
+where an additive mask alone would leave it uniform). The step's output
 distribution is compared with the unblocked one, and the translation is continued greedily
 from the token the blocked step picks (later steps unblocked): what the edges carried, and
 where the output goes without it."""
