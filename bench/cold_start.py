@@ -23,6 +23,7 @@ a page (the start's progress, or the page itself: its title), and when the home 
 """
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
@@ -51,31 +52,61 @@ def first_translation_seconds(browser, url: str) -> float:
     return seconds
 
 
-def from_the_command(browser) -> dict:
-    """Seconds from starting the server to: its health answer, the first page drawn (a title
-    in the main area), the home page's translation, for a browser opened at the answer."""
+@contextlib.contextmanager
+def opened_at_start(browser, args: tuple[str, ...] = (), timeout_s: float = 300,
+                    stages: list | None = None):
+    """The server started as `make run` starts it (explorer.serve's `args`: --model DIR ...)
+    and a browser opened at its health answer, as Streamlit opens one: yields ({"healthy",
+    "drawn", "usable"}: seconds from the command to the server's answer, the first page drawn (a
+    title in the main area) and the home page's translation; the open page; the server log's
+    path), the server running and the page open until the block ends. stages: a list to append
+    (seconds, text) to whenever the start's progress text changes (polled every 50 ms)."""
     with tempfile.NamedTemporaryFile("w+", suffix=".log") as log:
         port = free_port()
         t0 = time.perf_counter()
-        proc = start_server(port, log, watch_files=False, warm=True)
+        proc = start_server(port, log, watch_files=False, warm=True, args=args)
         url = f"http://127.0.0.1:{port}"
         try:
-            wait_healthy(url, proc, poll=0.02)
+            wait_healthy(url, proc, timeout=timeout_s, poll=0.02)
             healthy = time.perf_counter() - t0
             context = browser.new_context(viewport={"width": 1440, "height": 900})
-            page = context.new_page()
-            page.goto(url)
-            page.locator('[data-testid="stMain"] h1').first.wait_for(timeout=300_000)
-            drawn = time.perf_counter() - t0
-            metric = page.locator('[data-testid="stMetric"]').filter(
-                has_text="Translation of the sentence")
-            metric.locator('[data-testid="stMetricValue"]').wait_for(timeout=300_000)
-            usable = time.perf_counter() - t0
-            context.close()
+            try:
+                page = context.new_page()
+                page.goto(url)
+                page.locator('[data-testid="stMain"] h1').first.wait_for(timeout=timeout_s * 1e3)
+                drawn = time.perf_counter() - t0
+                metric = page.locator('[data-testid="stMetric"]').filter(
+                    has_text="Translation of the sentence").locator('[data-testid="stMetricValue"]')
+                if stages is not None:
+                    _follow_progress(page, metric, t0, timeout_s, stages)
+                metric.wait_for(timeout=timeout_s * 1e3)
+                usable = time.perf_counter() - t0
+                yield {"healthy": healthy, "drawn": drawn, "usable": usable}, page, log.name
+            finally:
+                context.close()
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    return {"healthy": healthy, "drawn": drawn, "usable": usable}
+
+
+def _follow_progress(page, metric, t0: float, timeout_s: float, stages: list) -> None:
+    """Until `metric` shows (or timeout_s), each new text of the start's progress bar."""
+    bar = page.locator('[data-testid="stProgress"]')
+    while metric.count() == 0 and time.perf_counter() - t0 < timeout_s:
+        try:
+            text = bar.first.inner_text(timeout=200).strip() if bar.count() else ""
+        except Exception:  # noqa: BLE001 - the bar went between count() and its text
+            text = ""
+        if text and (not stages or stages[-1][1] != text):
+            stages.append((time.perf_counter() - t0, text))
+        page.wait_for_timeout(50)
+
+
+def from_the_command(browser) -> dict:
+    """Seconds from starting the server to: its health answer, the first page drawn (a title
+    in the main area), the home page's translation, for a browser opened at the answer."""
+    with opened_at_start(browser) as (times, _page, _log):
+        return times
 
 
 def run(warm: bool, sessions: int, browser) -> dict:
