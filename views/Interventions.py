@@ -138,7 +138,7 @@ SITE_TITLES = {"encoder_layers": "Encoder: a layer's output at one source positi
                "cross_heads": "Cross-attention: one head's output"}
 
 
-def _corruption(ckpt, src_tokens):
+def _corruption(src_tokens):
     """The corrupted source (typed) or the noised positions, from the section's widgets; None
     for both (with a prompt drawn) while nothing is picked."""
     mode = st.radio("How to corrupt it", [show.CORRUPT_TYPED, show.CORRUPT_NOISE],
@@ -172,7 +172,7 @@ def patching(ckpt, source: str, typed) -> None:
     st.header("Activation patching")
     tgt, src = ckpt.target_tokenizer, ckpt.source_tokenizer
     src_tokens = tokens.shown(src, src.ids_to_pieces(ckpt.encode_source(source)))
-    corrupted, noised = _corruption(ckpt, src_tokens)
+    corrupted, noised = _corruption(src_tokens)
     out_ids = (ckpt.encode_target(typed) if typed is not None
                else results.translation(ckpt, source).token_ids)
     out_tokens = tokens.shown(tgt, tgt.ids_to_pieces(out_ids))

@@ -26,12 +26,7 @@ __all__ = ["alti", "alti_logit_attributions"]
 def _norm(layer, config) -> Norm | None:
     """A post-LN sublayer's norm as a Norm; None in a pre-LN model (norm_first), where the
     sublayer's output is the residual stream's sum itself."""
-    if config.norm_first:
-        return None
-    if config.norm == "rms":
-        return Norm("rms", layer.scale.numpy().astype(np.float64), None, float(layer.epsilon))
-    return Norm("layer", layer.gamma.numpy().astype(np.float64),
-                layer.beta.numpy().astype(np.float64), float(layer.epsilon))
+    return None if config.norm_first else _any_norm(layer, config)
 
 
 def _projection(attention) -> tuple[np.ndarray, np.ndarray | None]:
@@ -178,8 +173,8 @@ def alti_logit_attributions(ckpt, source: str, target: str | None = None, *, out
                  "ffn": ffn_z[i]}
             by = {"self": layer.self_attention_layer_norm,
                   "cross": layer.cross_attention_layer_norm, "ffn": layer.feedforward_layer_norm}
-            norms.append({k: (_any_norm(by[k], config), _any_norm(by[k], config).scale(z[k]))
-                          for k in z})
+            norm = {k: _any_norm(by[k], config) for k in z}
+            norms.append({k: (norm[k], norm[k].scale(z[k])) for k in z})
         reads = readouts(u, layers, post_ln=norms)
         last = norms[-1]["ffn"]
         logits = last[0](ffn_z[-1]) @ u.T
