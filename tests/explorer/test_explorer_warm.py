@@ -14,6 +14,7 @@ from explorer import warm
 from transformer import DEFAULT_CHECKPOINT, OpenedModel, load_checkpoint
 from transformer.inference import search_ours
 from transformer.inference.decoded import TOP_K
+from transformer.inference.decoder_lens import compiled_lens
 from transformer.inference.forward import forward_function
 from transformer.inference.gradients import _jacobian_function
 from transformer.inference.prepare import KINDS, prepare
@@ -46,7 +47,8 @@ def traces(model) -> dict[str, int]:
                  "forward_values_hidden": forward_function(model, values=True,
                                                            hidden_states=True),
                  "beam": search_ours.compiled_beam(model),
-                 "gradients": _jacobian_function(model)}
+                 "gradients": _jacobian_function(model),
+                 "decoder_lens": compiled_lens(model)}
     assert set(functions) == set(KINDS)
     return {kind: fn.tracing_count() for kind, fn in functions.items()}
 

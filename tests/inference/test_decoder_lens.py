@@ -82,3 +82,16 @@ def test_a_typed_target_is_scored_and_progress_is_reported(bundled):
     assert calls[-1] == (4, 4) and all(t == 4 for _, t in calls)
     assert all(len(t["token_ids"]) <= 4 for t in lens["translations"])
     assert {t["stopped_by"] for t in lens["translations"]} <= {"end", "length"}
+
+
+def test_one_trace_per_architecture(bundled):
+    """Compiled once (no Python loop per step): other sources, targets and step budgets reuse
+    the trace."""
+    from transformer.inference.decoder_lens import compiled_lens
+
+    bundled.decoder_lens(SOURCE, max_steps=6)
+    function = compiled_lens(bundled.model)
+    assert function.tracing_count() == 1
+    bundled.decoder_lens("June 30, 1999", "1999-06-30", max_steps=3)
+    bundled.decoder_lens("tuesday 4 july 1776", max_steps=20)
+    assert function.tracing_count() == 1

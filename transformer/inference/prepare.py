@@ -5,7 +5,7 @@ Every page's computation runs in a compiled function shared by all models of one
 attention rows, the teacher-forced forward pass plain, with one layer's Q/K/V, with V alone (the
 attention views' weight × value norm), with V and the layer inputs (ALTI+) and with the top-k of
 each row, the beam search and the gradient pass, and for a model with a generation config its
-search (transformer.inference.search_transformers). Each is traced on its first call (about
+search (transformer.inference.search_transformers) and DecoderLens. Each is traced on its first call (about
 1.5 s for an opus-mt-sized model on 2 cores) and set up on its first run (without Grappler's
 rewrites: compiled.unrewritten). `prepare` pays both on a one-token input, so a later call only
 computes; the app runs it in the background once a model is open
@@ -17,7 +17,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import tensorflow as tf
+
+from transformer.inference import compiled
 from transformer.inference.decoded import TOP_K
+from transformer.inference.decoder_lens import compiled_lens
 from transformer.inference.forward import forward
 from transformer.inference.gradients import prepare_pass
 from transformer.inference.search_ours import beam_search, greedy_decode_batch
@@ -27,7 +31,7 @@ __all__ = ["KINDS", "prepare"]
 
 # The compiled functions the pages call, in the order a user usually meets them.
 KINDS = ("greedy", "forward", "forward_top", "forward_details_layer", "greedy_no_capture",
-         "forward_values", "forward_values_hidden", "beam", "gradients")
+         "forward_values", "forward_values_hidden", "beam", "gradients", "decoder_lens")
 
 
 def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
@@ -62,6 +66,10 @@ def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
         # before, issue 38) and the gradients of Contributions and Decoding
         "beam": lambda: beam_search(model, source[0], beam_width=2, max_len=1),
         "gradients": lambda: prepare_pass(model),
+        # The Interventions page's DecoderLens (on by default there)
+        "decoder_lens": lambda: compiled_lens(model)(
+            model, tf.constant(source, tf.int32), tf.constant(output[0], tf.int32),
+            tf.constant(compiled.bucket(1, c.max_len), tf.int32), tf.constant(1, tf.int32)),
         # Not in KINDS (the Decoding page's logit lens, off until asked for):
         # OpenedModel.layer_predictions.
         "forward_hidden": lambda: forward(model, source, target, output, hidden_states=True),
