@@ -135,17 +135,19 @@ def similarity_fig(matrix, labels: list[str], title: str | None = None) -> go.Fi
     labels = [str(x) for x in labels]
     matrix = check_matrix(matrix, rows=len(labels), cols=len(labels), name="similarity matrix")
     if labels == [str(i) for i in range(len(labels))]:
-        where = "position %{y:d} · position %{x:d}"
+        # no per-cell labels to send: 512 positions' pairs as strings were 6 MB of JSON and
+        # about a second to write (issue 40, goal 6)
+        where, cells = "position %{y:d} · position %{x:d}", {}
         xaxis = _position_axis(title=dict(text="position"))
         yaxis = _position_axis(title=dict(text="position"), autorange="reversed")
     else:
         where = cell_hover("position", "position").replace("<br>", " · ")
+        cells = {"customdata": cell_tokens(labels, labels)}
         xaxis = token_axis(labels, title=dict(text="position"))
         yaxis = token_axis(labels, title=dict(text="position"), autorange="reversed")
     heatmap = dict(
         type="heatmap", z=matrix, x=positions(labels), y=positions(labels),
-        **value_scale(matrix), colorbar=colorbar("dot product", thickness=14),
-        customdata=cell_tokens(labels, labels),
+        **value_scale(matrix), colorbar=colorbar("dot product", thickness=14), **cells,
         hovertemplate=f"{where}<br>%{{z:.4f}}<extra></extra>")
     layout = dict(xaxis=xaxis, yaxis=yaxis, height=420, margin=_MARGIN,
                   title=dict(text=title or "Dot product between positions"))

@@ -79,6 +79,8 @@ def test_similarity_fig_of_positions_says_each_position_once():
     assert fig.data[0].hovertemplate.startswith("position %{y:d} · position %{x:d}<br>")
     # A plain position axis: Plotly's own round numbers (test_positional_polish.py).
     assert fig.layout.xaxis.tickmode == "auto" and fig.layout.xaxis.ticktext is None
+    # nothing per cell to send (512 positions' label pairs were 6 MB of the figure's JSON)
+    assert fig.data[0].customdata is None
 
 
 def test_similarity_fig_rejects_a_mismatch_naming_both_sizes():
