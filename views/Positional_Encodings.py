@@ -143,9 +143,12 @@ else:
     st.header("Relative position bias")
     relative_bias()
     st.info("This model has no position matrix, learned or fixed.")
-if used != "sinusoidal":
-    with st.expander("The paper's sinusoids, for comparison: this model does not use them"):
-        sinusoids(ckpt, False, layout)
+if used != "sinusoidal":  # drawn only while open: its maps were a 512-position page's half
+    comparison = st.expander("The paper's sinusoids, for comparison: this model does not use them",
+                             key="pe_comparison", on_change="rerun")
+    if comparison.open:
+        with comparison:
+            sinusoids(ckpt, False, layout)
 
 st.header("Encoder input for the sentence")
 parts = results.encoder_input(ckpt, state.current_source())

@@ -12,6 +12,7 @@ from conftest import ROOT, open_page, plotly_array, uploader
 
 from explorer import state
 from figures.positional import bias_by_offset
+from transformer import positional_encoding
 
 PAGE = "views/Positional_Encodings.py"
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -64,9 +65,18 @@ def test_a_learned_table_is_drawn_as_the_model_reads_it(family):
     captions = [c.value for c in at.caption]
     assert any(f"has {config.max_len + 2:,} rows" in c and "row position + 2" in c
                and "rows 0 and 1 are never read" in c for c in captions), captions
-    # the sinusoids are only a comparison, folded away
+    # the sinusoids are only a comparison, folded away, and drawn only once opened (issue 40:
+    # their maps were half of a 512-position page's first visit)
     assert any("for comparison: this model does not use them" in label for label in _expanders(at))
     assert not [c for c in captions if c.startswith("These are the model's own codes")]
+    assert "pe_heatmap" not in charts and "pe_similarity" not in charts
+    at.session_state["pe_comparison"] = True  # the user opens it
+    at.run()
+    assert not at.exception, at.exception
+    opened = _charts(at)
+    assert {"pe_heatmap", "pe_sinusoids", "pe_similarity", "pe_offsets"} <= set(opened)
+    shown = plotly_array(opened["pe_heatmap"]["data"][0]["z"])
+    np.testing.assert_allclose(shown, positional_encoding(len(shown), config.d_model), atol=1e-6)
 
 
 @pytest.mark.parametrize("family", ["t5", "t5_v11"])
