@@ -214,6 +214,14 @@ def _decode(ckpt: OpenedModel, source: str, max_len: int, stop: bool, beam_width
                                                    seconds=seconds))
 
 
+# The Masks page's batch: rows 1.. are these sentences (its text box starts with them), each
+# decoded together for at most MASK_OTHER_STEPS tokens (an untrained model never ends on its
+# own); they do not depend on the sidebar's sentence, so a served app decodes them for each
+# opened model in the background (explorer.warm).
+MASK_OTHERS = ["5 Mar 2021", "Wednesday, September 22, 1999"]
+MASK_OTHER_STEPS = 32
+
+
 @_said
 @cached(max_entries=64, show_spinner="Translating the batch's other sentences…")
 def batch_translations(ckpt: OpenedModel, sources, max_len: int) -> list:

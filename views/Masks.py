@@ -12,9 +12,9 @@ from figures.mask_maps import batch_mask_fig, mask_heatmap_fig, masked_softmax, 
 from transformer.core.kinds import layer_counts
 from transformer.core.masking import BLOCKED_SCORE
 
-DEFAULT_OTHERS = "5 Mar 2021\nWednesday, September 22, 1999"
+DEFAULT_OTHERS = "\n".join(results.MASK_OTHERS)
 MAX_ROWS = 8  # batch rows run through the model at once
-OTHER_ROW_STEPS = 32  # the most tokens decoded for each other row's translation
+OTHER_ROW_STEPS = results.MASK_OTHER_STEPS  # the most tokens decoded for each other row
 
 
 @st.fragment

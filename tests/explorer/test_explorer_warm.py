@@ -119,3 +119,28 @@ def test_a_model_with_a_generation_config_gets_its_search_prepared(bundled, serv
     result = ckpt.generate("5 March 2021")
     assert result.beam_width == 3 and result.token_ids
     assert beam.tracing_count() == 1
+
+
+def test_the_masks_pages_other_rows_are_decoded_in_the_background(bundled, served, monkeypatch):
+    """The Masks page's other batch rows depend on the model alone (not on the sidebar's
+    sentence): the background preparation decodes them into the cache the page reads, so the
+    page's call decodes nothing, and gets what decoding them together gives."""
+    from explorer import results
+
+    ckpt = small(bundled, dff=53)
+    ckpt.content_hash = "masks-rows-test"  # the results' cache key (a built model has none)
+    warm.prepare_in_background(ckpt)
+    warm.wait_prepared(timeout=300)
+    calls = []
+    decode = results.greedy_decode_batch
+    monkeypatch.setattr(results, "greedy_decode_batch",
+                        lambda *a, **k: calls.append(a) or decode(*a, **k))
+    rows = results.batch_translations(ckpt, list(results.MASK_OTHERS), results.MASK_OTHER_STEPS)
+    assert calls == []  # from the cache
+    together = search_ours.greedy_decode_batch(
+        ckpt.model, [ckpt.encode_source(s) for s in results.MASK_OTHERS],
+        max_len=results.MASK_OTHER_STEPS, capture=False)
+    assert [d.token_ids for d in rows] == [d.token_ids for d in together]
+    # another batch is decoded by the page itself
+    results.batch_translations(ckpt, ["1 May 1990"], results.MASK_OTHER_STEPS)
+    assert len(calls) == 1
