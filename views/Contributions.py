@@ -203,19 +203,25 @@ def views(ckpt, source: str, typed) -> None:
                   if top is not None else "")
                + f"the one layer {layer}'s cross-attention looks at most: {src_tokens[looked]!r}.")
 
-    with st.expander("ALTI+ layer by layer"):
-        st.markdown("Each attention sublayer's own contributions, before the rollout: rows "
-                    "sum to 1. In cross-attention the last column is the residual: what the "
-                    "token kept from the decoder's own stream rather than took from the source.")
-        for name, maps, rows, cols in (
-                ("Encoder self-attention", alti["encoder_layers"], src_tokens, src_tokens),
-                ("Decoder self-attention", alti["decoder_layers"], prefix, prefix),
-                ("Cross-attention", alti["cross_layers"], prefix, [*src_tokens, "(residual)"])):
-            screen.chart(st, layer_grid_fig(maps, rows, cols,
-                                           [f"layer {i}" for i in range(len(maps))],
-                                           zmax=1.0, title=f"{name}: ALTI contributions",
-                                           value_name="contribution"),
-                            key=f"contrib_layers_{name[:5]}")
+    # drawn only while open (Streamlit's expander state): its three grids of every layer were
+    # the page's largest figures, sent and laid out on every first visit
+    layers = st.expander("ALTI+ layer by layer", key="contrib_layers_open", on_change="rerun")
+    if layers.open:
+        with layers:
+            st.markdown("Each attention sublayer's own contributions, before the rollout: rows "
+                        "sum to 1. In cross-attention the last column is the residual: what the "
+                        "token kept from the decoder's own stream rather than took from the "
+                        "source.")
+            for name, maps, rows, cols in (
+                    ("Encoder self-attention", alti["encoder_layers"], src_tokens, src_tokens),
+                    ("Decoder self-attention", alti["decoder_layers"], prefix, prefix),
+                    ("Cross-attention", alti["cross_layers"], prefix,
+                     [*src_tokens, "(residual)"])):
+                screen.chart(st, layer_grid_fig(maps, rows, cols,
+                                               [f"layer {i}" for i in range(len(maps))],
+                                               zmax=1.0, title=f"{name}: ALTI contributions",
+                                               value_name="contribution"),
+                             key=f"contrib_layers_{name[:5]}")
     links.follow_in_fragment()
 
 

@@ -74,6 +74,11 @@ def test_alti_share_maps_and_bars_are_the_models(page, bundled, expected):
     bars = chart(page, "contrib_bars")  # step 0: the source, then the start token alone
     np.testing.assert_allclose(_array(bars["data"][0]["y"]), alti["source"][0], atol=1e-6)
     np.testing.assert_allclose(_array(bars["data"][1]["y"]), alti["target"][0, :1], atol=1e-6)
+    # the layer-by-layer grids are drawn once their expander is opened (issue 40: the page's
+    # largest figures)
+    assert not [c for c in page.get("plotly_chart") if "contrib_layers" in c.proto.id]
+    page.session_state["contrib_layers_open"] = True
+    page.run()
     layers = chart(page, "contrib_layers_Cross")
     np.testing.assert_allclose(np.stack([_array(t["z"]) for t in layers["data"]]),
                                alti["cross_layers"], atol=1e-6)
