@@ -53,9 +53,12 @@ link_slot = sidebar.render()
 # architecture): the next pages' first visits only compute.
 warm.prepare_in_background(models.active_checkpoint())
 links.begin(link_slot, page.url_path)  # the link: drawn when the choices are final
-if sidebar.has_sentence() or page.title in WITHOUT_SENTENCE:
-    page.run()
-else:
-    st.title(page.title)
-    st.info(sidebar.ask_for_sentence(), icon=":material/edit:")
+try:
+    if sidebar.has_sentence() or page.title in WITHOUT_SENTENCE:
+        page.run()
+    else:
+        st.title(page.title)
+        st.info(sidebar.ask_for_sentence(), icon=":material/edit:")
+finally:  # a page that stopped early (st.stop) was shown too
+    warm.page_shown.set()  # the warm-up's background work may start
 links.finish()  # the URL and the link, unless a fragment of the page drew them

@@ -41,6 +41,12 @@ stage = ["Starting", 0.0]  # what the warm-up does now, and the share of the fir
 # starts, and the first page is drawn a little later (issue 40, goal 6).
 first_page_drawn = threading.Event()
 FIRST_PAGE_WAIT_S = 2.0
+# Once the first page can run (page_ready), the rest of the warm-up (the maps pass, the other
+# compiled functions: seconds of tracing that hold the interpreter) waits until a page has run
+# to its end (app.py sets page_shown), at most PAGE_SHOWN_WAIT_S: started at once, it slowed the
+# home page's own run by 1.5-2 s (bench/app_named.py).
+page_shown = threading.Event()
+PAGE_SHOWN_WAIT_S = 10.0
 RUNTIME_WAIT_S = 120  # how long the thread waits for the server's runtime to exist
 SWITCH = "EXPLORER_WARM"  # "0": no warm start (to measure a cold one: bench/cold_start.py)
 
@@ -93,7 +99,10 @@ def prepare() -> None:
         results.translation(ckpt, source)
         about.about_checkpoint(ckpt, models.examples(ckpt))  # the home page's text
         _stage("Ready", 1.0)
+        with _prepared_lock:  # prepared below: the page's prepare_in_background leaves it
+            _prepared.add(ckpt.config.to_json())
         page_ready.set()  # Home draws the translation and the text, no maps: it may run now
+        page_shown.wait(PAGE_SHOWN_WAIT_S)
         results.attention(ckpt, source)  # the maps pages', while the user reads Home
         _prepare_model(ckpt)  # every other compiled function the pages call
         print(f"Warm start: {ckpt.name} and its compiled loops ready in "

@@ -144,3 +144,18 @@ def test_the_masks_pages_other_rows_are_decoded_in_the_background(bundled, serve
     # another batch is decoded by the page itself
     results.batch_translations(ckpt, ["1 May 1990"], results.MASK_OTHER_STEPS)
     assert len(calls) == 1
+
+
+def test_a_page_run_to_its_end_lets_the_warm_ups_rest_begin(monkeypatch):
+    """The warm-up's work after the first page can run (the maps pass, every compiled function:
+    seconds holding the interpreter) waits for a page's run to end (app.py sets page_shown),
+    so that it does not slow the home page's own run."""
+    from conftest import ROOT
+    from streamlit.testing.v1 import AppTest
+
+    shown = threading.Event()
+    monkeypatch.setattr(warm, "page_shown", shown)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.run()
+    assert not at.exception, at.exception
+    assert shown.is_set()
