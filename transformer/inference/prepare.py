@@ -4,9 +4,9 @@ Every page's computation runs in a compiled function shared by all models of one
 (transformer.inference.compiled.shared_function): the greedy decode loop with and without its
 attention rows, the teacher-forced forward pass plain, with one layer's Q/K/V, with V alone (the
 attention views' weight × value norm), with V and the layer inputs (ALTI+) and with the top-k of
-each row, the beam search and the gradient pass, and for a model with a generation config its
-search (transformer.inference.search_transformers) and DecoderLens. Each is traced on its first call (about
-1.5 s for an opus-mt-sized model on 2 cores) and set up on its first run (without Grappler's
+each row, the beam search, the gradient pass and DecoderLens, and for a model with a generation
+config its search (transformer.inference.search_transformers). Each is traced on its first call
+(about 1.5 s for an opus-mt-sized model on 2 cores) and set up on its first run (without Grappler's
 rewrites: compiled.unrewritten). `prepare` pays both on a one-token input, so a later call only
 computes; the app runs it in the background once a model is open
 (explorer.warm). Functions already prepared for the architecture cost nothing.
