@@ -3,7 +3,6 @@
 Imports nothing else from explorer but server_env (the server's words to it): the other modules
 import this one."""
 
-import json
 import os
 
 import streamlit as st
@@ -11,7 +10,11 @@ import streamlit as st
 from transformer.core.text import clean_text
 from transformer.inference.session import DEFAULT_CHECKPOINT
 
-from .server_env import OPEN_BY_NAME, SERVED_MODELS  # the server's words to its pages
+from .server_env import (  # the server's words to its pages (SERVED_MODELS: tests set it)
+    OPEN_BY_NAME,
+    SERVED_MODELS,  # noqa: F401
+    served_models,
+)
 
 MODEL = "model_choice"  # "bundled:<file name>", "named:<folder or hub name>" or "upload:<sha256>"
 NAMED_OPENED = "named_models_opened"  # [folder or hub name]: opened in this session's sidebar
@@ -42,15 +45,6 @@ DEFAULT_SOURCE = "Friday, March 5, 2021"
 BUNDLED, UPLOADED, NAMED = "bundled", "upload", "named"  # the origins of a model choice
 # SERVED_MODELS and OPEN_BY_NAME are set by explorer.serve from its command line: the models the
 # person running the server named and whether the sidebar may open one by name or folder.
-
-
-def served_models() -> list[str]:
-    """The folders or Hugging Face names the server was started with (--model), in order."""
-    try:
-        names = json.loads(os.environ.get(SERVED_MODELS, "[]"))
-    except ValueError:
-        return []
-    return [n for n in names if isinstance(n, str) and n] if isinstance(names, list) else []
 
 
 def open_by_name_allowed() -> bool:

@@ -16,7 +16,6 @@ their own trace (2-3 s apiece for an opus-mt-sized model) on their first visit.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -66,9 +65,9 @@ def prepare() -> None:
     pages compute it themselves as they would without a warm start."""
     t0 = time.perf_counter()
     try:
-        from .server_env import SERVED_MODELS
+        from .server_env import served_models
 
-        if not json.loads(os.environ.get(SERVED_MODELS, "[]")):  # the bundled model
+        if not served_models():  # the bundled model
             first_page_drawn.wait(FIRST_PAGE_WAIT_S)
         _stage("Loading TensorFlow", 0.05)
         from .runtime import load_tensorflow
