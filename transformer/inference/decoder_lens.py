@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from transformer.inference import compiled
 from transformer.inference.maps import scored_ids
-from transformer.inference.search_ours import never_emitted
+from transformer.inference.search_ours import never_emitted_mask
 
 __all__ = ["decoder_lens"]
 
@@ -35,8 +35,6 @@ def _lens_loop(model):
     a cached greedy decode of every row at once (one decoder step per token, not the prefix
     again)."""
     c = model.config
-    banned = np.zeros(c.tgt_vocab_size, bool)
-    banned[never_emitted(c)] = True  # never padding or <start>, as the model's greedy
 
     def loop(source_ids, output_ids, cache_len, max_steps):
         # source_ids (1, N), output_ids (T,)
@@ -55,7 +53,7 @@ def _lens_loop(model):
         chosen = tf.gather(log_probs, picked_ids, batch_dims=2)[..., 0]  # (K, T)
         # greedy, every k at once, on the decoder's cache
         cache = model.init_cache(memories, cache_len)
-        blocked = tf.constant(banned)
+        blocked = never_emitted_mask(c)  # never padding or <start>, as the model's greedy
 
         def going(t, tokens, done, cache, picks):
             return (t < max_steps) & ~tf.reduce_all(done)
@@ -67,13 +65,13 @@ def _lens_loop(model):
             picked = tf.argmax(step_logits, axis=-1, output_type=tf.int32)
             picked = tf.where(done, c.pad_id, picked)  # a finished row only pads
             return (t + 1, picked, done | (picked == c.end_id), out["cache"],
-                    picks.write(t, picked))
+                    {"tokens": picks["tokens"].write(t, picked)})
 
         start = (tf.constant(0), tf.fill([layers], c.start_id), tf.zeros([layers], tf.bool),
-                 cache, tf.TensorArray(tf.int32, size=cache_len))
+                 cache, compiled.arrays(cache_len, [("tokens", tf.int32)]))
         t, _, _, _, picks = tf.while_loop(going, step, start)
         return {"log_probs": chosen, "steps": t,
-                "tokens": picks.gather(tf.range(tf.maximum(t, 1)))[:t]}  # (steps, K)
+                **compiled.stacked(picks, t, compiled.JIT_COMPILE)}  # tokens (steps, K)
 
     return loop
 
@@ -85,6 +83,17 @@ _SIGNATURE = [tf.TensorSpec([1, None], tf.int32), tf.TensorSpec([None], tf.int32
 def compiled_lens(model) -> compiled.SharedFunction:
     """DecoderLens' compiled function, shared by every model of this architecture."""
     return compiled.shared_function(model, "decoder_lens", _lens_loop, _SIGNATURE)
+
+
+def lens_pass(model, source_ids, output_ids, max_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """compiled_lens on one source: (the teacher-forced log-probability of each output id with
+    memory k (K, T), each k's greedy ids (K, steps taken))."""
+    function = compiled_lens(model)
+    cache_len = compiled.bucket(max(max_steps, 1), model.config.max_len)
+    out = function(model, tf.constant([source_ids], tf.int32), tf.constant(output_ids, tf.int32),
+                   tf.constant(cache_len, tf.int32), tf.constant(max_steps, tf.int32))
+    steps = int(out["steps"])
+    return out["log_probs"].numpy(), out["tokens"].numpy()[:steps].T
 
 
 def decoder_lens(ckpt, source: str, target: str | None = None, *, output_ids=None,
@@ -101,12 +110,7 @@ def decoder_lens(ckpt, source: str, target: str | None = None, *, output_ids=Non
     out = scored_ids(ckpt, source, target, output_ids)
     source_ids = ckpt.encode_source(source)
     steps = ckpt.step_budget() if max_steps is None else int(max_steps)
-    result = compiled_lens(model)(
-        model, tf.constant([source_ids], tf.int32), tf.constant(out, tf.int32),
-        tf.constant(compiled.bucket(max(steps, 1), config.max_len), tf.int32),
-        tf.constant(steps, tf.int32))
-    chosen = result["log_probs"].numpy()  # (K, T)
-    picks = result["tokens"].numpy().T  # (K, steps)
+    chosen, picks = lens_pass(model, source_ids, out, steps)  # (K, T), (K, steps taken)
     layers = chosen.shape[0]
     if on_progress is not None:
         on_progress(steps, steps)

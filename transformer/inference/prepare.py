@@ -17,11 +17,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-import tensorflow as tf
-
-from transformer.inference import compiled
 from transformer.inference.decoded import TOP_K
-from transformer.inference.decoder_lens import compiled_lens
+from transformer.inference.decoder_lens import lens_pass
 from transformer.inference.forward import forward
 from transformer.inference.gradients import prepare_pass
 from transformer.inference.search_ours import beam_search, greedy_decode_batch
@@ -67,9 +64,7 @@ def prepare(model, kinds=KINDS, generation=None) -> dict[str, float]:
         "beam": lambda: beam_search(model, source[0], beam_width=2, max_len=1),
         "gradients": lambda: prepare_pass(model),
         # The Interventions page's DecoderLens (on by default there)
-        "decoder_lens": lambda: compiled_lens(model)(
-            model, tf.constant(source, tf.int32), tf.constant(output[0], tf.int32),
-            tf.constant(compiled.bucket(1, c.max_len), tf.int32), tf.constant(1, tf.int32)),
+        "decoder_lens": lambda: lens_pass(model, source[0], output[0], max_steps=1),
         # Not in KINDS (the Decoding page's logit lens, off until asked for):
         # OpenedModel.layer_predictions.
         "forward_hidden": lambda: forward(model, source, target, output, hidden_states=True),

@@ -273,7 +273,7 @@ def step_log_probs(model, tokens, t, cache, memory_mask, self_mask, cross_mask, 
             out["cross_attention"][:, :, :, 0])
 
 
-def _banned(config):
+def never_emitted_mask(config):
     """(V,) True for the ids never emitted: pad and start (which may be one id), unless the
     start is the end token (BART and the families after it start decoding with </s>)."""
     banned = np.zeros(config.tgt_vocab_size, bool)
@@ -298,7 +298,7 @@ def _greedy_loop(model, capture, xla):
     def loop(source_ids, cache_len, max_steps, seconds, stop_at_end, encoder_mask, self_mask,
              cross_mask):
         started = compiled.clock(xla)  # the time budget counts from here (tracing is not in it)
-        banned = _banned(c)
+        banned = never_emitted_mask(c)
         enc = model.encode(source_ids, head_mask=encoder_mask)
         cache = model.init_cache(enc["memory"], cache_len)
         batch = tf.shape(source_ids)[0]
@@ -339,7 +339,7 @@ def _beam_loop(model, xla):
 
     def loop(source_ids, cache_len, max_steps, seconds, encoder_mask, self_mask, cross_mask):
         started = compiled.clock(xla)
-        banned = _banned(c)
+        banned = never_emitted_mask(c)
         enc = model.encode(source_ids, head_mask=encoder_mask)
         cache = model.init_cache(enc["memory"], cache_len)
         width = tf.shape(source_ids)[0]  # the beam: one slot per row
