@@ -162,9 +162,7 @@ def _prepare_model(ckpt) -> None:
 
     from . import results
 
-    with _prepared_lock:
-        _prepared.add(ckpt.config.to_json())
-    try:
+    try:  # its callers marked the architecture prepared (prepare, prepare_in_background)
         results.batch_translations(ckpt, list(results.MASK_OTHERS), results.MASK_OTHER_STEPS)
         seconds = prepare(ckpt.model, generation=ckpt.generation)
         logger.info("Prepared %s's compiled functions in %.1f s", ckpt.name, sum(seconds.values()))
