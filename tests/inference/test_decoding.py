@@ -659,9 +659,16 @@ def test_bucket_sizes():
     assert compiled.bucket(30, 24) == 30  # ... nor less than the length
 
 
-def test_sources_and_cache_are_bucketed_unless_padding_is_unmasked():
+def test_sources_and_cache_are_bucketed_unless_padding_is_unmasked(monkeypatch):
+    """The cache always has its bucket's length; the source is padded to its bucket under XLA
+    (here PAD_TO_BUCKETS, as XLA does) and only there, and never for a model that attends to
+    its padding."""
     source = np.full((2, 5), 4, np.int32)
-    padded, cache_len = compiled.bucketed(build(tiny_config(max_len=40), seed=1), source, 20)
+    model = build(tiny_config(max_len=40), seed=1)
+    same, cache_len = compiled.bucketed(model, source, 20)
+    assert same.shape == (2, 5) and cache_len == 32  # without XLA: as it is
+    monkeypatch.setattr(compiled, "PAD_TO_BUCKETS", True)
+    padded, cache_len = compiled.bucketed(model, source, 20)
     assert padded.shape == (2, 16) and cache_len == 32
     np.testing.assert_array_equal(padded[:, :5], source)
     assert (padded[:, 5:] == 0).all()

@@ -1,7 +1,8 @@
 """The maps the pages show come from a compiled teacher-forced pass (transformer.inference.forward),
-traced once per architecture and shared, with sources and targets padded to buckets: every key
-of the maps equals the eager reference (attention_maps(compiled=False)) for the bundled model,
-across bucket boundaries, with details and head masks, for a model that attends to its padding
+traced once per architecture and shared, with sources and targets as they are (padded to buckets
+under XLA alone): every key of the maps equals the eager reference (attention_maps(compiled=False))
+for the bundled model, across bucket boundaries (padded there as under XLA), with details and
+head masks, for a model that attends to its padding
 (mask_padding=False: its source is never bucketed), one fed a fixed source length
 (pad_source_to) and a Marian-like one (tied output, start id = pad id); two models of one
 config share one trace, and a head mask is an input, not a retrace."""
@@ -13,6 +14,7 @@ import pytest
 from testkit.variants import random_variant
 from transformer import DEFAULT_CHECKPOINT, load_checkpoint
 from transformer.core.kinds import KIND_NAMES, head_masks
+from transformer.inference import compiled as compiled_module
 from transformer.inference import decoded, forward
 from transformer.inference.compiled import bucket, source_bucket, target_bucket
 from transformer.inference.maps import attention_maps
@@ -79,17 +81,41 @@ def test_the_bundled_models_maps_equal_the_eager_pass(bundled):
                          for what in ("q", "k", "v", "scores")}
 
 
+def test_without_xla_sources_and_targets_are_not_padded(bundled, monkeypatch):
+    """The compiled pass gets each side as long as it is: padding to buckets is for XLA alone
+    (compiled.padded_to_buckets), and would only add work."""
+    c = bundled.config
+    assert [(source_bucket(c, n), target_bucket(c, n)) for n in LENGTHS] == \
+        [(n, n) for n in LENGTHS]
+    widths, real = [], forward.pad_to
+    monkeypatch.setattr(forward, "pad_to", lambda ids, width, pad: widths.append(width) or
+                        real(ids, width, pad))
+    maps = bundled.attention(SOURCE, TARGET)
+    n, t = len(maps["source_ids"]), len(maps["output_ids"])
+    assert widths == [n, t, t] and bucket(n, c.max_len) > n  # a source its bucket would pad
+    monkeypatch.setattr(compiled_module, "PAD_TO_BUCKETS", True)
+    widths.clear()
+    padded = bundled.attention(SOURCE, TARGET)
+    assert widths == [bucket(n, c.max_len), target_bucket(c, t), target_bucket(c, t)]
+    assert_same_maps(padded, maps)
+
+
 @pytest.mark.parametrize("n", LENGTHS)
-def test_sources_and_targets_across_bucket_boundaries(bundled, n):
+def test_sources_and_targets_across_bucket_boundaries(bundled, n, monkeypatch):
+    """Padded to buckets (as under XLA), every number is the eager pass's."""
+    monkeypatch.setattr(compiled_module, "PAD_TO_BUCKETS", True)
     c = bundled.config
     for t in LENGTHS:
         assert bucket(n, c.max_len) >= n and target_bucket(c, t) >= t
+        assert source_bucket(c, n) == bucket(n, c.max_len)
         compiled, eager = both(bundled, [random_ids(c, n, n)], [outputs(c, t, t)], details=True)
         assert_same_maps(compiled[0], eager[0])
         assert compiled[0]["encoder"].shape[-1] == n and compiled[0]["decoder"].shape[-1] == t
 
 
-def test_a_batch_of_unequal_lengths_is_split_back(bundled):
+@pytest.mark.parametrize("padded", [False, True], ids=["as_they_are", "bucketed"])
+def test_a_batch_of_unequal_lengths_is_split_back(bundled, padded, monkeypatch):
+    monkeypatch.setattr(compiled_module, "PAD_TO_BUCKETS", padded)
     c = bundled.config
     sources = [random_ids(c, n, n) for n in (5, 17, 33)]
     outs = [outputs(c, t, t) for t in (16, 2, 20)]
@@ -143,7 +169,8 @@ def test_teacher_forcings_top_k_and_hidden_states_equal_the_eager_pass(bundled):
 
 
 # ============================================================================ other configs
-def test_a_model_that_attends_to_padding_gets_no_source_bucket(bundled):
+def test_a_model_that_attends_to_padding_gets_no_source_bucket(bundled, monkeypatch):
+    monkeypatch.setattr(compiled_module, "PAD_TO_BUCKETS", True)  # as under XLA
     ckpt = variant(bundled, seed=4, mask_padding=False)
     c = ckpt.config
     assert [source_bucket(c, n) for n in LENGTHS] == list(LENGTHS)
@@ -173,7 +200,8 @@ def test_bucketing_the_source_of_a_model_that_attends_to_padding_would_show(bund
 
 
 @pytest.mark.parametrize("mask_padding", [True, False])
-def test_a_model_fed_a_fixed_source_length(bundled, mask_padding):
+def test_a_model_fed_a_fixed_source_length(bundled, mask_padding, monkeypatch):
+    monkeypatch.setattr(compiled_module, "PAD_TO_BUCKETS", True)
     ckpt = variant(bundled, seed=5, pad_source_to=24, mask_padding=mask_padding)
     assert source_bucket(ckpt.config, 24) == 24  # never padded beyond what it is fed
     for source, target in ((SOURCE, TARGET), ("5 march", "2021-03-05 2021-03-05 2021-03-05")):

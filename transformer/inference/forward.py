@@ -5,9 +5,10 @@ return_hidden_states) with the head masks as tensor inputs, inside one tf.functi
 architecture (config) and set of outputs, kept with the decode loops
 (transformer.inference.compiled.shared_function): the model's variables are inputs, so every model
 of one config runs the same trace with its own weights, and a head mask is a tensor, not a
-retrace. As decoding does, the source is padded to its bucket (16, 32, 64, ...) and the decoder
-input to its own, so that XLA (compiled.JIT_COMPILE) compiles once per bucket; the results are
-sliced back to the given lengths:
+retrace. Under XLA (compiled.JIT_COMPILE), as decoding does, the source is padded to its bucket
+(16, 32, 64, ...) and the decoder input to its own, so that XLA compiles once per bucket, and the
+results are sliced back to the given lengths (without XLA both run as they are:
+compiled.padded_to_buckets):
 - padded source keys are masked, so they change no number; a model that does not mask padding
   (config.mask_padding False) attends to them, so its source is never padded (source_bucket);
   a model fed a fixed source length (pad_source_to) is never padded beyond it;

@@ -11,11 +11,11 @@ Two paths give identical tokens and attention:
 - naive (use_cache=False): the reference, re-running the decoder on the whole prefix every step
   from a Python loop.
 
-Sources are padded to a bucket of lengths (16, 32, 64, ...) and the cache to the bucket that
-holds max_len, so that XLA (JIT_COMPILE) compiles once per bucket and a new sentence length does
-not recompile; padded source keys are masked, so padding changes no number. A model that does not
-mask padding (config.mask_padding False) gets its sources unpadded (padding would change its
-numbers); only the cache is bucketed then.
+The cache is the bucket of lengths (16, 32, 64, ...) that holds max_len, and under XLA
+(JIT_COMPILE) sources are padded to their bucket too, so that XLA compiles once per bucket and a
+new sentence length does not recompile (compiled.padded_to_buckets); padded source keys are
+masked, so padding changes no number. A model that does not mask padding (config.mask_padding
+False) never gets its sources padded (padding would change its numbers).
 """
 
 from __future__ import annotations
