@@ -100,3 +100,38 @@ def test_subplot_helpers_match_make_subplots():
     assert (made.data[0].xaxis, made.data[0].yaxis) == ("x5", "y5")
     subplot_layout(2, 3, row_titles=["a", "b"])["xaxis"]["domain"] = [0, 1]  # a fresh copy
     assert subplot_layout(2, 3, row_titles=["a", "b"])["xaxis"]["domain"] != [0, 1]
+    shared = subplot_layout(1, 2, shared_yaxes=True)  # shared axes: make_subplots' own layout
+    assert shared["yaxis2"]["matches"] == "y"
+
+
+def _grid_options(rows: int, cols: int) -> list[dict]:
+    """The option sets the figures give subplot_layout without shared axes (a model view's
+    spacing and row and column titles; subplot titles, some empty), and make_subplots'
+    defaults."""
+    return [{},
+            dict(horizontal_spacing=0.02, vertical_spacing=min(0.06, 0.3 / max(rows, 1)),
+                 row_titles=[f"layer {i}" for i in range(rows)],
+                 column_titles=[f"head {h}" for h in range(cols)]),
+            dict(subplot_titles=[f"t{i}" if i % 3 else "" for i in range(rows * cols)]),
+            dict(subplot_titles=["a"] * (rows * cols), horizontal_spacing=0.05),
+            dict(vertical_spacing=0.02), dict(row_titles=["x"] * rows)]
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (1, 3), (2, 3), (3, 1), (5, 7), (12, 16)])
+def test_a_grid_without_shared_axes_is_make_subplots_layout_to_the_last_bit(rows, cols):
+    """subplot_layout computes such a grid itself (figures.common._plain_grid: make_subplots
+    took 0.2-1.0 s for a 12 x 16 model view); every domain and title is make_subplots'."""
+    from plotly.subplots import make_subplots
+
+    for options in _grid_options(rows, cols):
+        made = make_subplots(rows=rows, cols=cols, **options).layout.to_plotly_json()
+        made.pop("template", None)
+        made.setdefault("annotations", [])
+        assert subplot_layout(rows, cols, **options) == made, options
+
+
+def test_a_grid_make_subplots_refuses_is_refused():
+    with pytest.raises(ValueError, match="Horizontal spacing"):
+        subplot_layout(1, 16, horizontal_spacing=0.07)
+    with pytest.raises(ValueError, match="Vertical spacing"):
+        subplot_layout(4, 1, vertical_spacing=0.5)
