@@ -512,6 +512,20 @@ def _contributions(ckpt: OpenedModel, source: str, target: str | None, output_id
 
 
 # ------------------------------------------------------------------ interventions
+LENS_STEPS = 10  # tokens a layer's greedy decode may emit beyond the model's own translation
+
+
+def sentence_lens(ckpt: OpenedModel, source: str, typed: str | None) -> dict:
+    """The Interventions page's DecoderLens of `source`: on the typed target's ids, or (typed
+    None) the translation's, each layer's greedy decode at most LENS_STEPS tokens past them
+    (within the step budget); cached (decoder_lens). The warm start computes the default
+    sentence's in the background (explorer.warm)."""
+    output_ids = (ckpt.encode_target(typed) if typed is not None
+                  else translation(ckpt, source).token_ids)
+    return decoder_lens(ckpt, source, typed, output_ids,
+                        max_steps=min(ckpt.step_budget(), len(output_ids) + LENS_STEPS))
+
+
 def decoder_lens(ckpt: OpenedModel, source: str, target: str | None, output_ids,
                  max_steps: int) -> dict:
     """OpenedModel.decoder_lens on the given output ids (the translation's, or the typed

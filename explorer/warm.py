@@ -1,7 +1,7 @@
-"""Warm start: the default model, its translation of the default sentence and its maps pass,
-prepared in a background thread as soon as the server runs, so that the first page a user
-opens is as fast as the ones after it (the model's decode loop and forward pass are traced
-once per architecture and shared: transformer.inference.compiled.shared_function).
+"""Warm start: the default model, its translation of the default sentence, its maps pass and
+its DecoderLens, prepared in a background thread as soon as the server runs, so that the first
+page a user opens is as fast as the ones after it (the model's decode loop and forward pass
+are traced once per architecture and shared: transformer.inference.compiled.shared_function).
 
 `python -m explorer.serve` (what `make run` runs) starts it before the server accepts a
 connection. It fills the same caches the pages read (explorer.models, explorer.results), so
@@ -102,8 +102,7 @@ def prepare() -> None:
             _prepared.add(ckpt.config.to_json())
         page_ready.set()  # Home draws the translation and the text, no maps: it may run now
         page_shown.wait(PAGE_SHOWN_WAIT_S)
-        results.attention(ckpt, source)  # the maps pages', while the user reads Home
-        _prepare_model(ckpt)  # every other compiled function the pages call
+        after_first_page(ckpt, source)
         print(f"Warm start: {ckpt.name} and its compiled loops ready in "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     except Exception:  # noqa: BLE001 - a warm-up that fails only leaves the pages cold
@@ -111,6 +110,19 @@ def prepare() -> None:
     finally:
         page_ready.set()
         ready.set()
+
+
+def after_first_page(ckpt, source: str) -> None:
+    """What the warm-up computes while the user reads the first page, into the caches the pages
+    read: the default sentence's maps pass (the maps pages'), every other compiled function the
+    pages call (_prepare_model), then the sentence's DecoderLens (the Interventions page's:
+    3-4 s of nllb-200-distilled-600M's first visit there, a 256k-word output projection per
+    encoder layer and step)."""
+    from . import results
+
+    results.attention(ckpt, source)
+    _prepare_model(ckpt)
+    results.sentence_lens(ckpt, source, None)
 
 
 def _stage(text: str, fraction: float) -> None:

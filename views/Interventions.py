@@ -11,8 +11,6 @@ from explorer import export, links, models, results, screen, show, state, tokens
 from explorer.choices import clamp_choice, forget_if_not_offered
 from figures.contribution_maps import contribution_map_fig
 
-LENS_STEPS = 10  # tokens a layer's greedy decode may emit beyond the model's own translation
-
 st.title("Interventions")
 st.markdown(
     "Attributions say what the output *used*; an intervention changes what the model computes "
@@ -38,10 +36,7 @@ def decoder_lens(ckpt, source: str, typed) -> None:
                      "all layers in one batch)", value=True, key="inter_lens_on"):
         links.follow_in_fragment()
         return
-    out_ids = (ckpt.encode_target(typed) if typed is not None
-               else results.translation(ckpt, source).token_ids)
-    lens = results.decoder_lens(ckpt, source, typed, out_ids,
-                                max_steps=min(ckpt.step_budget(), len(out_ids) + LENS_STEPS))
+    lens = results.sentence_lens(ckpt, source, typed)
     tgt = ckpt.target_tokenizer
     out_tokens = tokens.shown(tgt, lens["output_tokens"])
     last = len(lens["layers"]) - 1
@@ -62,9 +57,9 @@ def decoder_lens(ckpt, source: str, typed) -> None:
     first = next((k for k, t in enumerate(lens["translations"])
                   if t["token_ids"] == lens["translations"][-1]["token_ids"]), last)
     st.caption(f"Each row's translation is greedy (the argmax at every step, at most "
-               f"{LENS_STEPS} tokens past the model's own). The first layer whose output the "
-               f"decoder already translates as the model does: {names[first]}. The map's last "
-               "row is the model itself.")
+               f"{results.LENS_STEPS} tokens past the model's own). The first layer whose output "
+               f"the decoder already translates as the model does: {names[first]}. The map's "
+               "last row is the model itself.")
     left, right = st.columns(2)
     left.download_button("CSV of this map",
                          export.matrix_csv(probs, names, list(out_tokens),

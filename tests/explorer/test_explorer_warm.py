@@ -159,3 +159,36 @@ def test_a_page_run_to_its_end_lets_the_warm_ups_rest_begin(monkeypatch):
     at.run()
     assert not at.exception, at.exception
     assert shown.is_set()
+
+
+def test_after_the_first_page_the_sentences_maps_and_lens_are_in_the_pages_cache(
+        bundled, served, monkeypatch):
+    """What the warm-up computes while the user reads the first page (after_first_page) is
+    what the pages then read from the cache: the maps pass and the Interventions page's
+    DecoderLens of the default sentence (3-4 s of nllb-200-distilled-600M's first visit there)
+    run no model again, and equal computing them anew."""
+    from explorer import results
+
+    ckpt = small(bundled, dff=59)
+    ckpt.content_hash = "after-first-page-test"  # the results' cache key
+    source = "5 March 2021"
+    warm.after_first_page(ckpt, source)
+    assert traces(ckpt.model) == dict.fromkeys(KINDS, 1)
+    calls = []
+    for name in ("attention", "decoder_lens"):
+        real = getattr(OpenedModel, name)
+        monkeypatch.setattr(OpenedModel, name, lambda self, *a, _real=real, _n=name, **k:
+                            calls.append(_n) or _real(self, *a, **k))
+    lens = results.sentence_lens(ckpt, source, None)
+    maps = results.attention(ckpt, source)
+    assert calls == []  # both from the cache
+    out_ids = results.translation(ckpt, source).token_ids
+    anew = ckpt.decoder_lens(source, output_ids=out_ids,
+                             max_steps=min(ckpt.step_budget(), len(out_ids) + results.LENS_STEPS))
+    np.testing.assert_array_equal(lens["log_probs"], anew["log_probs"])
+    assert lens["translations"] == anew["translations"] and len(lens["layers"]) == 2
+    assert maps["output_ids"].tolist() == out_ids
+    # another sentence is the page's own to compute
+    calls.clear()
+    results.sentence_lens(ckpt, "1 May 1990", None)
+    assert calls == ["decoder_lens"]
