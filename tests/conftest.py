@@ -112,6 +112,30 @@ def plotly_array(value) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in row] for row in value], float)
 
 
+def model_view_thumbnail(spec: dict, layer: int, head: int) -> np.ndarray:
+    """One head's thumbnail of a model view (figures.attention_maps.model_view_fig: one tiled
+    heatmap, its sizes in layout.meta), from the figure's JSON or its dict."""
+    from figures.attention_maps import model_view_tile
+
+    sizes = spec["layout"]["meta"]["model_view"]
+    (grid,) = [t for t in spec["data"] if t["type"] == "heatmap"]
+    return plotly_array(grid["z"])[model_view_tile(layer, head, sizes["rows"], sizes["columns"])]
+
+
+def model_view_outline(spec: dict) -> tuple[int, int]:
+    """(layer, head) of the thumbnail a model view outlines (its shape "selected")."""
+    from figures.attention_maps import model_view_tile
+
+    sizes = spec["layout"]["meta"]["model_view"]
+    (shape,) = [s for s in spec["layout"]["shapes"] if s["name"] == "selected"]
+    step_y, step_x = sizes["rows"] + sizes["row_gap"], sizes["columns"] + sizes["column_gap"]
+    layer, head = int((shape["y0"] + 0.5) // step_y), int((shape["x0"] + 0.5) // step_x)
+    tile = model_view_tile(layer, head, sizes["rows"], sizes["columns"])
+    assert (shape["x0"], shape["x1"]) == (tile[1].start - 0.5, tile[1].stop - 0.5)
+    assert (shape["y0"], shape["y1"]) == (tile[0].start - 0.5, tile[0].stop - 0.5)
+    return layer, head
+
+
 # Models the inference tests share (a module that defines one of these names keeps its own): the
 # bundled checkpoint, a small random pre-LN variant of it (learned positions, an embedding norm:
 # testkit.variants) and the Marian fixture (a Hugging Face family: scaled embeddings, its own

@@ -255,16 +255,23 @@ def test_the_server_prepared_the_default_model_while_it_started(server):
         assert noise not in text, (noise, text)
 
 
+def open_at(browser, url: str, width: int = 1400, height: int = 1000):
+    """(the screenshots' folder, made; a page of that size open at url once its script has run;
+    the list its page errors are collected in)."""
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    wait_for_app(page)
+    return shots, page, errors
+
+
 def _contributions_page(server, browser):
     """(the screenshots' folder, a tall page open on Contributions once it has drawn, its main
     area, the page errors collected)."""
-    shots = ARTIFACTS / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1400, "height": 3600})  # the whole page in sight
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{server}/Contributions")
-    wait_for_app(page)
+    shots, page, errors = open_at(browser, f"{server}/Contributions", height=3600)  # all of it
     main = page.locator('[data-testid="stMain"]')
     # Waits are long: on a loaded 2-core CI machine this page's first run took over a minute.
     main.get_by_text("Source share, step by step").wait_for(timeout=180_000)
@@ -336,4 +343,36 @@ def test_contrast_value_zeroing_and_decoder_lens_in_chromium(server, browser):
     assert page.locator('[data-testid="stException"]').count() == 0
     assert "inter_patch_corrupted=Friday" in page.url  # the link keeps the pair
     page.screenshot(path=str(shots / "Interventions-patching.png"), full_page=True)
+    assert not errors, errors
+
+
+def test_a_click_on_a_model_view_thumbnail_opens_that_head_in_chromium(server, browser):
+    """The model view is one tiled heatmap with an invisible marker at each thumbnail's centre
+    (figures.attention_maps.model_view_fig): a real click inside a thumbnail, off its centre,
+    selects the nearest marker, and the page opens that head above (its pickers and its map)."""
+    shots, page, errors = open_at(browser, f"{server}/Attention_Maps", height=1800)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.js-plotly-plot').length >= 2", timeout=180_000)
+    # where layer 1, head 2's thumbnail is drawn: a quarter of the way in from its top left
+    # corner, in the page's pixels (Plotly's axes map data to pixels)
+    x, y = page.evaluate("""() => {
+        const gd = document.querySelectorAll('.js-plotly-plot')[1];
+        const m = gd.layout.meta.model_view, L = gd._fullLayout;
+        const cell = gd.data.find(t => t.name === 'cell');
+        const i = cell.customdata.findIndex(c => c[0] === 1 && c[1] === 2);
+        const dx = (m.columns) / 4, dy = (m.rows) / 4;
+        const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+        return [box.left + L.xaxis.d2p(cell.x[i] - dx), box.top + L.yaxis.d2p(cell.y[i] - dy)];
+    }""")
+    page.mouse.move(x, y)
+    page.wait_for_timeout(300)
+    assert "layer 1, head 2" in page.locator(".hovertext").first.text_content()
+    page.mouse.click(x, y)
+    page.wait_for_timeout(500)
+    wait_for_app(page)
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_text("layer 1, head 2", exact=False).first.wait_for(timeout=60_000)
+    assert "attn_layer=1" in page.url and "attn_head=2" in page.url
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(shots / "Attention_Maps-model-view-click.png"), full_page=True)
     assert not errors, errors

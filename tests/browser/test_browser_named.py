@@ -11,7 +11,7 @@ import time
 
 import pytest
 from conftest import ARTIFACTS, ROOT
-from test_browser import browser, wait_for_app  # noqa: F401 - fixtures
+from test_browser import browser, open_at, wait_for_app  # noqa: F401 - fixtures
 
 from testkit.browser import served
 
@@ -49,13 +49,7 @@ def active_model(page) -> str:
 
 
 def test_model_named_at_start_and_one_opened_from_the_sidebar(named_server, browser):  # noqa: F811
-    shots = ARTIFACTS / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{named_server}/Model")
-    wait_for_app(page)
+    shots, page, errors = open_at(browser, f"{named_server}/Model")
     assert f"bart (folder {BART})" in active_model(page)
     assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(shots / "named_model_at_start.png"), full_page=True)

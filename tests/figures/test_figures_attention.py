@@ -16,6 +16,7 @@ from figures.attention_maps import (
     linked_view_fig,
     model_view_cell,
     model_view_fig,
+    model_view_tile,
     top_keys,
 )
 from transformer.core.kinds import KINDS
@@ -139,32 +140,48 @@ def test_highlight_row_outlines_that_row():
         attention_heatmap_fig(softmax_rows((4, 5)), TGT, SRC, highlight_row=4)
 
 
-def model_view_heatmaps(fig):
-    return [t for t in fig.data if isinstance(t, go.Heatmap)]
+def thumbnail(fig, layer: int, head: int) -> np.ndarray:
+    """One head's thumbnail of the model view's one tiled heatmap (its sizes in layout.meta)."""
+    sizes = fig.layout.meta["model_view"]
+    (grid,) = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    return np.asarray(grid.z, float)[model_view_tile(layer, head, sizes["rows"],
+                                                     sizes["columns"])]
 
 
-def test_model_view_grid_shares_one_colour_axis():
+def test_model_view_grid_is_one_heatmap_on_one_colour_axis():
     weights = softmax_rows((2, 3, 4, 5))
     fig = model_view_fig(weights, TGT, SRC)
-    maps = model_view_heatmaps(fig)
-    assert len(maps) == 2 * 3
-    assert {t.coloraxis for t in maps} == {"coloraxis"}
+    (grid,) = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    assert grid.coloraxis == "coloraxis"
     assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0, 1)
-    for index, trace in enumerate(maps):  # row-major: layer, then head; exact values
-        np.testing.assert_array_equal(np.asarray(trace.z), weights[divmod(index, 3)])
+    z = np.asarray(grid.z, float)
+    drawn = np.zeros(z.shape, bool)
+    for layer in range(2):
+        for head in range(3):  # exact values, each thumbnail where model_view_tile says
+            np.testing.assert_array_equal(thumbnail(fig, layer, head), weights[layer, head])
+            drawn[model_view_tile(layer, head, 4, 5)] = True
+    assert np.isnan(z[~drawn]).all() and (~drawn).any()  # the gaps between them are empty
+    assert z.shape == (2 * 4 + 1, 3 * 5 + 2 * 1)  # a gap of one cell (a sixth of 4 or 5)
     assert not fig.layout.xaxis.showticklabels and not fig.layout.yaxis.showticklabels
-    cells = [t for t in fig.data if t.name == "cell"]
-    assert [tuple(t.customdata[0]) for t in cells] == [(layer, head) for layer in range(2)
-                                                      for head in range(3)]
-    assert "head %{customdata[1]}" in cells[0].hovertemplate
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == ["head 0", "head 1", "head 2", "layer 0", "layer 1"]
+    (cells,) = [t for t in fig.data if t.name == "cell"]
+    assert [tuple(c) for c in cells.customdata] == [(layer, head) for layer in range(2)
+                                                   for head in range(3)]
+    for (layer, head), x, y in zip(cells.customdata, cells.x, cells.y):  # at each centre
+        rows, columns = model_view_tile(layer, head, 4, 5)
+        assert (x, y) == ((columns.start + columns.stop - 1) / 2, (rows.start + rows.stop - 1) / 2)
+    assert "head %{customdata[1]}" in cells.hovertemplate
     assert "Downsampled" not in fig.layout.title.text
 
 
 def test_model_view_selected_cell_is_outlined():
     fig = model_view_fig(softmax_rows((2, 3, 4, 5)), TGT, SRC, selected=(1, 2))
     (shape,) = fig.layout.shapes
-    assert shape.name == "selected"
-    assert (shape.xref, shape.yref) == ("x6 domain", "y6 domain")  # subplot 1 * 3 + 2 + 1
+    assert shape.name == "selected" and (shape.xref, shape.yref) == ("x", "y")
+    rows, columns = model_view_tile(1, 2, 4, 5)  # around that thumbnail's cells
+    assert (shape.x0, shape.x1, shape.y0, shape.y1) == (
+        columns.start - 0.5, columns.stop - 0.5, rows.start - 0.5, rows.stop - 0.5)
     with pytest.raises(ValueError, match="2 layers and 3 heads"):
         model_view_fig(softmax_rows((2, 3, 4, 5)), TGT, SRC, selected=(2, 0))
 
@@ -183,9 +200,7 @@ def test_model_view_downsamples_long_inputs_to_exact_block_maxima():
     weights = RNG.integers(0, 1000, (2, 2, 130, 70)) / 1000
     fig = model_view_fig(weights, [str(i) for i in range(130)], [str(i) for i in range(70)],
                          max_cells=64)
-    maps = model_view_heatmaps(fig)
-    assert len(maps) == 4
-    z = np.asarray(maps[3].z, float)
+    z = thumbnail(fig, 1, 1)
     assert z.shape == (44, 35)  # blocks of 3 x 2 cells, the last row block one cell short
     expected = np.array([[weights[1, 1, 3 * i:3 * i + 3, 2 * j:2 * j + 2].max()
                           for j in range(35)] for i in range(44)])

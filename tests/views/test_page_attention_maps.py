@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import model_view_outline, model_view_thumbnail
 from conftest import open_page as _page
 from conftest import plotly_array as array
 from conftest import set_widget as _set
@@ -54,10 +55,13 @@ def test_attention_page_default_render(shared_app):
     spec = figure(at)
     assert spec["layout"]["title"]["text"] == "Encoder self-attention, layer 0, head 0"
     model_view = figure(at, 1)
-    heatmaps = [t for t in model_view["data"] if t["type"] == "heatmap"]
     layers, heads = (len(at.selectbox(key=k).options) for k in ("attn_layer", "attn_head"))
-    assert len(heatmaps) == layers * heads
+    cells = [t for t in model_view["data"] if t.get("name") == "cell"]
+    assert len(cells[0]["customdata"]) == layers * heads  # a marker per thumbnail
     assert [s["name"] for s in model_view["layout"]["shapes"]] == ["selected"]
+    assert model_view_outline(model_view) == (0, 0)
+    assert model_view_thumbnail(model_view, layers - 1, heads - 1).shape == \
+        array(spec["data"][0]["z"]).shape  # (layer 0, head 0) is drawn above, as large
     assert at.get("download_button"), "no export buttons"
 
 
@@ -76,8 +80,10 @@ def test_attention_page_shows_the_models_true_slice(app, true_maps):
         np.testing.assert_allclose(shown, expected, rtol=0, atol=1e-6)
         title = figure(at)["layout"]["title"]["text"]
         assert title == f"{kind_label}, layer {layer}, head {head}"
-        subplot = layer * 4 + head + 1  # the model view's outline is on that thumbnail
-        assert figure(at, 1)["layout"]["shapes"][0]["xref"] == f"x{subplot} domain"
+        model_view = figure(at, 1)  # the outline is on that head's thumbnail, which holds it
+        assert model_view_outline(model_view) == (layer, head)
+        np.testing.assert_allclose(model_view_thumbnail(model_view, layer, head),
+                                   true_maps[kind][layer, head], rtol=0, atol=1e-6)
         before = shown
 
 
@@ -121,8 +127,8 @@ def test_a_click_on_a_thumbnail_opens_that_head(app):
     chart = at.get("plotly_chart")[1]
     widgets = at._tree.get_widget_states()
     click = WidgetState(id=chart.proto.id, string_value=json.dumps({"selection": {
-        "points": [{"curve_number": 13, "point_number": 0, "customdata": [1, 2]}],
-        "point_indices": [0], "box": [], "lasso": []}}))
+        "points": [{"curve_number": 1, "point_number": 6, "customdata": [1, 2]}],
+        "point_indices": [6], "box": [], "lasso": []}}))  # the "cell" markers: 4 heads a layer
     widgets.widgets.append(click)
     at._run(widgets)
     assert not at.exception, at.exception

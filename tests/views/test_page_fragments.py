@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import open_page
+from conftest import model_view_outline, open_page
 from conftest import plotly_array as array
 
 from explorer import state
@@ -88,5 +88,5 @@ def test_the_fragment_shows_the_models_true_slice(shared_app):
     expected = np.where(true_maps["cross_mask"], true_maps["cross"][1, 2], np.nan)
     np.testing.assert_allclose(array(spec["data"][0]["z"]), expected, rtol=0, atol=1e-6)
     model_view = json.loads(at.get("plotly_chart")[1].proto.spec)
-    assert model_view["layout"]["shapes"][0]["xref"] == "x7 domain"  # layer 1, head 2 outlined
+    assert model_view_outline(model_view) == (1, 2)
     assert at.query_params == {"attn_kind": "cross", "attn_layer": "1", "attn_head": "2"}

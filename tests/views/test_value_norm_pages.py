@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import open_page, set_widget
+from conftest import model_view_thumbnail, open_page, set_widget
 from conftest import plotly_array as array
 
 from explorer import show, state
@@ -72,8 +72,7 @@ def test_attention_maps_and_model_view(app, value_norms):
     assert_drawn(heatmaps(head)[0]["z"], value_norms["cross"][1, 2])
     assert head["data"][0]["colorbar"]["title"]["text"] == show.NORM_NAME
     assert head["data"][0]["zmax"] == pytest.approx(value_norms["cross"].max(), rel=1e-5)
-    grid = heatmaps(model_view)
-    assert_drawn(grid[0]["z"], value_norms["cross"][0, 0])
+    assert_drawn(model_view_thumbnail(model_view, 0, 0), value_norms["cross"][0, 0])
     assert model_view["layout"]["coloraxis"]["cmax"] > 1  # its own scale, not 0 to 1
     assert any("Kobayashi" in c.value for c in at.caption)
 
