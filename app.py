@@ -4,7 +4,6 @@ default model prepared while the server starts, explorer.warm).
 Navigation and the shared sidebar live here; each view is a thin page under views/.
 """
 
-import time
 from pathlib import Path
 
 import streamlit as st
@@ -33,16 +32,18 @@ WITHOUT_SENTENCE = {"Home", "Model"}  # pages that show something when the sente
 
 page = st.navigation(SECTIONS, position="top", expanded=True)  # expanded: on a phone
 if warm.starting():  # the served app's first seconds: its progress, then the page
-    st.title("Attention Explorer")
-    st.caption("Starting: TensorFlow and the default model load while the page waits (once per "
-               "server start).")
-    bar = st.progress(0.0)
+    starting = st.empty()
+    with starting.container():
+        st.title("Attention Explorer")
+        st.caption("Starting: TensorFlow and the default model load while the page waits (once "
+                   "per server start).")
+        bar = st.progress(0.0)
     warm.first_page_drawn.set()  # the warm-up may take the interpreter now
     while warm.starting():
         text, fraction = warm.stage
         bar.progress(fraction, text=f"{text}…")
-        time.sleep(0.1)
-    st.rerun()
+        warm.page_ready.wait(0.1)
+    starting.empty()  # the page follows in this same run (a rerun cost 0.2-0.3 s more)
 load_tensorflow()  # quietly, once (the served app's warm-up did it already)
 
 from explorer import links, models, sidebar  # noqa: E402  (after TensorFlow's quiet import)
