@@ -67,16 +67,19 @@ def architecture_fig(config: dict) -> go.Figure:
     boxes.append((1, y, f"Linear {d}→{config['tgt_vocab_size']}{tied}, softmax",
                   _COLOURS["output"]))
 
-    for x, row, _text, colour in boxes:
-        fig.add_shape(type="rect", x0=x - 0.42, x1=x + 0.42, y0=row - 0.4, y1=row + 0.4,
-                      fillcolor=colour, line=dict(color="#555", width=1), layer="below")
+    # every shape and arrow set at once: one add_shape per box re-validated the shapes so far
+    # each time (nllb-200-distilled-600M's 125 boxes: 1.5 s for the figure, 0.02 s so)
+    fig.update_layout(shapes=[
+        dict(type="rect", x0=x - 0.42, x1=x + 0.42, y0=row - 0.4, y1=row + 0.4,
+             fillcolor=colour, line=dict(color="#555", width=1), layer="below")
+        for x, row, _text, colour in boxes])
     fig.add_trace(go.Scatter(
         x=[b[0] for b in boxes], y=[b[1] for b in boxes], mode="text",
         text=[b[2] for b in boxes], textfont=dict(size=11, color="#111"), hoverinfo="text",
         showlegend=False))
-    for row in cross_rows:  # the encoder output feeds every cross-attention
-        fig.add_annotation(x=0.58, y=row, ax=0.42, ay=encoder_top, xref="x", yref="y",
-                           axref="x", ayref="y", showarrow=True, arrowhead=2, arrowcolor="#7030a0")
+    fig.update_layout(annotations=[  # the encoder output feeds every cross-attention
+        dict(x=0.58, y=row, ax=0.42, ay=encoder_top, xref="x", yref="y", axref="x", ayref="y",
+             showarrow=True, arrowhead=2, arrowcolor="#7030a0") for row in cross_rows])
     height = max(encoder_top, y) + 1
     fig.update_xaxes(visible=False, range=[-0.5, 1.5])
     fig.update_yaxes(visible=False, range=[-0.6, height])
