@@ -1,8 +1,10 @@
 """Size and draw time of the model view (every layer x head) for a long sentence.
 
-    .venv/bin/python bench/model_view.py [--length 200] [--repeats 3] [--no-browser]
+    .venv/bin/python bench/model_view.py [--length 200] [--layers 2] [--heads 4] [--repeats 3]
+                                         [--no-browser]
 
-A random model with max_len 256 runs one 200-token sentence (random ids) with
+A random model with max_len 256 (--layers encoder and decoder layers of --heads heads each:
+12 and 16 are nllb-200-distilled-600M's grid) runs one 200-token sentence (random ids) with
 return_attention=True; figures.attention_maps.model_view_fig draws its encoder self-attention and its
 cross-attention. Prints each figure's JSON size (goal <= 2 MB) and its draw time in headless
 Chromium (goal < 2 s): the median time Plotly.newPlot takes to resolve in a page written by
@@ -43,10 +45,11 @@ window.__timedNewPlot = function () {
 </script>"""
 
 
-def attention_maps(length: int, seed: int = 0) -> dict:
+def attention_maps(length: int, layers: int = 2, heads: int = 4, seed: int = 0) -> dict:
     """Encoder and cross attention of one random sentence through a random model."""
-    config = TransformerConfig(src_vocab_size=1000, tgt_vocab_size=1000, d_model=64, num_heads=4,
-                               dff=128, num_encoder_layers=2, num_decoder_layers=2, max_len=256)
+    config = TransformerConfig(src_vocab_size=1000, tgt_vocab_size=1000, d_model=16 * heads,
+                               num_heads=heads, dff=128, num_encoder_layers=layers,
+                               num_decoder_layers=layers, max_len=256)
     model = Transformer(config).build_weights()
     rng = np.random.default_rng(seed)
     src = rng.integers(4, config.src_vocab_size, (1, length)).astype(np.int32)
@@ -84,12 +87,14 @@ def draw_seconds(browser, path: Path, repeats: int) -> tuple[float, float]:
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--length", type=int, default=200)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-browser", action="store_true", help="sizes only")
     args = parser.parse_args()
 
     start = time.perf_counter()
-    maps = attention_maps(args.length)
+    maps = attention_maps(args.length, args.layers, args.heads)
     print(f"forward pass, {args.length} source and target tokens: "
           f"{time.perf_counter() - start:.2f} s")
     figures = {}

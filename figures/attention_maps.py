@@ -197,9 +197,10 @@ def model_view_fig(weights, query_tokens, key_tokens, *, layer_labels=None, sele
                          "layer labels")
     pooled, (fq, fk) = block_max_pool(weights, max_cells)
     downsampled = (fq, fk) != (1, 1)
-    # float32 once downsampled (3 decimals); else widened, each value as the model computed it
-    # (a 12 x 16-head kind of 400 x 400 is 120 MB in float32)
-    pooled = np.round(pooled, 3).astype(np.float32) if downsampled else pooled.astype(float)
+    # float32 once downsampled (3 decimals); else in the weights' own precision, each value as
+    # the model computed it (a model's float32 maps sent as float32: half the bytes of float64,
+    # and the same numbers)
+    pooled = np.round(pooled, 3).astype(np.float32) if downsampled else pooled
     qp, kp = pooled.shape[-2:]
     row_gap, col_gap = _tile_gap(qp), _tile_gap(kp)
     tiled = np.full((layers * (qp + row_gap) - row_gap, heads * (kp + col_gap) - col_gap),
