@@ -122,7 +122,10 @@ def after_first_page(ckpt, source: str) -> None:
 
     results.attention(ckpt, source)
     _prepare_model(ckpt)
-    results.sentence_lens(ckpt, source, None)
+    try:  # a lens that fails (its numbers not finite) is the page's to compute and say
+        results.sentence_lens(ckpt, source, None)
+    except Exception:  # noqa: BLE001 - the warm-up only leaves that page's first visit slower
+        logger.exception("The warm start's DecoderLens of %r failed", source)
 
 
 def _stage(text: str, fraction: float) -> None:
