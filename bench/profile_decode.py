@@ -1,12 +1,16 @@
 """Where a cached decode spends its time: TensorFlow's profiler around real decodes, summed
 per kernel, next to the host's share and the size of the compiled step.
 
-    .venv/bin/python bench/profile_decode.py [--model bundled|paper-base] [--runs N]
+    .venv/bin/python bench/profile_decode.py [--model bundled|paper-base] [--folder DIR]
+                                             [--runs N]
 
 - bundled: the bundled dates model translating "Friday, March 5, 2021" with every step's
   attention (12 steps), as the app does;
 - paper-base: random weights (6 + 6 layers, d_model 512, 8 heads, dff 2048, vocabulary 8000),
-  a 32-token source, 64 tokens with stop_at_end=False (as bench/decode.py).
+  a 32-token source, 64 tokens with stop_at_end=False (as bench/decode.py);
+- --folder DIR: a Hugging Face model folder (bench/real_models.py's, in /work/models) greedy
+  decoding 48 tokens of real_models' sentence with its generation config's search
+  (OpenedModel.generate, exactly 48 new tokens), as that bench's decode step is measured.
 
 Prints, per decode step: the wall time of the whole decode and of the one compiled call (the
 rest is the host: tokenizing, padding, turning the arrays into steps), the kernels' time and
@@ -44,8 +48,25 @@ from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 FRIDAY = "Friday, March 5, 2021"
 
 
-def decoder(name):
+FOLDER_TOKENS = 48
+
+
+def decoder(name, folder=None):
     """(decode(), the model, steps per decode)."""
+    if folder is not None:
+        import dataclasses
+        import math
+
+        from real_models import SOURCE  # bench/real_models.py
+
+        from transformer.inference.generation_config import read_generation_config
+
+        ckpt = load_checkpoint(folder)
+        base = ckpt.generation or read_generation_config(None, ckpt.config)
+        settings = dataclasses.replace(base.greedy(), max_length=FOLDER_TOKENS + 1,
+                                       min_length=FOLDER_TOKENS + 1)
+        return ((lambda: ckpt.generate(SOURCE, settings, seconds=math.inf)), ckpt.model,
+                FOLDER_TOKENS)
     if name == "bundled":
         ckpt = load_checkpoint(DEFAULT_CHECKPOINT)
         return (lambda: ckpt.translate(FRIDAY)), ckpt.model, len(ckpt.translate(FRIDAY).steps)
@@ -77,9 +98,16 @@ def kernel_times(logdir):
     return kernels, calls
 
 
-def body_nodes(model):
-    """Node types of the decode loop's body graph (constants left out)."""
-    loop = search_ours.compiled_greedy(model, True)
+def body_nodes(model, folder: bool = False):
+    """Node types of the decode loop's body graph (constants left out): search_ours' greedy
+    loop, or for a folder transformers' greedy search (search_transformers), which it decodes
+    with."""
+    if folder:
+        from transformer.inference.search_transformers import _compiled
+
+        loop = _compiled(model, "greedy")
+    else:
+        loop = search_ours.compiled_greedy(model, True)
     graph = loop.trace(model).graph.as_graph_def()
     bodies = [f for f in graph.library.function if f.signature.name.startswith("while_body")]
     return collections.Counter(node.op for f in bodies for node in f.node_def
@@ -89,9 +117,10 @@ def body_nodes(model):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", choices=("bundled", "paper-base"), default="bundled")
+    parser.add_argument("--folder", help="a Hugging Face model folder instead of --model")
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
-    decode, model, steps = decoder(args.model)
+    decode, model, steps = decoder(args.model, args.folder)
     decode()  # trace
     decode()
     per_step = args.runs * steps
@@ -103,8 +132,9 @@ def main():
         wall = (time.perf_counter() - start) * 1e6
         tf.profiler.experimental.stop()
         kernels, calls = kernel_times(logdir)
-    nodes = body_nodes(model)
-    print(f"{args.model}: {args.runs} decodes of {steps} steps under the profiler (load "
+    nodes = body_nodes(model, folder=args.folder is not None)
+    label = args.folder or args.model
+    print(f"{label}: {args.runs} decodes of {steps} steps under the profiler (load "
           f"{os.getloadavg()[0]:.2f}), per step:")
     print(f"  wall {wall / per_step:8.1f} us: compiled call {calls / per_step:8.1f} us, host "
           f"{(wall - calls) / per_step:8.1f} us ({(wall - calls) / wall:.0%})")
@@ -116,7 +146,7 @@ def main():
               f"{micros / total:6.1%}")
     print(f"  the loop body's graph: {sum(nodes.values())} nodes besides constants; "
           + ", ".join(f"{op} {n}" for op, n in nodes.most_common(12)))
-    if args.model == "paper-base":  # the step's weight matmuls against their memory stream
+    if args.model == "paper-base" and args.folder is None:  # its matmuls against the stream
         from decode import step_weights, stream_time  # bench/decode.py
 
         matmuls = sum(t for kind, (t, _) in kernels.items()

@@ -798,8 +798,34 @@ COMMON = CHILD_PRELUDE
 
 OURS = COMMON + r"""
 import dataclasses
-t = now(); from transformer import load_checkpoint; r["import"] = now() - t
+t = now(); import tensorflow; tf_in = now() - t  # Keras comes with it
+from transformer import load_checkpoint; r["import"] = now() - t
 r["rss_import"] = rss()
+# where our time goes (printed as "ours, where the time goes"): each stage's own function timed
+# where the load and the first translation call it (a wrapper each: microseconds)
+phases = r["phases"] = {"import: TensorFlow and Keras": tf_in,
+                        "import: ours": r["import"] - tf_in}
+def time_stage(module, name, label):
+    real = getattr(module, name)
+    def wrapper(*args, **kwargs):
+        t = now()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            phases[label] = phases.get(label, 0.0) + now() - t
+    setattr(module, name, wrapper)
+import transformer.checkpoint.format as _format
+import transformer.checkpoint.safetensors as _safetensors
+import transformer.model.bounds as _bounds
+import transformer.tokenizers.hf_pair as _pair
+from transformer.inference import compiled as _compiled
+for module, name, label in ((_pair, "tokenizer_pair", "load: tokenizers"),
+                            (_safetensors, "arrays", "load: weights mapped, checked finite"),
+                            (_bounds, "check_weight_bounds", "load: bounds proof"),
+                            (_format, "_build_model", "load: Keras model built"),
+                            (_format, "assign_weights", "load: weights copied in"),
+                            (_format, "_check_finite", "load: probe")):
+    time_stage(module, name, label)
 t = now()
 try:
     ckpt = load_checkpoint(%(folder)r)  # the folder as it is: no conversion
@@ -807,6 +833,9 @@ except Exception as err:
     r["refused"] = f"{type(err).__name__}: {err}"
     done()
 r["load"], r["rss_load"] = now() - t, rss()
+phases["load: the rest"] = r["load"] - sum(v for k, v in phases.items() if k.startswith("load"))
+untimed_trace = _compiled.SharedFunction.trace
+time_stage(_compiled.SharedFunction, "trace", "first translation: tracing the loop")
 from transformer.inference.generation_config import read_generation_config
 base = ckpt.generation or read_generation_config(None, ckpt.config)
 settings = dataclasses.replace(base.greedy(), max_length=%(new)d + 1, min_length=%(new)d + 1)
@@ -815,6 +844,9 @@ def translate():
     return ckpt.generate(%(source)r, settings, seconds=math.inf)
 try:
     t = now(); out = translate(); r["first"], r["rss_first"] = now() - t, rss()
+    _compiled.SharedFunction.trace = untimed_trace  # the maps' trace is not the translation's
+    phases["first translation: the rest (its first run)"] = (
+        r["first"] - phases.get("first translation: tracing the loop", 0.0))
     r["ids"], r["stopped_by"] = [int(i) for i in out.token_ids], out.stopped_by
     r["warm"] = median(translate)
     r["maps_first"] = timed(lambda: ckpt.attention(%(source)r, %(target)r))
@@ -1174,6 +1206,10 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
           f"{free[1] / 2**30:.1f} GiB (MemFree, the files in the page cache: where it is short, "
           "the kernel must evict cached pages for every new one, and each GiB a load allocates "
           "costs about a second more; transformers' load maps the file and allocates little)")
+    if ours.get("phases"):  # ours, stage by stage (the import, the load, the first translation)
+        print("  ours, where the time goes (s): " + "; ".join(
+            f"{label} {seconds:.2f}" for label, seconds in ours["phases"].items()))
+        line["ours_phases"] = ours["phases"]
     line["load_average"], line["mem_free"] = load, free
     if ours.get("notes"):
         print("  our generation settings' notes: " + " ".join(ours["notes"]))
