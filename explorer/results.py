@@ -515,13 +515,18 @@ def _contributions(ckpt: OpenedModel, source: str, target: str | None, output_id
 LENS_STEPS = 10  # tokens a layer's greedy decode may emit beyond the model's own translation
 
 
+def scored_output_ids(ckpt: OpenedModel, source: str, typed: str | None) -> list[int]:
+    """The output ids an intervention scores: the typed target's, or (typed None) the
+    translation's (translation: the one every page shows)."""
+    return ckpt.encode_target(typed) if typed is not None else translation(ckpt, source).token_ids
+
+
 def sentence_lens(ckpt: OpenedModel, source: str, typed: str | None) -> dict:
-    """The Interventions page's DecoderLens of `source`: on the typed target's ids, or (typed
-    None) the translation's, each layer's greedy decode at most LENS_STEPS tokens past them
-    (within the step budget); cached (decoder_lens). The warm start computes the default
-    sentence's in the background (explorer.warm)."""
-    output_ids = (ckpt.encode_target(typed) if typed is not None
-                  else translation(ckpt, source).token_ids)
+    """The Interventions page's DecoderLens of `source` on scored_output_ids, each layer's
+    greedy decode at most LENS_STEPS tokens past them (within the step budget); cached
+    (decoder_lens). The warm start computes the default sentence's in the background
+    (explorer.warm)."""
+    output_ids = scored_output_ids(ckpt, source, typed)
     return decoder_lens(ckpt, source, typed, output_ids,
                         max_steps=min(ckpt.step_budget(), len(output_ids) + LENS_STEPS))
 

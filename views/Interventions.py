@@ -80,8 +80,7 @@ def knockout(ckpt, source: str, typed) -> None:
     """Attention knockout of one step: the picks rerun this part alone."""
     st.header("Attention knockout")
     cfg = ckpt.config
-    out_ids = (ckpt.encode_target(typed) if typed is not None
-               else results.translation(ckpt, source).token_ids)
+    out_ids = results.scored_output_ids(ckpt, source, typed)
     tgt, src = ckpt.target_tokenizer, ckpt.source_tokenizer
     out_tokens = tokens.shown(tgt, tgt.ids_to_pieces(out_ids))
     src_tokens = tokens.shown(src, src.ids_to_pieces(ckpt.encode_source(source)))
@@ -168,8 +167,7 @@ def patching(ckpt, source: str, typed) -> None:
     tgt, src = ckpt.target_tokenizer, ckpt.source_tokenizer
     src_tokens = tokens.shown(src, src.ids_to_pieces(ckpt.encode_source(source)))
     corrupted, noised = _corruption(src_tokens)
-    out_ids = (ckpt.encode_target(typed) if typed is not None
-               else results.translation(ckpt, source).token_ids)
+    out_ids = results.scored_output_ids(ckpt, source, typed)
     out_tokens = tokens.shown(tgt, tgt.ids_to_pieces(out_ids))
     forget_if_not_offered("inter_patch_step", list(range(len(out_ids))))
     c1, c2 = st.columns([1, 2])
