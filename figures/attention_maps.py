@@ -202,14 +202,14 @@ def model_view_fig(weights, query_tokens, key_tokens, *, layer_labels=None, sele
     # and the same numbers)
     pooled = np.round(pooled, 3).astype(np.float32) if downsampled else pooled
     qp, kp = pooled.shape[-2:]
-    row_gap, col_gap = _tile_gap(qp), _tile_gap(kp)
-    tiled = np.full((layers * (qp + row_gap) - row_gap, heads * (kp + col_gap) - col_gap),
-                    np.nan, pooled.dtype)  # (rows, columns) of the whole grid
+    last_rows, last_columns = model_view_tile(layers - 1, heads - 1, qp, kp)
+    tiled = np.full((last_rows.stop, last_columns.stop), np.nan, pooled.dtype)  # the whole grid
     for layer in range(layers):
         for head in range(heads):
             tiled[model_view_tile(layer, head, qp, kp)] = pooled[layer, head]
-    rows = [layer * (qp + row_gap) + (qp - 1) / 2 for layer in range(layers)]  # the centres
-    columns = [head * (kp + col_gap) + (kp - 1) / 2 for head in range(heads)]
+    # each thumbnail's centre: a layer's rows, a head's columns
+    rows = [model_view_tile(layer, 0, qp, kp)[0].start + (qp - 1) / 2 for layer in range(layers)]
+    columns = [model_view_tile(0, head, qp, kp)[1].start + (kp - 1) / 2 for head in range(heads)]
     data = [dict(type="heatmap", z=tiled, coloraxis="coloraxis", hoverinfo="skip",
                  name="every head"),
             dict(type="scatter", x=[x for _ in rows for x in columns],
@@ -229,8 +229,8 @@ def model_view_fig(weights, query_tokens, key_tokens, *, layer_labels=None, sele
               + [dict(text=plotly_text(label), x=1.0, xref="paper", y=y, yref="y",
                       xanchor="left", yanchor="middle", textangle=90, showarrow=False,
                       font=dict(size=14)) for label, y in zip(layer_labels, rows)],
-              "meta": {"model_view": {"rows": qp, "columns": kp, "row_gap": row_gap,
-                                      "column_gap": col_gap}}}
+              "meta": {"model_view": {"rows": qp, "columns": kp, "row_gap": _tile_gap(qp),
+                                      "column_gap": _tile_gap(kp)}}}
     if selected is not None:
         layer, head = (int(x) for x in selected)
         if not (0 <= layer < layers and 0 <= head < heads):

@@ -236,10 +236,8 @@ def _plain_grid(rows: int, cols: int, horizontal_spacing=None, vertical_spacing=
     layout, domains, cells = {}, [[None] * cols for _ in range(rows)], []
     for r in range(rows):
         for c in range(cols):
-            x_s = grid[r][c][0] + 0.0
-            x_e = grid[r][c][0] + widths[c] - 0.0
-            y_s = grid[r][c][1] + 0.0
-            y_e = grid[r][c][1] + heights[-1 - r] - 0.0
+            x_s, y_s = grid[r][c]
+            x_e, y_e = x_s + widths[c], y_s + heights[-1 - r]
             y_s, y_e = (min(max(y, 0.0), 1.0) for y in (y_s, y_e))  # float error at the edges
             domains[r][c] = ([x_s, x_e], [y_s, y_e])
             cells.extend(domains[r][c])
