@@ -474,3 +474,20 @@ def test_a_step_with_no_token_left_ends_the_search_without_nan(marian, num_beams
     assert all(np.isfinite(step.log_prob) for step in result.steps)
     if num_beams > 1:
         assert np.isfinite(result.sequence_scores).all()
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_a_forced_token_that_is_suppressed_leaves_no_token(marian, num_beams):
+    """suppress_tokens runs after the forced BOS and EOS (transformers' order): where it bans
+    the forced id, that step has no token left, so the search stops before it ("banned")
+    instead of emitting the forced token."""
+    source = marian.encode_source("I like cats.")
+    bos = settings_for(marian, {"num_beams": num_beams, "forced_bos_token_id": 93,
+                                "suppress_tokens": [93], "max_length": 8})
+    result = generate(marian.model, source, bos, tokenizer=marian.target_tokenizer)
+    assert result.token_ids == [] and result.stopped_by == "banned"
+    eos = settings_for(marian, {"num_beams": num_beams, "forced_eos_token_id": 0,
+                                "suppress_tokens": [0], "max_length": 6})
+    result = generate(marian.model, source, eos, tokenizer=marian.target_tokenizer)
+    assert len(result.token_ids) == 4 and 0 not in result.token_ids  # 5 forced: none left
+    assert result.stopped_by == "banned"

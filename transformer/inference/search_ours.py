@@ -262,13 +262,15 @@ def _signature(c, greedy):
 
 def step_log_probs(model, tokens, t, cache, memory_mask, self_mask, cross_mask, banned):
     """One decoder step on the device: log-probabilities (B, V) float64 (as NumPy's log_softmax
-    of the float32 logits), choosable ones (pad and start are never chosen: -inf), the updated
-    cache, the self row (L, B, H, cache_len) and the cross row (L, B, H, N)."""
+    of the float32 logits), choosable ones (the `banned` ids (V,) bool -inf: pad and start are
+    never chosen; None: not computed), the updated cache, the self row (L, B, H, cache_len) and
+    the cross row (L, B, H, N)."""
     out = model.decode_step(tokens[:, tf.newaxis], t, cache, memory_mask, self_mask, cross_mask)
     logits = tf.cast(out["logits"][:, 0], tf.float64)  # (B, V)
     shifted = logits - tf.reduce_max(logits, axis=-1, keepdims=True)
     log_probs = shifted - tf.math.log(tf.reduce_sum(tf.exp(shifted), axis=-1, keepdims=True))
-    choosable = tf.where(banned, tf.constant(-np.inf, tf.float64), log_probs)
+    choosable = (None if banned is None else
+                 tf.where(banned, tf.constant(-np.inf, tf.float64), log_probs))
     return (log_probs, choosable, out["cache"], out["self_attention"][:, :, :, 0],
             out["cross_attention"][:, :, :, 0])
 

@@ -244,59 +244,101 @@ def processor_inputs(settings: GenerationSettings, vocab: int) -> dict[str, tf.T
     return {name: tf.constant(inputs[name], spec.dtype) for name, spec in PROCESSOR_SPECS.items()}
 
 
-def _apply_processors(scores, seqs, cur, max_length, p):
+def _fixed_processors(p, vocab):
+    """What the processors need that no step changes, computed once per decode (V: the target
+    vocabulary): the ids each step bans in one select, (4, V) bool, row 2 * (min_length still
+    ahead) + (the begin index's step): the lone bad words (and every eos id while min_length is
+    ahead) before the forced tokens, suppress_tokens (and begin_suppress_tokens at the begin
+    index) after them; whether each row bans anything, (4,); the forced BOS and EOS rows, (V,)
+    float64, 0 on the forced ids and -inf elsewhere."""
+    neg = tf.constant(-np.inf, tf.float64)
+    ids = tf.range(vocab)
+    eos_mask = tf.reduce_any(tf.equal(ids[None, :], p["eos"][:, None]), axis=0)  # (V,)
+    suppress_begin = p["suppress"] | p["begin_suppress"]
+    bans = tf.stack([p["static_ban"] | p["suppress"],  # (4, V)
+                     p["static_ban"] | suppress_begin,
+                     p["static_ban"] | eos_mask | p["suppress"],
+                     p["static_ban"] | eos_mask | suppress_begin])
+    eos_forced = tf.reduce_any(tf.equal(ids[None, :], p["forced_eos"][:, None]), axis=0)
+    return {"bans": bans, "bans_any": tf.reduce_any(bans, axis=1),  # (4,)
+            "after": tf.stack([p["suppress"], suppress_begin]),  # (2, V): after a forced row
+            "after_any": tf.stack([tf.reduce_any(p["suppress"]), tf.reduce_any(suppress_begin)]),
+            "bos_row": tf.where(ids == p["forced_bos"], tf.constant(0.0, tf.float64), neg),
+            "eos_row": tf.where(eos_forced, tf.constant(0.0, tf.float64), neg)}
+
+
+def _apply_processors(scores, seqs, cur, max_length, p, fixed):
     """transformers' logits processors, in its order, on scores (W, V) float64 given the
-    sequences (W, S) whose first `cur` columns are the decoder input (the start token first)."""
+    sequences (W, S) whose first `cur` columns are the decoder input (the start token first);
+    fixed: _fixed_processors of the same p.
+
+    A step pays only for the processors that act on it: each is behind a condition on the step
+    (tf.cond), and the bans that depend on no sequence are one select of a row computed once
+    (_fixed_processors). Every processor before the forced BOS / EOS only sets ids to -inf, and
+    a forced row replaces the whole row, so: where a token is forced, the forced row with
+    suppress_tokens (and begin_suppress_tokens) after it; elsewhere the n-gram and bad-word
+    bans, then the fixed bans in one select. Every select over the vocabulary is a pass over
+    (W, V) float64 numbers: done every step, they were 8% of t5-small's decode step and 5% of
+    NLLB's (bench/profile_decode.py)."""
     width, vocab = tf.shape(scores)[0], tf.shape(scores)[1]
     columns = tf.shape(seqs)[1]
     neg = tf.constant(-np.inf, tf.float64)
-    ids = tf.range(vocab)
     rows = tf.range(width)
-    bans = tf.zeros([width, vocab], tf.int32)
+    begin_now = tf.cast(tf.equal(cur, p["begin_index"]), tf.int32)
 
-    # no_repeat_ngram_size n: a token that would complete an n-gram already in the input
-    n = p["ngram"]
-    m = tf.maximum(n - 1, 0)
-    windows = tf.where(n > 0, tf.maximum(cur - n + 1, 0), 0)
-    starts = tf.range(windows)
-    heads = tf.gather(seqs, starts[:, None] + tf.range(m)[None, :], axis=1)  # (W, J, m)
-    prefix = tf.gather(seqs, tf.maximum(cur - m, 0) + tf.range(m), axis=1)  # (W, m)
-    match = tf.reduce_all(tf.equal(heads, prefix[:, None, :]), axis=-1)  # (W, J)
-    last = tf.gather(seqs, starts + m, axis=1)  # (W, J)
-    index = tf.stack([tf.broadcast_to(rows[:, None], tf.shape(last)), last], axis=-1)
-    bans = tf.tensor_scatter_nd_max(bans, index, tf.cast(match, tf.int32))
+    def banned(scores, mask):  # (W, V) float64, mask (W, V) or (V,) bool
+        return tf.where(mask, neg, scores)
 
-    # bad_words_ids of more than one id: the last id when the others end the input
-    plen = p["bad_prefix_len"]
-    words = tf.shape(plen)[0]
-    k = tf.range(tf.shape(p["bad_prefix"])[1])
-    positions = tf.clip_by_value(cur - plen[:, None] + k[None, :], 0, columns - 1)  # (M, P)
-    got = tf.gather(seqs, positions, axis=1)  # (W, M, P)
-    same = tf.equal(got, p["bad_prefix"][None]) | (k[None, :] >= plen[:, None])[None]
-    hit = tf.reduce_all(same, axis=-1) & (plen <= cur)[None, :]  # (W, M)
-    index = tf.stack([tf.broadcast_to(rows[:, None], [width, words]),
-                      tf.broadcast_to(p["bad_last"][None, :], [width, words])], axis=-1)
-    bans = tf.tensor_scatter_nd_max(bans, index, tf.cast(hit, tf.int32))
+    def ngrams(scores):  # no_repeat_ngram_size n: a token that would complete an n-gram seen
+        n = p["ngram"]
+        m = tf.maximum(n - 1, 0)
+        starts = tf.range(tf.maximum(cur - n + 1, 0))
+        heads = tf.gather(seqs, starts[:, None] + tf.range(m)[None, :], axis=1)  # (W, J, m)
+        prefix = tf.gather(seqs, tf.maximum(cur - m, 0) + tf.range(m), axis=1)  # (W, m)
+        match = tf.reduce_all(tf.equal(heads, prefix[:, None, :]), axis=-1)  # (W, J)
+        last = tf.gather(seqs, starts + m, axis=1)  # (W, J)
+        index = tf.stack([tf.broadcast_to(rows[:, None], tf.shape(last)), last], axis=-1)
+        bans = tf.tensor_scatter_nd_max(tf.zeros([width, vocab], tf.int32), index,
+                                        tf.cast(match, tf.int32))
+        return banned(scores, bans > 0)
 
-    eos_mask = tf.reduce_any(tf.equal(ids[None, :], p["eos"][:, None]), axis=0)  # (V,)
-    banned = ((bans > 0) | p["static_ban"][None, :] |
-              ((cur < p["min_length"]) & eos_mask)[None, :])
-    scores = tf.where(banned, neg, scores)
+    def bad_words(scores):  # bad_words_ids of more than one id: the last, when the rest end it
+        plen = p["bad_prefix_len"]
+        words = tf.shape(plen)[0]
+        k = tf.range(tf.shape(p["bad_prefix"])[1])
+        positions = tf.clip_by_value(cur - plen[:, None] + k[None, :], 0, columns - 1)  # (M, P)
+        got = tf.gather(seqs, positions, axis=1)  # (W, M, P)
+        same = tf.equal(got, p["bad_prefix"][None]) | (k[None, :] >= plen[:, None])[None]
+        hit = tf.reduce_all(same, axis=-1) & (plen <= cur)[None, :]  # (W, M)
+        index = tf.stack([tf.broadcast_to(rows[:, None], [width, words]),
+                          tf.broadcast_to(p["bad_last"][None, :], [width, words])], axis=-1)
+        bans = tf.tensor_scatter_nd_max(tf.zeros([width, vocab], tf.int32), index,
+                                        tf.cast(hit, tf.int32))
+        return banned(scores, bans > 0)
 
-    forced_bos = tf.where(ids == p["forced_bos"], tf.constant(0.0, tf.float64), neg)
-    scores = tf.where((cur == 1) & (p["forced_bos"] >= 0), forced_bos[None, :], scores)
-    eos_forced = tf.reduce_any(tf.equal(ids[None, :], p["forced_eos"][:, None]), axis=0)
-    forced_eos = tf.where(eos_forced, tf.constant(0.0, tf.float64), neg)
-    scores = tf.where((cur == max_length - 1) & (tf.size(p["forced_eos"]) > 0),
-                      forced_eos[None, :], scores)
+    def unforced():
+        out = tf.cond((p["ngram"] > 0) & (cur - p["ngram"] + 1 > 0),
+                      lambda: ngrams(scores), lambda: scores)
+        out = tf.cond(tf.size(p["bad_prefix_len"]) > 0, lambda: bad_words(out), lambda: out)
+        row = 2 * tf.cast(cur < p["min_length"], tf.int32) + begin_now  # _fixed_processors'
+        return tf.cond(fixed["bans_any"][row], lambda: banned(out, fixed["bans"][row][None]),
+                       lambda: out)
 
-    suppressed = p["suppress"] | ((cur == p["begin_index"]) & p["begin_suppress"])
-    scores = tf.where(suppressed[None, :], neg, scores)
-    # a row with no token left (every id banned) stays -inf: log_softmax would make it NaN
-    left = tf.reduce_any(scores > neg, axis=-1, keepdims=True)
-    return tf.cond(p["renormalize"],
-                   lambda: tf.where(left, tf.nn.log_softmax(scores, axis=-1), scores),
-                   lambda: scores)
+    def forced(name):
+        out = tf.broadcast_to(fixed[name][None], tf.shape(scores))
+        return tf.cond(fixed["after_any"][begin_now],
+                       lambda: banned(out, fixed["after"][begin_now][None]), lambda: out)
+
+    eos_now = tf.equal(cur, max_length - 1) & (tf.size(p["forced_eos"]) > 0)
+    bos_now = tf.equal(cur, 1) & (p["forced_bos"] >= 0)
+    scores = tf.cond(eos_now, lambda: forced("eos_row"),  # the later processor wins
+                     lambda: tf.cond(bos_now, lambda: forced("bos_row"), unforced))
+
+    def renormalized():  # a row with no token left (every id banned) stays -inf: log_softmax
+        left = tf.reduce_any(scores > neg, axis=-1, keepdims=True)  # would make it NaN
+        return tf.where(left, tf.nn.log_softmax(scores, axis=-1), scores)
+
+    return tf.cond(p["renormalize"], renormalized, lambda: scores)
 
 
 # ================================================================================ loops
@@ -318,10 +360,6 @@ def _signature(c, kind):
             [tf.TensorSpec([layers[kind_], c.num_heads], tf.float32) for kind_ in KIND_NAMES])
 
 
-def _no_bans(c):
-    return tf.zeros([c.tgt_vocab_size], tf.bool)
-
-
 def _greedy_loop(model, xla):
     c = model.config
     k = min(TOP_K, c.tgt_vocab_size)
@@ -334,17 +372,18 @@ def _greedy_loop(model, xla):
         enc = model.encode(source_ids, head_mask=encoder_mask)
         cache = model.init_cache(enc["memory"], cache_len)
         seqs = tf.fill([1, cache_len + 1], start_id)
-        none = _no_bans(c)
+        fixed = _fixed_processors(p, c.tgt_vocab_size)
 
         def going(t, seqs, done, empty, cache, arrays):
             return ~done & compiled.in_time(t, started, seconds, xla)
 
         def step(t, seqs, done, empty, cache, arrays):
             log_probs, _, cache, self_row, cross_row = search_ours.step_log_probs(
-                model, seqs[:, t], t, cache, enc["mask"], self_mask, cross_mask, none)
-            scores = _apply_processors(log_probs, seqs, t + 1, max_length, p)
-            empty = ~tf.reduce_any(scores > -np.inf)  # every id banned: no token left
+                model, seqs[:, t], t, cache, enc["mask"], self_mask, cross_mask, None)
+            scores = _apply_processors(log_probs, seqs, t + 1, max_length, p, fixed)
             token = tf.argmax(scores, axis=-1, output_type=tf.int32)  # (1,): ties, lowest id
+            # every id banned, no token left: the largest score is -inf (its argmax's)
+            empty = ~(tf.gather(scores[0], token[0]) > -np.inf)
             seqs = tf.tensor_scatter_nd_update(seqs, [[0, t + 1]], token)
             top = tf.math.top_k(log_probs, k)
             values = {"tokens": token, "log_prob": tf.gather(log_probs, token, batch_dims=1),
@@ -380,7 +419,7 @@ def _beam_loop(model, xla):
         memory_mask = tf.repeat(enc["mask"], width, axis=0)
         cache = model.init_cache(memory, cache_len)
         vocab = c.tgt_vocab_size
-        none = _no_bans(c)
+        fixed = _fixed_processors(p, vocab)
         columns = cache_len + 1
         # transformers' beams_to_keep, at most the width x vocab candidates there are (an
         # eos_token_id listing most of the vocabulary: transformers' top-k fails there)
@@ -394,8 +433,8 @@ def _beam_loop(model, xla):
         def step(t, go, timed_out, unsat, empty, cache, run, fin, arrays):
             cur = t + 1  # the decoder input's length (the start token included)
             log_probs, _, cache, self_row, cross_row = search_ours.step_log_probs(
-                model, run["seq"][:, t], t, cache, memory_mask, self_mask, cross_mask, none)
-            scores = _apply_processors(log_probs, run["seq"], cur, max_length, p)
+                model, run["seq"][:, t], t, cache, memory_mask, self_mask, cross_mask, None)
+            scores = _apply_processors(log_probs, run["seq"], cur, max_length, p, fixed)
             total = tf.reshape(scores + run["score"][:, None], [-1])
             empty = ~tf.reduce_any(total > -np.inf)  # every id banned on every beam
             best = tf.math.top_k(total, keep)
