@@ -1058,19 +1058,36 @@ def test_weights_that_overflow_on_real_tokens_are_refused_at_load(valid, monkeyp
 
 def test_probe_is_sentence_length_and_reaches_every_token(valid_model, monkeypatch):
     model = valid_model[0]
-    seen = []
-    original = type(model).__call__
+    seen = {}
+    encode, decode = type(model).encode, type(model).decode
 
-    def spy(self, inputs, *args, **kwargs):
-        seen.append(tuple(np.asarray(x).shape for x in inputs) + (np.asarray(inputs[0]),))
-        return original(self, inputs, *args, **kwargs)
+    def spy_encode(self, source_ids, *args, **kwargs):
+        seen["source"] = np.asarray(source_ids)
+        seen["encoded"] = out = encode(self, source_ids, *args, **kwargs)
+        return out
 
-    monkeypatch.setattr(type(model), "__call__", spy)
+    def spy_decode(self, target_ids, *args, **kwargs):
+        seen["target"] = np.asarray(target_ids)
+        seen["decoded"] = out = decode(self, target_ids, *args, **kwargs)
+        return out
+
+    monkeypatch.setattr(type(model), "encode", spy_encode)
+    monkeypatch.setattr(type(model), "decode", spy_decode)
     checkpoint_module._check_finite(model)
-    (src_shape, tgt_shape, src), = seen
     n = min(model.config.max_len, limits.PROBE_LENGTH)
-    assert src_shape == tgt_shape == (limits.PROBE_ROWS, n)
-    assert src[0].max() == model.config.src_vocab_size - 1  # the last id of the vocabulary
+    assert seen["source"].shape == seen["target"].shape == (limits.PROBE_ROWS, n)
+    assert seen["source"][0].max() == model.config.src_vocab_size - 1  # the vocabulary's last
+    assert seen["target"][0].max() == model.config.tgt_vocab_size - 1
+    # every layer's output at every position is checked; the logits of the last position alone
+    c = model.config
+    assert seen["encoded"]["hidden_states"].shape[:3] == (c.num_encoder_layers + 1,
+                                                          limits.PROBE_ROWS, n)
+    assert seen["decoded"]["hidden_states"].shape[:3] == (c.num_decoder_layers + 1,
+                                                          limits.PROBE_ROWS, n)
+    assert seen["decoded"]["logits"].shape == (limits.PROBE_ROWS, 1, model.config.tgt_vocab_size)
+    probed = np.asarray(seen["decoded"]["logits"])[:, 0]
+    whole = model((seen["source"], seen["target"]))  # the last position's, as the full pass's
+    np.testing.assert_allclose(probed, np.asarray(whole)[:, -1], rtol=1e-5, atol=1e-5)
 
 
 def test_a_model_that_never_ends_stops_at_the_step_budget(monkeypatch):

@@ -203,7 +203,8 @@ class Transformer(keras.Model):
     # ---------------------------------------------------------------- decoder
     def decode(self, target_ids, memory, memory_mask, training=False, self_head_mask=None,
                cross_head_mask=None, return_hidden_states=False, return_qkv=False,
-               target_vectors=None, qkv_layers=(None, None), cross_masks=None):
+               target_vectors=None, qkv_layers=(None, None), cross_masks=None,
+               logits_at=None):
         """target_ids (B, T), memory (B, N, d_model), memory_mask (B, 1, 1, N) -> dict:
         "logits" (B, T, tgt_vocab), "self_attention" (L_dec, B, H, T, T),
         "cross_attention" (L_dec, B, H, T, N), "mask" (B, 1, T, T) (the self-attention mask);
@@ -214,6 +215,9 @@ class Transformer(keras.Model):
         every layer's; see encode's qkv_layer).
         cross_masks: one cross-attention mask per decoder layer, each broadcastable to (B, H, T,
         N), in place of memory_mask (attention knockout: edges a layer's heads may not use).
+        logits_at: one position (an int, -1 the last): "logits" (B, 1, tgt_vocab) of that
+        position alone (the load's probe: the output projection over the vocabulary once, not
+        at every position).
         """
         target_ids = tf.convert_to_tensor(target_ids)
         self_mask = self.target_mask(target_ids)  # (B, 1, T, T)
@@ -237,7 +241,8 @@ class Transformer(keras.Model):
             cross_results.append(result["cross"])
         x = self.final_norm(x)
         hidden[-1] = x
-        out = {"logits": self.project(x), "mask": self_mask,
+        projected = x if logits_at is None else x[:, logits_at:][:, :1]  # (B, T or 1, d_model)
+        out = {"logits": self.project(projected), "mask": self_mask,
                "self_attention": tf.stack([r["weights"] for r in self_results]),
                "cross_attention": tf.stack([r["weights"] for r in cross_results])}
         if return_hidden_states:
