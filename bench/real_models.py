@@ -798,9 +798,13 @@ COMMON = CHILD_PRELUDE
 
 OURS = COMMON + r"""
 import dataclasses
+import transformer  # its options for TensorFlow, set before TensorFlow loads (as a user's import)
 t = now(); import tensorflow; tf_in = now() - t  # Keras comes with it
 from transformer import load_checkpoint; r["import"] = now() - t
+from tensorflow.python.util import _pywrap_util_port
+r["onednn"] = bool(_pywrap_util_port.IsMklEnabled())  # off, as the package sets it
 r["rss_import"] = rss()
+# (the end of the import: tests/bench runs the script to here)
 # where our time goes (printed as "ours, where the time goes"): each stage's own function timed
 # where the load and the first translation call it (a wrapper each: microseconds)
 phases = r["phases"] = {"import: TensorFlow and Keras": tf_in,
@@ -1239,6 +1243,9 @@ def report(name: str, info: dict, ours: dict, theirs: dict, tokens: int, load: l
           f"{free[1] / 2**30:.1f} GiB (MemFree, the files in the page cache: where it is short, "
           "the kernel must evict cached pages for every new one, and each GiB a load allocates "
           "costs about a second more; transformers' load maps the file and allocates little)")
+    if ours.get("onednn"):  # the package turns oneDNN's kernels off before TensorFlow loads
+        print("  WARNING: ours ran with oneDNN's kernels on, unlike a user's import of the "
+              "package (TF_ENABLE_ONEDNN_OPTS=1 in the environment?)")
     if ours.get("phases"):  # ours, stage by stage (the import, the load, the first translation)
         print("  ours, where the time goes (s): " + "; ".join(
             f"{label} {seconds:.2f}" for label, seconds in ours["phases"].items()))

@@ -2,6 +2,7 @@
 belongs to TensorFlow: it must still find the compiled call and the kernels in it."""
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -40,3 +41,19 @@ def test_the_benchmarks_reach_what_they_share_without_editing_sys_path():
                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
                   and re.search(r"sys\.path\.(insert|append)|sys\.path\[", node.value)]
         assert not edits, f"{path.name} edits sys.path at line {edits[0]}"
+
+
+def test_real_models_measures_ours_as_a_user_imports_the_package():
+    """bench/real_models.py times TensorFlow's import apart from ours, and must still import the
+    package first, as a user does: the package turns oneDNN's kernels off before TensorFlow
+    loads (a child that imported TensorFlow first measured the decode step with them on). Its
+    child script is run up to the end of the import."""
+    from bench import real_models
+
+    script = real_models.OURS[:real_models.OURS.index("# (the end of the import")]
+    script = script % {"repeats": 1} + "done()\n"  # the import needs no other value
+    env = {k: v for k, v in os.environ.items() if k != "TF_ENABLE_ONEDNN_OPTS"}
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    result = json.loads(out.split("RESULT ", 1)[1])
+    assert result["onednn"] is False and result["import"] > 0, result
