@@ -1294,7 +1294,13 @@ LIMITS = {
     "step": "each model's 'decode step, where the time goes' above: TensorFlow's matmuls "
             "themselves, one row against each matrix, read a small model's 1-4 MB matrices "
             "at well under NumPy's stream (a large model's at about it), and the rest of the "
-            "step is attention over the cache, the log-softmax and top-k over the vocabulary",
+            "step is attention over the cache, the log-softmax and top-k over the vocabulary. "
+            "The layout decides the small matrices' speed: chained at one row over t5-small's "
+            "decoder shapes (72 MB), TensorFlow reads our (in, out) kernels at 9-12 GiB/s and "
+            "the same matrices stored (out, in), Hugging Face's layout, multiplied as W x^T at "
+            "17-18 GiB/s, NumPy's own matmul 19 (a scratch test, two runs); storing the "
+            "kernels so is not done: every reader of a kernel (the analyses, our checkpoint "
+            "format, training) would change with it",
 }
 TRIED = {
     "files_to_first": "tracing the decode loop in a thread during the load (the trace holds "
@@ -1307,7 +1313,8 @@ TRIED = {
                       "copy (safetensors puts no tensor on the 64-byte boundary TensorFlow's "
                       "kernels assume: 0 of NLLB's 509); Grappler's rewrites off (kept: "
                       "bart-large's first translation 2.49 -> 1.93 s); the probe's logits at "
-                      "the last position only (kept: NLLB's probe 0.95 -> 0.80 s)",
+                      "the last position only (kept: NLLB's probe alone 0.95-1.05 -> 0.80-0.86 "
+                      "s; 0.93 s inside a load in the next bench run, within its noise)",
     "load_memory": "one tokenizer backend for both sides (NLLB's 256k pieces built once); "
                    "the copies into one block (WeightArena) and the file's pages given back "
                    "as they are copied (peak 2.1-2.5x -> 1.1-1.2x the weights); the probe's "
