@@ -43,6 +43,7 @@ bench: install chromium
 	$(BIN)/python bench/decode.py
 	$(BIN)/python bench/profile_decode.py --model bundled
 	$(BIN)/python bench/profile_decode.py --model paper-base --runs 3
+	$(BIN)/python bench/kernel_layout.py
 	$(BIN)/python bench/open_model.py
 	$(BIN)/python bench/open_real.py
 	$(BIN)/python bench/checkpoint_read.py

@@ -1295,12 +1295,12 @@ LIMITS = {
             "themselves, one row against each matrix, read a small model's 1-4 MB matrices "
             "at well under NumPy's stream (a large model's at about it), and the rest of the "
             "step is attention over the cache, the log-softmax and top-k over the vocabulary. "
-            "The layout decides the small matrices' speed: chained at one row over t5-small's "
-            "decoder shapes (72 MB), TensorFlow reads our (in, out) kernels at 9-12 GiB/s and "
-            "the same matrices stored (out, in), Hugging Face's layout, multiplied as W x^T at "
-            "17-18 GiB/s, NumPy's own matmul 19 (a scratch test, two runs); storing the "
-            "kernels so is not done: every reader of a kernel (the analyses, our checkpoint "
-            "format, training) would change with it",
+            "Part of it is the kernels' layout (bench/kernel_layout.py: one row against "
+            "t5-small's decoder matrices, chained): TensorFlow reads our (in, out) kernels at "
+            "1.9-2.1x NumPy's stream, the same matrices stored (out, in), Hugging Face's "
+            "layout, as W x^T at 1.4-1.65x, and NumPy's own matmul at 0.97-1.22x; at NLLB's "
+            "d_model 1.44x, 1.20x and 1.06x. Storing the kernels so is not done: every reader "
+            "of a kernel (the analyses, our checkpoint format, training) changes with it",
 }
 TRIED = {
     "files_to_first": "tracing the decode loop in a thread during the load (the trace holds "
