@@ -189,9 +189,10 @@ def _write(cache, new, index):
     retraces."""
     n = new[0].shape[2] or tf.shape(new[0])[2]
     if n == 1:  # a decode step: its one position written into slot `index` of every row and
-        # head; the scatter updates the cache's buffer in place where nothing else holds it
-        # (a select over every slot rewrote the whole cache each step: 24 of them a step were
-        # 3% of NLLB's step at 48 tokens, and they grow with the cache)
+        # head. The scatter copies the cache (the layer's function call holds a reference, so
+        # TensorFlow cannot update it in place) but computes nothing per slot: the select over
+        # every slot it replaces was 2.3 ms of NLLB's step at 48 tokens (24 a step), the
+        # scatters 1.6-2.1 ms (bench/profile_decode.py)
         heads, head_dim = new[0].shape[1], new[0].shape[3]  # static: the config's
         rows = tf.range(tf.size(new[0]) // head_dim)[:, tf.newaxis]  # (B * heads, 1)
         at = tf.concat([rows // heads, rows % heads,
