@@ -812,9 +812,6 @@ phases = r["phases"] = {"import: TensorFlow and Keras": tf_in,
 # and where our memory goes (printed as "ours, where the memory goes"): per stage, the bytes it
 # left resident (VmRSS after - before) and the peak so far over the import's (VmHWM)
 memory = r["memory"] = {}
-def vm(key):
-    with open("/proc/self/status") as f:
-        return next(int(x.split()[1]) * 1024 for x in f if x.startswith(key + ":"))
 def time_stage(module, name, label):
     real = getattr(module, name)
     def wrapper(*args, **kwargs):
@@ -920,21 +917,12 @@ r["step_bytes"] = sum(int(np.prod(w.shape)) * 4 for w in ckpt.model.weights
 # what limits the step: the same matrices alone, one row each, in the step's order, each
 # product feeding the next one's input, in one compiled call (TensorFlow's matmul at the step's
 # shapes, nothing else: no attention over the cache, no search over the vocabulary)
-import tensorflow as tf
+from bench.kernel_layout import chained
 from transformer.inference.compiled import unrewritten
-mats = [(w, c.tie_output and names.relative_path(ckpt.model, w) == table)
-        for w in ckpt.model.weights
+mats = [(w, c.tie_output and names.relative_path(ckpt.model, w) == table)  # the tied output
+        for w in ckpt.model.weights  # projection as the model computes it, (E x^T)^T
         if len(w.shape) == 2 and streamed(names.relative_path(ckpt.model, w))]
-@tf.function(autograph=False)
-def matmuls():
-    s = tf.zeros([], tf.float32)
-    for w, tied in mats:
-        if tied:  # the tied output projection as the model computes it, (E x^T)^T
-            y = tf.matmul(w, tf.fill([1, w.shape[1]], 1.0 + s), transpose_b=True)
-        else:
-            y = tf.matmul(tf.fill([1, w.shape[0]], 1.0 + s), w)
-        s = y[0, 0] * 0.0  # the next input waits for this product
-    return s
+matmuls = chained(mats)
 with unrewritten():  # as the decode loop runs
     matmuls()
     r["step_matmuls"] = median(lambda: matmuls().numpy())

@@ -13,9 +13,11 @@ from collections.abc import Callable
 CHILD_PRELUDE = r"""
 import json, math, resource, statistics, sys, time
 def now(): return time.perf_counter()
-def rss():  # VmHWM (Linux's ru_maxrss survives fork + exec: a big parent's mark would show)
+def vm(key):  # a /proc/self/status figure in bytes ("VmRSS": resident now)
     with open("/proc/self/status") as f:
-        return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmHWM:"))
+        return next(int(x.split()[1]) * 1024 for x in f if x.startswith(key + ":"))
+def rss():  # VmHWM (Linux's ru_maxrss survives fork + exec: a big parent's mark would show)
+    return vm("VmHWM")
 def timed(fn):
     t = now(); fn(); return now() - t
 def median(fn): return statistics.median(timed(fn) for _ in range(%(repeats)d))
